@@ -1,0 +1,1 @@
+//! Criterion benchmarks for Quiver; see `benches/`.

@@ -1,0 +1,270 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use quiver_csr::EdgeFormat;
+
+use crate::units::{parse_bytes, parse_range};
+
+/// Quiver: graph systems from the literature as engines you can run.
+///
+/// Graphs live in `.qcsr` files (checksummed CSR, 4 KiB aligned). Make one
+/// with `generate` or `convert`, look at it with `info`, and hand it to an
+/// engine.
+#[derive(Debug, Parser)]
+#[command(
+    name = "quiver",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(after_help = "Examples:
+  quiver demo
+  quiver generate rmat --scale 20 --edge-factor 16 --seed 1 -o rmat20.qcsr
+  quiver convert soc-LiveJournal1.txt.gz -o lj.qcsr --dedupe --mem 2GiB
+  quiver info lj.qcsr --block-size 8MiB --verify")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace); QUIVER_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Print a machine-readable JSON report on stdout instead of the summary.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate a synthetic graph (R-MAT, Erdős–Rényi, or a small shape).
+    #[command(after_help = "Examples:
+  quiver generate rmat --scale 22 --edge-factor 16 --seed 7 -o rmat22.qcsr
+  quiver generate rmat --scale 16 --undirected --weights 1..100 -o w.qcsr
+  quiver generate er --vertices 100000 --edges 1000000 -o er.qcsr
+  quiver generate grid --rows 100 --cols 100 --undirected -o grid.qcsr")]
+    Generate(GenerateArgs),
+    /// Convert an edge list (text, binary or Matrix Market; .gz or stdin) into a .qcsr graph.
+    #[command(after_help = "Examples:
+  quiver convert edges.txt -o g.qcsr
+  quiver convert web-Google.txt.gz -o google.qcsr --dedupe --drop-self-loops
+  quiver convert twitter.bin --format bin -o twitter.qcsr --mem 4GiB
+  quiver convert mesh.mtx -o mesh.qcsr
+  zcat big.txt.gz | quiver convert - -o big.qcsr --relabel
+
+Inputs larger than --mem are sorted externally: sorted runs are spilled to
+--work-dir (default: the system temporary directory) and merged.")]
+    Convert(ConvertArgs),
+    /// Write a .qcsr graph back out as an edge list (text or binary).
+    #[command(after_help = "Examples:
+  quiver export g.qcsr -o edges.txt
+  quiver export g.qcsr -o edges.bin --format bin
+  quiver export g.qcsr -o - | head")]
+    Export(ExportArgs),
+    /// Show a graph's size, degree distribution and block partition; verify its checksums.
+    #[command(after_help = "Examples:
+  quiver info g.qcsr
+  quiver info g.qcsr --block-size 8MiB
+  quiver info g.qcsr --chunks 4 --alpha 8
+  quiver info g.qcsr --verify --json")]
+    Info(InfoArgs),
+    /// Generate a small graph, round-trip it through an edge list, and show it; no set-up needed.
+    Demo(DemoArgs),
+}
+
+/// Options that decide how edges become a graph.
+#[derive(Debug, Args)]
+pub struct ShapeArgs {
+    /// Add the reverse of every edge.
+    #[arg(long)]
+    pub undirected: bool,
+    /// Keep one copy of each (source, target) pair.
+    #[arg(long)]
+    pub dedupe: bool,
+    /// Drop edges from a vertex to itself.
+    #[arg(long)]
+    pub drop_self_loops: bool,
+    /// Memory budget for sorting edges (KiB, MiB, GiB); larger inputs spill to disk.
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    pub mem: u64,
+    /// Directory for spilled sort runs (default: the system temporary directory).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(subcommand)]
+    pub model: Model,
+}
+
+/// Flags shared by every generator.
+#[derive(Debug, Args)]
+pub struct GenerateCommon {
+    /// Output .qcsr file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Random seed; the same seed gives the same graph.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Attach uniform integer weights from an inclusive range, e.g. 1..100.
+    #[arg(long, value_parser = parse_range)]
+    pub weights: Option<(u32, u32)>,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Model {
+    /// R-MAT / Kronecker graph with 2^scale vertices (Graph500 a=0.57, b=0.19, c=0.19 by default).
+    Rmat {
+        /// log2 of the vertex count (1..=31).
+        #[arg(long)]
+        scale: u32,
+        /// Edges per vertex.
+        #[arg(long, default_value_t = 16)]
+        edge_factor: u64,
+        /// Probability of the top-left quadrant.
+        #[arg(long, default_value_t = 0.57)]
+        a: f64,
+        /// Probability of the top-right quadrant.
+        #[arg(long, default_value_t = 0.19)]
+        b: f64,
+        /// Probability of the bottom-left quadrant.
+        #[arg(long, default_value_t = 0.19)]
+        c: f64,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+    /// Erdős–Rényi G(n, m): m edges with uniform random endpoints.
+    Er {
+        /// Number of vertices.
+        #[arg(long)]
+        vertices: u32,
+        /// Number of edges drawn.
+        #[arg(long)]
+        edges: u64,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+    /// Path 0 -> 1 -> ... -> n-1.
+    Path {
+        /// Number of vertices.
+        #[arg(long)]
+        vertices: u32,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+    /// Cycle 0 -> 1 -> ... -> n-1 -> 0.
+    Cycle {
+        /// Number of vertices.
+        #[arg(long)]
+        vertices: u32,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+    /// Star: 0 -> i for every other vertex i.
+    Star {
+        /// Number of vertices.
+        #[arg(long)]
+        vertices: u32,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+    /// Grid: each cell points to its right and lower neighbours.
+    Grid {
+        /// Rows.
+        #[arg(long)]
+        rows: u32,
+        /// Columns.
+        #[arg(long)]
+        cols: u32,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+    /// Complete directed graph: every ordered pair of distinct vertices.
+    Complete {
+        /// Number of vertices.
+        #[arg(long)]
+        vertices: u32,
+        #[command(flatten)]
+        common: GenerateCommon,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Input edge list; `-` reads standard input; a `.gz` name is decompressed.
+    pub input: PathBuf,
+    /// Output .qcsr file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Input format; guessed from the name when omitted (.mtx, .bin, else text).
+    #[arg(long)]
+    pub format: Option<EdgeFormat>,
+    /// Binary input holds (u32, u32, f32) triples instead of u32 pairs.
+    #[arg(long)]
+    pub weighted: bool,
+    /// Drop the input's weights.
+    #[arg(long)]
+    pub ignore_weights: bool,
+    /// Map sparse (up to 64-bit) ids onto 0..|V| in increasing order.
+    #[arg(long)]
+    pub relabel: bool,
+    /// Give the graph at least this many vertices (an edge list cannot name
+    /// isolated vertices at the top of the id range).
+    #[arg(long, default_value_t = 0)]
+    pub vertices: u64,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The .qcsr graph.
+    pub graph: PathBuf,
+    /// Output edge list; `-` writes standard output.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Output format (snap text or bin); guessed from the name when omitted.
+    #[arg(long)]
+    pub format: Option<EdgeFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// The .qcsr graph.
+    pub graph: PathBuf,
+    /// Partition into blocks of at most this many bytes (walker blocks).
+    #[arg(long, value_parser = parse_bytes, conflicts_with = "chunks")]
+    pub block_size: Option<u64>,
+    /// Partition into k chunks balancing alpha*|V_i| + |E_i| (distributed engines).
+    #[arg(long)]
+    pub chunks: Option<u32>,
+    /// Weight of a vertex against an edge when balancing chunks.
+    #[arg(long, default_value_t = 8.0, requires = "chunks")]
+    pub alpha: f64,
+    /// Check every checksum and that every edge target is a vertex.
+    #[arg(long)]
+    pub verify: bool,
+    /// List every block, not just a summary.
+    #[arg(long)]
+    pub list_blocks: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the demo's files in this directory instead of a temporary one.
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+    /// R-MAT scale of the demo graph.
+    #[arg(long, default_value_t = 14)]
+    pub scale: u32,
+}

@@ -1,0 +1,527 @@
+//! One function per subcommand: call the library, print the report.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use quiver_csr::{
+    Blocks, ConvertOptions, ConvertReport, DegreeSummary, EdgeFormat, Graph, GraphSpec,
+    SortOptions, SortStats,
+};
+use serde::Serialize;
+
+use crate::cli::{
+    Cli, Command, ConvertArgs, DemoArgs, ExportArgs, GenerateCommon, InfoArgs, Model, ShapeArgs,
+};
+use crate::progress::Bar;
+use crate::units::{format_byte_amount, format_bytes, peak_rss_bytes};
+
+/// An argument combination the driver rejects (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    let json = cli.global.json;
+    match cli.command {
+        Command::Generate(args) => generate(args.model, json),
+        Command::Convert(args) => convert(args, json),
+        Command::Export(args) => export(args, json),
+        Command::Info(args) => info(&args, json),
+        Command::Demo(args) => demo(&args, json),
+    }
+}
+
+fn bar(json: bool) -> Bar {
+    Bar::new(json || !std::io::stderr().is_terminal())
+}
+
+fn print_json(report: &impl Serialize) -> Result<()> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(report).context("serialising the report")?
+    );
+    Ok(())
+}
+
+fn sort_options(shape: &ShapeArgs, relabel: bool) -> SortOptions {
+    SortOptions {
+        mem_budget: shape.mem,
+        work_dir: shape.work_dir.clone(),
+        undirected: shape.undirected,
+        dedupe: shape.dedupe,
+        drop_self_loops: shape.drop_self_loops,
+        relabel,
+    }
+}
+
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn elapsed_ns(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[derive(Serialize)]
+struct GenerateReport {
+    output: PathBuf,
+    model: String,
+    seed: u64,
+    vertices: u32,
+    edges: u64,
+    sort: SortStats,
+    wall_ns: u64,
+    peak_mem_bytes: Option<u64>,
+}
+
+fn generate(model: Model, json: bool) -> Result<()> {
+    let (spec, common): (GraphSpec, GenerateCommon) = match model {
+        Model::Rmat {
+            scale,
+            edge_factor,
+            a,
+            b,
+            c,
+            common,
+        } => (
+            GraphSpec::Rmat {
+                scale,
+                edge_factor,
+                probabilities: (a, b, c),
+            },
+            common,
+        ),
+        Model::Er {
+            vertices,
+            edges,
+            common,
+        } => (GraphSpec::ErdosRenyi { vertices, edges }, common),
+        Model::Path { vertices, common } => (GraphSpec::Path(vertices), common),
+        Model::Cycle { vertices, common } => (GraphSpec::Cycle(vertices), common),
+        Model::Star { vertices, common } => (GraphSpec::Star(vertices), common),
+        Model::Grid { rows, cols, common } => (GraphSpec::Grid(rows, cols), common),
+        Model::Complete { vertices, common } => (GraphSpec::Complete(vertices), common),
+    };
+    let started = Instant::now();
+    let sort = quiver_csr::generate_to_file(
+        &spec,
+        common.seed,
+        common.weights,
+        &sort_options(&common.shape, false),
+        &common.output,
+        &bar(json),
+    )
+    .with_context(|| format!("generating {}", common.output.display()))?;
+    let report = GenerateReport {
+        output: common.output,
+        model: format!("{spec:?}"),
+        seed: common.seed,
+        vertices: sort.vertices,
+        edges: sort.edges_out,
+        sort,
+        wall_ns: elapsed_ns(started),
+        peak_mem_bytes: peak_rss_bytes(),
+    };
+    if json {
+        return print_json(&report);
+    }
+    println!(
+        "wrote {}: {} vertices, {} edges ({:?}, seed {}) in {:.2} s",
+        report.output.display(),
+        report.vertices,
+        report.edges,
+        spec,
+        report.seed,
+        seconds(report.wall_ns)
+    );
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ConvertSummary {
+    output: PathBuf,
+    vertices: u32,
+    edges: u64,
+    #[serde(flatten)]
+    report: ConvertReport,
+    input_mb_per_s: f64,
+    peak_mem_bytes: Option<u64>,
+}
+
+fn convert(args: ConvertArgs, json: bool) -> Result<()> {
+    if args.weighted
+        && args
+            .format
+            .unwrap_or_else(|| EdgeFormat::from_path(&args.input))
+            != EdgeFormat::Bin
+    {
+        return Err(UsageError("--weighted describes binary input; text and Matrix Market files say whether they carry weights".into()).into());
+    }
+    let options = ConvertOptions {
+        format: args.format,
+        weighted_binary: args.weighted,
+        ignore_weights: args.ignore_weights,
+        min_vertices: args.vertices,
+        sort: sort_options(&args.shape, args.relabel),
+    };
+    let report = quiver_csr::convert(&args.input, &args.output, &options, &bar(json))
+        .with_context(|| {
+            format!(
+                "converting {} into {}",
+                args.input.display(),
+                args.output.display()
+            )
+        })?;
+    let summary = ConvertSummary {
+        output: args.output,
+        vertices: report.sort.vertices,
+        edges: report.sort.edges_out,
+        input_mb_per_s: report.input_bytes as f64 / 1e6 / seconds(report.wall_ns).max(1e-9),
+        report,
+        peak_mem_bytes: peak_rss_bytes(),
+    };
+    if json {
+        return print_json(&summary);
+    }
+    let r = &summary.report;
+    println!(
+        "converted {} ({}, {}) into {}: {} vertices, {} edges{}",
+        r.input.display(),
+        r.format,
+        format_bytes(r.input_bytes),
+        summary.output.display(),
+        summary.vertices,
+        summary.edges,
+        if r.weighted { ", weighted" } else { "" },
+    );
+    println!(
+        "  {:.2} s, {:.1} MB/s of input; {} edges parsed, {} self-loops and {} duplicates dropped",
+        seconds(r.wall_ns),
+        summary.input_mb_per_s,
+        r.edges_parsed,
+        r.sort.self_loops_dropped,
+        r.sort.duplicates_dropped
+    );
+    println!(
+        "  {} sorted runs spilled ({}), {} merge passes; peak memory {}",
+        r.sort.runs_spilled,
+        format_bytes(r.sort.spill_bytes),
+        r.sort.merge_passes,
+        summary
+            .peak_mem_bytes
+            .map_or("unknown".into(), format_bytes)
+    );
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ExportReport {
+    graph: PathBuf,
+    output: PathBuf,
+    format: EdgeFormat,
+    edges: u64,
+    bytes: u64,
+    wall_ns: u64,
+}
+
+fn export(args: ExportArgs, json: bool) -> Result<()> {
+    let started = Instant::now();
+    let graph = open_graph(&args.graph)?;
+    let format = args
+        .format
+        .unwrap_or_else(|| EdgeFormat::from_path(&args.output));
+    if format == EdgeFormat::Mtx {
+        return Err(
+            UsageError("export writes snap or bin edge lists, not Matrix Market".into()).into(),
+        );
+    }
+    let bytes = if args.output == Path::new("-") {
+        quiver_csr::export(&graph, &mut std::io::stdout().lock(), format)
+            .context("writing to standard output")?
+    } else {
+        quiver_csr::export_file(&graph, &args.output, format)
+            .with_context(|| format!("exporting {}", args.graph.display()))?
+    };
+    let report = ExportReport {
+        graph: args.graph,
+        output: args.output,
+        format,
+        edges: graph.num_edges(),
+        bytes,
+        wall_ns: elapsed_ns(started),
+    };
+    if json {
+        return print_json(&report);
+    }
+    if report.output != Path::new("-") {
+        println!(
+            "wrote {} edges of {} to {} ({}, {})",
+            report.edges,
+            report.graph.display(),
+            report.output.display(),
+            report.format,
+            format_bytes(report.bytes)
+        );
+    }
+    Ok(())
+}
+
+fn open_graph(path: &Path) -> Result<Graph> {
+    Graph::open(path).with_context(|| format!("opening graph {}", path.display()))
+}
+
+#[derive(Serialize)]
+struct InfoReport {
+    path: PathBuf,
+    file_bytes: u64,
+    vertices: u32,
+    edges: u64,
+    weighted: bool,
+    undirected: bool,
+    degrees: DegreeSummary,
+    blocks: Option<BlockReport>,
+    verified: bool,
+}
+
+#[derive(Serialize)]
+struct BlockReport {
+    rule: String,
+    count: usize,
+    vertices: Spread,
+    edges: Spread,
+    extent_bytes: Spread,
+    list: Option<Vec<quiver_csr::Block>>,
+}
+
+/// Minimum, mean and maximum of a quantity over blocks.
+#[derive(Serialize)]
+struct Spread {
+    min: u64,
+    mean: f64,
+    max: u64,
+}
+
+impl Spread {
+    fn of(values: impl Iterator<Item = u64> + Clone) -> Spread {
+        let n = values.clone().count().max(1) as f64;
+        Spread {
+            min: values.clone().min().unwrap_or(0),
+            mean: values.clone().sum::<u64>() as f64 / n,
+            max: values.max().unwrap_or(0),
+        }
+    }
+}
+
+fn info(args: &InfoArgs, json: bool) -> Result<()> {
+    let graph = open_graph(&args.graph)?;
+    if args.verify {
+        graph
+            .verify()
+            .with_context(|| format!("verifying {}", args.graph.display()))?;
+    }
+    let blocks = match (args.block_size, args.chunks) {
+        (Some(size), _) => Some((
+            format!("at most {} per block", format_bytes(size)),
+            Blocks::by_bytes(&graph, size)?,
+        )),
+        (None, Some(k)) => Some((
+            format!("{k} chunks balancing {}*|V|+|E|", args.alpha),
+            Blocks::balanced(&graph, k, args.alpha)?,
+        )),
+        (None, None) => None,
+    };
+    let report = InfoReport {
+        path: args.graph.clone(),
+        file_bytes: graph.layout().file_len(),
+        vertices: graph.num_vertices(),
+        edges: graph.num_edges(),
+        weighted: graph.is_weighted(),
+        undirected: graph.is_undirected(),
+        degrees: graph.degree_summary(),
+        blocks: blocks.map(|(rule, blocks)| BlockReport {
+            rule,
+            count: blocks.len(),
+            vertices: Spread::of(blocks.iter().map(|b| u64::from(b.num_vertices()))),
+            edges: Spread::of(blocks.iter().map(|b| b.num_edges())),
+            extent_bytes: Spread::of(blocks.iter().map(|b| b.extent_bytes())),
+            list: args.list_blocks.then(|| blocks.iter().cloned().collect()),
+        }),
+        verified: args.verify,
+    };
+    if json {
+        return print_json(&report);
+    }
+    let d = &report.degrees;
+    println!(
+        "graph      {} ({})",
+        report.path.display(),
+        format_bytes(report.file_bytes)
+    );
+    println!("vertices   {}", report.vertices);
+    println!(
+        "edges      {} ({}{})",
+        report.edges,
+        if report.undirected {
+            "undirected, both directions stored"
+        } else {
+            "directed"
+        },
+        if report.weighted { ", weighted" } else { "" }
+    );
+    println!(
+        "out-degree min {}, median {}, mean {:.2}, p99 {}, max {}; {} vertices with none",
+        d.min, d.median, d.mean, d.p99, d.max, d.zero_out_degree
+    );
+    if let Some(b) = &report.blocks {
+        println!("blocks     {} ({})", b.count, b.rule);
+        for (name, s) in [("vertices", &b.vertices), ("edges", &b.edges)] {
+            println!(
+                "  {name:<9} min {}, mean {:.1}, max {}",
+                s.min, s.mean, s.max
+            );
+        }
+        let e = &b.extent_bytes;
+        println!(
+            "  {:<9} min {}, mean {}, max {} (aligned reads)",
+            "bytes",
+            format_bytes(e.min),
+            format_byte_amount(e.mean),
+            format_bytes(e.max)
+        );
+        for block in b.list.iter().flatten() {
+            println!(
+                "  block {:>5}: vertices {:>10}..{:<10} edges {:>12}..{:<12} {}",
+                block.id.0,
+                block.vertices.start,
+                block.vertices.end,
+                block.edges.start,
+                block.edges.end,
+                format_bytes(block.extent_bytes())
+            );
+        }
+    }
+    if report.verified {
+        println!("verified   every checksum matches and every target is a vertex");
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DemoReport {
+    dir: PathBuf,
+    generated: SortStats,
+    converted: ConvertReport,
+    round_trip_identical: bool,
+    vertices: u32,
+    edges: u64,
+    degrees: DegreeSummary,
+    blocks: usize,
+}
+
+fn demo(args: &DemoArgs, json: bool) -> Result<()> {
+    let temp;
+    let dir = match &args.keep {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.clone()
+        }
+        None => {
+            temp = tempfile::tempdir().context("creating a temporary directory for the demo")?;
+            temp.path().to_owned()
+        }
+    };
+    let say = |text: String| {
+        if !json {
+            println!("{text}");
+        }
+    };
+    let spec = GraphSpec::Rmat {
+        scale: args.scale,
+        edge_factor: 16,
+        probabilities: quiver_csr::GRAPH500,
+    };
+    let generated_path = dir.join("rmat.qcsr");
+    let options = SortOptions {
+        undirected: true,
+        dedupe: true,
+        drop_self_loops: true,
+        ..SortOptions::default()
+    };
+    let generated =
+        quiver_csr::generate_to_file(&spec, 42, None, &options, &generated_path, &bar(json))
+            .context("generating the demo graph")?;
+    say(format!(
+        "1. generated an undirected R-MAT graph (scale {}, Graph500 parameters, seed 42): {} vertices, {} edges -> {}",
+        args.scale,
+        generated.vertices,
+        generated.edges_out,
+        generated_path.display()
+    ));
+    let graph = open_graph(&generated_path)?;
+    let text_path = dir.join("rmat.txt");
+    let text_bytes = quiver_csr::export_file(&graph, &text_path, EdgeFormat::Snap)
+        .context("exporting the demo graph")?;
+    say(format!(
+        "2. exported it as a text edge list: {} ({})",
+        text_path.display(),
+        format_bytes(text_bytes)
+    ));
+    let converted_path = dir.join("converted.qcsr");
+    let convert_options = ConvertOptions {
+        min_vertices: u64::from(graph.num_vertices()),
+        sort: SortOptions {
+            mem_budget: quiver_csr::MIN_MEM_BUDGET,
+            ..SortOptions::default()
+        },
+        ..ConvertOptions::default()
+    };
+    let converted = quiver_csr::convert(&text_path, &converted_path, &convert_options, &bar(json))
+        .context("converting the demo edge list")?;
+    say(format!(
+        "3. converted it back with a {} memory budget: {} sorted runs spilled and merged in {:.2} s",
+        format_bytes(quiver_csr::MIN_MEM_BUDGET),
+        converted.sort.runs_spilled,
+        seconds(converted.wall_ns)
+    ));
+    say(format!(
+        "   (the same as: quiver convert {} -o {} --vertices {} --mem 2MiB)",
+        text_path.display(),
+        converted_path.display(),
+        graph.num_vertices()
+    ));
+    let again = open_graph(&converted_path)?;
+    again.verify().context("verifying the converted graph")?;
+    let identical = again.offsets() == graph.offsets() && again.targets() == graph.targets();
+    if !identical {
+        anyhow::bail!("the round trip changed the graph: this is a bug in quiver-csr");
+    }
+    let blocks = Blocks::by_bytes(&again, 256 << 10)?;
+    let degrees = again.degree_summary();
+    say(format!(
+        "4. verified: the converted graph is identical to the generated one; out-degree median {}, max {}; {} blocks of at most 256 KiB",
+        degrees.median,
+        degrees.max,
+        blocks.len()
+    ));
+    if json {
+        return print_json(&DemoReport {
+            dir,
+            generated,
+            converted,
+            round_trip_identical: identical,
+            vertices: again.num_vertices(),
+            edges: again.num_edges(),
+            degrees,
+            blocks: blocks.len(),
+        });
+    }
+    if args.keep.is_none() {
+        say(
+            "(the demo's files were in a temporary directory; pass --keep DIR to keep them)".into(),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! `quiver`: the driver. A thin clap front-end over the engine libraries: it
+//! parses arguments, draws progress, prints reports (human or `--json`) and
+//! turns errors into messages and exit codes (0 success, 2 usage, 1 other).
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod commands;
+mod progress;
+mod units;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging(cli.global.verbose);
+    match commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if is_usage_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// An argument the library rejected is a usage error, like one clap rejects.
+fn is_usage_error(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<quiver_csr::Error>(),
+            Some(quiver_csr::Error::InvalidArgument(_))
+        ) || cause.downcast_ref::<commands::UsageError>().is_some()
+    })
+}
+
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("QUIVER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

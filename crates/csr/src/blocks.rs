@@ -1,0 +1,215 @@
+//! Partitions of the vertex range into contiguous blocks that never split an
+//! adjacency list: by a byte budget (the walker's blocks) or by balancing
+//! `alpha * |V_i| + |E_i|` over `k` chunks (the distributed engines' chunks).
+
+use std::ops::Range;
+
+use quiver_io::{align_up, ALIGN};
+use serde::Serialize;
+
+use crate::format::Layout;
+use crate::{Error, Graph, Result};
+
+/// Index of a block in its [`Blocks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct BlockId(pub u32);
+
+/// A byte range of the file, 4 KiB aligned at both ends so that it can be
+/// read with O_DIRECT in one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Extent {
+    /// First byte (a multiple of 4096).
+    pub offset: u64,
+    /// Length in bytes (a multiple of 4096).
+    pub len: u64,
+}
+
+impl Extent {
+    /// The aligned extent that covers the bytes `start..end`.
+    fn covering(start: u64, end: u64) -> Extent {
+        let offset = start / ALIGN as u64 * ALIGN as u64;
+        Extent {
+            offset,
+            len: align_up(end) - offset,
+        }
+    }
+}
+
+/// One block: a vertex range, its edges, and where its data lies on disk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Block {
+    /// Its index.
+    pub id: BlockId,
+    /// Vertices `start..end`.
+    pub vertices: Range<u32>,
+    /// Edge indices `offsets[start]..offsets[end]`.
+    pub edges: Range<u64>,
+    /// The aligned extent of `offsets[start..=end]`.
+    pub offsets_extent: Extent,
+    /// The aligned extent of the block's targets.
+    pub targets_extent: Extent,
+    /// The aligned extent of the block's weights, for a weighted graph.
+    pub weights_extent: Option<Extent>,
+}
+
+impl Block {
+    /// Vertices in the block.
+    pub fn num_vertices(&self) -> u32 {
+        self.vertices.end - self.vertices.start
+    }
+
+    /// Edges in the block.
+    pub fn num_edges(&self) -> u64 {
+        self.edges.end - self.edges.start
+    }
+
+    /// Exact bytes of CSR data the block holds (offsets, targets, weights).
+    pub fn data_bytes(&self, weighted: bool) -> u64 {
+        block_bytes(u64::from(self.num_vertices()), self.num_edges(), weighted)
+    }
+
+    /// Bytes an aligned read of the block transfers.
+    pub fn extent_bytes(&self) -> u64 {
+        self.offsets_extent.len + self.targets_extent.len + self.weights_extent.map_or(0, |e| e.len)
+    }
+}
+
+/// A partition of `0..|V|` into blocks, in vertex order.
+///
+/// Invariants: blocks are contiguous, in order, start at vertex 0 and end at
+/// |V|; every vertex is in exactly one block; no adjacency list is split.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Blocks {
+    blocks: Vec<Block>,
+}
+
+impl Blocks {
+    /// Greedy blocks of at most `budget` bytes of CSR data each (offsets,
+    /// targets and weights of their vertices). A vertex whose data alone
+    /// exceeds the budget gets a block of its own.
+    pub fn by_bytes(graph: &Graph, budget: u64) -> Result<Blocks> {
+        if budget == 0 {
+            return Err(Error::InvalidArgument(
+                "block budget must be at least one byte".into(),
+            ));
+        }
+        let weighted = graph.is_weighted();
+        let offsets = graph.offsets();
+        let mut bounds = vec![0u32];
+        let mut start = 0usize;
+        for v in 0..offsets.len() - 1 {
+            let with_v = block_bytes(
+                (v + 1 - start) as u64,
+                offsets[v + 1] - offsets[start],
+                weighted,
+            );
+            if with_v > budget && v > start {
+                bounds.push(u32::try_from(v).expect("vertex index < |V| fits u32"));
+                start = v;
+            }
+        }
+        bounds.push(graph.num_vertices());
+        Ok(Blocks::from_bounds(graph, &bounds))
+    }
+
+    /// Exactly `k` chunks balancing `alpha * |V_i| + |E_i|`: chunk `i` ends
+    /// at the first vertex where the running cost reaches `(i + 1) / k` of
+    /// the total, so no chunk exceeds its share by more than one vertex's
+    /// cost. Chunks may be empty when `k > |V|`.
+    pub fn balanced(graph: &Graph, k: u32, alpha: f64) -> Result<Blocks> {
+        if k == 0 {
+            return Err(Error::InvalidArgument(
+                "the number of chunks must be at least 1".into(),
+            ));
+        }
+        if !(alpha.is_finite() && alpha >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "alpha must be finite and >= 0, got {alpha}"
+            )));
+        }
+        let offsets = graph.offsets();
+        let cost = |v: usize| alpha * v as f64 + offsets[v] as f64;
+        let n = offsets.len() - 1;
+        let total = cost(n);
+        let mut bounds = vec![0u32];
+        let mut v = 0usize;
+        for i in 1..k {
+            let goal = total * f64::from(i) / f64::from(k);
+            while v < n && cost(v + 1) <= goal {
+                v += 1;
+            }
+            // Round to whichever side of the goal is closer.
+            if v < n && goal - cost(v) > cost(v + 1) - goal {
+                v += 1;
+            }
+            bounds.push(u32::try_from(v).expect("vertex index <= |V| fits u32"));
+        }
+        bounds.push(graph.num_vertices());
+        Ok(Blocks::from_bounds(graph, &bounds))
+    }
+
+    /// Blocks with the given boundaries (`bounds[0] == 0`, non-decreasing,
+    /// last `== |V|`).
+    fn from_bounds(graph: &Graph, bounds: &[u32]) -> Blocks {
+        let layout: Layout = graph.layout();
+        let offsets = graph.offsets();
+        let blocks = bounds
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| {
+                let (start, end) = (w[0], w[1]);
+                let edges = offsets[start as usize]..offsets[end as usize];
+                let extent_of = |base: u64, width: u64, range: Range<u64>| {
+                    Extent::covering(base + range.start * width, base + range.end * width)
+                };
+                Block {
+                    id: BlockId(u32::try_from(i).expect("block count fits u32")),
+                    vertices: start..end,
+                    offsets_extent: extent_of(
+                        layout.offsets.offset,
+                        8,
+                        u64::from(start)..u64::from(end) + 1,
+                    ),
+                    targets_extent: extent_of(layout.targets.offset, 4, edges.clone()),
+                    weights_extent: graph
+                        .is_weighted()
+                        .then(|| extent_of(layout.weights.offset, 4, edges.clone())),
+                    edges,
+                }
+            })
+            .collect();
+        Blocks { blocks }
+    }
+
+    /// The block holding vertex `v`. Panics if `v` is not below |V|.
+    pub fn find(&self, v: u32) -> BlockId {
+        let i = self.blocks.partition_point(|b| b.vertices.end <= v);
+        assert!(i < self.blocks.len(), "vertex {v} is beyond the last block");
+        BlockId(u32::try_from(i).expect("block count fits u32"))
+    }
+
+    /// The block with id `id`.
+    pub fn get(&self, id: BlockId) -> &Block {
+        &self.blocks[id.0 as usize]
+    }
+
+    /// All blocks in vertex order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Block> {
+        self.blocks.iter()
+    }
+
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Whether there are no blocks (never true: even an empty graph has one).
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+}
+
+/// Bytes of CSR data for `vertices` vertices with `edges` edges.
+fn block_bytes(vertices: u64, edges: u64, weighted: bool) -> u64 {
+    (vertices + 1) * 8 + edges * if weighted { 8 } else { 4 }
+}

@@ -1,0 +1,270 @@
+//! The `.qcsr` on-disk format.
+//!
+//! ```text
+//! page 0        header (4096 bytes, little-endian, zero padded, checksummed)
+//! offsets       u64[|V| + 1]   at a 4 KiB boundary
+//! targets       u32[|E|]       at a 4 KiB boundary
+//! weights       f32[|E|]       at a 4 KiB boundary (weighted graphs only)
+//! ```
+//!
+//! Each section is padded with zeros to a 4 KiB boundary, and its checksum
+//! (CRC-32C) covers the padded extent, so every byte of a file is covered by
+//! exactly one checksum: the header's or a section's. The file length is the
+//! end of the last padded section.
+
+use std::path::Path;
+
+use quiver_io::{align_up, ALIGN};
+
+use crate::{Error, Result};
+
+/// The first eight bytes of every `.qcsr` file. The CR LF and 0x1a bytes
+/// catch files mangled by text-mode transfers, as PNG's signature does.
+pub const MAGIC: [u8; 8] = *b"QVCSR\r\n\x1a";
+/// The format version this build writes and the newest it reads.
+pub const VERSION: u32 = 1;
+/// Bytes of the header page.
+pub const HEADER_LEN: u64 = ALIGN as u64;
+
+/// Header flag: the graph has a weights section.
+pub const FLAG_WEIGHTED: u32 = 1;
+/// Header flag: every edge has its reverse (the graph was symmetrised).
+pub const FLAG_UNDIRECTED: u32 = 1 << 1;
+const KNOWN_FLAGS: u32 = FLAG_WEIGHTED | FLAG_UNDIRECTED;
+
+const SECTION_NAMES: [&str; 3] = ["offsets section", "targets section", "weights section"];
+const SECTIONS_AT: usize = 32;
+const SECTION_RECORD: usize = 24;
+const FILE_LEN_AT: usize = SECTIONS_AT + 3 * SECTION_RECORD;
+const HEADER_CRC_AT: usize = FILE_LEN_AT + 8;
+
+/// Where one section lies in the file: `offset` is 4 KiB aligned and `len`
+/// counts data bytes, without padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// Byte offset of the first data byte.
+    pub offset: u64,
+    /// Data bytes (padding excluded).
+    pub len: u64,
+}
+
+impl Section {
+    /// The section's padded extent end.
+    pub fn padded_end(&self) -> u64 {
+        align_up(self.offset + self.len)
+    }
+}
+
+/// The placement of the sections for a graph of a given size: a pure function
+/// of |V|, |E| and whether the graph is weighted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `u64[|V| + 1]`.
+    pub offsets: Section,
+    /// `u32[|E|]`.
+    pub targets: Section,
+    /// `f32[|E|]`, empty for an unweighted graph.
+    pub weights: Section,
+}
+
+impl Layout {
+    /// Lays out a graph with `num_vertices` vertices and `num_edges` edges.
+    pub fn new(num_vertices: u32, num_edges: u64, weighted: bool) -> Layout {
+        let offsets = Section {
+            offset: HEADER_LEN,
+            len: (u64::from(num_vertices) + 1) * 8,
+        };
+        let targets = Section {
+            offset: offsets.padded_end(),
+            len: num_edges * 4,
+        };
+        let weights = Section {
+            offset: targets.padded_end(),
+            len: if weighted { num_edges * 4 } else { 0 },
+        };
+        Layout {
+            offsets,
+            targets,
+            weights,
+        }
+    }
+
+    /// Total file length.
+    pub fn file_len(&self) -> u64 {
+        self.weights.padded_end()
+    }
+
+    fn sections(&self) -> [Section; 3] {
+        [self.offsets, self.targets, self.weights]
+    }
+}
+
+/// The decoded header of a `.qcsr` file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// |V|.
+    pub num_vertices: u32,
+    /// |E|.
+    pub num_edges: u64,
+    /// Where the sections are.
+    pub layout: Layout,
+    /// CRC-32C of each section's padded extent, in layout order.
+    pub checksums: [u32; 3],
+}
+
+impl Header {
+    /// Whether the graph carries edge weights.
+    pub fn weighted(&self) -> bool {
+        self.flags & FLAG_WEIGHTED != 0
+    }
+
+    /// Encodes the header page, computing the header checksum.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut page = vec![0u8; ALIGN];
+        page[0..8].copy_from_slice(&MAGIC);
+        page[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        page[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        page[16..24].copy_from_slice(&u64::from(self.num_vertices).to_le_bytes());
+        page[24..32].copy_from_slice(&self.num_edges.to_le_bytes());
+        for (i, (section, crc)) in self
+            .layout
+            .sections()
+            .iter()
+            .zip(self.checksums)
+            .enumerate()
+        {
+            let at = SECTIONS_AT + i * SECTION_RECORD;
+            page[at..at + 8].copy_from_slice(&section.offset.to_le_bytes());
+            page[at + 8..at + 16].copy_from_slice(&section.len.to_le_bytes());
+            page[at + 16..at + 20].copy_from_slice(&crc.to_le_bytes());
+        }
+        page[FILE_LEN_AT..FILE_LEN_AT + 8].copy_from_slice(&self.layout.file_len().to_le_bytes());
+        let crc = crc32c::crc32c(&page);
+        page[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+        page
+    }
+
+    /// Decodes and validates a header page read from `path`, whose length on
+    /// disk is `file_len`. Every field is checked against the layout this
+    /// build would write for the same |V|, |E| and flags, so a valid header
+    /// can only describe in-bounds, aligned sections.
+    pub fn decode(path: &Path, page: &[u8], file_len: u64) -> Result<Header> {
+        let corrupt = |detail: String| Error::Corrupt {
+            path: path.to_owned(),
+            detail,
+        };
+        if page.len() < 8 || page[0..8] != MAGIC {
+            return Err(Error::Foreign {
+                path: path.to_owned(),
+                found: page[..page.len().min(8)].to_vec(),
+            });
+        }
+        if page.len() < ALIGN {
+            return Err(Error::Truncated {
+                path: path.to_owned(),
+                expected: HEADER_LEN,
+                actual: file_len,
+            });
+        }
+        let page = &page[..ALIGN];
+        let version = le_u32(page, 8);
+        if version > VERSION {
+            return Err(Error::FutureVersion {
+                path: path.to_owned(),
+                found: version,
+                supported: VERSION,
+            });
+        }
+        let stored_crc = le_u32(page, HEADER_CRC_AT);
+        let mut zeroed = page.to_vec();
+        zeroed[HEADER_CRC_AT..HEADER_CRC_AT + 4].fill(0);
+        let computed = crc32c::crc32c(&zeroed);
+        if stored_crc != computed {
+            return Err(Error::Checksum {
+                path: path.to_owned(),
+                section: "header",
+                stored: stored_crc,
+                computed,
+            });
+        }
+        if version == 0 {
+            return Err(corrupt("format version 0 does not exist".into()));
+        }
+        let flags = le_u32(page, 12);
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(corrupt(format!("unknown header flags {flags:#x}")));
+        }
+        let num_vertices = u32::try_from(le_u64(page, 16))
+            .map_err(|_| corrupt(format!("vertex count {} exceeds u32", le_u64(page, 16))))?;
+        let num_edges = le_u64(page, 24);
+        if num_edges > u64::MAX / 8 {
+            return Err(corrupt(format!("edge count {num_edges} is impossible")));
+        }
+        let layout = Layout::new(num_vertices, num_edges, flags & FLAG_WEIGHTED != 0);
+        let mut checksums = [0u32; 3];
+        for (i, expected) in layout.sections().iter().enumerate() {
+            let at = SECTIONS_AT + i * SECTION_RECORD;
+            let found = Section {
+                offset: le_u64(page, at),
+                len: le_u64(page, at + 8),
+            };
+            if found != *expected {
+                return Err(corrupt(format!(
+                    "{} is at {}+{} but |V|={num_vertices}, |E|={num_edges} place it at {}+{}",
+                    SECTION_NAMES[i], found.offset, found.len, expected.offset, expected.len
+                )));
+            }
+            checksums[i] = le_u32(page, at + 16);
+        }
+        let stated_len = le_u64(page, FILE_LEN_AT);
+        if stated_len != layout.file_len() {
+            return Err(corrupt(format!(
+                "header states a file length of {stated_len}, the layout needs {}",
+                layout.file_len()
+            )));
+        }
+        if file_len < stated_len {
+            return Err(Error::Truncated {
+                path: path.to_owned(),
+                expected: stated_len,
+                actual: file_len,
+            });
+        }
+        if file_len > stated_len {
+            return Err(corrupt(format!(
+                "{} bytes of trailing data after the last section",
+                file_len - stated_len
+            )));
+        }
+        Ok(Header {
+            flags,
+            num_vertices,
+            num_edges,
+            layout,
+            checksums,
+        })
+    }
+}
+
+/// The name of section `i` in layout order, for messages.
+pub(crate) fn section_name(i: usize) -> &'static str {
+    SECTION_NAMES[i]
+}
+
+fn le_u32(page: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(
+        page[at..at + 4]
+            .try_into()
+            .expect("4-byte slice of the header page"),
+    )
+}
+
+fn le_u64(page: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(
+        page[at..at + 8]
+            .try_into()
+            .expect("8-byte slice of the header page"),
+    )
+}

@@ -1,0 +1,221 @@
+//! Deterministic graph generators: R-MAT / Kronecker, Erdős–Rényi G(n, m),
+//! and small named shapes for tests. The same spec and seed always give the
+//! same edges, in the same order.
+
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::{Error, Result};
+
+/// Graph500 R-MAT quadrant probabilities `(a, b, c)`; `d = 1 - a - b - c`.
+pub const GRAPH500: (f64, f64, f64) = (0.57, 0.19, 0.19);
+
+/// What to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GraphSpec {
+    /// R-MAT with `2^scale` vertices and `edge_factor * 2^scale` edges.
+    Rmat {
+        /// log2 of |V| (at most 31).
+        scale: u32,
+        /// Edges per vertex.
+        edge_factor: u64,
+        /// Quadrant probabilities `(a, b, c)`.
+        probabilities: (f64, f64, f64),
+    },
+    /// `edges` edges with independent uniform endpoints over `vertices` vertices.
+    ErdosRenyi {
+        /// |V|.
+        vertices: u32,
+        /// Edges drawn (duplicates possible unless deduplicated).
+        edges: u64,
+    },
+    /// `0 -> 1 -> ... -> n-1`.
+    Path(u32),
+    /// A path closed by `n-1 -> 0`.
+    Cycle(u32),
+    /// `0 -> i` for every `i` in `1..n`.
+    Star(u32),
+    /// A `rows x cols` grid, edges to the right and downward neighbours.
+    Grid(u32, u32),
+    /// Every ordered pair `i -> j`, `i != j`.
+    Complete(u32),
+}
+
+impl GraphSpec {
+    /// |V| of the generated graph.
+    pub fn num_vertices(&self) -> Result<u32> {
+        let n = match *self {
+            GraphSpec::Rmat { scale, .. } => 1u64 << scale,
+            GraphSpec::ErdosRenyi { vertices, .. } => u64::from(vertices),
+            GraphSpec::Path(n)
+            | GraphSpec::Cycle(n)
+            | GraphSpec::Star(n)
+            | GraphSpec::Complete(n) => u64::from(n),
+            GraphSpec::Grid(r, c) => u64::from(r) * u64::from(c),
+        };
+        u32::try_from(n)
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .ok_or_else(|| Error::InvalidArgument(format!("{n} vertices exceed the u32 id space")))
+    }
+
+    /// Edges the generator emits (before symmetrising or deduplication).
+    pub fn num_edges(&self) -> u64 {
+        match *self {
+            GraphSpec::Rmat {
+                scale, edge_factor, ..
+            } => edge_factor << scale,
+            GraphSpec::ErdosRenyi { edges, .. } => edges,
+            GraphSpec::Path(n) => u64::from(n.saturating_sub(1)),
+            GraphSpec::Cycle(n) => u64::from(n),
+            GraphSpec::Star(n) => u64::from(n.saturating_sub(1)),
+            GraphSpec::Grid(r, c) => {
+                let (r, c) = (u64::from(r), u64::from(c));
+                r * c.saturating_sub(1) + c * r.saturating_sub(1)
+            }
+            GraphSpec::Complete(n) => u64::from(n) * u64::from(n.saturating_sub(1)),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.num_vertices()? == 0 {
+            return Err(Error::InvalidArgument(
+                "a graph needs at least one vertex".into(),
+            ));
+        }
+        if let GraphSpec::Rmat {
+            scale,
+            probabilities: (a, b, c),
+            ..
+        } = *self
+        {
+            if !(1..=31).contains(&scale) {
+                return Err(Error::InvalidArgument(format!(
+                    "R-MAT scale must be 1..=31, got {scale}"
+                )));
+            }
+            if ![a, b, c].iter().all(|p| (0.0..=1.0).contains(p)) || a + b + c > 1.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "R-MAT probabilities a={a}, b={b}, c={c} must be in [0, 1] with a + b + c <= 1"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `sink(source, target, weight)` for every edge. Weights are
+    /// uniform integers in `weights` (inclusive) when given, else 1.0.
+    pub fn generate(
+        &self,
+        seed: u64,
+        weights: Option<(u32, u32)>,
+        sink: &mut dyn FnMut(u32, u32, f32) -> Result<()>,
+    ) -> Result<()> {
+        self.validate()?;
+        if let Some((lo, hi)) = weights {
+            if lo > hi {
+                return Err(Error::InvalidArgument(format!(
+                    "weight range {lo}..{hi} is empty"
+                )));
+            }
+        }
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        // Weights come from their own stream so that the edges of a spec and
+        // seed do not depend on whether weights are asked for.
+        let mut weight_rng = Pcg64Mcg::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+        let mut emit = |s: u32, t: u32| {
+            #[allow(clippy::cast_precision_loss)]
+            let w = weights.map_or(1.0, |(lo, hi)| weight_rng.random_range(lo..=hi) as f32);
+            sink(s, t, w)
+        };
+        match *self {
+            GraphSpec::Rmat {
+                scale,
+                edge_factor,
+                probabilities: (a, b, c),
+            } => {
+                let (ab, abc) = (a + b, a + b + c);
+                for _ in 0..edge_factor << scale {
+                    let (mut s, mut t) = (0u32, 0u32);
+                    for _ in 0..scale {
+                        let r: f64 = rng.random();
+                        let (sb, tb) = if r < a {
+                            (0, 0)
+                        } else if r < ab {
+                            (0, 1)
+                        } else if r < abc {
+                            (1, 0)
+                        } else {
+                            (1, 1)
+                        };
+                        s = s << 1 | sb;
+                        t = t << 1 | tb;
+                    }
+                    emit(s, t)?;
+                }
+            }
+            GraphSpec::ErdosRenyi { vertices, edges } => {
+                for _ in 0..edges {
+                    let s = rng.random_range(0..vertices);
+                    let t = rng.random_range(0..vertices);
+                    emit(s, t)?;
+                }
+            }
+            GraphSpec::Path(n) => (1..n).try_for_each(|i| emit(i - 1, i))?,
+            GraphSpec::Cycle(n) => (0..n).try_for_each(|i| emit(i, (i + 1) % n))?,
+            GraphSpec::Star(n) => (1..n).try_for_each(|i| emit(0, i))?,
+            GraphSpec::Grid(rows, cols) => {
+                for r in 0..rows {
+                    for c in 0..cols {
+                        let v = r * cols + c;
+                        if c + 1 < cols {
+                            emit(v, v + 1)?;
+                        }
+                        if r + 1 < rows {
+                            emit(v, v + cols)?;
+                        }
+                    }
+                }
+            }
+            GraphSpec::Complete(n) => {
+                for i in 0..n {
+                    for j in (0..n).filter(|&j| j != i) {
+                        emit(i, j)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Generates `spec` into the `.qcsr` file `output` through the external
+/// sorter (so `sort` may symmetrise, deduplicate and drop self-loops).
+pub fn generate_to_file(
+    spec: &GraphSpec,
+    seed: u64,
+    weights: Option<(u32, u32)>,
+    sort: &crate::SortOptions,
+    output: &std::path::Path,
+    progress: &dyn crate::Progress,
+) -> Result<crate::SortStats> {
+    let mut sorter = crate::EdgeSorter::new(crate::SortOptions {
+        relabel: false,
+        ..sort.clone()
+    })?;
+    progress.start("generating", Some(spec.num_edges()));
+    let mut done = 0u64;
+    spec.generate(seed, weights, &mut |s, t, w| {
+        done += 1;
+        if done % (1 << 20) == 0 {
+            progress.advance(1 << 20);
+        }
+        sorter.push(u64::from(s), u64::from(t), w)
+    })?;
+    sorter.finish(
+        output,
+        u64::from(spec.num_vertices()?),
+        weights.is_some(),
+        progress,
+    )
+}

@@ -1,0 +1,437 @@
+//! The CSR graph: owned in memory, or backed by a `.qcsr` file that is mapped
+//! or read with aligned I/O.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use quiver_io::{AlignedBuf, Mmap, ReadFile, ReadOptions, ReadRequest};
+use serde::Serialize;
+
+use crate::format::{section_name, Header, Layout, FLAG_UNDIRECTED, FLAG_WEIGHTED, HEADER_LEN};
+use crate::{to_usize, Error, Result};
+
+/// A directed graph in compressed sparse row form.
+///
+/// Invariants, established by every constructor: `offsets().len() == |V| + 1`,
+/// `offsets()[0] == 0`, offsets are non-decreasing and end at
+/// `targets().len() == |E|`; `weights()`, when present, has `|E|` entries.
+/// Adjacency lists are sorted by target. Targets are `< |V|` for every graph
+/// built in memory; for a graph opened from a file that is checked by
+/// [`Graph::verify`] (together with every checksum), so that opening a large
+/// file stays cheap.
+#[derive(Debug)]
+pub struct Graph {
+    num_vertices: u32,
+    flags: u32,
+    storage: Storage,
+}
+
+#[derive(Debug)]
+enum Storage {
+    Owned {
+        offsets: Vec<u64>,
+        targets: Vec<u32>,
+        weights: Option<Vec<f32>>,
+    },
+    File {
+        path: PathBuf,
+        header: Header,
+        bytes: FileBytes,
+    },
+}
+
+#[derive(Debug)]
+enum FileBytes {
+    Mapped(Mmap),
+    Loaded(AlignedBuf),
+}
+
+impl FileBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(map) => map,
+            FileBytes::Loaded(buf) => buf,
+        }
+    }
+}
+
+/// Summary statistics of the out-degree distribution.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DegreeSummary {
+    /// Smallest out-degree.
+    pub min: u64,
+    /// Largest out-degree.
+    pub max: u64,
+    /// Mean out-degree.
+    pub mean: f64,
+    /// Median out-degree.
+    pub median: u64,
+    /// 99th percentile out-degree.
+    pub p99: u64,
+    /// Vertices with out-degree zero (dead ends for walks).
+    pub zero_out_degree: u64,
+}
+
+impl Graph {
+    /// Builds a graph from CSR arrays, validating every invariant of [`Graph`]
+    /// (adjacency lists are sorted here if they are not already).
+    pub fn from_parts(
+        offsets: Vec<u64>,
+        mut targets: Vec<u32>,
+        mut weights: Option<Vec<f32>>,
+        undirected: bool,
+    ) -> Result<Graph> {
+        let num_vertices = offsets.len().checked_sub(1).ok_or_else(|| {
+            Error::InvalidArgument("offsets must have |V| + 1 entries, got none".into())
+        })?;
+        let num_vertices = u32::try_from(num_vertices)
+            .map_err(|_| Error::InvalidArgument(format!("{num_vertices} vertices exceed u32")))?;
+        check_offsets(Path::new("<memory>"), &offsets, targets.len() as u64)?;
+        if let Some(w) = &weights {
+            if w.len() != targets.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} weights for {} edges",
+                    w.len(),
+                    targets.len()
+                )));
+            }
+        }
+        check_targets(Path::new("<memory>"), &targets, num_vertices)?;
+        for v in 0..to_usize(u64::from(num_vertices)) {
+            let range = to_usize(offsets[v])..to_usize(offsets[v + 1]);
+            sort_adjacency(
+                &mut targets[range.clone()],
+                weights.as_mut().map(|w| &mut w[range]),
+            );
+        }
+        let flags = weights.as_ref().map_or(0, |_| FLAG_WEIGHTED)
+            | if undirected { FLAG_UNDIRECTED } else { 0 };
+        Ok(Graph {
+            num_vertices,
+            flags,
+            storage: Storage::Owned {
+                offsets,
+                targets,
+                weights,
+            },
+        })
+    }
+
+    /// Builds a graph with `num_vertices` vertices from `(source, target,
+    /// weight)` triples; weights are kept only if `weighted`.
+    pub fn from_edges(
+        num_vertices: u32,
+        edges: &[(u32, u32, f32)],
+        weighted: bool,
+        undirected: bool,
+    ) -> Result<Graph> {
+        let mut offsets = vec![0u64; to_usize(u64::from(num_vertices)) + 1];
+        for &(s, t, _) in edges {
+            if s >= num_vertices || t >= num_vertices {
+                return Err(Error::InvalidArgument(format!(
+                    "edge {s} -> {t} names a vertex >= |V| = {num_vertices}"
+                )));
+            }
+            offsets[to_usize(u64::from(s)) + 1] += 1;
+        }
+        for i in 1..offsets.len() {
+            offsets[i] += offsets[i - 1];
+        }
+        let mut fill = offsets.clone();
+        let mut targets = vec![0u32; edges.len()];
+        let mut weights = vec![0f32; if weighted { edges.len() } else { 0 }];
+        for &(s, t, w) in edges {
+            let slot = &mut fill[to_usize(u64::from(s))];
+            targets[to_usize(*slot)] = t;
+            if weighted {
+                weights[to_usize(*slot)] = w;
+            }
+            *slot += 1;
+        }
+        Graph::from_parts(offsets, targets, weighted.then_some(weights), undirected)
+    }
+
+    /// Opens a `.qcsr` file by memory-mapping it, after validating its header
+    /// and offsets. The file must not be truncated while the graph is open.
+    pub fn open(path: impl AsRef<Path>) -> Result<Graph> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|source| Error::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let map = quiver_io::map_readonly(&file).map_err(|source| Error::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Graph::from_file_bytes(path, FileBytes::Mapped(map))
+    }
+
+    /// Reads a whole `.qcsr` file into an aligned buffer through quiver-io
+    /// (io_uring with O_DIRECT by default), validating header and offsets.
+    pub fn load(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Graph> {
+        let path = path.as_ref();
+        let io_err = |source| Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = ReadFile::open(path, options).map_err(io_err)?;
+        let len = file.len();
+        if len < HEADER_LEN {
+            // Too short for a header page; read what is there to say why.
+            let bytes = std::fs::read(path).map_err(|source| Error::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            return Err(Header::decode(path, &bytes, len).expect_err("a short file never decodes"));
+        }
+        let mut page = AlignedBuf::zeroed(to_usize(HEADER_LEN));
+        file.read_at(0, &mut page).map_err(io_err)?;
+        let header = Header::decode(path, &page, len)?;
+        let mut buf = AlignedBuf::zeroed(to_usize(header.layout.file_len()));
+        const CHUNK: usize = 8 << 20;
+        let mut requests: Vec<ReadRequest<'_>> = buf
+            .chunks_mut(CHUNK)
+            .enumerate()
+            .map(|(i, chunk)| ReadRequest {
+                offset: (i * CHUNK) as u64,
+                buf: chunk,
+            })
+            .collect();
+        file.read_batch(&mut requests).map_err(io_err)?;
+        drop(requests);
+        Graph::from_file_bytes(path, FileBytes::Loaded(buf))
+    }
+
+    fn from_file_bytes(path: &Path, bytes: FileBytes) -> Result<Graph> {
+        let data = bytes.as_slice();
+        let header = Header::decode(path, data, data.len() as u64)?;
+        let graph = Graph {
+            num_vertices: header.num_vertices,
+            flags: header.flags,
+            storage: Storage::File {
+                path: path.to_owned(),
+                header,
+                bytes,
+            },
+        };
+        check_offsets(path, graph.offsets(), graph.num_edges())?;
+        Ok(graph)
+    }
+
+    /// Checks what opening does not: every section checksum, and that every
+    /// target names a vertex and every weight is finite.
+    pub fn verify(&self) -> Result<()> {
+        let path = self.path().unwrap_or(Path::new("<memory>"));
+        if let Storage::File { header, bytes, .. } = &self.storage {
+            let data = bytes.as_slice();
+            let sections = [
+                header.layout.offsets,
+                header.layout.targets,
+                header.layout.weights,
+            ];
+            for (i, section) in sections.iter().enumerate() {
+                let extent = &data[to_usize(section.offset)..to_usize(section.padded_end())];
+                let computed = crc32c::crc32c(extent);
+                if computed != header.checksums[i] {
+                    return Err(Error::Checksum {
+                        path: path.to_owned(),
+                        section: section_name(i),
+                        stored: header.checksums[i],
+                        computed,
+                    });
+                }
+            }
+        }
+        check_targets(path, self.targets(), self.num_vertices)?;
+        if let Some(weights) = self.weights() {
+            if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
+                return Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    detail: format!("weight of edge {i} is {}", weights[i]),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// |V|.
+    pub fn num_vertices(&self) -> u32 {
+        self.num_vertices
+    }
+
+    /// |E| (directed edges; an undirected graph stores both directions).
+    pub fn num_edges(&self) -> u64 {
+        self.targets().len() as u64
+    }
+
+    /// Whether edges carry `f32` weights.
+    pub fn is_weighted(&self) -> bool {
+        self.flags & FLAG_WEIGHTED != 0
+    }
+
+    /// Whether the graph was symmetrised (every edge has its reverse).
+    pub fn is_undirected(&self) -> bool {
+        self.flags & FLAG_UNDIRECTED != 0
+    }
+
+    /// The file the graph was opened from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.storage {
+            Storage::Owned { .. } => None,
+            Storage::File { path, .. } => Some(path),
+        }
+    }
+
+    /// The on-disk layout of this graph (where a file of it puts each section).
+    pub fn layout(&self) -> Layout {
+        Layout::new(self.num_vertices, self.num_edges(), self.is_weighted())
+    }
+
+    /// `offsets[v]..offsets[v + 1]` indexes `v`'s out-edges in [`Graph::targets`].
+    pub fn offsets(&self) -> &[u64] {
+        match &self.storage {
+            Storage::Owned { offsets, .. } => offsets,
+            Storage::File { header, bytes, .. } => section(bytes, header.layout.offsets),
+        }
+    }
+
+    /// Edge targets, grouped by source.
+    pub fn targets(&self) -> &[u32] {
+        match &self.storage {
+            Storage::Owned { targets, .. } => targets,
+            Storage::File { header, bytes, .. } => section(bytes, header.layout.targets),
+        }
+    }
+
+    /// Edge weights, parallel to [`Graph::targets`].
+    pub fn weights(&self) -> Option<&[f32]> {
+        match &self.storage {
+            Storage::Owned { weights, .. } => weights.as_deref(),
+            Storage::File { header, bytes, .. } => self
+                .is_weighted()
+                .then(|| section(bytes, header.layout.weights)),
+        }
+    }
+
+    /// Out-neighbours of `v`, sorted. Panics if `v >= |V|`.
+    pub fn neighbors(&self, v: u32) -> &[u32] {
+        &self.targets()[self.edge_range(v)]
+    }
+
+    /// Weights of `v`'s out-edges, parallel to [`Graph::neighbors`].
+    pub fn edge_weights(&self, v: u32) -> Option<&[f32]> {
+        let range = self.edge_range(v);
+        self.weights().map(|w| &w[range])
+    }
+
+    /// Out-degree of `v`. Panics if `v >= |V|`.
+    pub fn degree(&self, v: u32) -> u64 {
+        let offsets = self.offsets();
+        let v = to_usize(u64::from(v));
+        offsets[v + 1] - offsets[v]
+    }
+
+    fn edge_range(&self, v: u32) -> std::ops::Range<usize> {
+        let offsets = self.offsets();
+        let v = to_usize(u64::from(v));
+        to_usize(offsets[v])..to_usize(offsets[v + 1])
+    }
+
+    /// Summary of the out-degree distribution (all zeros for an empty graph).
+    pub fn degree_summary(&self) -> DegreeSummary {
+        let mut degrees: Vec<u64> = self.offsets().windows(2).map(|w| w[1] - w[0]).collect();
+        if degrees.is_empty() {
+            return DegreeSummary {
+                min: 0,
+                max: 0,
+                mean: 0.0,
+                median: 0,
+                p99: 0,
+                zero_out_degree: 0,
+            };
+        }
+        degrees.sort_unstable();
+        let n = degrees.len();
+        DegreeSummary {
+            min: degrees[0],
+            max: degrees[n - 1],
+            mean: self.num_edges() as f64 / n as f64,
+            median: degrees[n / 2],
+            p99: degrees[(n * 99 / 100).min(n - 1)],
+            zero_out_degree: degrees.iter().take_while(|&&d| d == 0).count() as u64,
+        }
+    }
+
+    /// The out-degree sequence, vertex by vertex.
+    pub fn degrees(&self) -> impl Iterator<Item = u64> + '_ {
+        self.offsets().windows(2).map(|w| w[1] - w[0])
+    }
+}
+
+/// Views a validated section of the file as a typed slice. The header check
+/// guarantees the section is in bounds and 4 KiB aligned, and the buffer
+/// (a page-aligned map or an `AlignedBuf`) starts 4 KiB aligned, so the cast
+/// cannot fail.
+fn section<T: bytemuck::Pod>(bytes: &FileBytes, section: crate::format::Section) -> &[T] {
+    let data = bytes.as_slice();
+    bytemuck::cast_slice(&data[to_usize(section.offset)..to_usize(section.offset + section.len)])
+}
+
+fn check_offsets(path: &Path, offsets: &[u64], num_edges: u64) -> Result<()> {
+    let corrupt = |detail: String| Error::Corrupt {
+        path: path.to_owned(),
+        detail,
+    };
+    if offsets[0] != 0 {
+        return Err(corrupt(format!(
+            "offsets start at {} instead of 0",
+            offsets[0]
+        )));
+    }
+    if let Some(v) = offsets.windows(2).position(|w| w[0] > w[1]) {
+        return Err(corrupt(format!(
+            "offsets decrease at vertex {v} ({} then {})",
+            offsets[v],
+            offsets[v + 1]
+        )));
+    }
+    let last = offsets[offsets.len() - 1];
+    if last != num_edges {
+        return Err(corrupt(format!(
+            "offsets end at {last} but |E| is {num_edges}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_targets(path: &Path, targets: &[u32], num_vertices: u32) -> Result<()> {
+    match targets.iter().position(|&t| t >= num_vertices) {
+        Some(i) => Err(Error::Corrupt {
+            path: path.to_owned(),
+            detail: format!(
+                "edge {i} targets vertex {} but |V| is {num_vertices}",
+                targets[i]
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Sorts one adjacency list by (target, weight bits), keeping weights paired.
+fn sort_adjacency(targets: &mut [u32], weights: Option<&mut [f32]>) {
+    match weights {
+        None => targets.sort_unstable(),
+        Some(weights) => {
+            let mut pairs: Vec<(u32, u32)> = targets
+                .iter()
+                .zip(weights.iter())
+                .map(|(&t, w)| (t, w.to_bits()))
+                .collect();
+            pairs.sort_unstable();
+            for (i, (t, w)) in pairs.into_iter().enumerate() {
+                targets[i] = t;
+                weights[i] = f32::from_bits(w);
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Conversion of edge lists into `.qcsr`, and export back to edge lists.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::parse::{self, ParseSummary};
+use crate::sort::{EdgeSorter, SortOptions, SortStats};
+use crate::{Error, Graph, Progress, Result};
+
+/// An edge-list format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeFormat {
+    /// Text, one `source target [weight]` per line (SNAP style).
+    Snap,
+    /// Binary little-endian `u32` pairs, or `(u32, u32, f32)` triples for a
+    /// weighted graph.
+    Bin,
+    /// Matrix Market coordinate (input only).
+    Mtx,
+}
+
+impl EdgeFormat {
+    /// Guesses the format from a file name: `.mtx` is Matrix Market, `.bin`
+    /// binary, anything else text; a trailing `.gz` is looked through.
+    pub fn from_path(path: &Path) -> EdgeFormat {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".mtx") {
+            EdgeFormat::Mtx
+        } else if name.ends_with(".bin") {
+            EdgeFormat::Bin
+        } else {
+            EdgeFormat::Snap
+        }
+    }
+}
+
+impl FromStr for EdgeFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "snap" | "text" | "txt" => Ok(EdgeFormat::Snap),
+            "bin" | "binary" => Ok(EdgeFormat::Bin),
+            "mtx" | "matrix-market" => Ok(EdgeFormat::Mtx),
+            other => Err(format!(
+                "unknown edge-list format {other:?} (expected snap, bin or mtx)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for EdgeFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EdgeFormat::Snap => "snap",
+            EdgeFormat::Bin => "bin",
+            EdgeFormat::Mtx => "mtx",
+        })
+    }
+}
+
+/// How to read an input edge list.
+#[derive(Clone, Debug, Default)]
+pub struct ConvertOptions {
+    /// The input format; `None` guesses from the file name.
+    pub format: Option<EdgeFormat>,
+    /// For binary input: records are `(u32, u32, f32)` triples.
+    pub weighted_binary: bool,
+    /// Drop weights even if the input has them.
+    pub ignore_weights: bool,
+    /// At least this many vertices: an edge list cannot name isolated
+    /// vertices at the top of the id range (0 derives |V| from the input).
+    pub min_vertices: u64,
+    /// Symmetrising, deduplication, relabelling and the memory budget.
+    pub sort: SortOptions,
+}
+
+/// What a conversion read and wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvertReport {
+    /// The input (`-` for standard input).
+    pub input: PathBuf,
+    /// The format it was read as.
+    pub format: EdgeFormat,
+    /// Bytes of input after decompression.
+    pub input_bytes: u64,
+    /// Edges parsed from the input.
+    pub edges_parsed: u64,
+    /// Whether the output carries weights.
+    pub weighted: bool,
+    /// What the sort did (vertices and edges written included).
+    pub sort: SortStats,
+    /// Wall time in nanoseconds.
+    pub wall_ns: u64,
+}
+
+/// Opens `path` for reading: `-` is standard input and a `.gz` name is
+/// decompressed on the fly. Returns the reader and the size on disk, if known.
+pub fn open_input(path: &Path) -> Result<(Box<dyn Read>, Option<u64>)> {
+    if path == Path::new("-") {
+        return Ok((Box::new(io::stdin().lock()), None));
+    }
+    let file = File::open(path).map_err(|source| Error::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let size = file.metadata().ok().map(|m| m.len());
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let reader: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(
+            io::BufReader::with_capacity(256 << 10, file),
+        ))
+    } else {
+        Box::new(file)
+    };
+    Ok((reader, size))
+}
+
+/// Converts the edge list at `input` (`-` for standard input) into the
+/// `.qcsr` file `output`, using at most the memory budget of
+/// `options.sort` for edges (spilling sorted runs beside the system's
+/// temporary files or in `options.sort.work_dir`).
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    options: &ConvertOptions,
+    progress: &dyn Progress,
+) -> Result<ConvertReport> {
+    let started = Instant::now();
+    let format = options
+        .format
+        .unwrap_or_else(|| EdgeFormat::from_path(input));
+    let (mut reader, size) = open_input(input)?;
+    let mut sorter = EdgeSorter::new(options.sort.clone())?;
+    progress.start("reading", size);
+    let mut sink = |s, d, w| sorter.push(s, d, w);
+    let relabel = options.sort.relabel;
+    let summary: ParseSummary = match format {
+        EdgeFormat::Snap => parse::parse_text(&mut reader, input, relabel, progress, &mut sink)?,
+        EdgeFormat::Bin => {
+            if relabel {
+                return Err(Error::InvalidArgument(
+                    "binary edge lists hold u32 ids already; --relabel applies to text input"
+                        .into(),
+                ));
+            }
+            parse::parse_binary(
+                &mut reader,
+                input,
+                options.weighted_binary,
+                progress,
+                &mut sink,
+            )?
+        }
+        EdgeFormat::Mtx => {
+            if relabel {
+                return Err(Error::InvalidArgument(
+                    "Matrix Market ids are dense already; --relabel applies to text input".into(),
+                ));
+            }
+            parse::parse_matrix_market(&mut reader, input, progress, &mut sink)?
+        }
+    };
+    let weighted = summary.weighted && !options.ignore_weights;
+    let min_vertices = summary.declared_vertices.max(options.min_vertices);
+    let sort = sorter.finish(output, min_vertices, weighted, progress)?;
+    Ok(ConvertReport {
+        input: input.to_owned(),
+        format,
+        input_bytes: summary.bytes,
+        edges_parsed: summary.edges,
+        weighted,
+        sort,
+        wall_ns: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+    })
+}
+
+/// Writes `graph` as an edge list: text lines `source<TAB>target[<TAB>weight]`
+/// or binary pairs/triples (triples when the graph is weighted). Returns the
+/// bytes written.
+pub fn export(graph: &Graph, output: &mut dyn Write, format: EdgeFormat) -> io::Result<u64> {
+    let mut out = CountingWriter {
+        inner: BufWriter::with_capacity(1 << 20, output),
+        bytes: 0,
+    };
+    for v in 0..graph.num_vertices() {
+        let weights = graph.edge_weights(v);
+        for (i, &t) in graph.neighbors(v).iter().enumerate() {
+            let w = weights.map(|w| w[i]);
+            match format {
+                EdgeFormat::Snap => match w {
+                    Some(w) => writeln!(out, "{v}\t{t}\t{w}")?,
+                    None => writeln!(out, "{v}\t{t}")?,
+                },
+                EdgeFormat::Bin => {
+                    out.write_all(&v.to_le_bytes())?;
+                    out.write_all(&t.to_le_bytes())?;
+                    if let Some(w) = w {
+                        out.write_all(&w.to_le_bytes())?;
+                    }
+                }
+                EdgeFormat::Mtx => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "export writes snap or bin edge lists, not Matrix Market",
+                    ))
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(out.bytes)
+}
+
+struct CountingWriter<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for CountingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Exports `graph` to the file `path` atomically (temporary name, fsync,
+/// rename). Returns the bytes written.
+pub fn export_file(graph: &Graph, path: &Path, format: EdgeFormat) -> Result<u64> {
+    let write_err = |source| Error::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let mut temp = crate::write::temp_beside(path).map_err(write_err)?;
+    let bytes = export(graph, &mut temp, format).map_err(write_err)?;
+    temp.as_file().sync_all().map_err(write_err)?;
+    temp.persist(path).map_err(|e| write_err(e.error))?;
+    Ok(bytes)
+}

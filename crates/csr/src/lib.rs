@@ -1,0 +1,66 @@
+//! quiver-csr: the graph every engine reads. It owns the `.qcsr` on-disk CSR
+//! format, the in-memory [`Graph`], vertex-range [`Blocks`], ingest of edge
+//! lists users bring (with an external sort for inputs larger than memory),
+//! export back to edge lists, and deterministic generators.
+//!
+//! Invariants:
+//! - Vertex ids are `u32` below |V|; edge offsets are `u64`; weights `f32`.
+//! - A `.qcsr` file is a checksummed header page followed by the offsets,
+//!   targets and (optional) weights sections, each 4 KiB aligned and padded,
+//!   so any block can be read with O_DIRECT (see [`format`]).
+//! - Opening a file validates its header and offsets, so no accessor can read
+//!   out of bounds; [`Graph::verify`] checks every checksum and target. No
+//!   input, however corrupt, makes this crate panic.
+//! - Files are written under a temporary name, fsynced, then renamed.
+//! - This crate never opens a socket and holds no `unsafe` code (mapping
+//!   files is quiver-io's job).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(not(all(target_endian = "little", target_pointer_width = "64")))]
+compile_error!(
+    "quiver-csr maps little-endian files directly and needs a 64-bit little-endian target"
+);
+
+mod blocks;
+mod error;
+pub mod format;
+pub mod generate;
+mod graph;
+mod ingest;
+pub mod parse;
+mod sort;
+mod write;
+
+pub use blocks::{Block, BlockId, Blocks, Extent};
+pub use error::{Error, Result};
+pub use generate::{generate_to_file, GraphSpec, GRAPH500};
+pub use graph::{DegreeSummary, Graph};
+pub use ingest::{
+    convert, export, export_file, open_input, ConvertOptions, ConvertReport, EdgeFormat,
+};
+pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
+pub use write::{write_graph, CsrWriter};
+
+/// Receives progress of long operations (the driver draws bars from it).
+/// Both methods default to doing nothing.
+pub trait Progress: Sync {
+    /// A new phase begins; `total` is its amount of work (bytes or edges) if known.
+    fn start(&self, _phase: &'static str, _total: Option<u64>) {}
+    /// `delta` more units of the current phase are done.
+    fn advance(&self, _delta: u64) {}
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// Converts a file offset or count to `usize`; lossless on the 64-bit
+/// targets this crate compiles for.
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) fn to_usize(x: u64) -> usize {
+    x as usize
+}

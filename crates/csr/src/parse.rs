@@ -1,0 +1,503 @@
+//! Parsers for the edge-list formats users bring: SNAP-style text, binary
+//! little-endian `u32` pairs or `(u32, u32, f32)` triples, and Matrix Market
+//! coordinate files. Each calls a sink once per edge and reports errors with
+//! the input's name and the line or record.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::sort::MAX_VERTEX_ID;
+use crate::{Error, Progress, Result};
+
+/// Receives each parsed edge `(source, target, weight)`.
+pub type EdgeSink<'a> = dyn FnMut(u64, u64, f32) -> Result<()> + 'a;
+
+const CHUNK: usize = 256 << 10;
+/// Longest line accepted; a longer one is an error, not a memory blow-up.
+const MAX_LINE: usize = 1 << 20;
+
+/// What a parser saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParseSummary {
+    /// Bytes of (decompressed) input.
+    pub bytes: u64,
+    /// Edges passed to the sink.
+    pub edges: u64,
+    /// Whether the input carried weights.
+    pub weighted: bool,
+    /// Vertex count the input declares (Matrix Market), else 0.
+    pub declared_vertices: u64,
+}
+
+struct Ctx<'a> {
+    name: &'a Path,
+    relabel: bool,
+}
+
+impl Ctx<'_> {
+    fn error(&self, location: String, detail: String) -> Error {
+        Error::Parse {
+            path: self.name.to_owned(),
+            location,
+            detail,
+        }
+    }
+
+    fn line_error(&self, line: u64, detail: String) -> Error {
+        self.error(format!("line {line}"), detail)
+    }
+
+    /// Checks an id against the u32 id space unless relabelling.
+    fn id(&self, id: u64, line: u64) -> Result<u64> {
+        if !self.relabel && id > MAX_VERTEX_ID {
+            return Err(self.line_error(
+                line,
+                format!(
+                    "vertex id {id} does not fit a u32 vertex id (at most {MAX_VERTEX_ID}); \
+                     convert with --relabel to map sparse ids onto 0..|V|"
+                ),
+            ));
+        }
+        Ok(id)
+    }
+}
+
+/// Calls `f(line_number, line)` for every line of `reader` (without its
+/// `\n` or `\r\n`), reading in fixed-size chunks.
+fn for_each_line(
+    reader: &mut dyn Read,
+    name: &Path,
+    progress: &dyn Progress,
+    mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<u64> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut filled = 0;
+    let mut line_no = 0u64;
+    let mut total = 0u64;
+    loop {
+        let n = read_some(reader, &mut buf[filled..], name)?;
+        total += n as u64;
+        progress.advance(n as u64);
+        filled += n;
+        let eof = n == 0;
+        let end = if eof {
+            filled
+        } else {
+            match buf[..filled].iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None if filled == buf.len() => {
+                    if buf.len() >= MAX_LINE {
+                        return Err(Error::Parse {
+                            path: name.to_owned(),
+                            location: format!("line {}", line_no + 1),
+                            detail: format!("line is longer than {} bytes", buf.len()),
+                        });
+                    }
+                    buf.resize(buf.len() * 2, 0);
+                    continue;
+                }
+                None => continue,
+            }
+        };
+        let mut rest = &buf[..end];
+        while !rest.is_empty() {
+            let (line, next) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => (rest, &rest[rest.len()..]),
+            };
+            line_no += 1;
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            f(line_no, line)?;
+            rest = next;
+        }
+        buf.copy_within(end..filled, 0);
+        filled -= end;
+        if eof {
+            return Ok(total);
+        }
+    }
+}
+
+fn read_some(reader: &mut dyn Read, buf: &mut [u8], name: &Path) -> Result<usize> {
+    loop {
+        match reader.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(Error::Read {
+                    path: name.to_owned(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+fn is_separator(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b',')
+}
+
+/// Splits a line into at most `N` fields; returns the number of fields found
+/// (which may exceed `N`: extra fields are counted, not stored).
+fn split_fields<'l, const N: usize>(line: &'l [u8], fields: &mut [&'l [u8]; N]) -> usize {
+    let mut count = 0;
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && is_separator(line[i]) {
+            i += 1;
+        }
+        if i == line.len() {
+            break;
+        }
+        let start = i;
+        while i < line.len() && !is_separator(line[i]) {
+            i += 1;
+        }
+        if count < N {
+            fields[count] = &line[start..i];
+        }
+        count += 1;
+    }
+    count
+}
+
+fn parse_u64(field: &[u8]) -> Option<u64> {
+    if field.is_empty() {
+        return None;
+    }
+    let mut value = 0u64;
+    for &b in field {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    Some(value)
+}
+
+fn show(field: &[u8]) -> String {
+    String::from_utf8_lossy(field).into_owned()
+}
+
+fn parse_id(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<u64> {
+    match parse_u64(field) {
+        Some(id) => ctx.id(id, line),
+        None if !field.is_empty() && field.iter().all(u8::is_ascii_digit) => {
+            Err(ctx.line_error(line, format!("vertex id {} overflows 64 bits", show(field))))
+        }
+        None => Err(ctx.line_error(
+            line,
+            format!(
+                "expected a non-negative integer vertex id, found {:?}",
+                show(field)
+            ),
+        )),
+    }
+}
+
+fn parse_weight(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<f32> {
+    let weight = std::str::from_utf8(field)
+        .ok()
+        .and_then(|s| s.parse::<f32>().ok())
+        .ok_or_else(|| {
+            ctx.line_error(line, format!("expected a weight, found {:?}", show(field)))
+        })?;
+    if !weight.is_finite() {
+        return Err(ctx.line_error(line, format!("weight {weight} is not finite")));
+    }
+    Ok(weight)
+}
+
+fn is_comment_or_blank(line: &[u8]) -> bool {
+    match line.iter().find(|&&b| !is_separator(b)) {
+        None => true,
+        Some(&b) => b == b'#' || b == b'%',
+    }
+}
+
+/// Parses a SNAP-style edge list: one `source target [weight]` per line,
+/// separated by spaces, tabs or commas; `#` and `%` start comment lines; CRLF
+/// line ends are accepted. The first edge line decides whether the file has a
+/// weight column, and every later line must agree.
+pub fn parse_text(
+    reader: &mut dyn Read,
+    name: &Path,
+    relabel: bool,
+    progress: &dyn Progress,
+    sink: &mut EdgeSink<'_>,
+) -> Result<ParseSummary> {
+    let ctx = Ctx { name, relabel };
+    let mut columns: Option<usize> = None;
+    let mut edges = 0u64;
+    let bytes = for_each_line(reader, name, progress, |line_no, line| {
+        if is_comment_or_blank(line) {
+            return Ok(());
+        }
+        let mut fields: [&[u8]; 3] = [&[]; 3];
+        let count = split_fields(line, &mut fields);
+        if count < 2 {
+            return Err(ctx.line_error(
+                line_no,
+                format!("expected 'source target [weight]', found {:?}", show(line)),
+            ));
+        }
+        let weighted = count >= 3;
+        match columns {
+            None => columns = Some(count),
+            Some(c) if (c >= 3) != weighted => {
+                return Err(ctx.line_error(
+                    line_no,
+                    format!(
+                        "has {count} columns but the first edge line had {c}: \
+                         either every line has a weight column or none does"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let src = parse_id(&ctx, fields[0], line_no)?;
+        let dst = parse_id(&ctx, fields[1], line_no)?;
+        let weight = if weighted {
+            parse_weight(&ctx, fields[2], line_no)?
+        } else {
+            1.0
+        };
+        edges += 1;
+        sink(src, dst, weight)
+    })?;
+    Ok(ParseSummary {
+        bytes,
+        edges,
+        weighted: columns.is_some_and(|c| c >= 3),
+        declared_vertices: 0,
+    })
+}
+
+/// Parses a binary edge list of little-endian `u32` pairs, or of
+/// `(u32, u32, f32)` triples when `weighted` (the files Gemini and KnightKing
+/// read).
+pub fn parse_binary(
+    reader: &mut dyn Read,
+    name: &Path,
+    weighted: bool,
+    progress: &dyn Progress,
+    sink: &mut EdgeSink<'_>,
+) -> Result<ParseSummary> {
+    let ctx = Ctx {
+        name,
+        relabel: false,
+    };
+    let record = if weighted { 12 } else { 8 };
+    let mut buf = vec![0u8; CHUNK / record * record];
+    let mut filled = 0;
+    let mut summary = ParseSummary {
+        weighted,
+        ..ParseSummary::default()
+    };
+    loop {
+        let n = read_some(reader, &mut buf[filled..], name)?;
+        progress.advance(n as u64);
+        summary.bytes += n as u64;
+        filled += n;
+        let whole = filled / record * record;
+        for rec in buf[..whole].chunks_exact(record) {
+            let word = |i: usize| u32::from_le_bytes(rec[i..i + 4].try_into().expect("4 bytes"));
+            let index = summary.edges;
+            let check = |id: u32| {
+                if u64::from(id) > MAX_VERTEX_ID {
+                    Err(ctx.error(
+                        format!("record {index}"),
+                        format!("vertex id {id} is reserved (ids go up to {MAX_VERTEX_ID})"),
+                    ))
+                } else {
+                    Ok(u64::from(id))
+                }
+            };
+            let (src, dst) = (check(word(0))?, check(word(4))?);
+            let weight = if weighted {
+                f32::from_bits(word(8))
+            } else {
+                1.0
+            };
+            if !weight.is_finite() {
+                return Err(ctx.error(
+                    format!("record {index}"),
+                    format!("weight {weight} is not finite"),
+                ));
+            }
+            summary.edges += 1;
+            sink(src, dst, weight)?;
+        }
+        buf.copy_within(whole..filled, 0);
+        filled -= whole;
+        if n == 0 {
+            if filled != 0 {
+                return Err(ctx.error(
+                    format!("record {}", summary.edges),
+                    format!(
+                        "input ends with {filled} stray bytes: a {} file is a sequence of {record}-byte records",
+                        if weighted { "weighted binary" } else { "binary" }
+                    ),
+                ));
+            }
+            return Ok(summary);
+        }
+    }
+}
+
+/// Parses a Matrix Market coordinate file (`pattern`, `real` or `integer`;
+/// `general` or `symmetric`). Entry `(i, j)` becomes edge `i-1 -> j-1`; a
+/// symmetric file also yields `j-1 -> i-1` for off-diagonal entries. |V| is
+/// the larger dimension.
+pub fn parse_matrix_market(
+    reader: &mut dyn Read,
+    name: &Path,
+    progress: &dyn Progress,
+    sink: &mut EdgeSink<'_>,
+) -> Result<ParseSummary> {
+    let ctx = Ctx {
+        name,
+        relabel: false,
+    };
+    #[derive(PartialEq)]
+    enum State {
+        Banner,
+        Size,
+        Entries,
+    }
+    let mut state = State::Banner;
+    let (mut weighted, mut symmetric) = (false, false);
+    let (mut rows, mut cols, mut nnz) = (0u64, 0u64, 0u64);
+    let mut entries = 0u64;
+    let mut edges = 0u64;
+    let bytes = for_each_line(reader, name, progress, |line_no, line| {
+        match state {
+            State::Banner => {
+                let text = String::from_utf8_lossy(line).to_ascii_lowercase();
+                let words: Vec<&str> = text.split_whitespace().collect();
+                if words.first() != Some(&"%%matrixmarket") {
+                    return Err(ctx.line_error(
+                        line_no,
+                        "a Matrix Market file starts with a '%%MatrixMarket matrix coordinate ...' banner".into(),
+                    ));
+                }
+                if words.len() != 5 || words[1] != "matrix" || words[2] != "coordinate" {
+                    return Err(ctx.line_error(
+                        line_no,
+                        format!("unsupported banner {text:?}: only 'matrix coordinate' files hold graphs"),
+                    ));
+                }
+                weighted = match words[3] {
+                    "pattern" => false,
+                    "real" | "integer" | "double" => true,
+                    other => {
+                        return Err(
+                            ctx.line_error(line_no, format!("unsupported field type {other:?}"))
+                        )
+                    }
+                };
+                symmetric = match words[4] {
+                    "general" => false,
+                    "symmetric" => true,
+                    other => {
+                        return Err(ctx.line_error(
+                            line_no,
+                            format!("unsupported symmetry {other:?} (general and symmetric are)"),
+                        ))
+                    }
+                };
+                state = State::Size;
+            }
+            _ if is_comment_or_blank(line) => {}
+            State::Size => {
+                let mut f: [&[u8]; 3] = [&[]; 3];
+                if split_fields(line, &mut f) != 3 {
+                    return Err(ctx.line_error(
+                        line_no,
+                        "expected the size line 'rows columns entries'".into(),
+                    ));
+                }
+                let num = |field: &[u8]| {
+                    parse_u64(field).ok_or_else(|| {
+                        ctx.line_error(
+                            line_no,
+                            format!("expected a count, found {:?}", show(field)),
+                        )
+                    })
+                };
+                (rows, cols, nnz) = (num(f[0])?, num(f[1])?, num(f[2])?);
+                if rows.max(cols) > MAX_VERTEX_ID + 1 {
+                    return Err(ctx.line_error(
+                        line_no,
+                        format!(
+                            "dimension {} exceeds the u32 vertex id space",
+                            rows.max(cols)
+                        ),
+                    ));
+                }
+                state = State::Entries;
+            }
+            State::Entries => {
+                let mut f: [&[u8]; 3] = [&[]; 3];
+                let count = split_fields(line, &mut f);
+                if count != if weighted { 3 } else { 2 } {
+                    return Err(ctx.line_error(
+                        line_no,
+                        format!(
+                            "expected {} fields per entry, found {count}",
+                            if weighted { 3 } else { 2 }
+                        ),
+                    ));
+                }
+                entries += 1;
+                if entries > nnz {
+                    return Err(
+                        ctx.line_error(line_no, format!("more entries than the {nnz} declared"))
+                    );
+                }
+                let index = |field: &[u8], dim: u64, what: &str| -> Result<u64> {
+                    match parse_u64(field) {
+                        Some(i) if (1..=dim).contains(&i) => Ok(i - 1),
+                        _ => Err(ctx.line_error(
+                            line_no,
+                            format!("{what} index {:?} is outside 1..={dim}", show(field)),
+                        )),
+                    }
+                };
+                let i = index(f[0], rows, "row")?;
+                let j = index(f[1], cols, "column")?;
+                let weight = if weighted {
+                    parse_weight(&ctx, f[2], line_no)?
+                } else {
+                    1.0
+                };
+                edges += 1;
+                sink(i, j, weight)?;
+                if symmetric && i != j {
+                    edges += 1;
+                    sink(j, i, weight)?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    if state != State::Entries {
+        return Err(ctx.error(
+            "end of input".into(),
+            "missing the banner or the size line".into(),
+        ));
+    }
+    if entries != nnz {
+        return Err(ctx.error(
+            "end of input".into(),
+            format!("the size line declares {nnz} entries but the file has {entries}"),
+        ));
+    }
+    Ok(ParseSummary {
+        bytes,
+        edges,
+        weighted,
+        declared_vertices: rows.max(cols),
+    })
+}
