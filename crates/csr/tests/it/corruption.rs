@@ -1,0 +1,161 @@
+//! Damaged files give typed errors naming the file, never a panic.
+
+use proptest::prelude::*;
+use quiver_csr::{write_graph, Error, Graph};
+use quiver_io::ReadOptions;
+
+use crate::arb_graph;
+
+/// Opens and verifies both ways; returns the errors (both must agree on failure).
+fn open_all(path: &std::path::Path) -> (Result<(), Error>, Result<(), Error>) {
+    let mapped = Graph::open(path).and_then(|g| g.verify());
+    let loaded = Graph::load(
+        path,
+        &ReadOptions {
+            direct: false,
+            ..ReadOptions::default()
+        },
+    )
+    .and_then(|g| g.verify());
+    (mapped, loaded)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Every byte of a file is covered by a checksum, so any change is caught.
+    #[test]
+    fn flipped_bytes_anywhere_are_errors(
+        graph in arb_graph(200, 1500),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut positions = Vec::new();
+        for (index, xor) in &flips {
+            let at = index.index(bytes.len());
+            if !positions.contains(&at) {
+                bytes[at] ^= xor;
+                positions.push(at);
+            }
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let (mapped, loaded) = open_all(&path);
+        let err = mapped.expect_err("a corrupted file opened and verified cleanly");
+        prop_assert!(loaded.is_err(), "load+verify accepted a corrupted file");
+        prop_assert!(err.to_string().contains("g.qcsr"), "error does not name the file: {}", err);
+    }
+
+    #[test]
+    fn truncated_or_extended_files_are_errors(graph in arb_graph(200, 1500), cut in any::<prop::sample::Index>(), extra in 1usize..5000) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..cut.index(bytes.len())]).unwrap();
+        let (mapped, loaded) = open_all(&path);
+        prop_assert!(mapped.is_err() && loaded.is_err(), "a truncated file was accepted");
+        let mut longer = bytes.clone();
+        longer.extend(std::iter::repeat_n(0u8, extra));
+        std::fs::write(&path, &longer).unwrap();
+        let (mapped, loaded) = open_all(&path);
+        prop_assert!(mapped.is_err() && loaded.is_err(), "trailing data was accepted");
+    }
+}
+
+fn written(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
+    let graph = Graph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false, false).unwrap();
+    let path = dir.join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+/// Rewrites the header checksum after editing the header, so only the edit
+/// itself can be what the reader objects to.
+fn reseal(bytes: &mut [u8]) {
+    bytes[112..116].fill(0);
+    let crc = crc32c::crc32c(&bytes[..4096]);
+    bytes[112..116].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn foreign_files_are_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edges.txt");
+    std::fs::write(&path, "0 1\n1 2\n").unwrap();
+    for result in [
+        Graph::open(&path).map(|_| ()),
+        Graph::load(&path, &ReadOptions::default()).map(|_| ()),
+    ] {
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::Foreign { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("edges.txt") && err.to_string().contains("not a .qcsr"),
+            "{err}"
+        );
+    }
+    std::fs::write(&path, "").unwrap();
+    assert!(matches!(
+        Graph::open(&path).unwrap_err(),
+        Error::Foreign { .. }
+    ));
+}
+
+#[test]
+fn future_versions_are_refused_with_the_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut bytes) = written(dir.path());
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    reseal(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Graph::open(&path).unwrap_err();
+    assert!(
+        matches!(err, Error::FutureVersion { found: 7, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("version 7"), "{err}");
+}
+
+#[test]
+fn a_resealed_header_with_bad_counts_is_still_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, original) = written(dir.path());
+    // |V| claims more vertices than the offsets section holds.
+    let mut bytes = original.clone();
+    bytes[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    reseal(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        Graph::open(&path).unwrap_err(),
+        Error::Corrupt { .. }
+    ));
+    // Unknown flag bits.
+    let mut bytes = original.clone();
+    bytes[12] |= 0x80;
+    reseal(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(Graph::open(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("flags"));
+}
+
+#[test]
+fn a_target_out_of_range_is_found_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut bytes) = written(dir.path());
+    // Targets start at 8192 for a 3-vertex graph; fix the section checksum
+    // so only the range check can object.
+    bytes[8192..8196].copy_from_slice(&99u32.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[8192..12288]);
+    let at = 32 + 24 + 16;
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    reseal(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let graph = Graph::open(&path).expect("structure is intact");
+    let err = graph.verify().unwrap_err();
+    assert!(err.to_string().contains("targets vertex 99"), "{err}");
+}

@@ -1,0 +1,71 @@
+//! Integration tests of quiver-csr: format round trips, blocks, conversion
+//! against a reference model, memory bounds, corruption, parse errors and
+//! generators.
+
+// Test data is small and built from in-range values; checked casts would
+// only obscure it.
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
+mod alloc;
+mod blocks;
+mod convert;
+mod corruption;
+mod fixtures;
+mod generate;
+mod parse_errors;
+mod roundtrip;
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use quiver_csr::Graph;
+
+#[global_allocator]
+static ALLOC: alloc::CountingAlloc = alloc::CountingAlloc;
+
+/// A random graph: up to `max_v` vertices, up to `max_e` edges, maybe
+/// weighted, with zero-degree vertices and duplicate edges likely.
+pub fn arb_graph(max_v: u32, max_e: usize) -> impl Strategy<Value = Graph> {
+    (1..=max_v, any::<bool>(), any::<bool>()).prop_flat_map(move |(n, weighted, undirected)| {
+        prop::collection::vec((0..n, 0..n, 0u32..1000), 0..=max_e).prop_map(move |edges| {
+            let edges: Vec<(u32, u32, f32)> = edges
+                .into_iter()
+                .map(|(s, t, w)| (s, t, w as f32 / 8.0))
+                .collect();
+            Graph::from_edges(n, &edges, weighted, undirected).expect("edges are in range")
+        })
+    })
+}
+
+/// Asserts two graphs hold the same CSR arrays and flags.
+pub fn assert_same_graph(a: &Graph, b: &Graph) {
+    assert_eq!(a.num_vertices(), b.num_vertices(), "vertex counts differ");
+    assert_eq!(a.offsets(), b.offsets(), "offsets differ");
+    assert_eq!(a.targets(), b.targets(), "targets differ");
+    assert_eq!(a.weights(), b.weights(), "weights differ");
+    assert_eq!(a.is_weighted(), b.is_weighted(), "weighted flags differ");
+    assert_eq!(
+        a.is_undirected(),
+        b.is_undirected(),
+        "undirected flags differ"
+    );
+}
+
+/// Files in `dir` (to check nothing half-written or temporary was left).
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("test dir is readable")
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}

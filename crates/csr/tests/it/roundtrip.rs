@@ -1,0 +1,74 @@
+//! Write/read round trips of random graphs through every way of opening.
+
+use proptest::prelude::*;
+use quiver_csr::{write_graph, Graph};
+use quiver_io::{BackendChoice, ReadOptions};
+
+use crate::{arb_graph, assert_same_graph, files_in};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn written_graphs_read_back_identically(graph in arb_graph(300, 2000)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        prop_assert_eq!(files_in(dir.path()), vec!["g.qcsr".to_string()], "no temporary files left");
+        let mapped = Graph::open(&path).unwrap();
+        mapped.verify().unwrap();
+        assert_same_graph(&graph, &mapped);
+        for backend in [BackendChoice::Pread, BackendChoice::Auto] {
+            for direct in [false, true] {
+                let options = ReadOptions { backend, direct, ..ReadOptions::default() };
+                let loaded = Graph::load(&path, &options).unwrap();
+                loaded.verify().unwrap();
+                assert_same_graph(&graph, &loaded);
+            }
+        }
+        prop_assert_eq!(std::fs::metadata(&path).unwrap().len(), graph.layout().file_len());
+        prop_assert_eq!(std::fs::metadata(&path).unwrap().len() % 4096, 0);
+    }
+
+    #[test]
+    fn adjacency_lists_are_sorted(graph in arb_graph(100, 800)) {
+        for v in 0..graph.num_vertices() {
+            let n = graph.neighbors(v);
+            prop_assert!(n.windows(2).all(|w| w[0] <= w[1]), "vertex {} unsorted: {:?}", v, n);
+        }
+    }
+}
+
+#[test]
+fn empty_and_single_vertex_graphs_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, edges) in [(1u32, vec![]), (1, vec![(0, 0, 1.0)]), (5, vec![])] {
+        let graph = Graph::from_edges(n, &edges, false, false).unwrap();
+        let path = dir.path().join(format!("g{n}-{}.qcsr", edges.len()));
+        write_graph(&graph, &path).unwrap();
+        let back = Graph::open(&path).unwrap();
+        back.verify().unwrap();
+        assert_same_graph(&graph, &back);
+    }
+}
+
+#[test]
+fn from_parts_rejects_broken_invariants() {
+    let bad = [
+        (vec![], vec![], "no offsets"),
+        (vec![1, 1], vec![0], "offsets not starting at 0"),
+        (vec![0, 2, 1], vec![0, 0], "decreasing offsets"),
+        (vec![0, 1], vec![0, 0], "offsets ending before |E|"),
+        (vec![0, 1], vec![7], "target out of range"),
+    ];
+    for (offsets, targets, what) in bad {
+        assert!(
+            Graph::from_parts(offsets, targets, None, false).is_err(),
+            "{what} was accepted"
+        );
+    }
+    assert!(
+        Graph::from_parts(vec![0, 1], vec![0], Some(vec![]), false).is_err(),
+        "short weights accepted"
+    );
+}
