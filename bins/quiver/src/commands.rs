@@ -487,7 +487,7 @@ fn demo(args: &DemoArgs, json: bool) -> Result<()> {
         seconds(converted.wall_ns)
     ));
     say(format!(
-        "   (the same as: quiver convert {} -o {} --vertices {} --mem 2MiB)",
+        "   (the same as: quiver convert {} -o {} --vertices {} --mem 1MiB)",
         text_path.display(),
         converted_path.display(),
         graph.num_vertices()

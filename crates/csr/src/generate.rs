@@ -210,12 +210,7 @@ pub fn generate_to_file(
         if done % (1 << 20) == 0 {
             progress.advance(1 << 20);
         }
-        sorter.push(u64::from(s), u64::from(t), w)
+        sorter.push(u64::from(s), u64::from(t), weights.map(|_| w))
     })?;
-    sorter.finish(
-        output,
-        u64::from(spec.num_vertices()?),
-        weights.is_some(),
-        progress,
-    )
+    sorter.finish(output, u64::from(spec.num_vertices()?), progress)
 }

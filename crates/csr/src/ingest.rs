@@ -146,7 +146,8 @@ pub fn convert(
     let (mut reader, size) = open_input(input)?;
     let mut sorter = EdgeSorter::new(options.sort.clone())?;
     progress.start("reading", size);
-    let mut sink = |s, d, w| sorter.push(s, d, w);
+    let ignore_weights = options.ignore_weights;
+    let mut sink = |s, d, w: Option<f32>| sorter.push(s, d, w.filter(|_| !ignore_weights));
     let relabel = options.sort.relabel;
     let summary: ParseSummary = match format {
         EdgeFormat::Snap => parse::parse_text(&mut reader, input, relabel, progress, &mut sink)?,
@@ -176,7 +177,7 @@ pub fn convert(
     };
     let weighted = summary.weighted && !options.ignore_weights;
     let min_vertices = summary.declared_vertices.max(options.min_vertices);
-    let sort = sorter.finish(output, min_vertices, weighted, progress)?;
+    let sort = sorter.finish(output, min_vertices, progress)?;
     Ok(ConvertReport {
         input: input.to_owned(),
         format,

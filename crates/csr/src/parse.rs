@@ -9,8 +9,9 @@ use std::path::Path;
 use crate::sort::MAX_VERTEX_ID;
 use crate::{Error, Progress, Result};
 
-/// Receives each parsed edge `(source, target, weight)`.
-pub type EdgeSink<'a> = dyn FnMut(u64, u64, f32) -> Result<()> + 'a;
+/// Receives each parsed edge `(source, target, weight)`; the weight is
+/// `None` for an input without weights.
+pub type EdgeSink<'a> = dyn FnMut(u64, u64, Option<f32>) -> Result<()> + 'a;
 
 const CHUNK: usize = 256 << 10;
 /// Longest line accepted; a longer one is an error, not a memory blow-up.
@@ -45,20 +46,6 @@ impl Ctx<'_> {
 
     fn line_error(&self, line: u64, detail: String) -> Error {
         self.error(format!("line {line}"), detail)
-    }
-
-    /// Checks an id against the u32 id space unless relabelling.
-    fn id(&self, id: u64, line: u64) -> Result<u64> {
-        if !self.relabel && id > MAX_VERTEX_ID {
-            return Err(self.line_error(
-                line,
-                format!(
-                    "vertex id {id} does not fit a u32 vertex id (at most {MAX_VERTEX_ID}); \
-                     convert with --relabel to map sparse ids onto 0..|V|"
-                ),
-            ));
-        }
-        Ok(id)
     }
 }
 
@@ -161,6 +148,7 @@ fn split_fields<'l, const N: usize>(line: &'l [u8], fields: &mut [&'l [u8]; N]) 
     count
 }
 
+#[inline]
 fn parse_u64(field: &[u8]) -> Option<u64> {
     if field.is_empty() {
         return None;
@@ -180,20 +168,32 @@ fn show(field: &[u8]) -> String {
     String::from_utf8_lossy(field).into_owned()
 }
 
+#[inline]
 fn parse_id(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<u64> {
     match parse_u64(field) {
-        Some(id) => ctx.id(id, line),
-        None if !field.is_empty() && field.iter().all(u8::is_ascii_digit) => {
-            Err(ctx.line_error(line, format!("vertex id {} overflows 64 bits", show(field))))
-        }
-        None => Err(ctx.line_error(
-            line,
-            format!(
-                "expected a non-negative integer vertex id, found {:?}",
-                show(field)
-            ),
-        )),
+        Some(id) if ctx.relabel || id <= MAX_VERTEX_ID => Ok(id),
+        _ => Err(id_error(ctx, field, line)),
     }
+}
+
+/// Says why `field` is not an acceptable vertex id (kept out of the hot path).
+#[cold]
+#[inline(never)]
+fn id_error(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Error {
+    let detail = match parse_u64(field) {
+        Some(id) => format!(
+            "vertex id {id} does not fit a u32 vertex id (at most {MAX_VERTEX_ID}); \
+             convert with --relabel to map sparse ids onto 0..|V|"
+        ),
+        None if !field.is_empty() && field.iter().all(u8::is_ascii_digit) => {
+            format!("vertex id {} overflows 64 bits", show(field))
+        }
+        None => format!(
+            "expected a non-negative integer vertex id, found {:?}",
+            show(field)
+        ),
+    };
+    ctx.line_error(line, detail)
 }
 
 fn parse_weight(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<f32> {
@@ -259,9 +259,9 @@ pub fn parse_text(
         let src = parse_id(&ctx, fields[0], line_no)?;
         let dst = parse_id(&ctx, fields[1], line_no)?;
         let weight = if weighted {
-            parse_weight(&ctx, fields[2], line_no)?
+            Some(parse_weight(&ctx, fields[2], line_no)?)
         } else {
-            1.0
+            None
         };
         edges += 1;
         sink(src, dst, weight)
@@ -315,12 +315,8 @@ pub fn parse_binary(
                 }
             };
             let (src, dst) = (check(word(0))?, check(word(4))?);
-            let weight = if weighted {
-                f32::from_bits(word(8))
-            } else {
-                1.0
-            };
-            if !weight.is_finite() {
+            let weight = weighted.then(|| f32::from_bits(word(8)));
+            if let Some(weight) = weight.filter(|w| !w.is_finite()) {
                 return Err(ctx.error(
                     format!("record {index}"),
                     format!("weight {weight} is not finite"),
@@ -468,9 +464,9 @@ pub fn parse_matrix_market(
                 let i = index(f[0], rows, "row")?;
                 let j = index(f[1], cols, "column")?;
                 let weight = if weighted {
-                    parse_weight(&ctx, f[2], line_no)?
+                    Some(parse_weight(&ctx, f[2], line_no)?)
                 } else {
-                    1.0
+                    None
                 };
                 edges += 1;
                 sink(i, j, weight)?;

@@ -1,37 +1,41 @@
 //! External sort of an edge stream into a `.qcsr` file within a memory budget.
 //!
-//! Edges are buffered up to the budget, sorted by `(source, target, weight
-//! bits)` and spilled as runs; the runs are merged (in several passes if
-//! there are more than the budget allows to read at once) straight into a
-//! [`CsrWriter`]. With one run the merge is skipped, so a small input is
-//! converted in memory by the same code.
+//! Each edge becomes one integer sort key: `source << 32 | target` (a `u64`)
+//! for an unweighted graph, with the weight's bits appended (a `u128`) for a
+//! weighted one, so sorting keys sorts edges by (source, target, weight
+//! bits). Keys are buffered up to the budget, sorted and spilled as runs;
+//! the runs are merged (in several passes if there are more than the budget
+//! can read at once) straight into a [`CsrWriter`]. With no spilled run the
+//! merge is skipped, so a small input is converted in memory by the same
+//! code. Relabelling maps ids to dense `u32` ids in order of first
+//! appearance before they are packed.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tempfile::TempDir;
 
 use crate::write::CsrWriter;
-use crate::{Error, Progress, Result};
+use crate::{to_usize, Error, Progress, Result};
 
 /// The largest vertex id a `.qcsr` file can hold (|V| must fit `u32`).
 pub const MAX_VERTEX_ID: u64 = u32::MAX as u64 - 1;
 /// The smallest memory budget accepted.
-pub const MIN_MEM_BUDGET: u64 = 2 << 20;
+pub const MIN_MEM_BUDGET: u64 = 1 << 20;
 
-const RECORD_BYTES: usize = 20;
 const SPILL_BUF: usize = 256 << 10;
 const MERGE_BUF: usize = 64 << 10;
 
 /// How an edge stream becomes a graph.
 #[derive(Clone, Debug)]
 pub struct SortOptions {
-    /// Bytes of memory the sort may use for buffered edges and merge buffers
-    /// (the writer's `8 * (|V| + 1)` bytes of offsets come on top).
+    /// Bytes of memory for buffered edges, spill and merge buffers. The
+    /// writer's `8 * (|V| + 1)` bytes of offsets, and the id map when
+    /// relabelling, come on top.
     pub mem_budget: u64,
     /// Where spilled runs go (a fresh temporary directory inside it, removed
     /// on success and on error); `None` uses the system temporary directory.
@@ -43,8 +47,8 @@ pub struct SortOptions {
     pub dedupe: bool,
     /// Drop edges `v -> v`.
     pub drop_self_loops: bool,
-    /// Map the distinct ids, in increasing order, onto `0..|V|`; ids may then
-    /// be any `u64`. Needs 8 bytes per distinct id beyond the budget.
+    /// Map ids (any `u64`) onto `0..|V|` in order of first appearance. The
+    /// map takes about 32 bytes per distinct id beyond the budget.
     pub relabel: bool,
 }
 
@@ -82,27 +86,66 @@ pub struct SortStats {
     pub merge_passes: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Record {
-    src: u64,
-    dst: u64,
-    weight_bits: u32,
+/// An edge packed into an integer whose order is the edge order.
+trait Key: Copy + Ord + Send + std::fmt::Debug {
+    const BYTES: usize;
+    fn pack(src: u32, dst: u32, weight_bits: u32) -> Self;
+    fn src(self) -> u32;
+    fn dst(self) -> u32;
+    fn weight(self) -> f32;
+    fn write_le(self, out: &mut impl Write) -> io::Result<()>;
+    fn read_le(bytes: &[u8]) -> Self;
+
+    fn pair(self) -> (u32, u32) {
+        (self.src(), self.dst())
+    }
 }
 
-impl Record {
-    fn encode(&self, out: &mut [u8; RECORD_BYTES]) {
-        out[0..8].copy_from_slice(&self.src.to_le_bytes());
-        out[8..16].copy_from_slice(&self.dst.to_le_bytes());
-        out[16..20].copy_from_slice(&self.weight_bits.to_le_bytes());
+#[allow(clippy::cast_possible_truncation)] // Extracting packed u32 fields.
+impl Key for u64 {
+    const BYTES: usize = 8;
+    fn pack(src: u32, dst: u32, _weight_bits: u32) -> Self {
+        u64::from(src) << 32 | u64::from(dst)
     }
+    fn src(self) -> u32 {
+        (self >> 32) as u32
+    }
+    fn dst(self) -> u32 {
+        self as u32
+    }
+    fn weight(self) -> f32 {
+        1.0
+    }
+    fn write_le(self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(&self.to_le_bytes())
+    }
+    fn read_le(bytes: &[u8]) -> Self {
+        u64::from_le_bytes(bytes.try_into().expect("a run record is 8 bytes"))
+    }
+}
 
-    fn decode(b: &[u8; RECORD_BYTES]) -> Record {
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        Record {
-            src: u64_at(0),
-            dst: u64_at(8),
-            weight_bits: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
-        }
+#[allow(clippy::cast_possible_truncation)] // Extracting packed u32 fields.
+impl Key for u128 {
+    const BYTES: usize = 12;
+    fn pack(src: u32, dst: u32, weight_bits: u32) -> Self {
+        u128::from(src) << 64 | u128::from(dst) << 32 | u128::from(weight_bits)
+    }
+    fn src(self) -> u32 {
+        (self >> 64) as u32
+    }
+    fn dst(self) -> u32 {
+        (self >> 32) as u32
+    }
+    fn weight(self) -> f32 {
+        f32::from_bits(self as u32)
+    }
+    fn write_le(self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(&self.to_le_bytes()[..12])
+    }
+    fn read_le(bytes: &[u8]) -> Self {
+        let mut full = [0u8; 16];
+        full[..12].copy_from_slice(bytes);
+        u128::from_le_bytes(full)
     }
 }
 
@@ -113,20 +156,39 @@ struct Run {
     records: u64,
 }
 
+/// Buffered keys and the runs spilled so far, for one key type.
+#[derive(Debug)]
+struct Runs<K> {
+    buffer: Vec<K>,
+    capacity: usize,
+    spilled: Vec<Run>,
+}
+
+#[derive(Debug)]
+enum Keys {
+    /// No edge yet: the key type is chosen by the first edge's weight.
+    Empty,
+    Plain(Runs<u64>),
+    Weighted(Runs<u128>),
+}
+
+/// Where runs are spilled, and the counters every phase updates.
+#[derive(Debug)]
+struct Spill {
+    options: SortOptions,
+    dir: Option<TempDir>,
+    next_run: u64,
+    stats: SortStats,
+}
+
 /// Collects edges and writes them, sorted, as a `.qcsr` file.
 #[derive(Debug)]
 pub struct EdgeSorter {
-    options: SortOptions,
-    buffer: Vec<Record>,
-    capacity: usize,
-    runs: Vec<Run>,
-    /// Numbers run files uniquely across spills and merge passes.
-    next_run: u64,
-    work: Option<TempDir>,
-    /// Sorted distinct ids seen so far, when relabelling.
-    ids: Vec<u64>,
-    max_id: Option<u64>,
-    stats: SortStats,
+    spill: Spill,
+    keys: Keys,
+    /// First-appearance ids, when relabelling.
+    ids: Option<HashMap<u64, u32>>,
+    max_id: Option<u32>,
 }
 
 impl EdgeSorter {
@@ -135,258 +197,274 @@ impl EdgeSorter {
     pub fn new(options: SortOptions) -> Result<EdgeSorter> {
         if options.mem_budget < MIN_MEM_BUDGET {
             return Err(Error::InvalidArgument(format!(
-                "memory budget of {} bytes is below the minimum of {MIN_MEM_BUDGET} (2 MiB)",
+                "memory budget of {} bytes is below the minimum of {MIN_MEM_BUDGET} (1 MiB)",
                 options.mem_budget
             )));
         }
-        // The spill writer's buffer and the input reader's are the fixed
-        // overhead; the rest of the budget holds edges.
-        let edge_bytes = options.mem_budget - 2 * SPILL_BUF as u64;
-        let capacity = crate::to_usize(edge_bytes) / std::mem::size_of::<Record>();
         Ok(EdgeSorter {
-            options,
-            buffer: Vec::new(),
-            capacity,
-            runs: Vec::new(),
-            next_run: 0,
-            work: None,
-            ids: Vec::new(),
+            ids: options.relabel.then(HashMap::new),
+            spill: Spill {
+                options,
+                dir: None,
+                next_run: 0,
+                stats: SortStats::default(),
+            },
+            keys: Keys::Empty,
             max_id: None,
-            stats: SortStats::default(),
         })
     }
 
-    /// Adds the edge `src -> dst`. Ids above [`MAX_VERTEX_ID`] must have been
+    /// Adds the edge `src -> dst`, weighted or not; every edge of one
+    /// stream must agree on that. Ids above [`MAX_VERTEX_ID`] must have been
     /// rejected by the caller unless relabelling (the caller knows the input
     /// line to blame).
-    pub fn push(&mut self, src: u64, dst: u64, weight: f32) -> Result<()> {
-        assert!(
-            self.options.relabel || (src <= MAX_VERTEX_ID && dst <= MAX_VERTEX_ID),
-            "caller must reject vertex ids above MAX_VERTEX_ID"
-        );
-        self.stats.edges_in += 1;
-        if src == dst && self.options.drop_self_loops {
-            self.stats.self_loops_dropped += 1;
+    pub fn push(&mut self, src: u64, dst: u64, weight: Option<f32>) -> Result<()> {
+        self.spill.stats.edges_in += 1;
+        if src == dst && self.spill.options.drop_self_loops {
+            self.spill.stats.self_loops_dropped += 1;
             return Ok(());
         }
-        let max = src.max(dst);
-        self.max_id = Some(self.max_id.map_or(max, |m| m.max(max)));
-        let weight_bits = weight.to_bits();
-        self.insert(Record {
-            src,
-            dst,
-            weight_bits,
-        })?;
-        if self.options.undirected && src != dst {
-            self.insert(Record {
-                src: dst,
-                dst: src,
-                weight_bits,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn insert(&mut self, record: Record) -> Result<()> {
-        if self.buffer.capacity() == 0 {
-            self.buffer.reserve_exact(self.capacity);
-        }
-        self.buffer.push(record);
-        if self.buffer.len() >= self.capacity {
-            self.spill()?;
-        }
-        Ok(())
-    }
-
-    /// Sorts the buffer (dropping duplicates if asked) and records its ids.
-    fn sort_buffer(&mut self) {
-        self.buffer.sort_unstable();
-        if self.options.dedupe {
-            let before = self.buffer.len();
-            self.buffer.dedup_by_key(|r| (r.src, r.dst));
-            self.stats.duplicates_dropped += (before - self.buffer.len()) as u64;
-        }
-        if self.options.relabel {
-            let mut fresh: Vec<u64> = self.buffer.iter().flat_map(|r| [r.src, r.dst]).collect();
-            fresh.sort_unstable();
-            fresh.dedup();
-            self.ids = merge_sorted_unique(&self.ids, &fresh);
-        }
-    }
-
-    fn work_dir(&mut self) -> Result<&Path> {
-        if self.work.is_none() {
-            let builder = tempfile::Builder::new().prefix("quiver-sort-").tempdir_in(
-                self.options
-                    .work_dir
-                    .clone()
-                    .unwrap_or_else(std::env::temp_dir),
-            );
-            let dir = builder.map_err(|source| Error::Write {
-                path: self
-                    .options
-                    .work_dir
-                    .clone()
-                    .unwrap_or_else(std::env::temp_dir),
-                source,
-            })?;
-            self.work = Some(dir);
-        }
-        Ok(self
-            .work
-            .as_ref()
-            .expect("work dir was just created")
-            .path())
-    }
-
-    fn spill(&mut self) -> Result<()> {
-        self.sort_buffer();
-        let records = std::mem::take(&mut self.buffer);
-        let run = self.write_run(records.into_iter().map(Ok))?;
-        self.runs.push(run);
-        self.stats.runs_spilled += 1;
-        Ok(())
-    }
-
-    fn write_run(&mut self, records: impl Iterator<Item = Result<Record>>) -> Result<Run> {
-        self.next_run += 1;
-        let name = format!("run-{}", self.next_run);
-        let path = self.work_dir()?.join(name);
-        let write_err = |source| Error::Write {
-            path: path.clone(),
-            source,
+        let (s, d) = match &mut self.ids {
+            Some(ids) => (dense_id(ids, src)?, dense_id(ids, dst)?),
+            None => (narrow(src), narrow(dst)),
         };
-        let file = File::create(&path).map_err(write_err)?;
-        let mut out = BufWriter::with_capacity(SPILL_BUF, file);
-        let mut bytes = [0u8; RECORD_BYTES];
-        let mut count = 0u64;
-        for record in records {
-            record?.encode(&mut bytes);
-            out.write_all(&bytes).map_err(write_err)?;
-            count += 1;
+        self.max_id = Some(self.max_id.unwrap_or(0).max(s).max(d));
+        let weight_bits = weight.map_or(0, f32::to_bits);
+        if let Keys::Empty = self.keys {
+            let budget = to_usize(self.spill.options.mem_budget);
+            // The spill writer's buffer and the input reader's are the fixed
+            // overhead; the rest of the budget holds keys.
+            let key_bytes = budget - 2 * SPILL_BUF;
+            self.keys = match weight {
+                None => Keys::Plain(Runs::new(key_bytes)),
+                Some(_) => Keys::Weighted(Runs::new(key_bytes)),
+            };
         }
-        out.flush().map_err(write_err)?;
-        self.stats.spill_bytes += count * RECORD_BYTES as u64;
-        Ok(Run {
-            path,
-            records: count,
-        })
+        let undirected = self.spill.options.undirected && s != d;
+        match &mut self.keys {
+            Keys::Plain(runs) if weight.is_none() => {
+                runs.add(s, d, weight_bits, undirected, &mut self.spill)
+            }
+            Keys::Weighted(runs) if weight.is_some() => {
+                runs.add(s, d, weight_bits, undirected, &mut self.spill)
+            }
+            _ => Err(Error::InvalidArgument(
+                "an edge stream mixes weighted and unweighted edges".into(),
+            )),
+        }
     }
 
-    /// Sorts what is left, merges, and writes the graph to `output`.
-    /// `min_vertices` raises |V| above `max id + 1` (a Matrix Market file
-    /// states its dimension); `weighted` keeps the weights.
+    /// Merges everything and writes the graph to `output`, with at least
+    /// `min_vertices` vertices when not relabelling (a Matrix Market file
+    /// states its dimension; an edge list cannot name isolated vertices at
+    /// the top of the id range).
     pub fn finish(
         mut self,
         output: &Path,
         min_vertices: u64,
-        weighted: bool,
         progress: &dyn Progress,
     ) -> Result<SortStats> {
-        let num_vertices = if self.options.relabel {
-            // Ids of the unspilled buffer are merged in by sort_buffer below.
-            None
-        } else {
-            Some(self.max_id.map_or(0, |m| m + 1).max(min_vertices))
+        let count = match &self.ids {
+            Some(ids) => ids.len() as u64,
+            None => self
+                .max_id
+                .map_or(0, |m| u64::from(m) + 1)
+                .max(min_vertices),
         };
-        if self.runs.is_empty() {
-            self.sort_buffer();
-            let records = std::mem::take(&mut self.buffer);
-            let num_vertices = self.vertex_count(num_vertices)?;
-            progress.start("writing", Some(records.len() as u64));
-            return self.write_graph(
-                records.into_iter().map(Ok),
-                output,
-                num_vertices,
-                weighted,
-                progress,
-            );
-        }
-        if !self.buffer.is_empty() {
-            self.spill()?;
-        }
-        self.buffer = Vec::new();
-        let num_vertices = self.vertex_count(num_vertices)?;
-        let fan_in = (crate::to_usize(self.options.mem_budget) / 2 / MERGE_BUF).clamp(2, 256);
-        while self.runs.len() > fan_in {
-            let group: Vec<Run> = self.runs.drain(..fan_in).collect();
-            progress.start("merging runs", Some(group.iter().map(|r| r.records).sum()));
-            let mut dropped = 0;
-            let merged = DedupIter::new(merge(&group)?, self.options.dedupe, &mut dropped);
-            let run = self.write_run(merged)?;
-            self.stats.duplicates_dropped += dropped;
-            for old in group {
-                let _ = std::fs::remove_file(&old.path);
+        let num_vertices = u32::try_from(count)
+            .ok()
+            .filter(|&n| u64::from(n) <= MAX_VERTEX_ID + 1)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("{count} vertices exceed the u32 id space of .qcsr"))
+            })?;
+        let undirected = self.spill.options.undirected;
+        match std::mem::replace(&mut self.keys, Keys::Empty) {
+            Keys::Empty => {
+                let writer = CsrWriter::create(output, num_vertices, false, undirected)?;
+                writer.finish()?;
             }
-            self.runs.push(run);
-            self.stats.merge_passes += 1;
-        }
-        let total = self.runs.iter().map(|r| r.records).sum();
-        progress.start("merging into the graph", Some(total));
-        let runs = std::mem::take(&mut self.runs);
-        let merged = merge(&runs)?;
-        self.stats.merge_passes += 1;
-        self.write_graph(merged, output, num_vertices, weighted, progress)
-    }
-
-    fn vertex_count(&self, from_ids: Option<u64>) -> Result<u32> {
-        let count = from_ids.unwrap_or(self.ids.len() as u64);
-        u32::try_from(count).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "{count} distinct vertices exceed the u32 id space of .qcsr"
-            ))
-        })
-    }
-
-    fn write_graph(
-        mut self,
-        records: impl Iterator<Item = Result<Record>>,
-        output: &Path,
-        num_vertices: u32,
-        weighted: bool,
-        progress: &dyn Progress,
-    ) -> Result<SortStats> {
-        let mut writer =
-            CsrWriter::create(output, num_vertices, weighted, self.options.undirected)?;
-        let mut dropped = 0;
-        let dedupe = self.options.dedupe;
-        let mut done = 0u64;
-        for record in DedupIter::new(records, dedupe, &mut dropped) {
-            let record = record?;
-            let (src, dst) = if self.options.relabel {
-                (
-                    dense_id(&self.ids, record.src),
-                    dense_id(&self.ids, record.dst),
-                )
-            } else {
-                (narrow(record.src), narrow(record.dst))
-            };
-            writer.push(src, dst, f32::from_bits(record.weight_bits))?;
-            done += 1;
-            if done % (1 << 20) == 0 {
-                progress.advance(1 << 20);
+            Keys::Plain(runs) => {
+                let writer = CsrWriter::create(output, num_vertices, false, undirected)?;
+                runs.finish(writer, &mut self.spill, progress)?;
+            }
+            Keys::Weighted(runs) => {
+                let writer = CsrWriter::create(output, num_vertices, true, undirected)?;
+                runs.finish(writer, &mut self.spill, progress)?;
             }
         }
-        self.stats.duplicates_dropped += dropped;
-        self.stats.edges_out = writer.num_edges();
-        self.stats.vertices = num_vertices;
-        writer.finish()?;
-        Ok(self.stats)
+        self.spill.stats.vertices = num_vertices;
+        Ok(self.spill.stats)
     }
 }
 
-/// Drops consecutive records with the same `(src, dst)` when enabled,
+impl<K: Key> Runs<K> {
+    fn new(bytes: usize) -> Runs<K> {
+        Runs {
+            buffer: Vec::new(),
+            capacity: (bytes / std::mem::size_of::<K>()).max(1),
+            spilled: Vec::new(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        s: u32,
+        d: u32,
+        weight_bits: u32,
+        reverse: bool,
+        spill: &mut Spill,
+    ) -> Result<()> {
+        self.insert(K::pack(s, d, weight_bits), spill)?;
+        if reverse {
+            self.insert(K::pack(d, s, weight_bits), spill)?;
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, key: K, spill: &mut Spill) -> Result<()> {
+        if self.buffer.capacity() == 0 {
+            // Reserve the whole share of the budget once: growing by doubling
+            // would briefly hold old and new buffers, half again the budget.
+            self.buffer.reserve_exact(self.capacity);
+        }
+        self.buffer.push(key);
+        if self.buffer.len() >= self.capacity {
+            self.spill(spill)?;
+        }
+        Ok(())
+    }
+
+    fn sort_buffer(&mut self, spill: &mut Spill) {
+        self.buffer.sort_unstable();
+        if spill.options.dedupe {
+            let before = self.buffer.len();
+            self.buffer.dedup_by_key(|k| k.pair());
+            spill.stats.duplicates_dropped += (before - self.buffer.len()) as u64;
+        }
+    }
+
+    fn spill(&mut self, spill: &mut Spill) -> Result<()> {
+        self.sort_buffer(spill);
+        let run = spill.write_run(self.buffer.drain(..).map(Ok))?;
+        self.spilled.push(run);
+        spill.stats.runs_spilled += 1;
+        Ok(())
+    }
+
+    fn finish(
+        mut self,
+        writer: CsrWriter,
+        spill: &mut Spill,
+        progress: &dyn Progress,
+    ) -> Result<()> {
+        if self.spilled.is_empty() {
+            self.sort_buffer(spill);
+            progress.start("writing", Some(self.buffer.len() as u64));
+            let keys = std::mem::take(&mut self.buffer);
+            return write_keys(keys.into_iter().map(Ok), writer, spill, progress);
+        }
+        if !self.buffer.is_empty() {
+            self.spill(spill)?;
+        }
+        self.buffer = Vec::new();
+        let fan_in = (to_usize(spill.options.mem_budget) / 2 / MERGE_BUF).clamp(2, 256);
+        while self.spilled.len() > fan_in {
+            let group: Vec<Run> = self.spilled.drain(..fan_in).collect();
+            progress.start("merging runs", Some(group.iter().map(|r| r.records).sum()));
+            let mut dropped = 0;
+            let merged = Dedup::new(merge::<K>(&group)?, spill.options.dedupe, &mut dropped);
+            let run = spill.write_run(merged)?;
+            spill.stats.duplicates_dropped += dropped;
+            for old in group {
+                // Best effort: the work directory goes away at the end anyway.
+                let _ = std::fs::remove_file(&old.path);
+            }
+            self.spilled.push(run);
+            spill.stats.merge_passes += 1;
+        }
+        progress.start(
+            "merging into the graph",
+            Some(self.spilled.iter().map(|r| r.records).sum()),
+        );
+        spill.stats.merge_passes += 1;
+        write_keys(merge::<K>(&self.spilled)?, writer, spill, progress)
+    }
+}
+
+impl Spill {
+    fn dir(&mut self) -> Result<&Path> {
+        if self.dir.is_none() {
+            let parent = self
+                .options
+                .work_dir
+                .clone()
+                .unwrap_or_else(std::env::temp_dir);
+            let dir = tempfile::Builder::new()
+                .prefix("quiver-sort-")
+                .tempdir_in(&parent)
+                .map_err(|source| Error::Write {
+                    path: parent,
+                    source,
+                })?;
+            self.dir = Some(dir);
+        }
+        Ok(self.dir.as_ref().expect("work dir was just created").path())
+    }
+
+    fn write_run<K: Key>(&mut self, keys: impl Iterator<Item = Result<K>>) -> Result<Run> {
+        self.next_run += 1;
+        let name = format!("run-{}", self.next_run);
+        let path = self.dir()?.join(name);
+        let write_err = |source| Error::Write {
+            path: path.clone(),
+            source,
+        };
+        let mut out = BufWriter::with_capacity(SPILL_BUF, File::create(&path).map_err(write_err)?);
+        let mut records = 0u64;
+        for key in keys {
+            key?.write_le(&mut out).map_err(write_err)?;
+            records += 1;
+        }
+        out.flush().map_err(write_err)?;
+        self.stats.spill_bytes += records * K::BYTES as u64;
+        Ok(Run { path, records })
+    }
+}
+
+fn write_keys<K: Key>(
+    keys: impl Iterator<Item = Result<K>>,
+    mut writer: CsrWriter,
+    spill: &mut Spill,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let mut dropped = 0;
+    let mut done = 0u64;
+    for key in Dedup::new(keys, spill.options.dedupe, &mut dropped) {
+        let key = key?;
+        writer.push(key.src(), key.dst(), key.weight())?;
+        done += 1;
+        if done % (1 << 20) == 0 {
+            progress.advance(1 << 20);
+        }
+    }
+    spill.stats.duplicates_dropped += dropped;
+    spill.stats.edges_out = writer.num_edges();
+    writer.finish()?;
+    Ok(())
+}
+
+/// Drops keys whose `(src, dst)` repeats the previous one, when enabled,
 /// counting them.
-struct DedupIter<'a, I> {
+struct Dedup<'a, I> {
     inner: I,
     enabled: bool,
-    last: Option<(u64, u64)>,
+    last: Option<(u32, u32)>,
     dropped: &'a mut u64,
 }
 
-impl<'a, I> DedupIter<'a, I> {
+impl<'a, I> Dedup<'a, I> {
     fn new(inner: I, enabled: bool, dropped: &'a mut u64) -> Self {
-        DedupIter {
+        Dedup {
             inner,
             enabled,
             last: None,
@@ -395,28 +473,27 @@ impl<'a, I> DedupIter<'a, I> {
     }
 }
 
-impl<I: Iterator<Item = Result<Record>>> Iterator for DedupIter<'_, I> {
-    type Item = Result<Record>;
+impl<K: Key, I: Iterator<Item = Result<K>>> Iterator for Dedup<'_, I> {
+    type Item = Result<K>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let record = match self.inner.next()? {
-                Ok(r) => r,
+            let key = match self.inner.next()? {
+                Ok(k) => k,
                 Err(e) => return Some(Err(e)),
             };
-            let key = (record.src, record.dst);
-            if self.enabled && self.last == Some(key) {
+            if self.enabled && self.last == Some(key.pair()) {
                 *self.dropped += 1;
                 continue;
             }
-            self.last = Some(key);
-            return Some(Ok(record));
+            self.last = Some(key.pair());
+            return Some(Ok(key));
         }
     }
 }
 
 /// A k-way merge of sorted runs.
-fn merge(runs: &[Run]) -> Result<impl Iterator<Item = Result<Record>>> {
+fn merge<K: Key>(runs: &[Run]) -> Result<impl Iterator<Item = Result<K>>> {
     let mut readers = Vec::with_capacity(runs.len());
     let mut heap = BinaryHeap::with_capacity(runs.len());
     for (i, run) in runs.iter().enumerate() {
@@ -429,19 +506,19 @@ fn merge(runs: &[Run]) -> Result<impl Iterator<Item = Result<Record>>> {
             inner: BufReader::with_capacity(MERGE_BUF, file),
             left: run.records,
         };
-        if let Some(first) = reader.next_record()? {
+        if let Some(first) = reader.next_key::<K>()? {
             heap.push(Reverse((first, i)));
         }
         readers.push(reader);
     }
     Ok(std::iter::from_fn(move || {
-        let Reverse((record, i)) = heap.pop()?;
-        match readers[i].next_record() {
+        let Reverse((key, i)) = heap.pop()?;
+        match readers[i].next_key() {
             Ok(Some(next)) => heap.push(Reverse((next, i))),
             Ok(None) => {}
             Err(e) => return Some(Err(e)),
         }
-        Some(Ok(record))
+        Some(Ok(key))
     }))
 }
 
@@ -452,54 +529,42 @@ struct RunReader {
 }
 
 impl RunReader {
-    fn next_record(&mut self) -> Result<Option<Record>> {
+    fn next_key<K: Key>(&mut self) -> Result<Option<K>> {
         if self.left == 0 {
             return Ok(None);
         }
-        let mut bytes = [0u8; RECORD_BYTES];
+        let mut bytes = [0u8; 16];
         self.inner
-            .read_exact(&mut bytes)
+            .read_exact(&mut bytes[..K::BYTES])
             .map_err(|source| Error::Read {
                 path: self.path.clone(),
                 source,
             })?;
         self.left -= 1;
-        Ok(Some(Record::decode(&bytes)))
+        Ok(Some(K::read_le(&bytes[..K::BYTES])))
     }
 }
 
-fn merge_sorted_unique(a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => {
-                out.push(a[i]);
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                out.push(b[j]);
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
+/// The dense id of `id`, assigning the next one on first sight.
+fn dense_id(ids: &mut HashMap<u64, u32>, id: u64) -> Result<u32> {
+    let next = ids.len();
+    if let Some(&dense) = ids.get(&id) {
+        return Ok(dense);
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
-}
-
-fn dense_id(ids: &[u64], id: u64) -> u32 {
-    let i = ids
-        .binary_search(&id)
-        .expect("every id was recorded when its run was sorted");
-    u32::try_from(i).expect("vertex_count checked that ids fit u32")
+    let dense = u32::try_from(next)
+        .ok()
+        .filter(|&d| u64::from(d) <= MAX_VERTEX_ID)
+        .ok_or_else(|| {
+            Error::InvalidArgument("more distinct ids than a u32 vertex id space holds".into())
+        })?;
+    ids.insert(id, dense);
+    Ok(dense)
 }
 
 fn narrow(id: u64) -> u32 {
-    u32::try_from(id).expect("push checked ids against MAX_VERTEX_ID")
+    assert!(
+        id <= MAX_VERTEX_ID,
+        "caller must reject vertex ids above MAX_VERTEX_ID"
+    );
+    u32::try_from(id).expect("checked against MAX_VERTEX_ID")
 }

@@ -12,7 +12,7 @@ use tempfile::NamedTempFile;
 use crate::format::{Header, Layout, FLAG_UNDIRECTED, FLAG_WEIGHTED};
 use crate::{to_usize, Error, Graph, Result};
 
-const BUF_BYTES: usize = 1 << 20;
+const BUF_BYTES: usize = 256 << 10;
 
 /// Writes `graph` to `path` atomically.
 pub fn write_graph(graph: &Graph, path: impl AsRef<Path>) -> Result<()> {
@@ -46,6 +46,8 @@ pub struct CsrWriter {
     degrees: Vec<u64>,
     last_source: u32,
     num_edges: u64,
+    /// Target bytes not yet checksummed and written.
+    pending: Vec<u8>,
     targets_crc: u32,
 }
 
@@ -85,6 +87,7 @@ impl CsrWriter {
             degrees: vec![0; to_usize(u64::from(num_vertices)) + 1],
             last_source: 0,
             num_edges: 0,
+            pending: Vec::with_capacity(BUF_BYTES),
             targets_crc: 0,
         })
     }
@@ -102,11 +105,10 @@ impl CsrWriter {
         self.last_source = source;
         self.degrees[to_usize(u64::from(source)) + 1] += 1;
         self.num_edges += 1;
-        let bytes = target.to_le_bytes();
-        self.targets_crc = crc32c::crc32c_append(self.targets_crc, &bytes);
-        self.file
-            .write_all(&bytes)
-            .map_err(|source| self.write_err(source))?;
+        self.pending.extend_from_slice(&target.to_le_bytes());
+        if self.pending.len() >= BUF_BYTES {
+            self.flush_targets()?;
+        }
         if let Some(weights) = &mut self.weights {
             weights
                 .write_all(&weight.to_le_bytes())
@@ -116,6 +118,15 @@ impl CsrWriter {
                 })?;
         }
         Ok(())
+    }
+
+    /// Checksums and writes the buffered targets (checksumming a buffer at
+    /// a time is several times faster than four bytes at a time).
+    fn flush_targets(&mut self) -> Result<()> {
+        self.targets_crc = crc32c::crc32c_append(self.targets_crc, &self.pending);
+        let result = self.file.write_all(&self.pending);
+        self.pending.clear();
+        result.map_err(|source| self.write_err(source))
     }
 
     /// Edges pushed so far.
@@ -179,6 +190,7 @@ impl CsrWriter {
             source,
         };
         let mut checksums = [0u32; 3];
+        self.flush_targets()?;
         self.targets_crc = pad(
             &mut self.file,
             layout.targets.offset + layout.targets.len,
@@ -246,8 +258,11 @@ pub(crate) fn temp_beside(path: &Path) -> io::Result<NamedTempFile> {
     let name = path
         .file_name()
         .map_or("graph".into(), |n| n.to_string_lossy());
+    // 0o644 before the umask, as for a file created the ordinary way;
+    // tempfile's default of 0o600 would hide graphs from other users.
     tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
 }

@@ -29,20 +29,31 @@ fn reference(
             all.push((t, s, w));
         }
     }
-    let mut ids: Vec<u64> = all.iter().flat_map(|&(s, t, _)| [s, t]).collect();
-    ids.sort_unstable();
-    ids.dedup();
+    // Relabelling numbers ids by first appearance (source before target)
+    // among the edges kept.
+    let mut first_seen: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+    let mut max_id = None;
+    for &(s, t, _) in edges {
+        if s == t && o.drop_self_loops {
+            continue;
+        }
+        for id in [s, t] {
+            let next = first_seen.len() as u32;
+            first_seen.entry(id).or_insert(next);
+            max_id = max_id.max(Some(id));
+        }
+    }
     let map = |id: u64| -> u32 {
         if o.relabel {
-            ids.binary_search(&id).unwrap() as u32
+            first_seen[&id]
         } else {
             id as u32
         }
     };
     let n = if o.relabel {
-        ids.len() as u64
+        first_seen.len() as u64
     } else {
-        ids.last().map_or(0, |m| m + 1).max(min_vertices)
+        max_id.map_or(0, |m| m + 1).max(min_vertices)
     };
     let mut by_pair: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
     for (s, t, w) in all {
@@ -92,8 +103,8 @@ fn arb_options() -> impl Strategy<Value = SortOptions> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(6))]
 
-    /// 140k-220k edges spill several runs under the 2 MiB minimum budget
-    /// (about 65k records per run), and must give the same file as an
+    /// 140k-220k edges spill several runs under the 1 MiB minimum budget
+    /// (64Ki keys per run, half that when weighted), and must give the same file as an
     /// in-memory conversion and the reference.
     #[test]
     fn external_conversion_equals_in_memory_and_reference(
@@ -309,5 +320,45 @@ fn a_failed_conversion_leaves_nothing_behind() {
         files_in(dir.path()),
         vec!["bad.txt"],
         "no output, no spill files"
+    );
+}
+
+#[test]
+fn many_runs_merge_in_several_passes_and_still_match() {
+    // 1.2M weighted edges with dedupe under the 1 MiB minimum: about 37
+    // runs, more than the 8 the budget lets one pass read.
+    let dir = tempfile::tempdir().unwrap();
+    let mut x = 99u64;
+    let edges: Vec<(u64, u64, f32)> = (0..1_200_000)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (
+                (x >> 40) % 20_000,
+                (x >> 20) % 20_000,
+                ((x >> 8) % 4) as f32,
+            )
+        })
+        .collect();
+    let input = dir.path().join("e.txt");
+    write_text(&input, &edges, true);
+    let options = SortOptions {
+        dedupe: true,
+        ..SortOptions::default()
+    };
+    let small = ConvertOptions {
+        sort: SortOptions {
+            mem_budget: quiver_csr::MIN_MEM_BUDGET,
+            work_dir: Some(dir.path().to_owned()),
+            ..options.clone()
+        },
+        ..ConvertOptions::default()
+    };
+    let report = convert(&input, &dir.path().join("g.qcsr"), &small, &NoProgress).unwrap();
+    assert!(report.sort.merge_passes >= 2, "{:?}", report.sort);
+    assert_same_graph(
+        &reference(&edges, &options, true, 0),
+        &Graph::open(dir.path().join("g.qcsr")).unwrap(),
     );
 }
