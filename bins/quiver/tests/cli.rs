@@ -1,0 +1,178 @@
+//! The driver as a user runs it: help, exit codes, reports, errors.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn quiver(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(args)
+        .output()
+        .expect("the driver runs")
+}
+
+fn quiver_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the driver runs");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("--json prints JSON")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn every_subcommand_explains_itself_with_examples() {
+    for args in [
+        &["--help"][..],
+        &["generate", "--help"],
+        &["convert", "--help"],
+        &["export", "--help"],
+        &["info", "--help"],
+    ] {
+        let out = quiver(args);
+        assert!(out.status.success(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Examples:"),
+            "{args:?} has no examples"
+        );
+    }
+    let out = quiver(&["generate", "rmat", "--help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--edge-factor"));
+}
+
+#[test]
+fn usage_errors_exit_2_and_other_errors_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = quiver(&["info", "--no-such-flag", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let g = dir.path().join("g.qcsr");
+    let out = quiver(&["generate", "rmat", "--scale", "0", "-o", path(&g)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("scale must be 1..=31"),
+        "{}",
+        stderr(&out)
+    );
+    let out = quiver(&["convert", "-", "-o", path(&g), "--mem", "12parsecs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("parsecs"));
+    let out = quiver(&["info", path(&dir.path().join("missing.qcsr"))]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("missing.qcsr"), "{}", stderr(&out));
+    let text = dir.path().join("edges.txt");
+    std::fs::write(&text, "0 1\n").unwrap();
+    let out = quiver(&["info", path(&text)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a .qcsr graph"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn generate_then_info_reports_the_graph_and_its_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("grid.qcsr");
+    let report = json(&quiver(&[
+        "generate",
+        "grid",
+        "--rows",
+        "3",
+        "--cols",
+        "4",
+        "-o",
+        path(&g),
+        "--json",
+    ]));
+    assert_eq!(report["vertices"], 12);
+    assert_eq!(report["edges"], 17);
+    let info = json(&quiver(&[
+        "info",
+        path(&g),
+        "--verify",
+        "--block-size",
+        "64",
+        "--list-blocks",
+        "--json",
+    ]));
+    assert_eq!(info["vertices"], 12);
+    assert_eq!(info["edges"], 17);
+    assert_eq!(info["verified"], true);
+    assert_eq!(info["degrees"]["max"], 2);
+    let blocks = info["blocks"]["list"].as_array().unwrap();
+    assert_eq!(
+        info["blocks"]["count"].as_u64().unwrap() as usize,
+        blocks.len()
+    );
+    assert!(blocks.len() > 1, "a 64-byte budget splits a 12-vertex grid");
+    let chunks = json(&quiver(&["info", path(&g), "--chunks", "3", "--json"]));
+    assert_eq!(chunks["blocks"]["count"], 3);
+    let human = quiver(&["info", path(&g)]);
+    assert!(String::from_utf8_lossy(&human.stdout).contains("vertices   12"));
+}
+
+#[test]
+fn convert_reads_stdin_and_export_writes_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    let out = quiver_with_stdin(
+        &["convert", "-", "-o", path(&g), "--undirected", "--json"],
+        b"# tiny\n0 1\n1 2\n",
+    );
+    let report = json(&out);
+    assert_eq!(report["vertices"], 3);
+    assert_eq!(report["edges"], 4);
+    let out = quiver(&["export", path(&g), "-o", "-"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0\t1\n1\t0\n1\t2\n2\t1\n"
+    );
+}
+
+#[test]
+fn a_bad_line_is_reported_with_file_and_line_and_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.txt");
+    std::fs::write(&input, "0 1\n1 two\n").unwrap();
+    let g = dir.path().join("g.qcsr");
+    let out = quiver(&["convert", path(&input), "-o", path(&g)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.txt: line 2") && err.contains("\"two\""),
+        "{err}"
+    );
+    assert!(!g.exists());
+}
+
+#[test]
+fn demo_runs_with_no_arguments() {
+    let out = quiver(&["demo", "--scale", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("identical"));
+    let report = json(&quiver(&["demo", "--scale", "10", "--json"]));
+    assert_eq!(report["round_trip_identical"], true);
+    assert_eq!(report["vertices"], 1024);
+}
