@@ -346,6 +346,7 @@ impl<K: Key> Runs<K> {
     fn spill(&mut self, spill: &mut Spill) -> Result<()> {
         self.sort_buffer(spill);
         let run = spill.write_run(self.buffer.drain(..).map(Ok))?;
+        tracing::debug!(run = %run.path.display(), edges = run.records, "spilled a sorted run");
         self.spilled.push(run);
         spill.stats.runs_spilled += 1;
         Ok(())
@@ -379,6 +380,7 @@ impl<K: Key> Runs<K> {
                 // Best effort: the work directory goes away at the end anyway.
                 let _ = std::fs::remove_file(&old.path);
             }
+            tracing::debug!(runs = fan_in, edges = run.records, "merged runs into one");
             self.spilled.push(run);
             spill.stats.merge_passes += 1;
         }
@@ -387,6 +389,10 @@ impl<K: Key> Runs<K> {
             Some(self.spilled.iter().map(|r| r.records).sum()),
         );
         spill.stats.merge_passes += 1;
+        tracing::info!(
+            runs = self.spilled.len(),
+            "merging sorted runs into the graph"
+        );
         write_keys(merge::<K>(&self.spilled)?, writer, spill, progress)
     }
 }
