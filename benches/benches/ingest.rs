@@ -51,16 +51,16 @@ fn parse(c: &mut Criterion, text: &[u8]) {
     g.bench_function("rmat16", |b| {
         b.iter(|| {
             let mut reader = text;
-            let mut sink = |s: u64, t: u64, w: f32| {
-                black_box((s, t, w));
-                Ok(())
-            };
             quiver_csr::parse::parse_text(
                 &mut reader,
                 Path::new("rmat16.txt"),
                 false,
                 &NoProgress,
-                &mut sink,
+                // Typed by the sink's signature, whatever the weight type is.
+                &mut |s, t, w| {
+                    black_box((s, t, w));
+                    Ok(())
+                },
             )
             .expect("parse the edge list")
         });
@@ -75,7 +75,7 @@ fn convert(c: &mut Criterion, text: &[u8]) {
     std::fs::write(&input, text).expect("write the edge list");
     let output = dir.path().join("rmat16.qcsr");
     let mut g = c.benchmark_group("ingest/convert");
-    configure(&mut g, text.len(), 8);
+    configure(&mut g, text.len(), 5);
     for (name, budget) in [("in_memory_1GiB", 1u64 << 30), ("spill_4MiB", 4 << 20)] {
         let options = ConvertOptions {
             sort: SortOptions {

@@ -6,11 +6,22 @@
 //! sequential 8 MiB blocks through io_uring and through `pread` (both
 //! `O_DIRECT`, `--seq-batch` blocks per `read_batch`), and random 4 KiB reads
 //! through io_uring (`--queue-depth` per batch) and one at a time through
-//! `pread`. Repetitions alternate the order (ABCDE, EDCBA, ...) so that drift
-//! in the disk or the host hits every method alike. The page cache is dropped
+//! `pread`. Repetitions rotate the order (ABCDE, BCDEA, CDEAB, ...) so that
+//! drift in the disk or the host hits every method alike and no method runs
+//! twice in a row (the virtual disks we run on read some runs from a host
+//! cache at 2-3x the device's speed, depending on what ran before). The page cache is dropped
 //! for the file before every run. Every block read is spot-checked against
 //! the deterministic filler, so a fast but wrong read fails the run. The JSON
 //! report goes to stdout, progress to stderr.
+//!
+//! Why 4 blocks per sequential batch (32 MiB in flight): `read_batch` waits
+//! for its whole batch, so the queue drains between batches; 4 blocks keep
+//! eight 4 MiB device requests in flight (the virtio disk's `max_sectors_kb`
+//! is 4096) and make that drain short. On the development VM, batches of 1,
+//! 2, 4, 8 and 16 blocks were indistinguishable (1 GiB file, 5 repetitions,
+//! io_uring within 5% of pread each time): the disk, not the queue depth,
+//! limits sequential reads there. Measure again with `--seq-batch` on new
+//! hardware.
 //!
 //! `bench-io drop-cache FILE...` drops files' clean pages from the page cache,
 //! for `cargo xtask bench ingest`.
@@ -291,9 +302,7 @@ fn run(args: &RunArgs) -> Result<Report> {
             args.rand_reads,
         );
         let mut order = METHODS;
-        if rep % 2 == 1 {
-            order.reverse();
-        }
+        order.rotate_left(to_usize(rep) % METHODS.len());
         for method in order {
             drop_page_cache(&cache)
                 .with_context(|| format!("dropping the page cache of {}", path.display()))?;
@@ -350,7 +359,7 @@ fn run(args: &RunArgs) -> Result<Report> {
             rand_reads: args.rand_reads,
             rand_queue_depth: args.queue_depth,
             seed: args.seed,
-            order: "methods alternate ABCDE/EDCBA across repetitions",
+            order: "repetition r runs the methods rotated left by r",
         },
         readers: Readers {
             uring: reader_info(&uring, BackendChoice::Auto, ring_depth),

@@ -1,0 +1,462 @@
+//! `cargo xtask bench`: end-to-end comparisons, engine against baseline, run
+//! as child processes of release builds, each writing `target/bench/<name>.json`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+
+use crate::report::{self, Row, Target};
+use crate::{cargo, workspace_root};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmark to run.
+    #[arg(value_enum, default_value_t = Which::All)]
+    which: Which,
+    /// io: size of the test file (on the real disk, in target/bench/data).
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    size: u64,
+    /// io: repetitions of every method, interleaved.
+    #[arg(long, default_value_t = 3)]
+    reps: u32,
+    /// io: 8 MiB blocks per io_uring batch in the sequential runs (bench-io's default if omitted).
+    #[arg(long)]
+    seq_batch: Option<u32>,
+    /// io: random 4 KiB reads per run (bench-io's default if omitted).
+    #[arg(long)]
+    rand_reads: Option<u32>,
+    /// ingest: R-MAT scale of the generated graph (2^scale vertices, 16 edges per vertex).
+    #[arg(long, default_value_t = 22)]
+    scale: u32,
+    /// ingest: memory budget of the conversion (--mem of quiver convert).
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    mem: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Which {
+    /// quiver-io block loading against dd and pread (bench-io).
+    Io,
+    /// Edge-list conversion with the release driver: throughput, peak memory.
+    Ingest,
+    /// Both.
+    All,
+}
+
+/// An array of command-line arguments as `OsString`s, from strings and paths alike.
+macro_rules! argv {
+    ($($arg:expr),* $(,)?) => {
+        [$(OsString::from($arg)),*]
+    };
+}
+
+const EDGE_FACTOR: u32 = 16;
+const SEED: u32 = 1;
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let root = workspace_root();
+    let target = target_dir(&root)?;
+    let out = target.join("bench");
+    let data = out.join("data");
+    fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    let bins = build(&root)?;
+    if matches!(args.which, Which::Io | Which::All) {
+        let report = io(&bins, &data, args)?;
+        write_json(&out.join("io.json"), &report)?;
+    }
+    if matches!(args.which, Which::Ingest | Which::All) {
+        let report = ingest(&bins, &data, args)?;
+        write_json(&out.join("ingest.json"), &report)?;
+    }
+    let table = report::regenerate(&out)?;
+    println!("{table}");
+    println!(
+        "wrote {} and {}",
+        out.join("summary.md").display(),
+        out.join("ratios.svg").display()
+    );
+    Ok(())
+}
+
+/// Parses `4096`, `256MiB`, `2GiB`, `1G` (binary multiples).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (try 4096, 256MiB, 2GiB)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown size unit {other:?} in {text:?}")),
+    };
+    value
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("size {text:?} overflows 64 bits"))
+}
+
+fn target_dir(root: &Path) -> Result<PathBuf> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo metadata")?;
+    ensure!(
+        out.status.success(),
+        "cargo metadata failed ({})",
+        out.status
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).context("parsing cargo metadata")?;
+    let dir = meta["target_directory"]
+        .as_str()
+        .context("cargo metadata names no target_directory")?;
+    Ok(PathBuf::from(dir))
+}
+
+/// The release binaries the benchmarks run.
+struct Bins {
+    quiver: PathBuf,
+    bench_io: PathBuf,
+}
+
+/// Builds the driver and quiver-benches' binaries with `--release` and
+/// returns where cargo put them.
+fn build(root: &Path) -> Result<Bins> {
+    eprintln!("xtask: building the release binaries (quiver, bench-io)");
+    let out = cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "quiver",
+            "-p",
+            "quiver-benches",
+            "--bins",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo build")?;
+    ensure!(
+        out.status.success(),
+        "cargo build --release failed ({})",
+        out.status
+    );
+    let mut exes = BTreeMap::new();
+    for line in out.stdout.split(|&b| b == b'\n') {
+        let Ok(msg) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if msg["reason"] == "compiler-artifact" {
+            if let (Some(name), Some(exe)) =
+                (msg["target"]["name"].as_str(), msg["executable"].as_str())
+            {
+                exes.insert(name.to_owned(), PathBuf::from(exe));
+            }
+        }
+    }
+    let mut take = |name: &str| {
+        exes.remove(name)
+            .with_context(|| format!("cargo build reported no executable named {name}"))
+    };
+    Ok(Bins {
+        quiver: take("quiver")?,
+        bench_io: take("bench-io")?,
+    })
+}
+
+/// Runs `program args`, echoing the command; its stderr passes through and
+/// its stdout is returned.
+fn capture(program: &Path, args: &[OsString]) -> Result<Vec<u8>> {
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let name = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    eprintln!("xtask: {name} {}", shown.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", program.display()))?;
+    if !out.status.success() {
+        bail!("{name} {} failed ({})", shown.join(" "), out.status);
+    }
+    Ok(out.stdout)
+}
+
+/// Runs a command that prints a JSON report on stdout and parses it.
+fn capture_json(program: &Path, args: &[OsString]) -> Result<Value> {
+    let stdout = capture(program, args)?;
+    serde_json::from_slice(&stdout).with_context(|| {
+        format!(
+            "parsing the JSON report of {} {}",
+            program.display(),
+            args.iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })
+}
+
+fn write_json(path: &Path, value: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("serialising a report")?;
+    fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// A number inside a report, by JSON pointer.
+fn num(report: &Value, pointer: &str) -> Result<f64> {
+    report
+        .pointer(pointer)
+        .and_then(Value::as_f64)
+        .with_context(|| format!("the report has no number at {pointer}"))
+}
+
+fn io(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
+    let mut argv = Vec::from(argv![
+        "run",
+        "--size",
+        args.size.to_string(),
+        "--reps",
+        args.reps.to_string(),
+        "--dir",
+        data,
+    ]);
+    if let Some(b) = args.seq_batch {
+        argv.extend(argv!["--seq-batch", b.to_string()]);
+    }
+    if let Some(n) = args.rand_reads {
+        argv.extend(argv!["--rand-reads", n.to_string()]);
+    }
+    let mut report = capture_json(&bins.bench_io, &argv)?;
+    let (rows, notes) = io_rows(&report)?;
+    report["rows"] = serde_json::to_value(rows).context("serialising rows")?;
+    report["summary_notes"] = json!(notes);
+    Ok(report)
+}
+
+fn io_rows(r: &Value) -> Result<(Vec<Row>, Vec<String>)> {
+    let batch = num(r, "/config/seq_batch_blocks")?;
+    let depth = num(r, "/config/rand_queue_depth")?;
+    let mib = num(r, "/file/bytes")? / f64::from(1 << 20);
+    let reps = num(r, "/config/reps")?;
+    let mut notes = vec![format!(
+        "io: {mib:.0} MiB file, {reps} repetitions (median; each method's spread in io.json)"
+    )];
+    if let Some(list) = r["notes"].as_array() {
+        notes.extend(
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(|n| format!("io: {n}")),
+        );
+    }
+    // Whether the "uring" reader really was io_uring with O_DIRECT.
+    let uring_ok = r.pointer("/readers/uring/backend") == Some(&json!("uring"))
+        && r.pointer("/readers/uring/direct") == Some(&json!(true));
+    if !uring_ok {
+        notes.push("io: the uring reader fell back (see readers in io.json); its rows do not measure io_uring".into());
+    }
+    for m in [
+        "dd_seq",
+        "uring_seq",
+        "pread_seq",
+        "uring_rand",
+        "pread_rand",
+    ] {
+        let lo = num(r, &format!("/results/{m}/mb_per_s_min"))?;
+        let hi = num(r, &format!("/results/{m}/mb_per_s_max"))?;
+        if hi > 1.25 * lo {
+            notes.push(format!(
+                "io: {m} was noisy: {lo:.0} to {hi:.0} MB/s across repetitions"
+            ));
+        }
+    }
+    let rows = vec![
+        Row::compare(
+            "io",
+            &format!("sequential 8 MiB blocks, io_uring ({batch} in flight) vs dd bs=4M, MB/s"),
+            num(r, "/results/uring_seq/mb_per_s")?,
+            num(r, "/results/dd_seq/mb_per_s")?,
+            Some(Target::AtLeast(0.90)),
+        ),
+        Row::compare(
+            "io",
+            "sequential 8 MiB blocks, pread vs dd bs=4M, MB/s",
+            num(r, "/results/pread_seq/mb_per_s")?,
+            num(r, "/results/dd_seq/mb_per_s")?,
+            None,
+        ),
+        Row::compare(
+            "io",
+            &format!("random 4 KiB reads, io_uring (QD {depth}) vs pread (QD 1), IOPS"),
+            num(r, "/results/uring_rand/iops")?,
+            num(r, "/results/pread_rand/iops")?,
+            None,
+        ),
+    ];
+    Ok((rows, notes))
+}
+
+fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
+    let scale = args.scale.to_string();
+    let stem = format!("rmat-s{scale}-ef{EDGE_FACTOR}-seed{SEED}");
+    let graph = data.join(format!("{stem}.qcsr"));
+    let text = data.join(format!("{stem}.shuffled.txt"));
+    let converted = data.join(format!("{stem}.converted.qcsr"));
+    let mut notes = Vec::new();
+
+    // Data made by the driver is written under a temporary name and renamed,
+    // so a file that exists is complete; its name carries its parameters.
+    let generate = if graph.exists() {
+        notes.push(format!(
+            "ingest: reused {} (delete it to regenerate)",
+            graph.display()
+        ));
+        eprintln!("xtask: reusing {}", graph.display());
+        Value::Null
+    } else {
+        // The text depends on the graph: never pair a new graph with old text.
+        if text.exists() {
+            fs::remove_file(&text).with_context(|| format!("removing stale {}", text.display()))?;
+        }
+        let edge_factor = EDGE_FACTOR.to_string();
+        let seed = SEED.to_string();
+        capture_json(
+            &bins.quiver,
+            &argv![
+                "--json",
+                "generate",
+                "rmat",
+                "--scale",
+                &scale,
+                "--edge-factor",
+                &edge_factor,
+                "--seed",
+                &seed,
+                "-o",
+                &graph,
+            ],
+        )?
+    };
+    let export = if text.exists() {
+        notes.push(format!(
+            "ingest: reused {} (delete it to regenerate)",
+            text.display()
+        ));
+        eprintln!("xtask: reusing {}", text.display());
+        Value::Null
+    } else {
+        // Export writes edges sorted by source; real edge lists (and R-MAT's
+        // own output) are in no such order, and a sorted input would flatter
+        // the sort. Shuffle deterministically, with the graph file as the
+        // random source.
+        let sorted = data.join(format!("{stem}.sorted.txt"));
+        let report = capture_json(
+            &bins.quiver,
+            &argv!["--json", "export", &graph, "-o", &sorted],
+        )?;
+        capture(
+            Path::new("shuf"),
+            &argv![
+                format!("--random-source={}", graph.display()),
+                "-o",
+                &text,
+                &sorted,
+            ],
+        )?;
+        fs::remove_file(&sorted).with_context(|| format!("removing {}", sorted.display()))?;
+        report
+    };
+    let info = capture_json(&bins.quiver, &argv!["--json", "info", &graph])?;
+
+    // The converter reads its input through the page cache: start cold.
+    capture(&bins.bench_io, &argv!["drop-cache", &text])?;
+    let mem = args.mem.to_string();
+    let convert = capture_json(
+        &bins.quiver,
+        &argv![
+            "--json",
+            "convert",
+            &text,
+            "-o",
+            &converted,
+            "--mem",
+            &mem,
+            "--vertices",
+            (1u64 << args.scale).to_string(),
+            "--work-dir",
+            &data,
+        ],
+    )?;
+
+    let edges_in = num(&info, "/edges")?;
+    let edges_out = num(&convert, "/edges")?;
+    if (edges_in - edges_out).abs() > 0.5 {
+        notes.push(format!(
+            "ingest: MISMATCH: the converted graph has {edges_out} edges, the generated one {edges_in}"
+        ));
+    }
+    let budget = args.mem as f64;
+    let peak = convert.pointer("/peak_mem_bytes").and_then(Value::as_f64);
+    let input_bytes = num(&convert, "/input_bytes")?;
+    notes.push(format!(
+        "ingest: R-MAT scale {scale}, {edges_in} edges, {:.0} MiB of text; {} sorted runs spilled, {} merge passes",
+        input_bytes / f64::from(1 << 20),
+        convert.pointer("/sort/runs_spilled").unwrap_or(&Value::Null),
+        convert.pointer("/sort/merge_passes").unwrap_or(&Value::Null),
+    ));
+    let mut rows = vec![Row::value(
+        "ingest",
+        "quiver convert, input MB/s (one thread: per core = total)",
+        num(&convert, "/input_mb_per_s")?,
+    )];
+    match peak {
+        Some(peak) => rows.push(Row::compare(
+            "ingest",
+            "quiver convert, peak memory vs --mem budget, MiB",
+            peak / f64::from(1 << 20),
+            budget / f64::from(1 << 20),
+            Some(Target::AtMost(1.10)),
+        )),
+        None => notes.push("ingest: the driver could not read its peak memory (no /proc?)".into()),
+    }
+    rows.push(Row::value(
+        "ingest",
+        "quiver convert, wall time, s",
+        num(&convert, "/wall_ns")? / 1e9,
+    ));
+    Ok(json!({
+        "bench": "ingest",
+        "params": {
+            "model": "rmat",
+            "scale": args.scale,
+            "edge_factor": EDGE_FACTOR,
+            "seed": SEED,
+            "mem_budget_bytes": args.mem,
+        },
+        "files": { "graph": graph, "text": text, "converted": converted },
+        "reused": { "graph": generate.is_null(), "text": export.is_null() },
+        "generate": generate,
+        "export": export,
+        "info": info,
+        "convert": convert,
+        "rows": rows,
+        "summary_notes": notes,
+    }))
+}
