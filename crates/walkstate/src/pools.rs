@@ -1,0 +1,202 @@
+//! Per-block walk pools: fixed-capacity buffers that spill to per-block
+//! files by append, and the per-block counts the scheduler reads.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use tempfile::TempDir;
+
+use crate::{Error, Result, WalkWord};
+
+/// Spill traffic of a set of pools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers appended to spill files.
+    pub spills: u64,
+    /// Bytes appended to spill files.
+    pub bytes_written: u64,
+    /// Spill files read back.
+    pub reloads: u64,
+    /// Bytes read back from spill files.
+    pub bytes_read: u64,
+}
+
+/// One pool per block: walks waiting for their block to be loaded.
+///
+/// Each block's buffer holds at most `capacity` walks (allocated on first
+/// use, so memory follows the blocks that have walks); a full buffer is
+/// appended to the block's spill file. Counts and minimum hops cover both.
+#[derive(Debug)]
+pub struct WalkPools<W> {
+    dir: TempDir,
+    capacity: usize,
+    buffers: Vec<Vec<W>>,
+    on_disk: Vec<u64>,
+    min_hop: Vec<u64>,
+    total: u64,
+    stats: PoolStats,
+    _walk: PhantomData<W>,
+}
+
+impl<W: WalkWord> WalkPools<W> {
+    /// Pools for `num_blocks` blocks with buffers of `capacity` walks,
+    /// spilling into a new private directory inside `work_dir`.
+    pub fn new(num_blocks: usize, capacity: usize, work_dir: &Path) -> Result<WalkPools<W>> {
+        if capacity == 0 {
+            return Err(Error::InvalidArgument(
+                "a walk pool needs room for at least one walk".into(),
+            ));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("quiver-walks-")
+            .tempdir_in(work_dir)
+            .map_err(|source| Error::WorkDir {
+                path: work_dir.to_owned(),
+                source,
+            })?;
+        Ok(WalkPools {
+            dir,
+            capacity,
+            buffers: (0..num_blocks).map(|_| Vec::new()).collect(),
+            on_disk: vec![0; num_blocks],
+            min_hop: vec![u64::MAX; num_blocks],
+            total: 0,
+            stats: PoolStats::default(),
+            _walk: PhantomData,
+        })
+    }
+
+    fn file(&self, block: usize) -> PathBuf {
+        self.dir.path().join(format!("block-{block}.walks"))
+    }
+
+    /// Adds a walk at hop `hop` to `block`'s pool, spilling the buffer if
+    /// it is full.
+    pub fn push(&mut self, block: usize, walk: W, hop: u64) -> Result<()> {
+        let capacity = self.capacity;
+        let buffer = &mut self.buffers[block];
+        if buffer.capacity() == 0 {
+            buffer.reserve_exact(capacity);
+        }
+        buffer.push(walk);
+        self.min_hop[block] = self.min_hop[block].min(hop);
+        self.total += 1;
+        if self.buffers[block].len() == capacity {
+            self.spill(block)?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self, block: usize) -> Result<()> {
+        let path = self.file(block);
+        let err = |source| Error::Spill {
+            path: path.clone(),
+            source,
+        };
+        let bytes: &[u8] = bytemuck::cast_slice(&self.buffers[block]);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(err)?;
+        file.write_all(bytes).map_err(err)?;
+        self.stats.spills += 1;
+        self.stats.bytes_written += bytes.len() as u64;
+        self.on_disk[block] += self.buffers[block].len() as u64;
+        self.buffers[block].clear();
+        Ok(())
+    }
+
+    /// Removes and returns every walk of `block`: the spilled ones first,
+    /// then the buffered ones, each in push order.
+    pub fn take(&mut self, block: usize) -> Result<Vec<W>> {
+        let mut walks: Vec<W> = Vec::with_capacity(usize::try_from(self.count(block)).unwrap_or(0));
+        if self.on_disk[block] > 0 {
+            let path = self.file(block);
+            let err = |source| Error::Spill {
+                path: path.clone(),
+                source,
+            };
+            let mut bytes = Vec::new();
+            File::open(&path)
+                .and_then(|mut f| f.read_to_end(&mut bytes))
+                .map_err(err)?;
+            let expected = self.on_disk[block] * std::mem::size_of::<W>() as u64;
+            if bytes.len() as u64 != expected {
+                return Err(err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("holds {} bytes, {expected} were written", bytes.len()),
+                )));
+            }
+            std::fs::remove_file(&path).map_err(err)?;
+            self.stats.reloads += 1;
+            self.stats.bytes_read += bytes.len() as u64;
+            walks.extend(
+                bytes
+                    .chunks_exact(std::mem::size_of::<W>())
+                    .map(bytemuck::pod_read_unaligned::<W>),
+            );
+        }
+        walks.append(&mut self.buffers[block]);
+        self.total -= walks.len() as u64;
+        self.on_disk[block] = 0;
+        self.min_hop[block] = u64::MAX;
+        Ok(walks)
+    }
+
+    /// Walks waiting for `block` (buffered and spilled).
+    pub fn count(&self, block: usize) -> u64 {
+        self.on_disk[block] + self.buffers[block].len() as u64
+    }
+
+    /// The smallest hop among `block`'s walks, if it has any.
+    pub fn min_hop(&self, block: usize) -> Option<u64> {
+        Some(self.min_hop[block]).filter(|&h| h != u64::MAX)
+    }
+
+    /// Walks waiting in all pools.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Number of blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// The block with the most waiting walks (lowest id on ties), if any waits.
+    pub fn fullest(&self) -> Option<usize> {
+        (0..self.num_blocks())
+            .filter(|&b| self.count(b) > 0)
+            .max_by_key(|&b| (self.count(b), std::cmp::Reverse(b)))
+    }
+
+    /// The block holding the walk with the fewest hops (lowest id on ties).
+    pub fn slowest(&self) -> Option<usize> {
+        (0..self.num_blocks())
+            .filter(|&b| self.count(b) > 0)
+            .min_by_key(|&b| (self.min_hop[b], b))
+    }
+
+    /// Bytes of buffer memory allocated now.
+    pub fn memory_bytes(&self) -> u64 {
+        let per_walk = std::mem::size_of::<W>() as u64;
+        self.buffers
+            .iter()
+            .map(|b| b.capacity() as u64 * per_walk)
+            .sum::<u64>()
+            + self.num_blocks() as u64 * 16
+    }
+
+    /// Spill traffic so far.
+    pub fn stats(&self) -> PoolStats {
+        self.stats
+    }
+
+    /// The spill directory (removed when the pools are dropped).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}

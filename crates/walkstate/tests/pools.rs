@@ -1,0 +1,99 @@
+//! Walk pools against a model: a map from block to the list of walks pushed.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use quiver_walkstate::{ExactWalk, WalkPools};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Push { block: usize, walk: u64, hop: u64 },
+    Take { block: usize },
+}
+
+fn ops(blocks: usize) -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            8 => (0..blocks, any::<u64>(), 0u64..100).prop_map(|(block, walk, hop)| Op::Push { block, walk, hop }),
+            1 => (0..blocks).prop_map(|block| Op::Take { block }),
+        ],
+        0..600,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// No walk lost or duplicated across spills and reloads; order, counts
+    /// and minimum hops exact.
+    #[test]
+    fn pools_behave_like_a_map_of_lists(capacity in 1usize..9, ops in ops(5)) {
+        let work = tempfile::tempdir().unwrap();
+        let mut pools = WalkPools::<u64>::new(5, capacity, work.path()).unwrap();
+        let mut model: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Push { block, walk, hop } => {
+                    pools.push(block, walk, hop).unwrap();
+                    model.entry(block).or_default().push((walk, hop));
+                }
+                Op::Take { block } => {
+                    let expected: Vec<u64> = model.remove(&block).unwrap_or_default().into_iter().map(|(w, _)| w).collect();
+                    prop_assert_eq!(pools.take(block).unwrap(), expected);
+                }
+            }
+            let total: usize = model.values().map(Vec::len).sum();
+            prop_assert_eq!(pools.total(), total as u64);
+            for b in 0..5 {
+                let walks = model.get(&b).map_or(&[][..], Vec::as_slice);
+                prop_assert_eq!(pools.count(b), walks.len() as u64);
+                prop_assert_eq!(pools.min_hop(b), walks.iter().map(|&(_, h)| h).min());
+            }
+            let fullest = (0..5).filter(|b| model.get(b).is_some_and(|w| !w.is_empty()))
+                .max_by_key(|&b| (model[&b].len(), std::cmp::Reverse(b)));
+            prop_assert_eq!(pools.fullest(), fullest);
+        }
+        let stats = pools.stats();
+        prop_assert_eq!(stats.bytes_written, stats.spills * capacity as u64 * 8);
+    }
+}
+
+#[test]
+fn exact_walks_survive_a_spill_round_trip() {
+    let work = tempfile::tempdir().unwrap();
+    let mut pools = WalkPools::<ExactWalk>::new(2, 3, work.path()).unwrap();
+    let walks: Vec<ExactWalk> = (0..10)
+        .map(|i| ExactWalk {
+            word: i * 7,
+            id: 1000 + i,
+        })
+        .collect();
+    for w in &walks {
+        pools.push(1, *w, 0).unwrap();
+    }
+    assert_eq!(pools.stats().spills, 3);
+    assert_eq!(pools.take(1).unwrap(), walks);
+    assert_eq!(pools.take(0).unwrap(), vec![]);
+}
+
+#[test]
+fn the_spill_directory_is_removed_on_drop() {
+    let work = tempfile::tempdir().unwrap();
+    let dir;
+    {
+        let mut pools = WalkPools::<u64>::new(1, 1, work.path()).unwrap();
+        pools.push(0, 1, 0).unwrap();
+        dir = pools.dir().to_owned();
+        assert!(dir.join("block-0.walks").exists());
+    }
+    assert!(!dir.exists());
+    assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let err = WalkPools::<u64>::new(1, 1, std::path::Path::new("/nonexistent/dir")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/dir"), "{err}");
+    let work = tempfile::tempdir().unwrap();
+    assert!(WalkPools::<u64>::new(1, 0, work.path()).is_err());
+}
