@@ -33,32 +33,6 @@ pub fn fill(seed: u64, offset: u64, chunk: &mut [u8]) {
     }
 }
 
-/// Parses `4096`, `64KiB`, `256MiB`, `2GiB`, `2G` (binary multiples; `k`, `M`,
-/// `G`, `T` with or without `iB`/`B`), like the driver's size arguments.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (try 4096, 256MiB, 2GiB)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?} in {text:?} (use KiB, MiB, GiB or TiB)"
-            ))
-        }
-    };
-    value
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("size {text:?} overflows 64 bits"))
-}
-
 /// The median of `xs` (the mean of the middle two for an even count); NaN
 /// for an empty slice.
 #[must_use]
@@ -89,15 +63,6 @@ mod tests {
         assert_eq!(&a[24..40], &b[..]);
         assert_eq!(a[8..16], fill_word(9, 1).to_le_bytes());
         assert_ne!(fill_word(9, 0), fill_word(9, 1));
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
-        assert!(parse_bytes("lots").is_err());
-        assert!(parse_bytes("3 parsecs").is_err());
     }
 
     #[test]

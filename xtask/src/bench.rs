@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
+use quiver_io::size::parse_bytes;
 use serde_json::{json, Value};
 
 use crate::report::{self, Row, Target};
@@ -82,27 +83,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         out.join("ratios.svg").display()
     );
     Ok(())
-}
-
-/// Parses `4096`, `256MiB`, `2GiB`, `1G` (binary multiples).
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (try 4096, 256MiB, 2GiB)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => return Err(format!("unknown size unit {other:?} in {text:?}")),
-    };
-    value
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("size {text:?} overflows 64 bits"))
 }
 
 fn target_dir(root: &Path) -> Result<PathBuf> {

@@ -37,7 +37,8 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use quiver_benches::{fill, fill_word, median, parse_bytes};
+use quiver_benches::{fill, fill_word, median};
+use quiver_io::size::parse_bytes;
 use quiver_io::{
     align_up, drop_page_cache, AlignedBuf, Backend, BackendChoice, IoCounters, ReadFile,
     ReadOptions, ReadRequest, WriteFile, ALIGN,

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use quiver_csr::EdgeFormat;
 
-use crate::units::{parse_bytes, parse_range};
+use quiver_io::size::parse_bytes;
+
+use crate::units::parse_range;
 
 /// Quiver: graph systems from the literature as engines you can run.
 ///

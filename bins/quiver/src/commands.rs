@@ -15,7 +15,9 @@ use crate::cli::{
     Cli, Command, ConvertArgs, DemoArgs, ExportArgs, GenerateCommon, InfoArgs, Model, ShapeArgs,
 };
 use crate::progress::Bar;
-use crate::units::{format_byte_amount, format_bytes, peak_rss_bytes};
+use quiver_io::size::{format_byte_amount, format_bytes};
+
+use crate::units::peak_rss_bytes;
 
 /// An argument combination the driver rejects (exit code 2).
 #[derive(Debug, thiserror::Error)]

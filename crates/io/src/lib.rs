@@ -27,6 +27,7 @@
 
 mod buf;
 mod read;
+pub mod size;
 mod stats;
 mod uring;
 mod write;
