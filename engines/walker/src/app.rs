@@ -1,0 +1,52 @@
+//! The programming model: an application says which walks to run
+//! ([`WalkApp::spec`]), sees every position of every walk
+//! ([`WalkApp::visit`]), and turns what it gathered into a result
+//! ([`WalkApp::finish`]). Walks are moved on many threads; each thread
+//! gathers into its own [`WalkApp::State`] and states are merged.
+
+use serde::Serialize;
+
+use crate::spec::WalkSpec;
+
+/// One position of one walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Visit {
+    /// The walk's id in exact mode; `None` in compact mode.
+    pub walk: Option<u64>,
+    /// The walk's source index (see [`crate::Starts::source_vertex`]).
+    pub source: u64,
+    /// The walk's source vertex.
+    pub source_vertex: u32,
+    /// Where the walk is.
+    pub vertex: u32,
+    /// Steps taken to get there (0 at the start).
+    pub hop: u32,
+}
+
+/// A random-walk application.
+pub trait WalkApp: Sync {
+    /// What one thread gathers.
+    type State: Send;
+    /// The application's result.
+    type Output: Serialize + Send;
+
+    /// The walks to run.
+    fn spec(&self) -> WalkSpec;
+
+    /// Whether the app needs walk ids in [`Visit`] (forces exact mode).
+    fn needs_walk_ids(&self) -> bool {
+        false
+    }
+
+    /// An empty state.
+    fn new_state(&self) -> Self::State;
+
+    /// Called once for every position of every walk, hop 0 included.
+    fn visit(&self, state: &mut Self::State, visit: &Visit);
+
+    /// Folds `other` into `into`.
+    fn merge(&self, into: &mut Self::State, other: Self::State);
+
+    /// Turns the merged state into the result (writing any output file).
+    fn finish(&self, state: Self::State) -> crate::Result<Self::Output>;
+}

@@ -1,0 +1,507 @@
+//! The applications of the paper, with its default parameters, plus raw
+//! walks and corpus generation for embeddings.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::Serialize;
+
+use crate::app::{Visit, WalkApp};
+use crate::spec::{DeadEnd, Kind, Starts, WalkSpec};
+use crate::{Error, Result};
+
+fn spec(starts: Starts, length: u32) -> WalkSpec {
+    WalkSpec {
+        starts,
+        length,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Unbiased,
+        dead_end: DeadEnd::Stop,
+    }
+}
+
+/// `walks` walks of `length` steps from uniform random starts (GraphWalker's
+/// `rawrandomwalks`): the result is just how many positions were visited.
+#[derive(Clone, Debug)]
+pub struct RawWalks {
+    /// The walks.
+    pub spec: WalkSpec,
+}
+
+impl RawWalks {
+    /// `walks` walks of `length` steps.
+    pub fn new(walks: u64, length: u32) -> RawWalks {
+        RawWalks {
+            spec: spec(Starts::Uniform { walks }, length),
+        }
+    }
+}
+
+/// What raw walks report.
+#[derive(Clone, Debug, Serialize)]
+pub struct RawOutput {
+    /// Positions visited (hop 0 included).
+    pub visits: u64,
+}
+
+impl WalkApp for RawWalks {
+    type State = u64;
+    type Output = RawOutput;
+
+    fn spec(&self) -> WalkSpec {
+        self.spec.clone()
+    }
+    fn new_state(&self) -> u64 {
+        0
+    }
+    fn visit(&self, state: &mut u64, _visit: &Visit) {
+        *state += 1;
+    }
+    fn merge(&self, into: &mut u64, other: u64) {
+        *into += other;
+    }
+    fn finish(&self, visits: u64) -> Result<RawOutput> {
+        Ok(RawOutput { visits })
+    }
+}
+
+/// A vertex and how often walks visited it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Ranked {
+    /// The vertex.
+    pub vertex: u32,
+    /// Visits.
+    pub visits: u64,
+    /// Visits over all visits.
+    pub frequency: f64,
+}
+
+fn top_k(counts: impl Iterator<Item = (u32, u64)>, total: u64, k: usize) -> Vec<Ranked> {
+    let mut all: Vec<(u32, u64)> = counts.filter(|&(_, c)| c > 0).collect();
+    all.sort_unstable_by_key(|&(v, c)| (std::cmp::Reverse(c), v));
+    all.truncate(k);
+    #[allow(clippy::cast_precision_loss)]
+    all.into_iter()
+        .map(|(vertex, visits)| Ranked {
+            vertex,
+            visits,
+            frequency: visits as f64 / total.max(1) as f64,
+        })
+        .collect()
+}
+
+/// Visit frequencies of walks from one source: personalized PageRank
+/// (walks that stop with probability `stop` per step) and random walk with
+/// restart (walks that jump back with probability `restart`).
+#[derive(Clone, Debug)]
+pub struct VisitFrequency {
+    /// The walks.
+    pub spec: WalkSpec,
+    /// How many top vertices to report.
+    pub top_k: usize,
+}
+
+impl VisitFrequency {
+    /// Personalized PageRank from `source`, the paper's setting: 2,000 walks
+    /// of at most 10 steps stopping with probability 0.15 per step.
+    pub fn ppr(source: u32, walks: u64, length: u32, stop: f64, top_k: usize) -> VisitFrequency {
+        VisitFrequency {
+            spec: WalkSpec {
+                stop_probability: stop,
+                ..spec(
+                    Starts::Sources {
+                        sources: vec![source],
+                        walks_per_source: walks,
+                    },
+                    length,
+                )
+            },
+            top_k,
+        }
+    }
+
+    /// Random walk with restart from `source`: walks of `length` steps that
+    /// return to the source with probability `restart` per step (and at
+    /// dead ends).
+    pub fn rwr(source: u32, walks: u64, length: u32, restart: f64, top_k: usize) -> VisitFrequency {
+        VisitFrequency {
+            spec: WalkSpec {
+                restart_probability: restart,
+                dead_end: DeadEnd::Restart,
+                ..spec(
+                    Starts::Sources {
+                        sources: vec![source],
+                        walks_per_source: walks,
+                    },
+                    length,
+                )
+            },
+            top_k,
+        }
+    }
+}
+
+/// Visit counts and the most visited vertices.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrequencyOutput {
+    /// All visits, hop 0 included.
+    pub total_visits: u64,
+    /// Distinct vertices visited.
+    pub distinct_vertices: usize,
+    /// The most visited vertices, most first (ties by id).
+    pub top: Vec<Ranked>,
+    /// Every visited vertex's count (for tests and further processing).
+    #[serde(skip)]
+    pub counts: HashMap<u32, u64>,
+}
+
+impl WalkApp for VisitFrequency {
+    type State = HashMap<u32, u64>;
+    type Output = FrequencyOutput;
+
+    fn spec(&self) -> WalkSpec {
+        self.spec.clone()
+    }
+    fn new_state(&self) -> Self::State {
+        HashMap::new()
+    }
+    fn visit(&self, state: &mut Self::State, visit: &Visit) {
+        *state.entry(visit.vertex).or_insert(0) += 1;
+    }
+    fn merge(&self, into: &mut Self::State, other: Self::State) {
+        for (v, c) in other {
+            *into.entry(v).or_insert(0) += c;
+        }
+    }
+    fn finish(&self, counts: Self::State) -> Result<FrequencyOutput> {
+        let total = counts.values().sum();
+        Ok(FrequencyOutput {
+            total_visits: total,
+            distinct_vertices: counts.len(),
+            top: top_k(counts.iter().map(|(&v, &c)| (v, c)), total, self.top_k),
+            counts,
+        })
+    }
+}
+
+/// Random walk domination: one walk of `length` (6) steps from every
+/// vertex; vertices that many walks reach are good dominators. Reports each
+/// vertex's visit count and the top ones.
+#[derive(Debug)]
+pub struct Domination {
+    spec: WalkSpec,
+    top_k: usize,
+    counts: Vec<AtomicU32>,
+}
+
+impl Domination {
+    /// One walk of `length` steps from each of `num_vertices` vertices.
+    pub fn new(num_vertices: u32, length: u32, top_k: usize) -> Domination {
+        Domination {
+            spec: spec(
+                Starts::EveryVertex {
+                    walks_per_vertex: 1,
+                },
+                length,
+            ),
+            top_k,
+            counts: (0..num_vertices).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+}
+
+impl WalkApp for Domination {
+    type State = ();
+    type Output = FrequencyOutput;
+
+    fn spec(&self) -> WalkSpec {
+        self.spec.clone()
+    }
+    fn new_state(&self) {}
+    fn visit(&self, _state: &mut (), visit: &Visit) {
+        self.counts[visit.vertex as usize].fetch_add(1, Ordering::Relaxed);
+    }
+    fn merge(&self, _into: &mut (), _other: ()) {}
+    fn finish(&self, _state: ()) -> Result<FrequencyOutput> {
+        let counts: Vec<u64> = self
+            .counts
+            .iter()
+            .map(|c| u64::from(c.load(Ordering::Relaxed)))
+            .collect();
+        let total = counts.iter().sum();
+        #[allow(clippy::cast_possible_truncation)] // Indices of a vertex-indexed table.
+        let top = top_k(
+            counts.iter().enumerate().map(|(v, &c)| (v as u32, c)),
+            total,
+            self.top_k,
+        );
+        Ok(FrequencyOutput {
+            total_visits: total,
+            distinct_vertices: counts.iter().filter(|&&c| c > 0).count(),
+            top,
+            counts: HashMap::new(),
+        })
+    }
+}
+
+/// SimRank between `a` and `b` from walk meeting times: `R` walks of
+/// `length` (11) steps from each, and `sim = (1/R^2) sum c^t` over pairs
+/// of walks that first stand on the same vertex at hop `t` (pairs that never
+/// meet add nothing). Walks follow out-edges, as the paper's do; for
+/// Jeh-Widom SimRank over in-edges, run it on the reversed graph.
+#[derive(Clone, Debug)]
+pub struct SimRank {
+    spec: WalkSpec,
+    walks: u64,
+    decay: f64,
+}
+
+impl SimRank {
+    /// `walks` walks from each of `a` and `b`.
+    pub fn new(a: u32, b: u32, walks: u64, length: u32, decay: f64) -> SimRank {
+        SimRank {
+            spec: spec(
+                Starts::Sources {
+                    sources: vec![a, b],
+                    walks_per_source: walks,
+                },
+                length,
+            ),
+            walks,
+            decay,
+        }
+    }
+}
+
+/// The SimRank estimate.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimRankOutput {
+    /// The estimate.
+    pub similarity: f64,
+    /// Pairs of walks that met.
+    pub meeting_pairs: u64,
+}
+
+impl WalkApp for SimRank {
+    /// (walk id, hop, vertex) of every visit.
+    type State = Vec<(u64, u32, u32)>;
+    type Output = SimRankOutput;
+
+    fn spec(&self) -> WalkSpec {
+        self.spec.clone()
+    }
+    fn needs_walk_ids(&self) -> bool {
+        true
+    }
+    fn new_state(&self) -> Self::State {
+        Vec::new()
+    }
+    fn visit(&self, state: &mut Self::State, visit: &Visit) {
+        state.push((
+            visit.walk.expect("exact mode gives walk ids"),
+            visit.hop,
+            visit.vertex,
+        ));
+    }
+    fn merge(&self, into: &mut Self::State, mut other: Self::State) {
+        into.append(&mut other);
+    }
+    fn finish(&self, mut visits: Self::State) -> Result<SimRankOutput> {
+        let r = usize::try_from(self.walks).expect("walk count fits usize");
+        visits.sort_unstable_by_key(|&(id, hop, _)| (hop, id));
+        let mut met = vec![false; r * r];
+        let mut similarity = 0.0;
+        let mut meeting_pairs = 0;
+        for hop_group in visits.chunk_by(|x, y| x.1 == y.1) {
+            let hop = hop_group[0].1;
+            let mut from_a: HashMap<u32, Vec<usize>> = HashMap::new();
+            for &(id, _, v) in hop_group.iter().filter(|&&(id, _, _)| id < self.walks) {
+                from_a
+                    .entry(v)
+                    .or_default()
+                    .push(usize::try_from(id).expect("id fits usize"));
+            }
+            for &(id, _, v) in hop_group.iter().filter(|&&(id, _, _)| id >= self.walks) {
+                let j = usize::try_from(id - self.walks).expect("id fits usize");
+                for &i in from_a.get(&v).map_or(&[][..], Vec::as_slice) {
+                    if !met[i * r + j] {
+                        met[i * r + j] = true;
+                        meeting_pairs += 1;
+                        similarity += self.decay.powi(i32::try_from(hop).expect("hop fits i32"));
+                    }
+                }
+            }
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let pairs = (self.walks * self.walks) as f64;
+        Ok(SimRankOutput {
+            similarity: similarity / pairs.max(1.0),
+            meeting_pairs,
+        })
+    }
+}
+
+/// Graphlet concentration: the share of 3-step walks from uniform random
+/// starts that close a triangle (end where they began). On a graph without
+/// self-loops such a walk is exactly a triangle.
+#[derive(Clone, Debug)]
+pub struct Triangles {
+    spec: WalkSpec,
+}
+
+impl Triangles {
+    /// `walks` walks of 3 steps.
+    pub fn new(walks: u64) -> Triangles {
+        Triangles {
+            spec: spec(Starts::Uniform { walks }, 3),
+        }
+    }
+}
+
+/// The triangle estimate.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrianglesOutput {
+    /// Walks that returned to their start at hop 3.
+    pub closed: u64,
+    /// Walks run.
+    pub walks: u64,
+    /// `closed / walks`.
+    pub concentration: f64,
+}
+
+impl WalkApp for Triangles {
+    type State = u64;
+    type Output = TrianglesOutput;
+
+    fn spec(&self) -> WalkSpec {
+        self.spec.clone()
+    }
+    fn new_state(&self) -> u64 {
+        0
+    }
+    fn visit(&self, closed: &mut u64, visit: &Visit) {
+        if visit.hop == 3 && visit.vertex == visit.source_vertex {
+            *closed += 1;
+        }
+    }
+    fn merge(&self, into: &mut u64, other: u64) {
+        *into += other;
+    }
+    fn finish(&self, closed: u64) -> Result<TrianglesOutput> {
+        let walks = self.spec.starts.total(0);
+        #[allow(clippy::cast_precision_loss)]
+        let concentration = closed as f64 / walks.max(1) as f64;
+        Ok(TrianglesOutput {
+            closed,
+            walks,
+            concentration,
+        })
+    }
+}
+
+/// DeepWalk / Node2Vec-style corpus: `walks_per_vertex` walks of `length`
+/// steps from every vertex, each written as one line of space-separated
+/// vertex ids (walk by walk, in walk-id order) for embedding training.
+#[derive(Debug)]
+pub struct Corpus {
+    spec: WalkSpec,
+    output: PathBuf,
+    paths: Vec<AtomicU32>,
+}
+
+/// Marks positions a walk never reached (it stopped early).
+const NO_VERTEX: u32 = u32::MAX;
+
+impl Corpus {
+    /// A corpus of `walks_per_vertex` walks of `length` steps from each of
+    /// `num_vertices` vertices, written to `output`. Paths are assembled in
+    /// memory: 4 bytes per position, refused above `max_bytes`.
+    pub fn new(
+        num_vertices: u32,
+        walks_per_vertex: u64,
+        length: u32,
+        output: PathBuf,
+        max_bytes: u64,
+    ) -> Result<Corpus> {
+        let positions = u64::from(num_vertices) * walks_per_vertex * (u64::from(length) + 1);
+        if positions * 4 > max_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "a corpus of {positions} positions needs {} bytes to assemble, more than the {max_bytes} allowed",
+                positions * 4
+            )));
+        }
+        Ok(Corpus {
+            spec: spec(Starts::EveryVertex { walks_per_vertex }, length),
+            output,
+            paths: (0..positions).map(|_| AtomicU32::new(NO_VERTEX)).collect(),
+        })
+    }
+}
+
+/// Where the corpus went.
+#[derive(Clone, Debug, Serialize)]
+pub struct CorpusOutput {
+    /// The file written.
+    pub path: PathBuf,
+    /// Walks (lines) written.
+    pub walks: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+impl WalkApp for Corpus {
+    type State = ();
+    type Output = CorpusOutput;
+
+    fn spec(&self) -> WalkSpec {
+        self.spec.clone()
+    }
+    fn needs_walk_ids(&self) -> bool {
+        true
+    }
+    fn new_state(&self) {}
+    fn visit(&self, _state: &mut (), visit: &Visit) {
+        let id = visit.walk.expect("exact mode gives walk ids");
+        let at = id * (u64::from(self.spec.length) + 1) + u64::from(visit.hop);
+        self.paths[usize::try_from(at).expect("position fits usize")]
+            .store(visit.vertex, Ordering::Relaxed);
+    }
+    fn merge(&self, _into: &mut (), _other: ()) {}
+    fn finish(&self, _state: ()) -> Result<CorpusOutput> {
+        let err = |source| Error::Output {
+            path: self.output.clone(),
+            source,
+        };
+        let file = std::fs::File::create(&self.output).map_err(err)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let width = usize::try_from(self.spec.length).expect("length fits usize") + 1;
+        let mut bytes = 0u64;
+        let mut walks = 0u64;
+        for path in self.paths.chunks(width) {
+            let mut line = String::new();
+            for v in path
+                .iter()
+                .map(|v| v.load(Ordering::Relaxed))
+                .take_while(|&v| v != NO_VERTEX)
+            {
+                if !line.is_empty() {
+                    line.push(' ');
+                }
+                line.push_str(&v.to_string());
+            }
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(err)?;
+            bytes += line.len() as u64;
+            walks += 1;
+        }
+        out.flush().map_err(err)?;
+        Ok(CorpusOutput {
+            path: self.output.clone(),
+            walks,
+            bytes,
+        })
+    }
+}

@@ -1,0 +1,757 @@
+//! The three ways to run walks: GraphWalker's state-aware out-of-core
+//! scheduler, DrunkardMob's iteration-based baseline, and the in-memory
+//! reference. They share blocks, I/O, walk pools, threads and the step
+//! function, so they differ only in scheduling.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use quiver_csr::{Blocks, Graph};
+use quiver_io::{BackendChoice, ReadFile, ReadOptions};
+use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools, WalkWord};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::app::{Visit, WalkApp};
+use crate::loaded::{Executing, LoadedBlock, Vertices};
+use crate::rng::KeyedRng;
+use crate::spec::{step, Adjacency, Kind, Starts, Step, WalkSpec};
+use crate::{Error, Result};
+
+/// How walks are scheduled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// GraphWalker: load the block with the most walks (or, with
+    /// probability p, the one holding the slowest walk), keep blocks cached,
+    /// move each walk until it leaves the loaded range; read single vertices
+    /// once few walks remain.
+    #[default]
+    GraphWalker,
+    /// DrunkardMob: each pass loads every block in order, with no cache
+    /// across passes, and moves each walk exactly one step.
+    Iteration,
+    /// The whole graph in memory; each walk runs to its end. The reference.
+    Memory,
+}
+
+/// How graph blocks are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    /// io_uring with O_DIRECT: the page cache cannot hide I/O.
+    #[default]
+    Direct,
+    /// Through the page cache, as GraphWalker's C++ reads.
+    Buffered,
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Scheduling.
+    pub mode: Mode,
+    /// Key every random draw by (seed, walk id, hop): every mode, thread
+    /// count and block size then gives the same walks.
+    pub exact: bool,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+    /// Memory for cached blocks, walk pools and walks in flight.
+    pub mem_budget: u64,
+    /// Fixed block size in bytes; `None` applies the paper's rule.
+    pub block_size: Option<u64>,
+    /// How blocks are read.
+    pub io: IoMode,
+    /// Probability of loading the block with the slowest walk instead of
+    /// the one with the most walks.
+    pub p_slowest: f64,
+    /// Walks buffered per block before spilling.
+    pub pool_capacity: usize,
+    /// Below this many walks, read single vertices instead of blocks.
+    pub vertex_threshold: u64,
+    /// Directory for walk spill files.
+    pub work_dir: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::GraphWalker,
+            exact: false,
+            seed: 1,
+            threads: 0,
+            mem_budget: 512 << 20,
+            block_size: None,
+            io: IoMode::Direct,
+            p_slowest: 0.2,
+            pool_capacity: 1024,
+            vertex_threshold: 100_000,
+            work_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// What a run did, and the application's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report<O> {
+    /// Scheduling used.
+    pub mode: Mode,
+    /// Whether draws were keyed by walk id.
+    pub exact: bool,
+    /// Walks run.
+    pub walks: u64,
+    /// Steps taken (moves).
+    pub steps: u64,
+    /// Blocks in the partition.
+    pub blocks: usize,
+    /// Bytes per block (budget of the partition).
+    pub block_size: u64,
+    /// Block reads.
+    pub blocks_loaded: u64,
+    /// Block requests served by the cache.
+    pub cache_hits: u64,
+    /// Single-vertex adjacency reads.
+    pub vertex_loads: u64,
+    /// Bytes read: graph data and walk spills.
+    pub bytes_read: u64,
+    /// Bytes written: walk spills.
+    pub bytes_written: u64,
+    /// Steps per block read.
+    pub steps_per_block_io: f64,
+    /// Wall time in nanoseconds.
+    pub wall_ns: u64,
+    /// Steps per second.
+    pub steps_per_sec: f64,
+    /// Most memory the engine held at once (blocks, pools, walks in flight).
+    pub peak_mem_bytes: u64,
+    /// The budget it was given.
+    pub mem_budget: u64,
+    /// The I/O backend used, and why not io_uring/O_DIRECT if it fell back.
+    pub io_backend: String,
+    /// Bits of source | position | hop in a walk word.
+    pub walk_word_bits: (u32, u32, u32),
+    /// The application's result.
+    pub result: O,
+}
+
+/// Runs `app` on the `.qcsr` graph at `graph`.
+pub fn run<A: WalkApp>(
+    graph: &std::path::Path,
+    config: &Config,
+    app: &A,
+) -> Result<Report<A::Output>> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build()
+        .map_err(|e| {
+            Error::InvalidArgument(format!(
+                "cannot start {} worker threads: {e}",
+                config.threads
+            ))
+        })?;
+    let mut config = config.clone();
+    config.exact |= app.needs_walk_ids();
+    pool.install(|| {
+        if config.exact {
+            Engine::<A, ExactWalk>::new(graph, &config, app)?.run()
+        } else {
+            Engine::<A, u64>::new(graph, &config, app)?.run()
+        }
+    })
+}
+
+/// A walk as pools hold it: the packed word, plus an id in exact mode.
+trait PooledWalk: WalkWord + Copy {
+    fn make(word: u64, id: u64) -> Self;
+    fn id(&self) -> Option<u64>;
+    fn with_word(self, word: u64) -> Self;
+}
+
+impl PooledWalk for u64 {
+    fn make(word: u64, _id: u64) -> Self {
+        word
+    }
+    fn id(&self) -> Option<u64> {
+        None
+    }
+    fn with_word(self, word: u64) -> Self {
+        word
+    }
+}
+
+impl PooledWalk for ExactWalk {
+    fn make(word: u64, id: u64) -> Self {
+        ExactWalk { word, id }
+    }
+    fn id(&self) -> Option<u64> {
+        Some(self.id)
+    }
+    fn with_word(self, word: u64) -> Self {
+        ExactWalk { word, id: self.id }
+    }
+}
+
+/// A walk in flight: its pooled form (position field stale) and its vertex.
+type InFlight<W> = (W, u32);
+
+/// Walks per unit of parallel work; fixed so results do not depend on the
+/// number of threads.
+const CHUNK: usize = 4096;
+
+struct Engine<'a, A: WalkApp, W> {
+    app: &'a A,
+    config: &'a Config,
+    spec: WalkSpec,
+    file: ReadFile,
+    layout: quiver_csr::format::Layout,
+    weighted: bool,
+    num_vertices: u32,
+    blocks: Blocks,
+    block_size: u64,
+    word: WalkLayout,
+    started: Instant,
+    stats: Stats,
+    _walk: std::marker::PhantomData<W>,
+}
+
+#[derive(Default)]
+struct Stats {
+    steps: u64,
+    blocks_loaded: u64,
+    cache_hits: u64,
+    vertex_loads: u64,
+    mem_now: u64,
+    mem_peak: u64,
+    batches: u64,
+}
+
+impl Stats {
+    fn hold(&mut self, bytes: u64) {
+        self.mem_now += bytes;
+        self.mem_peak = self.mem_peak.max(self.mem_now);
+    }
+
+    fn release(&mut self, bytes: u64) {
+        self.mem_now -= bytes;
+    }
+}
+
+/// The paper's static block size rule, `2^(floor(log10 R) + 2)` MiB for R
+/// walks, bounded so that at least four blocks fit the budget.
+fn default_block_size(walks: u64, mem_budget: u64) -> u64 {
+    let digits = walks.max(1).ilog10();
+    let rule = (1u64 << (digits + 2).min(42)) << 20;
+    rule.min(mem_budget / 4).max(64 << 10)
+}
+
+impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
+    fn new(path: &std::path::Path, config: &'a Config, app: &'a A) -> Result<Self> {
+        if config.mem_budget == 0 {
+            return Err(Error::InvalidArgument(
+                "the memory budget must be more than zero bytes".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&config.p_slowest) {
+            return Err(Error::InvalidArgument(format!(
+                "p must be a probability, got {}",
+                config.p_slowest
+            )));
+        }
+        let spec = app.spec();
+        let graph = Graph::open(path)?;
+        let num_vertices = graph.num_vertices();
+        if num_vertices == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} has no vertices to walk",
+                path.display()
+            )));
+        }
+        if let Starts::Sources { sources, .. } = &spec.starts {
+            if let Some(&bad) = sources.iter().find(|&&s| s >= num_vertices) {
+                return Err(Error::InvalidArgument(format!(
+                    "source vertex {bad} is out of range: the graph has {num_vertices} vertices (0..{num_vertices})"
+                )));
+            }
+        }
+        let weighted = spec.kind == Kind::Weighted;
+        if weighted && !graph.is_weighted() {
+            return Err(Error::InvalidArgument(format!(
+                "weighted walks need edge weights, and {} has none",
+                path.display()
+            )));
+        }
+        let walks = spec.starts.total(num_vertices);
+        let block_size = match config.mode {
+            Mode::Memory => u64::MAX,
+            _ => config
+                .block_size
+                .unwrap_or_else(|| default_block_size(walks, config.mem_budget)),
+        };
+        let blocks = Blocks::by_bytes(&graph, block_size)?;
+        let largest = blocks
+            .iter()
+            .map(|b| u64::from(b.num_vertices()))
+            .max()
+            .unwrap_or(1);
+        let word = WalkLayout::new(
+            spec.starts.num_sources(num_vertices),
+            largest,
+            u64::from(spec.length),
+        )?;
+        let layout = graph.layout();
+        drop(graph);
+        let options = ReadOptions {
+            backend: BackendChoice::Auto,
+            direct: config.io == IoMode::Direct,
+            ..ReadOptions::default()
+        };
+        let file = ReadFile::open(path, &options).map_err(|source| Error::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Engine {
+            app,
+            config,
+            spec,
+            file,
+            layout,
+            weighted,
+            num_vertices,
+            blocks,
+            block_size,
+            word,
+            started: Instant::now(),
+            stats: Stats::default(),
+            _walk: std::marker::PhantomData,
+        })
+    }
+
+    fn run(mut self) -> Result<Report<A::Output>> {
+        let (state, pool_stats) = match self.config.mode {
+            Mode::Memory => (self.run_in_memory()?, Default::default()),
+            Mode::GraphWalker | Mode::Iteration => self.run_out_of_core()?,
+        };
+        let io = self.file.stats().snapshot();
+        let wall_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let stats = &self.stats;
+        #[allow(clippy::cast_precision_loss)]
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let pool_stats: quiver_walkstate::PoolStats = pool_stats;
+        Ok(Report {
+            mode: self.config.mode,
+            exact: self.config.exact,
+            walks: self.spec.starts.total(self.num_vertices),
+            steps: stats.steps,
+            blocks: self.blocks.len(),
+            block_size: self.block_size,
+            blocks_loaded: stats.blocks_loaded,
+            cache_hits: stats.cache_hits,
+            vertex_loads: stats.vertex_loads,
+            bytes_read: io.read_bytes + pool_stats.bytes_read,
+            bytes_written: pool_stats.bytes_written,
+            steps_per_block_io: ratio(stats.steps, stats.blocks_loaded),
+            wall_ns,
+            steps_per_sec: ratio(stats.steps, wall_ns) * 1e9,
+            peak_mem_bytes: stats.mem_peak,
+            mem_budget: self.config.mem_budget,
+            io_backend: match self.file.fallback_reason() {
+                None => format!(
+                    "{}{}",
+                    self.file.backend(),
+                    if self.file.is_direct() {
+                        " + O_DIRECT"
+                    } else {
+                        ""
+                    }
+                ),
+                Some(why) => format!("{} ({why})", self.file.backend()),
+            },
+            walk_word_bits: (
+                self.word.source_bits(),
+                self.word.position_bits(),
+                self.word.hop_bits(),
+            ),
+            result: self.app.finish(state)?,
+        })
+    }
+
+    /// The in-flight form of walk `id` at its start.
+    fn start(&self, id: u64) -> InFlight<W> {
+        let source = self
+            .spec
+            .starts
+            .source_of(id, self.config.seed, self.num_vertices);
+        let vertex = self.spec.starts.source_vertex(source);
+        (W::make(self.word.encode(source, 0, 0), id), vertex)
+    }
+
+    fn run_in_memory(&mut self) -> Result<A::State> {
+        let block = self.blocks.get(quiver_csr::BlockId(0)).clone();
+        let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
+        self.stats.blocks_loaded += 1;
+        self.stats.hold(loaded.memory_bytes());
+        let exec = Executing::new(vec![Arc::new(loaded)]);
+        let total = self.spec.starts.total(self.num_vertices);
+        let mut state = self.app.new_state();
+        let batch = (CHUNK * 256) as u64;
+        let mut first = 0;
+        while first < total {
+            let last = (first + batch).min(total);
+            let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+            let bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+            self.stats.hold(bytes);
+            let (moved, s) = self.advance(&exec, walks, false);
+            assert!(
+                moved.is_empty(),
+                "no walk can leave a block holding every vertex"
+            );
+            self.app.merge(&mut state, s);
+            self.stats.release(bytes);
+            first = last;
+        }
+        Ok(state)
+    }
+
+    fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
+        let mut pools = WalkPools::<W>::new(
+            self.blocks.len(),
+            self.config.pool_capacity,
+            &self.config.work_dir,
+        )?;
+        let pool_reserve =
+            (self.blocks.len() * self.config.pool_capacity * std::mem::size_of::<W>()) as u64;
+        let largest = self
+            .blocks
+            .iter()
+            .map(quiver_csr::Block::extent_bytes)
+            .max()
+            .unwrap_or(0);
+        if pool_reserve + largest > self.config.mem_budget {
+            return Err(Error::InvalidArgument(format!(
+                "a memory budget of {} bytes cannot hold one block ({largest} bytes) and the walk pools \
+                 ({} blocks x {} walks = {pool_reserve} bytes); raise --mem or the block size",
+                self.config.mem_budget,
+                self.blocks.len(),
+                self.config.pool_capacity
+            )));
+        }
+        for id in 0..self.spec.starts.total(self.num_vertices) {
+            let walk = self.start(id);
+            self.push(&mut pools, walk)?;
+        }
+        let mut state = self.app.new_state();
+        match self.config.mode {
+            Mode::Iteration => self.iterate(&mut pools, &mut state)?,
+            _ => self.schedule(&mut pools, &mut state, pool_reserve)?,
+        }
+        Ok((state, pools.stats()))
+    }
+
+    /// Files a walk in the pool of the block holding its vertex.
+    fn push(&self, pools: &mut WalkPools<W>, (walk, vertex): InFlight<W>) -> Result<()> {
+        let block = self.blocks.find(vertex);
+        let start = self.blocks.get(block).vertices.start;
+        let word = walk.word();
+        let hop = self.word.hop(word);
+        let rewritten = walk.with_word(self.word.encode(
+            self.word.source(word),
+            u64::from(vertex - start),
+            hop,
+        ));
+        pools.push(block.0 as usize, rewritten, hop)?;
+        Ok(())
+    }
+
+    /// Takes block `b`'s walks out of the pools, as walks in flight.
+    fn take(&self, pools: &mut WalkPools<W>, b: usize) -> Result<Vec<InFlight<W>>> {
+        #[allow(clippy::cast_possible_truncation)] // Positions are below a block's vertex count.
+        let start = self
+            .blocks
+            .get(quiver_csr::BlockId(b as u32))
+            .vertices
+            .start;
+        Ok(pools
+            .take(b)?
+            .into_iter()
+            .map(|w| {
+                #[allow(clippy::cast_possible_truncation)]
+                let v = start + self.word.position(w.word()) as u32;
+                (w, v)
+            })
+            .collect())
+    }
+
+    fn load(&mut self, b: usize) -> Result<Arc<LoadedBlock>> {
+        #[allow(clippy::cast_possible_truncation)]
+        let block = self.blocks.get(quiver_csr::BlockId(b as u32)).clone();
+        let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
+        self.stats.blocks_loaded += 1;
+        Ok(Arc::new(loaded))
+    }
+
+    /// DrunkardMob: pass after pass, every block in order, one step each.
+    fn iterate(&mut self, pools: &mut WalkPools<W>, state: &mut A::State) -> Result<()> {
+        for pass in 0..=u64::from(self.spec.length) {
+            if pools.total() == 0 {
+                break;
+            }
+            for b in 0..self.blocks.len() {
+                let block = self.load(b)?;
+                let bytes = block.memory_bytes();
+                self.stats.hold(bytes);
+                let walks = self.take(pools, b)?;
+                let walk_bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+                self.stats.hold(walk_bytes);
+                let (due, later): (Vec<_>, Vec<_>) = walks
+                    .into_iter()
+                    .partition(|(w, _)| self.word.hop(w.word()) == pass);
+                for walk in later {
+                    self.push(pools, walk)?;
+                }
+                let exec = Executing::new(vec![block]);
+                let (moved, s) = self.advance(&exec, due, true);
+                self.app.merge(state, s);
+                for walk in moved {
+                    self.push(pools, walk)?;
+                }
+                self.stats.release(walk_bytes);
+                self.stats.release(bytes);
+            }
+        }
+        assert_eq!(pools.total(), 0, "every walk ends within its length");
+        Ok(())
+    }
+
+    /// GraphWalker's state-aware scheduling.
+    fn schedule(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        pool_reserve: u64,
+    ) -> Result<()> {
+        let cache_budget = (self.config.mem_budget - pool_reserve) / 4 * 3;
+        let mut cache: HashMap<usize, Arc<LoadedBlock>> = HashMap::new();
+        let mut cached_bytes = 0u64;
+        self.stats.hold(pool_reserve);
+        let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
+        while pools.total() > 0 {
+            if pools.total() <= self.config.vertex_threshold {
+                self.vertex_pass(pools, state, &cache)?;
+                continue;
+            }
+            let b = if coin.chance(self.config.p_slowest) {
+                pools.slowest()
+            } else {
+                pools.fullest()
+            }
+            .expect("some block holds a walk");
+            let block = match cache.get(&b) {
+                Some(block) => {
+                    self.stats.cache_hits += 1;
+                    Arc::clone(block)
+                }
+                None => {
+                    let block = self.load(b)?;
+                    let bytes = block.memory_bytes();
+                    while cached_bytes + bytes > cache_budget && !cache.is_empty() {
+                        let victim = *cache
+                            .keys()
+                            .min_by_key(|&&c| (pools.count(c), c))
+                            .expect("cache is not empty");
+                        let evicted = cache.remove(&victim).expect("victim is cached");
+                        cached_bytes -= evicted.memory_bytes();
+                        self.stats.release(evicted.memory_bytes());
+                    }
+                    cached_bytes += bytes;
+                    self.stats.hold(bytes);
+                    cache.insert(b, Arc::clone(&block));
+                    block
+                }
+            };
+            let walks = self.take(pools, b)?;
+            let walk_bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+            self.stats.hold(walk_bytes);
+            let exec = Executing::new(vec![block]);
+            let (moved, s) = self.advance(&exec, walks, false);
+            self.app.merge(state, s);
+            for walk in moved {
+                self.push(pools, walk)?;
+            }
+            self.stats.release(walk_bytes);
+        }
+        Ok(())
+    }
+
+    /// Few walks left: read only the adjacency lists of the vertices they
+    /// stand on (from cached blocks when possible) and move each one step.
+    fn vertex_pass(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        cache: &HashMap<usize, Arc<LoadedBlock>>,
+    ) -> Result<()> {
+        let mut walks = Vec::new();
+        for b in 0..pools.num_blocks() {
+            if pools.count(b) > 0 {
+                walks.extend(self.take(pools, b)?);
+            }
+        }
+        let mut distinct: Vec<u32> = walks.iter().map(|&(_, v)| v).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let (cached, missing): (Vec<u32>, Vec<u32>) = distinct
+            .into_iter()
+            .partition(|&v| cache.contains_key(&(self.blocks.find(v).0 as usize)));
+        let mut vertices = Vertices::read(&self.file, &missing, self.weighted, &self.layout)?;
+        for v in cached {
+            let block = &cache[&(self.blocks.find(v).0 as usize)];
+            vertices.insert_from(block.as_ref(), v, self.weighted);
+        }
+        self.stats.vertex_loads += missing.len() as u64;
+        let bytes =
+            vertices.memory_bytes() + (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        self.stats.hold(bytes);
+        let (moved, s) = self.advance(&vertices, walks, true);
+        self.app.merge(state, s);
+        for walk in moved {
+            self.push(pools, walk)?;
+        }
+        self.stats.release(bytes);
+        Ok(())
+    }
+
+    /// Moves `walks` on the graph data in `exec`: each walk until it ends or
+    /// leaves `exec` (or for one step when `one_step`). Returns the walks
+    /// that still have steps to take, and what the app gathered.
+    fn advance<X: Adjacency + Sync + Contains>(
+        &mut self,
+        exec: &X,
+        walks: Vec<InFlight<W>>,
+        one_step: bool,
+    ) -> (Vec<InFlight<W>>, A::State) {
+        self.stats.batches += 1;
+        let batch = self.stats.batches;
+        let this = &*self;
+        // Walks leave in chunk order whatever the thread count, so pools
+        // (and compact-mode draws, keyed by position in a batch) do not
+        // depend on scheduling; app states are per thread and merged.
+        type Moved<W> = Vec<(usize, Vec<InFlight<W>>, u64)>;
+        let (mut chunks, state): (Moved<W>, A::State) = walks
+            .par_chunks(CHUNK)
+            .enumerate()
+            .fold(
+                || (Vec::new(), this.app.new_state()),
+                |(mut chunks, mut state), (c, chunk)| {
+                    let mut moved = Vec::new();
+                    let mut steps = 0u64;
+                    for (i, &(walk, vertex)) in chunk.iter().enumerate() {
+                        let index = (c * CHUNK + i) as u64;
+                        steps += this.walk(
+                            exec, walk, vertex, one_step, batch, index, &mut state, &mut moved,
+                        );
+                    }
+                    chunks.push((c, moved, steps));
+                    (chunks, state)
+                },
+            )
+            .reduce(
+                || (Vec::new(), this.app.new_state()),
+                |(mut a, mut state_a), (b, state_b)| {
+                    a.extend(b);
+                    this.app.merge(&mut state_a, state_b);
+                    (a, state_a)
+                },
+            );
+        chunks.sort_unstable_by_key(|(c, _, _)| *c);
+        let mut moved = Vec::new();
+        for (_, m, steps) in chunks {
+            moved.extend(m);
+            self.stats.steps += steps;
+        }
+        (moved, state)
+    }
+
+    /// Moves one walk; returns the steps it took.
+    #[allow(clippy::too_many_arguments)]
+    fn walk<X: Adjacency + Contains>(
+        &self,
+        exec: &X,
+        walk: W,
+        mut vertex: u32,
+        one_step: bool,
+        batch: u64,
+        index: u64,
+        state: &mut A::State,
+        moved: &mut Vec<InFlight<W>>,
+    ) -> u64 {
+        let word = walk.word();
+        let source = self.word.source(word);
+        let source_vertex = self.spec.starts.source_vertex(source);
+        let mut hop = self.word.hop(word);
+        let mut compact = KeyedRng::new(self.config.seed, batch, index);
+        let mut steps = 0;
+        loop {
+            #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+            let visit = Visit {
+                walk: walk.id(),
+                source,
+                source_vertex,
+                vertex,
+                hop: hop as u32,
+            };
+            self.app.visit(state, &visit);
+            if hop == u64::from(self.spec.length) {
+                return steps;
+            }
+            let mut keyed;
+            let rng = match walk.id() {
+                Some(id) => {
+                    keyed = KeyedRng::new(self.config.seed, id, hop);
+                    &mut keyed
+                }
+                None => &mut compact,
+            };
+            match step(
+                &self.spec,
+                exec,
+                self.num_vertices,
+                source_vertex,
+                vertex,
+                rng,
+            ) {
+                Step::Stop => return steps,
+                Step::Move(next) => {
+                    steps += 1;
+                    hop += 1;
+                    vertex = next;
+                    if one_step || !exec.contains(vertex) {
+                        moved.push((walk.with_word(self.word.encode(source, 0, hop)), vertex));
+                        return steps;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether graph data in memory covers a vertex.
+trait Contains {
+    fn contains(&self, v: u32) -> bool;
+}
+
+impl Contains for Executing {
+    fn contains(&self, v: u32) -> bool {
+        Executing::contains(self, v)
+    }
+}
+
+impl Contains for Vertices {
+    fn contains(&self, _v: u32) -> bool {
+        // Vertex passes move every walk one step, so nothing is "inside".
+        false
+    }
+}

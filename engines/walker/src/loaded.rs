@@ -1,0 +1,302 @@
+//! Graph data in memory: whole blocks read with one aligned request per
+//! section, and single vertices read on demand for straggler walks.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use quiver_csr::format::Layout;
+use quiver_csr::Block;
+use quiver_io::{AlignedBuf, ReadFile, ReadRequest, ALIGN};
+
+use crate::spec::{cumulative_weights, Adjacency};
+use crate::{Error, Result};
+
+/// One block's offsets and targets (and cumulative weights), as read.
+#[derive(Debug)]
+pub struct LoadedBlock {
+    vertices: Range<u32>,
+    offsets: AlignedBuf,
+    /// Index of `offsets[vertices.start]` in the buffer, in u64 words.
+    offsets_skip: usize,
+    targets: AlignedBuf,
+    /// Index of the block's first target in the buffer, in u32 words.
+    targets_skip: usize,
+    /// Per-vertex inclusive prefix sums of the weights (weighted walks).
+    cumulative: Vec<f32>,
+}
+
+fn index(x: u64) -> usize {
+    usize::try_from(x).expect("an in-memory index fits usize")
+}
+
+impl LoadedBlock {
+    /// Reads `block` of the graph in `file` (offsets and targets, and the
+    /// weights when `weighted`), with all requests in flight at once.
+    pub fn read(
+        file: &ReadFile,
+        block: &Block,
+        weighted: bool,
+        layout: &Layout,
+    ) -> Result<LoadedBlock> {
+        let mut offsets = AlignedBuf::zeroed(index(block.offsets_extent.len));
+        let mut targets = AlignedBuf::zeroed(index(block.targets_extent.len));
+        let mut weights =
+            weighted.then(|| AlignedBuf::zeroed(index(block.weights_extent.map_or(0, |e| e.len))));
+        {
+            let mut requests = vec![
+                ReadRequest {
+                    offset: block.offsets_extent.offset,
+                    buf: &mut offsets,
+                },
+                ReadRequest {
+                    offset: block.targets_extent.offset,
+                    buf: &mut targets,
+                },
+            ];
+            if let (Some(buf), Some(extent)) = (weights.as_mut(), block.weights_extent) {
+                requests.push(ReadRequest {
+                    offset: extent.offset,
+                    buf,
+                });
+            }
+            requests.retain(|r| !r.buf.is_empty());
+            file.read_batch(&mut requests).map_err(|source| Error::Io {
+                path: file.path().to_owned(),
+                source,
+            })?;
+        }
+        let offsets_skip = index(
+            (layout.offsets.offset + u64::from(block.vertices.start) * 8
+                - block.offsets_extent.offset)
+                / 8,
+        );
+        let targets_skip = index(
+            (layout.targets.offset + block.edges.start * 4 - block.targets_extent.offset) / 4,
+        );
+        let mut loaded = LoadedBlock {
+            vertices: block.vertices.clone(),
+            offsets,
+            offsets_skip,
+            targets,
+            targets_skip,
+            cumulative: Vec::new(),
+        };
+        if let (Some(weights), Some(extent)) = (weights, block.weights_extent) {
+            let skip = index((layout.weights.offset + block.edges.start * 4 - extent.offset) / 4);
+            let w: &[f32] = bytemuck_cast(&weights);
+            let n = index(block.num_edges());
+            loaded.cumulative = cumulative_weights(loaded.offsets(), &w[skip..skip + n]);
+        }
+        Ok(loaded)
+    }
+
+    /// `offsets[start..=end]` of the block (absolute edge indices).
+    fn offsets(&self) -> &[u64] {
+        let all: &[u64] = bytemuck_cast(&self.offsets);
+        &all[self.offsets_skip
+            ..self.offsets_skip + index(u64::from(self.vertices.end - self.vertices.start)) + 1]
+    }
+
+    fn edge_range(&self, v: u32) -> Range<usize> {
+        debug_assert!(
+            self.vertices.contains(&v),
+            "vertex {v} is not in block {:?}",
+            self.vertices
+        );
+        let offsets = self.offsets();
+        let i = index(u64::from(v - self.vertices.start));
+        let first = offsets[0];
+        index(offsets[i] - first)..index(offsets[i + 1] - first)
+    }
+
+    /// Bytes of memory held.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.offsets.capacity() + self.targets.capacity() + self.cumulative.capacity() * 4) as u64
+    }
+}
+
+fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {
+    // AlignedBuf starts 4 KiB aligned and extents are whole pages, so the
+    // cast cannot fail.
+    bytemuck::cast_slice(&buf[..])
+}
+
+impl Adjacency for LoadedBlock {
+    fn neighbors(&self, v: u32) -> &[u32] {
+        let range = self.edge_range(v);
+        let targets: &[u32] = bytemuck_cast(&self.targets);
+        &targets[self.targets_skip + range.start..self.targets_skip + range.end]
+    }
+
+    fn cumulative_weights(&self, v: u32) -> &[f32] {
+        &self.cumulative[self.edge_range(v)]
+    }
+}
+
+/// The vertex range being executed: consecutive loaded blocks.
+#[derive(Debug)]
+pub struct Executing {
+    blocks: Vec<Arc<LoadedBlock>>,
+}
+
+impl Executing {
+    /// The range made of `blocks` (consecutive, in order).
+    pub fn new(blocks: Vec<Arc<LoadedBlock>>) -> Executing {
+        debug_assert!(blocks
+            .windows(2)
+            .all(|w| w[0].vertices.end == w[1].vertices.start));
+        Executing { blocks }
+    }
+
+    /// Whether `v` is in the range.
+    pub fn contains(&self, v: u32) -> bool {
+        match (self.blocks.first(), self.blocks.last()) {
+            (Some(first), Some(last)) => (first.vertices.start..last.vertices.end).contains(&v),
+            _ => false,
+        }
+    }
+
+    fn block(&self, v: u32) -> &LoadedBlock {
+        let i = self.blocks.partition_point(|b| b.vertices.end <= v);
+        &self.blocks[i]
+    }
+}
+
+impl Adjacency for Executing {
+    fn neighbors(&self, v: u32) -> &[u32] {
+        self.block(v).neighbors(v)
+    }
+
+    fn cumulative_weights(&self, v: u32) -> &[f32] {
+        self.block(v).cumulative_weights(v)
+    }
+}
+
+/// Adjacency lists of individual vertices, read on demand.
+#[derive(Debug, Default)]
+pub struct Vertices {
+    lists: HashMap<u32, (Vec<u32>, Vec<f32>)>,
+}
+
+impl Vertices {
+    /// Reads the adjacency lists of `vertices` (distinct): first the pages
+    /// holding their offsets, then their targets (and weights), every read
+    /// of a phase in flight at once.
+    pub fn read(
+        file: &ReadFile,
+        vertices: &[u32],
+        weighted: bool,
+        layout: &Layout,
+    ) -> Result<Vertices> {
+        let io = |source| Error::Io {
+            path: file.path().to_owned(),
+            source,
+        };
+        let page = ALIGN as u64;
+        let covering = |start: u64, end: u64| {
+            let offset = start / page * page;
+            (offset, quiver_io::align_up(end) - offset)
+        };
+        let mut offset_bufs: Vec<(u64, AlignedBuf)> = vertices
+            .iter()
+            .map(|&v| {
+                let start = layout.offsets.offset + u64::from(v) * 8;
+                let (offset, len) = covering(start, start + 16);
+                (offset, AlignedBuf::zeroed(index(len)))
+            })
+            .collect();
+        let mut requests: Vec<ReadRequest<'_>> = offset_bufs
+            .iter_mut()
+            .map(|(offset, buf)| ReadRequest {
+                offset: *offset,
+                buf,
+            })
+            .collect();
+        file.read_batch(&mut requests).map_err(io)?;
+        let edges: Vec<(u64, u64)> = vertices
+            .iter()
+            .zip(&offset_bufs)
+            .map(|(&v, (offset, buf))| {
+                let words: &[u64] = bytemuck_cast(buf);
+                let i = index((layout.offsets.offset + u64::from(v) * 8 - offset) / 8);
+                (words[i], words[i + 1])
+            })
+            .collect();
+        drop(offset_bufs);
+        let sections = if weighted {
+            vec![layout.targets.offset, layout.weights.offset]
+        } else {
+            vec![layout.targets.offset]
+        };
+        let mut data: Vec<Vec<(u64, AlignedBuf)>> = sections
+            .iter()
+            .map(|&base| {
+                edges
+                    .iter()
+                    .map(|&(a, b)| {
+                        let (offset, len) = covering(base + a * 4, base + b * 4);
+                        (offset, AlignedBuf::zeroed(index(len)))
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut requests: Vec<ReadRequest<'_>> = data
+            .iter_mut()
+            .flatten()
+            .filter(|(_, buf)| !buf.is_empty())
+            .map(|(offset, buf)| ReadRequest {
+                offset: *offset,
+                buf,
+            })
+            .collect();
+        file.read_batch(&mut requests).map_err(io)?;
+        let mut lists = HashMap::with_capacity(vertices.len());
+        for (i, (&v, &(a, b))) in vertices.iter().zip(&edges).enumerate() {
+            let slice = |section: usize| -> &[u32] {
+                let (offset, buf) = &data[section][i];
+                let words: &[u32] = bytemuck_cast(buf);
+                let skip = index((sections[section] + a * 4 - offset) / 4);
+                &words[skip..skip + index(b - a)]
+            };
+            let targets = slice(0).to_vec();
+            let cumulative = if weighted {
+                let weights: Vec<f32> = slice(1).iter().map(|&bits| f32::from_bits(bits)).collect();
+                cumulative_weights(&[0, weights.len() as u64], &weights)
+            } else {
+                Vec::new()
+            };
+            lists.insert(v, (targets, cumulative));
+        }
+        Ok(Vertices { lists })
+    }
+
+    /// Adds `v`'s list from a block already in memory.
+    pub fn insert_from(&mut self, adjacency: &impl Adjacency, v: u32, weighted: bool) {
+        let cumulative = if weighted {
+            adjacency.cumulative_weights(v).to_vec()
+        } else {
+            Vec::new()
+        };
+        self.lists
+            .insert(v, (adjacency.neighbors(v).to_vec(), cumulative));
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> u64 {
+        self.lists
+            .values()
+            .map(|(t, c)| (t.capacity() + c.capacity()) as u64 * 4 + 48)
+            .sum()
+    }
+}
+
+impl Adjacency for Vertices {
+    fn neighbors(&self, v: u32) -> &[u32] {
+        &self.lists[&v].0
+    }
+
+    fn cumulative_weights(&self, v: u32) -> &[f32] {
+        &self.lists[&v].1
+    }
+}

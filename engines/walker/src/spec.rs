@@ -1,0 +1,201 @@
+//! What a walk is: where walks start, how each step is drawn, and when a
+//! walk ends. [`step`] is the one place a step is decided, shared by every
+//! mode, so that exact mode can compare them walk for walk.
+
+use serde::Serialize;
+
+use crate::rng::KeyedRng;
+
+/// Where walks start.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Starts {
+    /// `walks_per_source` walks from each listed vertex (query apps).
+    Sources {
+        /// The source vertices; a walk's source index points into this list.
+        sources: Vec<u32>,
+        /// Walks from each source.
+        walks_per_source: u64,
+    },
+    /// `walks_per_vertex` walks from every vertex (RWD, corpus generation).
+    EveryVertex {
+        /// Walks from each vertex.
+        walks_per_vertex: u64,
+    },
+    /// `walks` walks from vertices drawn uniformly at random.
+    Uniform {
+        /// Number of walks.
+        walks: u64,
+    },
+}
+
+impl Starts {
+    /// Total number of walks on a graph of `num_vertices` vertices.
+    pub fn total(&self, num_vertices: u32) -> u64 {
+        match self {
+            Starts::Sources {
+                sources,
+                walks_per_source,
+            } => sources.len() as u64 * walks_per_source,
+            Starts::EveryVertex { walks_per_vertex } => u64::from(num_vertices) * walks_per_vertex,
+            Starts::Uniform { walks } => *walks,
+        }
+    }
+
+    /// Size of the source table a walk word indexes (the listed sources, or
+    /// every vertex when walks start everywhere).
+    pub fn num_sources(&self, num_vertices: u32) -> u64 {
+        match self {
+            Starts::Sources { sources, .. } => sources.len() as u64,
+            _ => u64::from(num_vertices),
+        }
+    }
+
+    /// The vertex of source index `index`.
+    #[allow(clippy::cast_possible_truncation)] // Source indices of vertex tables are vertex ids.
+    pub fn source_vertex(&self, index: u64) -> u32 {
+        match self {
+            Starts::Sources { sources, .. } => {
+                sources[usize::try_from(index).expect("source index fits usize")]
+            }
+            _ => index as u32,
+        }
+    }
+
+    /// The source index of walk `walk`, a pure function of its id.
+    pub fn source_of(&self, walk: u64, seed: u64, num_vertices: u32) -> u64 {
+        match self {
+            Starts::Sources {
+                walks_per_source, ..
+            } => walk / walks_per_source,
+            Starts::EveryVertex { walks_per_vertex } => walk / walks_per_vertex,
+            Starts::Uniform { .. } => {
+                KeyedRng::new(seed, walk, u64::MAX).below(u64::from(num_vertices))
+            }
+        }
+    }
+}
+
+/// What a walk does at a vertex with no out-edges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeadEnd {
+    /// The walk ends there.
+    #[default]
+    Stop,
+    /// The walk jumps back to its source (and goes on counting hops).
+    Restart,
+    /// The walk jumps to a vertex drawn uniformly at random.
+    Jump,
+}
+
+/// How the next vertex is chosen among the out-neighbours.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Uniformly.
+    #[default]
+    Unbiased,
+    /// In proportion to the edge weights (O(log d) per step by binary search
+    /// over per-vertex cumulative weights).
+    Weighted,
+}
+
+/// Everything that decides a walk's path, except the graph and the seed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WalkSpec {
+    /// Where walks start.
+    pub starts: Starts,
+    /// The longest walk, in steps.
+    pub length: u32,
+    /// Chance of ending at each step, before moving.
+    pub stop_probability: f64,
+    /// Chance of jumping back to the source at each step (random walk with
+    /// restart), drawn after the stop chance.
+    pub restart_probability: f64,
+    /// How neighbours are chosen.
+    pub kind: Kind,
+    /// What happens at a vertex without out-edges.
+    pub dead_end: DeadEnd,
+}
+
+/// The out-edges a step may look at.
+pub trait Adjacency {
+    /// Out-neighbours of `v` (which the caller guarantees is present).
+    fn neighbors(&self, v: u32) -> &[u32];
+    /// Inclusive prefix sums of `v`'s out-edge weights, for weighted walks.
+    fn cumulative_weights(&self, v: u32) -> &[f32];
+}
+
+/// Where one step takes a walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// To this vertex.
+    Move(u32),
+    /// Nowhere: the walk ends where it is.
+    Stop,
+}
+
+/// Draws one step of a walk at `v` with source `source`. Draws, in order:
+/// the stop chance, the restart chance, then the neighbour (or the jump
+/// target at a dead end).
+pub fn step(
+    spec: &WalkSpec,
+    adjacency: &impl Adjacency,
+    num_vertices: u32,
+    source: u32,
+    v: u32,
+    rng: &mut KeyedRng,
+) -> Step {
+    if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
+        return Step::Stop;
+    }
+    if spec.restart_probability > 0.0 && rng.chance(spec.restart_probability) {
+        return Step::Move(source);
+    }
+    let neighbors = adjacency.neighbors(v);
+    if neighbors.is_empty() {
+        return match spec.dead_end {
+            DeadEnd::Stop => Step::Stop,
+            DeadEnd::Restart => Step::Move(source),
+            DeadEnd::Jump => Step::Move(narrow(rng.below(u64::from(num_vertices)))),
+        };
+    }
+    let i = match spec.kind {
+        Kind::Unbiased => narrow_usize(rng.below(neighbors.len() as u64)),
+        Kind::Weighted => {
+            let cumulative = adjacency.cumulative_weights(v);
+            let total = cumulative[cumulative.len() - 1];
+            #[allow(clippy::cast_possible_truncation)] // A draw in [0, total) of an f32 total.
+            let r = (rng.unit() * f64::from(total)) as f32;
+            cumulative
+                .partition_point(|&c| c <= r)
+                .min(neighbors.len() - 1)
+        }
+    };
+    Step::Move(neighbors[i])
+}
+
+fn narrow(x: u64) -> u32 {
+    u32::try_from(x).expect("a draw below |V| fits u32")
+}
+
+fn narrow_usize(x: u64) -> usize {
+    usize::try_from(x).expect("a draw below a degree fits usize")
+}
+
+/// Inclusive prefix sums of `weights`, restarting at every vertex boundary
+/// of `offsets` (relative to `weights`).
+pub fn cumulative_weights(offsets: &[u64], weights: &[f32]) -> Vec<f32> {
+    let mut out = vec![0f32; weights.len()];
+    let base = offsets[0];
+    for pair in offsets.windows(2) {
+        let range = usize::try_from(pair[0] - base).expect("edge index fits usize")
+            ..usize::try_from(pair[1] - base).expect("edge index fits usize");
+        let mut sum = 0f32;
+        for i in range {
+            sum += weights[i].max(0.0);
+            out[i] = sum;
+        }
+    }
+    out
+}

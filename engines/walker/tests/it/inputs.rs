@@ -1,0 +1,69 @@
+//! Bad input gets a clear error.
+
+use quiver_csr::Graph;
+use quiver_walker::apps::VisitFrequency;
+use quiver_walker::{run, Config};
+
+use crate::write;
+
+fn graph(dir: &std::path::Path) -> std::path::PathBuf {
+    write(
+        dir,
+        &Graph::from_edges(4, &[(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0)], false, false).unwrap(),
+    )
+}
+
+#[test]
+fn a_source_out_of_range_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = graph(dir.path());
+    let err = run(
+        &path,
+        &Config::default(),
+        &VisitFrequency::ppr(9, 10, 5, 0.15, 5),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("source vertex 9 is out of range"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_zero_budget_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = graph(dir.path());
+    let config = Config {
+        mem_budget: 0,
+        ..Config::default()
+    };
+    let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
+    assert!(err.to_string().contains("memory budget"), "{err}");
+}
+
+#[test]
+fn a_file_that_is_not_qcsr_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edges.txt");
+    std::fs::write(&path, "0 1\n").unwrap();
+    let err = run(
+        &path,
+        &Config::default(),
+        &VisitFrequency::ppr(0, 10, 5, 0.15, 5),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("not a .qcsr graph"), "{err}");
+}
+
+#[test]
+fn an_unwritable_work_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = graph(dir.path());
+    let config = Config {
+        work_dir: "/nonexistent/work".into(),
+        block_size: Some(64),
+        ..Config::default()
+    };
+    let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/work"), "{err}");
+}
