@@ -77,6 +77,17 @@ Inputs larger than --mem are sorted externally: sorted runs are spilled to
   quiver info g.qcsr --chunks 4 --alpha 8
   quiver info g.qcsr --verify --json")]
     Info(InfoArgs),
+    /// Run random walks out of core (GraphWalker), with its baselines.
+    #[command(after_help = "Examples:
+  quiver walk ppr g.qcsr --source 0 --mem 256MiB
+  quiver walk rwd g.qcsr --mode iteration --block-size 16MiB
+  quiver walk raw g.qcsr --walks 10000000 --length 10 --io buffered
+  quiver walk simrank g.qcsr --a 1 --b 2 --json
+  quiver walk corpus g.qcsr -o walks.txt --walks-per-vertex 10 --length 80")]
+    Walk {
+        #[command(subcommand)]
+        app: crate::walk::WalkCommand,
+    },
     /// Generate a small graph, round-trip it through an edge list, and show it; no set-up needed.
     Demo(DemoArgs),
 }

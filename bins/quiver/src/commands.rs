@@ -33,6 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => export(args, json),
         Command::Info(args) => info(&args, json),
         Command::Demo(args) => demo(&args, json),
+        Command::Walk { app } => crate::walk::walk(app, json, !std::io::stderr().is_terminal()),
     }
 }
 

@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod progress;
 mod units;
+mod walk;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,9 @@ fn is_usage_error(err: &anyhow::Error) -> bool {
         matches!(
             cause.downcast_ref::<quiver_csr::Error>(),
             Some(quiver_csr::Error::InvalidArgument(_))
+        ) || matches!(
+            cause.downcast_ref::<quiver_walker::Error>(),
+            Some(quiver_walker::Error::InvalidArgument(_))
         ) || cause.downcast_ref::<commands::UsageError>().is_some()
     })
 }

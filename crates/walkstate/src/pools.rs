@@ -2,7 +2,7 @@
 //! files by append, and the per-block counts the scheduler reads.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
@@ -33,7 +33,10 @@ pub struct WalkPools<W> {
     dir: TempDir,
     capacity: usize,
     buffers: Vec<Vec<W>>,
+    /// Walks in each block's spill file not yet taken back.
     on_disk: Vec<u64>,
+    /// Walks already taken from the front of each block's spill file.
+    consumed: Vec<u64>,
     min_hop: Vec<u64>,
     total: u64,
     stats: PoolStats,
@@ -61,6 +64,7 @@ impl<W: WalkWord> WalkPools<W> {
             capacity,
             buffers: (0..num_blocks).map(|_| Vec::new()).collect(),
             on_disk: vec![0; num_blocks],
+            consumed: vec![0; num_blocks],
             min_hop: vec![u64::MAX; num_blocks],
             total: 0,
             stats: PoolStats::default(),
@@ -112,25 +116,28 @@ impl<W: WalkWord> WalkPools<W> {
     /// Removes and returns every walk of `block`: the spilled ones first,
     /// then the buffered ones, each in push order.
     pub fn take(&mut self, block: usize) -> Result<Vec<W>> {
-        let mut walks: Vec<W> = Vec::with_capacity(usize::try_from(self.count(block)).unwrap_or(0));
-        if self.on_disk[block] > 0 {
+        self.take_at_most(block, usize::MAX)
+    }
+
+    /// Removes and returns up to `max` of `block`'s walks, oldest first
+    /// (spilled before buffered), so a block with more walks than memory
+    /// allows can be drained in bounded batches.
+    pub fn take_at_most(&mut self, block: usize, max: usize) -> Result<Vec<W>> {
+        let size = std::mem::size_of::<W>() as u64;
+        let count = usize::try_from(self.count(block)).unwrap_or(usize::MAX);
+        let mut walks: Vec<W> = Vec::with_capacity(count.min(max));
+        if self.on_disk[block] > 0 && max > 0 {
             let path = self.file(block);
             let err = |source| Error::Spill {
                 path: path.clone(),
                 source,
             };
-            let mut bytes = Vec::new();
-            File::open(&path)
-                .and_then(|mut f| f.read_to_end(&mut bytes))
+            let n = self.on_disk[block].min(max as u64);
+            let mut bytes = vec![0u8; usize::try_from(n * size).expect("a batch fits memory")];
+            let mut file = File::open(&path).map_err(err)?;
+            file.seek(SeekFrom::Start(self.consumed[block] * size))
                 .map_err(err)?;
-            let expected = self.on_disk[block] * std::mem::size_of::<W>() as u64;
-            if bytes.len() as u64 != expected {
-                return Err(err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("holds {} bytes, {expected} were written", bytes.len()),
-                )));
-            }
-            std::fs::remove_file(&path).map_err(err)?;
+            file.read_exact(&mut bytes).map_err(err)?;
             self.stats.reloads += 1;
             self.stats.bytes_read += bytes.len() as u64;
             walks.extend(
@@ -138,11 +145,19 @@ impl<W: WalkWord> WalkPools<W> {
                     .chunks_exact(std::mem::size_of::<W>())
                     .map(bytemuck::pod_read_unaligned::<W>),
             );
+            self.on_disk[block] -= n;
+            self.consumed[block] += n;
+            if self.on_disk[block] == 0 {
+                std::fs::remove_file(&path).map_err(err)?;
+                self.consumed[block] = 0;
+            }
         }
-        walks.append(&mut self.buffers[block]);
+        let from_buffer = (max - walks.len()).min(self.buffers[block].len());
+        walks.extend(self.buffers[block].drain(..from_buffer));
         self.total -= walks.len() as u64;
-        self.on_disk[block] = 0;
-        self.min_hop[block] = u64::MAX;
+        if self.count(block) == 0 {
+            self.min_hop[block] = u64::MAX;
+        }
         Ok(walks)
     }
 
@@ -151,7 +166,9 @@ impl<W: WalkWord> WalkPools<W> {
         self.on_disk[block] + self.buffers[block].len() as u64
     }
 
-    /// The smallest hop among `block`'s walks, if it has any.
+    /// The smallest hop among `block`'s walks, if it has any: exact unless
+    /// part of the block was taken with [`WalkPools::take_at_most`] since it
+    /// was last empty, in which case it is a lower bound.
     pub fn min_hop(&self, block: usize) -> Option<u64> {
         Some(self.min_hop[block]).filter(|&h| h != u64::MAX)
     }

@@ -9,6 +9,7 @@ use quiver_walkstate::{ExactWalk, WalkPools};
 enum Op {
     Push { block: usize, walk: u64, hop: u64 },
     Take { block: usize },
+    TakeSome { block: usize, max: usize },
 }
 
 fn ops(blocks: usize) -> impl Strategy<Value = Vec<Op>> {
@@ -16,6 +17,7 @@ fn ops(blocks: usize) -> impl Strategy<Value = Vec<Op>> {
         prop_oneof![
             8 => (0..blocks, any::<u64>(), 0u64..100).prop_map(|(block, walk, hop)| Op::Push { block, walk, hop }),
             1 => (0..blocks).prop_map(|block| Op::Take { block }),
+            1 => (0..blocks, 0usize..6).prop_map(|(block, max)| Op::TakeSome { block, max }),
         ],
         0..600,
     )
@@ -31,6 +33,8 @@ proptest! {
         let work = tempfile::tempdir().unwrap();
         let mut pools = WalkPools::<u64>::new(5, capacity, work.path()).unwrap();
         let mut model: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+        // Blocks partly taken since they were last empty: min hop is then a bound.
+        let mut partly = [false; 5];
         for op in ops {
             match op {
                 Op::Push { block, walk, hop } => {
@@ -40,6 +44,14 @@ proptest! {
                 Op::Take { block } => {
                     let expected: Vec<u64> = model.remove(&block).unwrap_or_default().into_iter().map(|(w, _)| w).collect();
                     prop_assert_eq!(pools.take(block).unwrap(), expected);
+                    partly[block] = false;
+                }
+                Op::TakeSome { block, max } => {
+                    let list = model.entry(block).or_default();
+                    let n = max.min(list.len());
+                    let expected: Vec<u64> = list.drain(..n).map(|(w, _)| w).collect();
+                    prop_assert_eq!(pools.take_at_most(block, max).unwrap(), expected);
+                    partly[block] = !list.is_empty();
                 }
             }
             let total: usize = model.values().map(Vec::len).sum();
@@ -47,7 +59,12 @@ proptest! {
             for b in 0..5 {
                 let walks = model.get(&b).map_or(&[][..], Vec::as_slice);
                 prop_assert_eq!(pools.count(b), walks.len() as u64);
-                prop_assert_eq!(pools.min_hop(b), walks.iter().map(|&(_, h)| h).min());
+                let true_min = walks.iter().map(|&(_, h)| h).min();
+                if partly[b] {
+                    prop_assert!(pools.min_hop(b).is_some() && pools.min_hop(b) <= true_min);
+                } else {
+                    prop_assert_eq!(pools.min_hop(b), true_min);
+                }
             }
             let fullest = (0..5).filter(|b| model.get(b).is_some_and(|w| !w.is_empty()))
                 .max_by_key(|&b| (model[&b].len(), std::cmp::Reverse(b)));

@@ -192,7 +192,8 @@ impl WalkApp for VisitFrequency {
 /// vertex's visit count and the top ones.
 #[derive(Debug)]
 pub struct Domination {
-    spec: WalkSpec,
+    /// The walks.
+    pub spec: WalkSpec,
     top_k: usize,
     counts: Vec<AtomicU32>,
 }
@@ -407,7 +408,8 @@ impl WalkApp for Triangles {
 /// vertex ids (walk by walk, in walk-id order) for embedding training.
 #[derive(Debug)]
 pub struct Corpus {
-    spec: WalkSpec,
+    /// The walks.
+    pub spec: WalkSpec,
     output: PathBuf,
     paths: Vec<AtomicU32>,
 }

@@ -138,11 +138,33 @@ pub struct Report<O> {
     pub result: O,
 }
 
+/// Hears how a run advances (the driver draws a progress bar from it).
+pub trait Progress: Sync {
+    /// `done` of `total` walks have ended; `steps` taken and `bytes_read` so far.
+    fn update(&self, done: u64, total: u64, steps: u64, bytes_read: u64);
+}
+
+struct Silent;
+
+impl Progress for Silent {
+    fn update(&self, _done: u64, _total: u64, _steps: u64, _bytes_read: u64) {}
+}
+
 /// Runs `app` on the `.qcsr` graph at `graph`.
 pub fn run<A: WalkApp>(
     graph: &std::path::Path,
     config: &Config,
     app: &A,
+) -> Result<Report<A::Output>> {
+    run_with_progress(graph, config, app, &Silent)
+}
+
+/// [`run`], reporting progress after every batch of walks.
+pub fn run_with_progress<A: WalkApp>(
+    graph: &std::path::Path,
+    config: &Config,
+    app: &A,
+    progress: &dyn Progress,
 ) -> Result<Report<A::Output>> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(config.threads)
@@ -157,9 +179,9 @@ pub fn run<A: WalkApp>(
     config.exact |= app.needs_walk_ids();
     pool.install(|| {
         if config.exact {
-            Engine::<A, ExactWalk>::new(graph, &config, app)?.run()
+            Engine::<A, ExactWalk>::new(graph, &config, app, progress)?.run()
         } else {
-            Engine::<A, u64>::new(graph, &config, app)?.run()
+            Engine::<A, u64>::new(graph, &config, app, progress)?.run()
         }
     })
 }
@@ -195,8 +217,23 @@ impl PooledWalk for ExactWalk {
     }
 }
 
+/// How the memory budget is shared out.
+struct Budget {
+    /// Walks taken out of the pools at once.
+    batch_walks: usize,
+    /// Bytes of cached blocks.
+    cache: u64,
+}
+
 /// A walk in flight: its pooled form (position field stale) and its vertex.
 type InFlight<W> = (W, u32);
+
+/// Bytes a single-vertex read costs at least: a page of offsets and a page
+/// of targets.
+const VERTEX_READ_BYTES: u64 = 2 * quiver_io::ALIGN as u64;
+
+/// Vertices whose lists are read at once in a vertex pass.
+const VERTEX_READ_GROUP: usize = 256;
 
 /// Walks per unit of parallel work; fixed so results do not depend on the
 /// number of threads.
@@ -204,6 +241,8 @@ const CHUNK: usize = 4096;
 
 struct Engine<'a, A: WalkApp, W> {
     app: &'a A,
+    progress: &'a dyn Progress,
+    total_walks: u64,
     config: &'a Config,
     spec: WalkSpec,
     file: ReadFile,
@@ -249,7 +288,12 @@ fn default_block_size(walks: u64, mem_budget: u64) -> u64 {
 }
 
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
-    fn new(path: &std::path::Path, config: &'a Config, app: &'a A) -> Result<Self> {
+    fn new(
+        path: &std::path::Path,
+        config: &'a Config,
+        app: &'a A,
+        progress: &'a dyn Progress,
+    ) -> Result<Self> {
         if config.mem_budget == 0 {
             return Err(Error::InvalidArgument(
                 "the memory budget must be more than zero bytes".into(),
@@ -315,6 +359,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         })?;
         Ok(Engine {
             app,
+            progress,
+            total_walks: walks,
             config,
             spec,
             file,
@@ -379,6 +425,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         })
     }
 
+    fn report_progress(&self, live: u64) {
+        let read = self.file.stats().snapshot().read_bytes;
+        self.progress.update(
+            self.total_walks - live,
+            self.total_walks,
+            self.stats.steps,
+            read,
+        );
+    }
+
     /// The in-flight form of walk `id` at its start.
     fn start(&self, id: u64) -> InFlight<W> {
         let source = self
@@ -412,6 +468,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.app.merge(&mut state, s);
             self.stats.release(bytes);
             first = last;
+            self.report_progress(total - last);
         }
         Ok(state)
     }
@@ -422,18 +479,31 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.config.pool_capacity,
             &self.config.work_dir,
         )?;
+        // The budget holds the pools' buffers, then a quarter of the rest for
+        // walks in flight (taken and moved), then cached blocks.
         let pool_reserve =
             (self.blocks.len() * self.config.pool_capacity * std::mem::size_of::<W>()) as u64;
+        let rest = self.config.mem_budget.saturating_sub(pool_reserve);
+        let batch_bytes = rest / 4;
+        let budget = Budget {
+            batch_walks: usize::try_from(
+                batch_bytes / (2 * std::mem::size_of::<InFlight<W>>() as u64),
+            )
+            .unwrap_or(usize::MAX)
+            .max(1),
+            cache: rest - batch_bytes,
+        };
         let largest = self
             .blocks
             .iter()
             .map(quiver_csr::Block::extent_bytes)
             .max()
             .unwrap_or(0);
-        if pool_reserve + largest > self.config.mem_budget {
+        if largest > budget.cache {
             return Err(Error::InvalidArgument(format!(
-                "a memory budget of {} bytes cannot hold one block ({largest} bytes) and the walk pools \
-                 ({} blocks x {} walks = {pool_reserve} bytes); raise --mem or the block size",
+                "a memory budget of {} bytes cannot hold the walk pools ({} blocks x {} walks = {pool_reserve} \
+                 bytes), walks in flight ({batch_bytes} bytes) and one block ({largest} bytes); raise --mem \
+                 or lower the block size",
                 self.config.mem_budget,
                 self.blocks.len(),
                 self.config.pool_capacity
@@ -443,10 +513,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let walk = self.start(id);
             self.push(&mut pools, walk)?;
         }
+        self.stats.hold(pool_reserve);
         let mut state = self.app.new_state();
         match self.config.mode {
-            Mode::Iteration => self.iterate(&mut pools, &mut state)?,
-            _ => self.schedule(&mut pools, &mut state, pool_reserve)?,
+            Mode::Iteration => self.iterate(&mut pools, &mut state, &budget)?,
+            _ => self.schedule(&mut pools, &mut state, &budget)?,
         }
         Ok((state, pools.stats()))
     }
@@ -466,8 +537,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(())
     }
 
-    /// Takes block `b`'s walks out of the pools, as walks in flight.
-    fn take(&self, pools: &mut WalkPools<W>, b: usize) -> Result<Vec<InFlight<W>>> {
+    /// Takes up to `max` of block `b`'s walks out of the pools, as walks in flight.
+    fn take(&self, pools: &mut WalkPools<W>, b: usize, max: usize) -> Result<Vec<InFlight<W>>> {
         #[allow(clippy::cast_possible_truncation)] // Positions are below a block's vertex count.
         let start = self
             .blocks
@@ -475,7 +546,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .vertices
             .start;
         Ok(pools
-            .take(b)?
+            .take_at_most(b, max)?
             .into_iter()
             .map(|w| {
                 #[allow(clippy::cast_possible_truncation)]
@@ -483,6 +554,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 (w, v)
             })
             .collect())
+    }
+
+    /// Bytes a whole read of block `b` transfers.
+    fn block_bytes(&self, b: usize) -> u64 {
+        #[allow(clippy::cast_possible_truncation)]
+        self.blocks
+            .get(quiver_csr::BlockId(b as u32))
+            .extent_bytes()
     }
 
     fn load(&mut self, b: usize) -> Result<Arc<LoadedBlock>> {
@@ -494,7 +573,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// DrunkardMob: pass after pass, every block in order, one step each.
-    fn iterate(&mut self, pools: &mut WalkPools<W>, state: &mut A::State) -> Result<()> {
+    fn iterate(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        budget: &Budget,
+    ) -> Result<()> {
         for pass in 0..=u64::from(self.spec.length) {
             if pools.total() == 0 {
                 break;
@@ -503,26 +587,51 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let block = self.load(b)?;
                 let bytes = block.memory_bytes();
                 self.stats.hold(bytes);
-                let walks = self.take(pools, b)?;
-                let walk_bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
-                self.stats.hold(walk_bytes);
-                let (due, later): (Vec<_>, Vec<_>) = walks
-                    .into_iter()
-                    .partition(|(w, _)| self.word.hop(w.word()) == pass);
-                for walk in later {
-                    self.push(pools, walk)?;
-                }
                 let exec = Executing::new(vec![block]);
-                let (moved, s) = self.advance(&exec, due, true);
-                self.app.merge(state, s);
-                for walk in moved {
-                    self.push(pools, walk)?;
+                // Only the walks waiting now: those moved back into this
+                // block during the pass wait for the next one.
+                let mut waiting = pools.count(b);
+                while waiting > 0 {
+                    let batch = budget
+                        .batch_walks
+                        .min(usize::try_from(waiting).unwrap_or(usize::MAX));
+                    let walks = self.take(pools, b, batch)?;
+                    waiting -= walks.len() as u64;
+                    let (due, later): (Vec<_>, Vec<_>) = walks
+                        .into_iter()
+                        .partition(|(w, _)| self.word.hop(w.word()) == pass);
+                    for walk in later {
+                        self.push(pools, walk)?;
+                    }
+                    self.advance_and_file(pools, state, &exec, due, true)?;
                 }
-                self.stats.release(walk_bytes);
                 self.stats.release(bytes);
             }
         }
         assert_eq!(pools.total(), 0, "every walk ends within its length");
+        Ok(())
+    }
+
+    /// Moves a batch on `exec`, files the walks that left, and accounts for
+    /// the batch's memory while it is in flight.
+    fn advance_and_file<X: Adjacency + Sync + Contains>(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        exec: &X,
+        walks: Vec<InFlight<W>>,
+        one_step: bool,
+    ) -> Result<()> {
+        // Room for the batch and for as many walks leaving it.
+        let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        self.stats.hold(bytes);
+        let (moved, s) = self.advance(exec, walks, one_step);
+        self.app.merge(state, s);
+        for walk in moved {
+            self.push(pools, walk)?;
+        }
+        self.stats.release(bytes);
+        self.report_progress(pools.total());
         Ok(())
     }
 
@@ -531,17 +640,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         &mut self,
         pools: &mut WalkPools<W>,
         state: &mut A::State,
-        pool_reserve: u64,
+        budget: &Budget,
     ) -> Result<()> {
-        let cache_budget = (self.config.mem_budget - pool_reserve) / 4 * 3;
         let mut cache: HashMap<usize, Arc<LoadedBlock>> = HashMap::new();
         let mut cached_bytes = 0u64;
-        self.stats.hold(pool_reserve);
         let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
         while pools.total() > 0 {
             if pools.total() <= self.config.vertex_threshold {
-                self.vertex_pass(pools, state, &cache)?;
-                continue;
+                // State-aware: read single vertices for the blocks whose few
+                // walks cost fewer bytes that way than the whole block (or
+                // whose block is cached anyway).
+                let candidates: Vec<usize> = (0..pools.num_blocks())
+                    .filter(|&b| pools.count(b) > 0)
+                    .filter(|&b| {
+                        pools.count(b) * VERTEX_READ_BYTES < self.block_bytes(b)
+                            || cache.contains_key(&b)
+                    })
+                    .collect();
+                if !candidates.is_empty() {
+                    self.vertex_pass(pools, state, &cache, budget, &candidates)?;
+                    continue;
+                }
             }
             let b = if coin.chance(self.config.p_slowest) {
                 pools.slowest()
@@ -557,7 +676,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 None => {
                     let block = self.load(b)?;
                     let bytes = block.memory_bytes();
-                    while cached_bytes + bytes > cache_budget && !cache.is_empty() {
+                    while cached_bytes + bytes > budget.cache && !cache.is_empty() {
                         let victim = *cache
                             .keys()
                             .min_by_key(|&&c| (pools.count(c), c))
@@ -572,16 +691,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     block
                 }
             };
-            let walks = self.take(pools, b)?;
-            let walk_bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
-            self.stats.hold(walk_bytes);
             let exec = Executing::new(vec![block]);
-            let (moved, s) = self.advance(&exec, walks, false);
-            self.app.merge(state, s);
-            for walk in moved {
-                self.push(pools, walk)?;
+            // Walks moving inside the block stay in flight, so none is filed
+            // back into it: draining it in batches terminates.
+            while pools.count(b) > 0 {
+                let walks = self.take(pools, b, budget.batch_walks)?;
+                self.advance_and_file(pools, state, &exec, walks, false)?;
             }
-            self.stats.release(walk_bytes);
         }
         Ok(())
     }
@@ -593,33 +709,40 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         pools: &mut WalkPools<W>,
         state: &mut A::State,
         cache: &HashMap<usize, Arc<LoadedBlock>>,
+        budget: &Budget,
+        candidates: &[usize],
     ) -> Result<()> {
         let mut walks = Vec::new();
-        for b in 0..pools.num_blocks() {
-            if pools.count(b) > 0 {
-                walks.extend(self.take(pools, b)?);
+        for &b in candidates {
+            let room = budget.batch_walks - walks.len();
+            if room == 0 {
+                break;
             }
+            walks.extend(self.take(pools, b, room)?);
         }
         let mut distinct: Vec<u32> = walks.iter().map(|&(_, v)| v).collect();
         distinct.sort_unstable();
         distinct.dedup();
+        let block_of = |v: u32| self.blocks.find(v).0 as usize;
         let (cached, missing): (Vec<u32>, Vec<u32>) = distinct
             .into_iter()
-            .partition(|&v| cache.contains_key(&(self.blocks.find(v).0 as usize)));
-        let mut vertices = Vertices::read(&self.file, &missing, self.weighted, &self.layout)?;
+            .partition(|&v| cache.contains_key(&block_of(v)));
+        let mut vertices = Vertices::default();
+        // Read in groups so the aligned I/O buffers stay small.
+        for group in missing.chunks(VERTEX_READ_GROUP) {
+            let held = vertices.memory_bytes();
+            self.stats.hold(held);
+            let buffers = vertices.read_into(&self.file, group, self.weighted, &self.layout)?;
+            self.stats.hold(buffers);
+            self.stats.release(buffers + held);
+        }
         for v in cached {
-            let block = &cache[&(self.blocks.find(v).0 as usize)];
-            vertices.insert_from(block.as_ref(), v, self.weighted);
+            vertices.insert_from(cache[&block_of(v)].as_ref(), v, self.weighted);
         }
         self.stats.vertex_loads += missing.len() as u64;
-        let bytes =
-            vertices.memory_bytes() + (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        let bytes = vertices.memory_bytes();
         self.stats.hold(bytes);
-        let (moved, s) = self.advance(&vertices, walks, true);
-        self.app.merge(state, s);
-        for walk in moved {
-            self.push(pools, walk)?;
-        }
+        self.advance_and_file(pools, state, &vertices, walks, true)?;
         self.stats.release(bytes);
         Ok(())
     }

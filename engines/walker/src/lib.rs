@@ -27,7 +27,7 @@ pub mod rng;
 pub mod spec;
 
 pub use app::{Visit, WalkApp};
-pub use engine::{run, Config, IoMode, Mode, Report};
+pub use engine::{run, run_with_progress, Config, IoMode, Mode, Progress, Report};
 pub use spec::{DeadEnd, Kind, Starts, WalkSpec};
 
 /// Everything that can go wrong in a walk run.

@@ -183,12 +183,14 @@ impl Vertices {
     /// Reads the adjacency lists of `vertices` (distinct): first the pages
     /// holding their offsets, then their targets (and weights), every read
     /// of a phase in flight at once.
-    pub fn read(
+    /// Returns the bytes of I/O buffers the reads needed at their peak.
+    pub fn read_into(
+        &mut self,
         file: &ReadFile,
         vertices: &[u32],
         weighted: bool,
         layout: &Layout,
-    ) -> Result<Vertices> {
+    ) -> Result<u64> {
         let io = |source| Error::Io {
             path: file.path().to_owned(),
             source,
@@ -214,6 +216,7 @@ impl Vertices {
             })
             .collect();
         file.read_batch(&mut requests).map_err(io)?;
+        let offsets_bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
         let edges: Vec<(u64, u64)> = vertices
             .iter()
             .zip(&offset_bufs)
@@ -251,7 +254,11 @@ impl Vertices {
             })
             .collect();
         file.read_batch(&mut requests).map_err(io)?;
-        let mut lists = HashMap::with_capacity(vertices.len());
+        let data_bytes: u64 = data
+            .iter()
+            .flatten()
+            .map(|(_, b)| b.capacity() as u64)
+            .sum();
         for (i, (&v, &(a, b))) in vertices.iter().zip(&edges).enumerate() {
             let slice = |section: usize| -> &[u32] {
                 let (offset, buf) = &data[section][i];
@@ -266,9 +273,9 @@ impl Vertices {
             } else {
                 Vec::new()
             };
-            lists.insert(v, (targets, cumulative));
+            self.lists.insert(v, (targets, cumulative));
         }
-        Ok(Vertices { lists })
+        Ok(offsets_bytes.max(data_bytes))
     }
 
     /// Adds `v`'s list from a block already in memory.

@@ -1,0 +1,469 @@
+//! `quiver walk`: GraphWalker's random-walk applications.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use quiver_io::size::{format_bytes, parse_bytes};
+use quiver_walker::apps::{Corpus, Domination, RawWalks, SimRank, Triangles, VisitFrequency};
+use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
+use serde::Serialize;
+
+/// Engine flags every walk application takes.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// The .qcsr graph.
+    pub graph: PathBuf,
+    /// Scheduling: graphwalker (the paper's), iteration (DrunkardMob's baseline) or memory (the reference).
+    #[arg(long, value_enum, default_value_t = ModeArg::Graphwalker)]
+    pub mode: ModeArg,
+    /// Memory for cached blocks, walk pools and walks in flight.
+    #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
+    pub mem: u64,
+    /// Fixed block size; by default the paper's rule, 2^(floor(log10 walks)+2) MiB, at most mem/4.
+    #[arg(long, value_parser = parse_bytes)]
+    pub block_size: Option<u64>,
+    /// Read blocks with O_DIRECT through io_uring (direct) or through the page cache (buffered).
+    #[arg(long, value_enum, default_value_t = IoArg::Direct)]
+    pub io: IoArg,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Key every draw by (seed, walk id, hop): all modes, thread counts and block sizes walk identically.
+    #[arg(long)]
+    pub exact: bool,
+    /// Probability of loading the block with the slowest walk rather than the fullest.
+    #[arg(long, default_value_t = 0.2)]
+    pub p: f64,
+    /// Walks buffered per block before spilling to its walk file.
+    #[arg(long, default_value_t = 1024)]
+    pub pool_capacity: usize,
+    /// Below this many live walks, read single vertices instead of blocks (0: never).
+    #[arg(long, default_value_t = 100_000)]
+    pub vertex_threshold: u64,
+    /// Directory for walk spill files.
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    Graphwalker,
+    Iteration,
+    Memory,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum IoArg {
+    Direct,
+    Buffered,
+}
+
+/// How walks move and end.
+#[derive(Debug, Args)]
+pub struct WalkShape {
+    /// Choose neighbours in proportion to edge weights.
+    #[arg(long)]
+    pub weighted: bool,
+    /// At a vertex with no out-edges: stop, restart at the source, or jump to a uniform vertex.
+    #[arg(long, value_enum, default_value_t = DeadEndArg::Stop)]
+    pub dead_end: DeadEndArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DeadEndArg {
+    Stop,
+    Restart,
+    Jump,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WalkCommand {
+    /// N walks of length L from uniform random starts (GraphWalker's rawrandomwalks).
+    Raw {
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        shape: WalkShape,
+        /// Number of walks.
+        #[arg(long, default_value_t = 1_000_000)]
+        walks: u64,
+        /// Steps per walk.
+        #[arg(long, default_value_t = 10)]
+        length: u32,
+    },
+    /// Random walk domination: one walk of length 6 from every vertex; the most visited vertices.
+    Rwd {
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        shape: WalkShape,
+        /// Steps per walk.
+        #[arg(long, default_value_t = 6)]
+        length: u32,
+        /// How many top vertices to print.
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+    },
+    /// Personalized PageRank from a source by visit frequency (2,000 walks, length 10, stop 0.15).
+    Ppr {
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        shape: WalkShape,
+        /// The source vertex.
+        #[arg(long)]
+        source: u32,
+        /// Number of walks.
+        #[arg(long, default_value_t = 2000)]
+        walks: u64,
+        /// Longest walk.
+        #[arg(long, default_value_t = 10)]
+        length: u32,
+        /// Chance of stopping at each step.
+        #[arg(long, default_value_t = 0.15)]
+        stop: f64,
+        /// How many top vertices to print.
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+    },
+    /// Random walk with restart from a source: visit frequencies.
+    Rwr {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Edge weights decide steps.
+        #[arg(long)]
+        weighted: bool,
+        /// The source vertex.
+        #[arg(long)]
+        source: u32,
+        /// Number of walks.
+        #[arg(long, default_value_t = 2000)]
+        walks: u64,
+        /// Steps per walk.
+        #[arg(long, default_value_t = 20)]
+        length: u32,
+        /// Chance of returning to the source at each step.
+        #[arg(long, default_value_t = 0.15)]
+        restart: f64,
+        /// How many top vertices to print.
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+    },
+    /// SimRank between two vertices from walk meeting times (2,000 walks each, length 11).
+    Simrank {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// First vertex.
+        #[arg(long)]
+        a: u32,
+        /// Second vertex.
+        #[arg(long)]
+        b: u32,
+        /// Walks from each vertex.
+        #[arg(long, default_value_t = 2000)]
+        walks: u64,
+        /// Steps per walk.
+        #[arg(long, default_value_t = 11)]
+        length: u32,
+        /// Decay per step.
+        #[arg(long, default_value_t = 0.8)]
+        decay: f64,
+    },
+    /// Graphlet concentration: share of 3-step walks that close a triangle (100,000 walks).
+    Triangles {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Number of walks.
+        #[arg(long, default_value_t = 100_000)]
+        walks: u64,
+    },
+    /// DeepWalk-style corpus: walks from every vertex written one per line to a file.
+    Corpus {
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        shape: WalkShape,
+        /// Output file (one walk per line, space-separated vertex ids).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Walks from each vertex.
+        #[arg(long, default_value_t = 10)]
+        walks_per_vertex: u64,
+        /// Steps per walk.
+        #[arg(long, default_value_t = 80)]
+        length: u32,
+    },
+}
+
+fn config(engine: &EngineArgs) -> Config {
+    Config {
+        mode: match engine.mode {
+            ModeArg::Graphwalker => Mode::GraphWalker,
+            ModeArg::Iteration => Mode::Iteration,
+            ModeArg::Memory => Mode::Memory,
+        },
+        exact: engine.exact,
+        seed: engine.seed,
+        threads: engine.threads,
+        mem_budget: engine.mem,
+        block_size: engine.block_size,
+        io: match engine.io {
+            IoArg::Direct => IoMode::Direct,
+            IoArg::Buffered => IoMode::Buffered,
+        },
+        p_slowest: engine.p,
+        pool_capacity: engine.pool_capacity,
+        vertex_threshold: engine.vertex_threshold,
+        work_dir: engine.work_dir.clone().unwrap_or_else(std::env::temp_dir),
+    }
+}
+
+fn shaped(mut spec: quiver_walker::WalkSpec, shape: &WalkShape) -> quiver_walker::WalkSpec {
+    if shape.weighted {
+        spec.kind = Kind::Weighted;
+    }
+    spec.dead_end = match shape.dead_end {
+        DeadEndArg::Stop => DeadEnd::Stop,
+        DeadEndArg::Restart => DeadEnd::Restart,
+        DeadEndArg::Jump => DeadEnd::Jump,
+    };
+    spec
+}
+
+/// A progress bar of walks finished, steps/s and read MB/s.
+struct WalkBar {
+    bar: ProgressBar,
+    started: std::time::Instant,
+}
+
+impl WalkBar {
+    fn new(hidden: bool) -> WalkBar {
+        let target = if hidden {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr_with_hz(4)
+        };
+        let bar = ProgressBar::with_draw_target(Some(0), target);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "walks [{bar:30}] {human_pos}/{human_len} {msg} (eta {eta})",
+            )
+            .expect("the template is fixed and valid")
+            .progress_chars("=> "),
+        );
+        bar.enable_steady_tick(Duration::from_millis(250));
+        WalkBar {
+            bar,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for WalkBar {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl quiver_walker::Progress for WalkBar {
+    fn update(&self, done: u64, total: u64, steps: u64, bytes_read: u64) {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+        self.bar.set_message(format!(
+            "{:.1}M steps/s, read {:.0} MB/s",
+            steps as f64 / secs / 1e6,
+            bytes_read as f64 / secs / 1e6
+        ));
+    }
+}
+
+/// Runs a walk subcommand and prints its report.
+pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
+    let bar = WalkBar::new(json || hidden);
+    macro_rules! go {
+        ($engine:expr, $app:expr, $show:expr) => {{
+            let engine = $engine;
+            let app = $app;
+            let report =
+                quiver_walker::run_with_progress(&engine.graph, &config(&engine), &app, &bar)
+                    .with_context(|| format!("walking {}", engine.graph.display()))?;
+            drop(bar);
+            print_report(&report, json, $show)
+        }};
+    }
+    match command {
+        WalkCommand::Raw {
+            engine,
+            shape,
+            walks,
+            length,
+        } => {
+            let mut app = RawWalks::new(walks, length);
+            app.spec = shaped(app.spec, &shape);
+            go!(engine, app, |o: &quiver_walker::apps::RawOutput| println!(
+                "visits     {}",
+                o.visits
+            ))
+        }
+        WalkCommand::Rwd {
+            engine,
+            shape,
+            length,
+            top_k,
+        } => {
+            let n = quiver_csr::Graph::open(&engine.graph)
+                .with_context(|| format!("opening {}", engine.graph.display()))?
+                .num_vertices();
+            let mut app = Domination::new(n, length, top_k);
+            app.spec = shaped(app.spec, &shape);
+            go!(engine, app, show_top)
+        }
+        WalkCommand::Ppr {
+            engine,
+            shape,
+            source,
+            walks,
+            length,
+            stop,
+            top_k,
+        } => {
+            let mut app = VisitFrequency::ppr(source, walks, length, stop, top_k);
+            app.spec = shaped(app.spec, &shape);
+            go!(engine, app, show_top)
+        }
+        WalkCommand::Rwr {
+            engine,
+            weighted,
+            source,
+            walks,
+            length,
+            restart,
+            top_k,
+        } => {
+            let mut app = VisitFrequency::rwr(source, walks, length, restart, top_k);
+            if weighted {
+                app.spec.kind = Kind::Weighted;
+            }
+            go!(engine, app, show_top)
+        }
+        WalkCommand::Simrank {
+            engine,
+            a,
+            b,
+            walks,
+            length,
+            decay,
+        } => {
+            go!(
+                engine,
+                SimRank::new(a, b, walks, length, decay),
+                |o: &quiver_walker::apps::SimRankOutput| println!(
+                    "simrank    {:.6} ({} meeting pairs)",
+                    o.similarity, o.meeting_pairs
+                )
+            )
+        }
+        WalkCommand::Triangles { engine, walks } => {
+            go!(
+                engine,
+                Triangles::new(walks),
+                |o: &quiver_walker::apps::TrianglesOutput| println!(
+                    "triangles  {:.6} of 3-step walks close a triangle ({} of {})",
+                    o.concentration, o.closed, o.walks
+                )
+            )
+        }
+        WalkCommand::Corpus {
+            engine,
+            shape,
+            output,
+            walks_per_vertex,
+            length,
+        } => {
+            let n = quiver_csr::Graph::open(&engine.graph)
+                .with_context(|| format!("opening {}", engine.graph.display()))?
+                .num_vertices();
+            let mut app = Corpus::new(n, walks_per_vertex, length, output, engine.mem)?;
+            app.spec = shaped(app.spec, &shape);
+            go!(
+                engine,
+                app,
+                |o: &quiver_walker::apps::CorpusOutput| println!(
+                    "corpus     {} walks, {} to {}",
+                    o.walks,
+                    format_bytes(o.bytes),
+                    o.path.display()
+                )
+            )
+        }
+    }
+}
+
+fn show_top(o: &quiver_walker::apps::FrequencyOutput) {
+    println!(
+        "visits     {} over {} distinct vertices",
+        o.total_visits, o.distinct_vertices
+    );
+    for (rank, r) in o.top.iter().enumerate() {
+        println!(
+            "  #{:<3} vertex {:>10}  visits {:>10}  frequency {:.5}",
+            rank + 1,
+            r.vertex,
+            r.visits,
+            r.frequency
+        );
+    }
+}
+
+fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O)) -> Result<()> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).context("serialising the report")?
+        );
+        return Ok(());
+    }
+    let secs = report.wall_ns as f64 / 1e9;
+    println!(
+        "mode       {:?}{} with {} blocks of at most {} ({})",
+        report.mode,
+        if report.exact { ", exact" } else { "" },
+        report.blocks,
+        if report.block_size == u64::MAX {
+            "the whole graph".to_string()
+        } else {
+            format_bytes(report.block_size)
+        },
+        report.io_backend
+    );
+    println!(
+        "walks      {} in {:.2} s: {} steps, {:.2}M steps/s",
+        report.walks,
+        secs,
+        report.steps,
+        report.steps_per_sec / 1e6
+    );
+    println!(
+        "i/o        {} block loads ({} cache hits), {} vertex loads; read {}, wrote {} of walk spills; {:.0} steps per block load",
+        report.blocks_loaded,
+        report.cache_hits,
+        report.vertex_loads,
+        format_bytes(report.bytes_read),
+        format_bytes(report.bytes_written),
+        report.steps_per_block_io
+    );
+    println!(
+        "memory     peak {} of a {} budget",
+        format_bytes(report.peak_mem_bytes),
+        format_bytes(report.mem_budget)
+    );
+    show(&report.result);
+    Ok(())
+}
