@@ -22,9 +22,15 @@ pub struct EngineArgs {
     /// Memory for cached blocks, walk pools and walks in flight.
     #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
     pub mem: u64,
-    /// Fixed block size; by default the paper's rule, 2^(floor(log10 walks)+2) MiB, at most mem/4.
+    /// Block size. GraphWalker mode groups consecutive blocks of this size per load by the
+    /// paper's self-adaptive rule (default 2 MiB); with --fixed-blocks, or in iteration mode,
+    /// each load is one block (default: the paper's static rule, 2^(floor(log10 walks)+2) MiB,
+    /// at most mem/4).
     #[arg(long, value_parser = parse_bytes)]
     pub block_size: Option<u64>,
+    /// Load one block at a time instead of the paper's self-adaptive grouping.
+    #[arg(long)]
+    pub fixed_blocks: bool,
     /// Read blocks with O_DIRECT through io_uring (direct) or through the page cache (buffered).
     #[arg(long, value_enum, default_value_t = IoArg::Direct)]
     pub io: IoArg,
@@ -213,6 +219,7 @@ fn config(engine: &EngineArgs) -> Config {
         threads: engine.threads,
         mem_budget: engine.mem,
         block_size: engine.block_size,
+        adaptive: !engine.fixed_blocks,
         io: match engine.io {
             IoArg::Direct => IoMode::Direct,
             IoArg::Buffered => IoMode::Buffered,
@@ -432,9 +439,14 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
     }
     let secs = report.wall_ns as f64 / 1e9;
     println!(
-        "mode       {:?}{} with {} blocks of at most {} ({})",
+        "mode       {:?}{}{} with {} blocks of at most {} ({})",
         report.mode,
         if report.exact { ", exact" } else { "" },
+        if report.adaptive {
+            format!(", adaptive loads of up to {} blocks", report.largest_group)
+        } else {
+            String::new()
+        },
         report.blocks,
         if report.block_size == u64::MAX {
             "the whole graph".to_string()

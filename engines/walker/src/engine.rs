@@ -62,8 +62,16 @@ pub struct Config {
     pub threads: usize,
     /// Memory for cached blocks, walk pools and walks in flight.
     pub mem_budget: u64,
-    /// Fixed block size in bytes; `None` applies the paper's rule.
+    /// Block size in bytes. With `adaptive`, the fine blocks that loads
+    /// group (default 2 MiB); otherwise the fixed block size (default: the
+    /// paper's static rule, `2^(floor(log10 walks) + 2)` MiB, at most a
+    /// quarter of the budget).
     pub block_size: Option<u64>,
+    /// The paper's self-adaptive block size: before each load, group
+    /// `2^(floor(log2 live walks) + 1)` KiB worth of consecutive fine blocks
+    /// (capped by the cache), so loads shrink as walks finish.
+    /// GraphWalker mode only.
+    pub adaptive: bool,
     /// How blocks are read.
     pub io: IoMode,
     /// Probability of loading the block with the slowest walk instead of
@@ -86,6 +94,7 @@ impl Default for Config {
             threads: 0,
             mem_budget: 512 << 20,
             block_size: None,
+            adaptive: true,
             io: IoMode::Direct,
             p_slowest: 0.2,
             pool_capacity: 1024,
@@ -108,8 +117,13 @@ pub struct Report<O> {
     pub steps: u64,
     /// Blocks in the partition.
     pub blocks: usize,
-    /// Bytes per block (budget of the partition).
+    /// Bytes per block (budget of the partition; the fine-block size when
+    /// adaptive).
     pub block_size: u64,
+    /// Whether loads grouped fine blocks adaptively.
+    pub adaptive: bool,
+    /// The most blocks one load grouped.
+    pub largest_group: u64,
     /// Block reads.
     pub blocks_loaded: u64,
     /// Block requests served by the cache.
@@ -259,6 +273,7 @@ struct Engine<'a, A: WalkApp, W> {
 
 #[derive(Default)]
 struct Stats {
+    largest_group: u64,
     steps: u64,
     blocks_loaded: u64,
     cache_hits: u64,
@@ -277,6 +292,21 @@ impl Stats {
     fn release(&mut self, bytes: u64) {
         self.mem_now -= bytes;
     }
+}
+
+/// Fine blocks of the adaptive rule, as in the paper.
+const FINE_BLOCK: u64 = 2 << 20;
+
+/// The adaptive rule's ceiling on one load.
+const MAX_ADAPTIVE_LOAD: u64 = 4 << 30;
+
+/// The paper's self-adaptive load size for `live` unfinished walks:
+/// `2^(floor(log2 live) + 1)` KiB, at most 4 GiB.
+fn adaptive_load_bytes(live: u64) -> u64 {
+    let exponent = live.max(1).ilog2() + 1;
+    (1u64 << exponent.min(40))
+        .saturating_mul(1 << 10)
+        .min(MAX_ADAPTIVE_LOAD)
 }
 
 /// The paper's static block size rule, `2^(floor(log10 R) + 2)` MiB for R
@@ -329,11 +359,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             )));
         }
         let walks = spec.starts.total(num_vertices);
-        let block_size = match config.mode {
-            Mode::Memory => u64::MAX,
-            _ => config
-                .block_size
-                .unwrap_or_else(|| default_block_size(walks, config.mem_budget)),
+        let block_size = match (config.mode, config.block_size) {
+            (Mode::Memory, _) => u64::MAX,
+            (_, Some(size)) => size,
+            (Mode::GraphWalker, None) if config.adaptive => FINE_BLOCK,
+            (_, None) => default_block_size(walks, config.mem_budget),
         };
         let blocks = Blocks::by_bytes(&graph, block_size)?;
         let largest = blocks
@@ -394,6 +424,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             steps: stats.steps,
             blocks: self.blocks.len(),
             block_size: self.block_size,
+            adaptive: self.adaptive(),
+            largest_group: stats.largest_group,
             blocks_loaded: stats.blocks_loaded,
             cache_hits: stats.cache_hits,
             vertex_loads: stats.vertex_loads,
@@ -493,10 +525,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .max(1),
             cache: rest - batch_bytes,
         };
-        let largest = self
-            .blocks
-            .iter()
-            .map(quiver_csr::Block::extent_bytes)
+        let largest = (0..self.blocks.len())
+            .map(|b| self.block_memory(b))
             .max()
             .unwrap_or(0);
         if largest > budget.cache {
@@ -554,6 +584,28 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 (w, v)
             })
             .collect())
+    }
+
+    fn adaptive(&self) -> bool {
+        self.config.adaptive && self.config.mode == Mode::GraphWalker
+    }
+
+    /// Bytes block `b` takes in memory once loaded: its aligned extents,
+    /// plus cumulative weights for weighted walks.
+    fn block_memory(&self, b: usize) -> u64 {
+        #[allow(clippy::cast_possible_truncation)]
+        let block = self.blocks.get(quiver_csr::BlockId(b as u32));
+        // An aligned buffer takes at least a page.
+        let buffer = |len: u64| len.max(quiver_io::ALIGN as u64);
+        let targets_and_offsets =
+            buffer(block.offsets_extent.len) + buffer(block.targets_extent.len);
+        if self.weighted {
+            targets_and_offsets
+                + buffer(block.weights_extent.map_or(0, |e| e.len))
+                + 4 * block.num_edges()
+        } else {
+            targets_and_offsets
+        }
     }
 
     /// Bytes a whole read of block `b` transfers.
@@ -668,35 +720,57 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 pools.fullest()
             }
             .expect("some block holds a walk");
-            let block = match cache.get(&b) {
-                Some(block) => {
-                    self.stats.cache_hits += 1;
-                    Arc::clone(block)
-                }
-                None => {
-                    let block = self.load(b)?;
-                    let bytes = block.memory_bytes();
-                    while cached_bytes + bytes > budget.cache && !cache.is_empty() {
-                        let victim = *cache
-                            .keys()
-                            .min_by_key(|&&c| (pools.count(c), c))
-                            .expect("cache is not empty");
-                        let evicted = cache.remove(&victim).expect("victim is cached");
-                        cached_bytes -= evicted.memory_bytes();
-                        self.stats.release(evicted.memory_bytes());
-                    }
-                    cached_bytes += bytes;
-                    self.stats.hold(bytes);
-                    cache.insert(b, Arc::clone(&block));
-                    block
-                }
+            // The load: block b alone, or with the adaptive rule the aligned
+            // group of consecutive fine blocks around it.
+            let k = if self.adaptive() {
+                let fine = self.block_size.max(1);
+                let fit = (budget.cache / (fine + quiver_io::ALIGN as u64 * 3)).max(1);
+                (adaptive_load_bytes(pools.total()) / fine)
+                    .clamp(1, fit)
+                    .min(self.blocks.len() as u64)
+            } else {
+                1
             };
-            let exec = Executing::new(vec![block]);
-            // Walks moving inside the block stay in flight, so none is filed
-            // back into it: draining it in batches terminates.
-            while pools.count(b) > 0 {
-                let walks = self.take(pools, b, budget.batch_walks)?;
-                self.advance_and_file(pools, state, &exec, walks, false)?;
+            let k = usize::try_from(k).expect("a group size fits usize");
+            let first = b / k * k;
+            let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
+            self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
+            let mut loaded = Vec::with_capacity(group.len());
+            for &g in &group {
+                if let Some(block) = cache.get(&g) {
+                    self.stats.cache_hits += 1;
+                    loaded.push(Arc::clone(block));
+                    continue;
+                }
+                // Make room first, so memory never holds more than the budget.
+                let need = self.block_memory(g);
+                while cached_bytes + need > budget.cache {
+                    let Some(victim) = cache
+                        .keys()
+                        .copied()
+                        .filter(|c| !group.contains(c))
+                        .min_by_key(|&c| (pools.count(c), c))
+                    else {
+                        break;
+                    };
+                    let evicted = cache.remove(&victim).expect("victim is cached");
+                    cached_bytes -= evicted.memory_bytes();
+                    self.stats.release(evicted.memory_bytes());
+                }
+                let block = self.load(g)?;
+                cached_bytes += block.memory_bytes();
+                self.stats.hold(block.memory_bytes());
+                cache.insert(g, Arc::clone(&block));
+                loaded.push(block);
+            }
+            let exec = Executing::new(loaded);
+            // Walks moving inside the loaded range stay in flight, so none is
+            // filed back into it: draining its blocks in batches terminates.
+            for &g in &group {
+                while pools.count(g) > 0 {
+                    let walks = self.take(pools, g, budget.batch_walks)?;
+                    self.advance_and_file(pools, state, &exec, walks, false)?;
+                }
             }
         }
         Ok(())

@@ -54,6 +54,7 @@ proptest! {
         p_slowest in 0.0f64..1.0,
         buffered in any::<bool>(),
         mem_budget in prop_oneof![24u64 << 10..256 << 10, Just(1u64 << 20)],
+        adaptive in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), &graph);
@@ -78,6 +79,7 @@ proptest! {
                 mode,
                 threads,
                 block_size: Some(block_size),
+                adaptive,
                 mem_budget,
                 pool_capacity,
                 vertex_threshold,
