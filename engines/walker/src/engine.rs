@@ -242,9 +242,11 @@ struct Budget {
 /// A walk in flight: its pooled form (position field stale) and its vertex.
 type InFlight<W> = (W, u32);
 
-/// Bytes a single-vertex read costs at least: a page of offsets and a page
-/// of targets.
-const VERTEX_READ_BYTES: u64 = 2 * quiver_io::ALIGN as u64;
+/// What moving one walk one step by single-vertex reads is taken to cost,
+/// against a whole block read that moves each of its walks several steps:
+/// two pages (offsets, targets) per step, for about four steps a walk takes
+/// inside a loaded block.
+const VERTEX_READ_BYTES: u64 = 4 * 2 * quiver_io::ALIGN as u64;
 
 /// Vertices whose lists are read at once in a vertex pass.
 const VERTEX_READ_GROUP: usize = 256;
