@@ -227,10 +227,11 @@ impl WalkApp for Domination {
     }
     fn merge(&self, _into: &mut (), _other: ()) {}
     fn finish(&self, _state: ()) -> Result<FrequencyOutput> {
+        // Taking the counts leaves the app ready for another run.
         let counts: Vec<u64> = self
             .counts
             .iter()
-            .map(|c| u64::from(c.load(Ordering::Relaxed)))
+            .map(|c| u64::from(c.swap(0, Ordering::Relaxed)))
             .collect();
         let total = counts.iter().sum();
         #[allow(clippy::cast_possible_truncation)] // Indices of a vertex-indexed table.
@@ -484,9 +485,10 @@ impl WalkApp for Corpus {
         let mut walks = 0u64;
         for path in self.paths.chunks(width) {
             let mut line = String::new();
+            // Taking each position leaves the app ready for another run.
             for v in path
                 .iter()
-                .map(|v| v.load(Ordering::Relaxed))
+                .map(|v| v.swap(NO_VERTEX, Ordering::Relaxed))
                 .take_while(|&v| v != NO_VERTEX)
             {
                 if !line.is_empty() {

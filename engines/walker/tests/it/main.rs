@@ -8,6 +8,7 @@
 )]
 
 mod apps;
+mod distribution;
 mod exact;
 mod inputs;
 
