@@ -79,6 +79,12 @@ pub struct WalkShape {
     /// At a vertex with no out-edges: stop, restart at the source, or jump to a uniform vertex.
     #[arg(long, value_enum, default_value_t = DeadEndArg::Stop)]
     pub dead_end: DeadEndArg,
+    /// Node2Vec second-order walks with this return parameter p (with --node2vec-q; default 1).
+    #[arg(long)]
+    pub node2vec_p: Option<f64>,
+    /// Node2Vec second-order walks with this in-out parameter q (with --node2vec-p; default 1).
+    #[arg(long)]
+    pub node2vec_q: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -234,6 +240,12 @@ fn config(engine: &EngineArgs) -> Config {
 fn shaped(mut spec: quiver_walker::WalkSpec, shape: &WalkShape) -> quiver_walker::WalkSpec {
     if shape.weighted {
         spec.kind = Kind::Weighted;
+    }
+    if shape.node2vec_p.is_some() || shape.node2vec_q.is_some() {
+        spec.node2vec = Some(quiver_walker::Node2Vec {
+            p: shape.node2vec_p.unwrap_or(1.0),
+            q: shape.node2vec_q.unwrap_or(1.0),
+        });
     }
     spec.dead_end = match shape.dead_end {
         DeadEndArg::Stop => DeadEnd::Stop,

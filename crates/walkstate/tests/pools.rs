@@ -56,11 +56,11 @@ proptest! {
             }
             let total: usize = model.values().map(Vec::len).sum();
             prop_assert_eq!(pools.total(), total as u64);
-            for b in 0..5 {
+            for (b, &partly_taken) in partly.iter().enumerate() {
                 let walks = model.get(&b).map_or(&[][..], Vec::as_slice);
                 prop_assert_eq!(pools.count(b), walks.len() as u64);
                 let true_min = walks.iter().map(|&(_, h)| h).min();
-                if partly[b] {
+                if partly_taken {
                     prop_assert!(pools.min_hop(b).is_some() && pools.min_hop(b) <= true_min);
                 } else {
                     prop_assert_eq!(pools.min_hop(b), true_min);

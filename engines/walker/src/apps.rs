@@ -19,6 +19,7 @@ fn spec(starts: Starts, length: u32) -> WalkSpec {
         stop_probability: 0.0,
         restart_probability: 0.0,
         kind: Kind::Unbiased,
+        node2vec: None,
         dead_end: DeadEnd::Stop,
     }
 }

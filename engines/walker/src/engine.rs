@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::app::{Visit, WalkApp};
 use crate::loaded::{Executing, LoadedBlock, Vertices};
 use crate::rng::KeyedRng;
-use crate::spec::{step, Adjacency, Kind, Starts, Step, WalkSpec};
+use crate::spec::{step, Adjacency, Kind, Prev, Starts, Step, WalkSpec};
 use crate::{Error, Result};
 
 /// How walks are scheduled.
@@ -192,7 +192,11 @@ pub fn run_with_progress<A: WalkApp>(
     let mut config = config.clone();
     config.exact |= app.needs_walk_ids();
     pool.install(|| {
-        if config.exact {
+        if app.spec().node2vec.is_some() {
+            // Second-order walks carry their previous vertex and an id.
+            config.exact = true;
+            Engine::<A, SecondOrderWalk>::new(graph, &config, app, progress)?.run()
+        } else if config.exact {
             Engine::<A, ExactWalk>::new(graph, &config, app, progress)?.run()
         } else {
             Engine::<A, u64>::new(graph, &config, app, progress)?.run()
@@ -205,6 +209,14 @@ trait PooledWalk: WalkWord + Copy {
     fn make(word: u64, id: u64) -> Self;
     fn id(&self) -> Option<u64>;
     fn with_word(self, word: u64) -> Self;
+    /// The vertex the walk came from, for second-order walks.
+    fn prev(&self) -> Option<u32> {
+        None
+    }
+    /// The same walk having come from `prev`.
+    fn with_prev(self, _prev: Option<u32>) -> Self {
+        self
+    }
 }
 
 impl PooledWalk for u64 {
@@ -237,6 +249,51 @@ struct Budget {
     batch_walks: usize,
     /// Bytes of cached blocks.
     cache: u64,
+}
+
+/// A Node2Vec walk: an exact walk that also remembers where it came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+struct SecondOrderWalk {
+    word: u64,
+    id: u64,
+    /// The previous vertex, or `NO_PREV`.
+    prev: u32,
+    _pad: u32,
+}
+
+const NO_PREV: u32 = u32::MAX;
+
+impl WalkWord for SecondOrderWalk {
+    fn word(&self) -> u64 {
+        self.word
+    }
+}
+
+impl PooledWalk for SecondOrderWalk {
+    fn make(word: u64, id: u64) -> Self {
+        SecondOrderWalk {
+            word,
+            id,
+            prev: NO_PREV,
+            _pad: 0,
+        }
+    }
+    fn id(&self) -> Option<u64> {
+        Some(self.id)
+    }
+    fn with_word(self, word: u64) -> Self {
+        SecondOrderWalk { word, ..self }
+    }
+    fn prev(&self) -> Option<u32> {
+        Some(self.prev).filter(|&p| p != NO_PREV)
+    }
+    fn with_prev(self, prev: Option<u32>) -> Self {
+        SecondOrderWalk {
+            prev: prev.unwrap_or(NO_PREV),
+            ..self
+        }
+    }
 }
 
 /// A walk in flight: its pooled form (position field stale) and its vertex.
@@ -494,7 +551,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
             let bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
             self.stats.hold(bytes);
-            let (moved, s) = self.advance(&exec, walks, false);
+            let (moved, s) = self.advance(&exec, walks, false)?;
             assert!(
                 moved.is_empty(),
                 "no walk can leave a block holding every vertex"
@@ -519,12 +576,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             (self.blocks.len() * self.config.pool_capacity * std::mem::size_of::<W>()) as u64;
         let rest = self.config.mem_budget.saturating_sub(pool_reserve);
         let batch_bytes = rest / 4;
+        // A walk in flight takes its slot and one for where it moves; a
+        // second-order walk may also need its previous vertex's page read.
+        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64
+            + if self.spec.node2vec.is_some() {
+                2 * quiver_io::ALIGN as u64
+            } else {
+                0
+            };
         let budget = Budget {
-            batch_walks: usize::try_from(
-                batch_bytes / (2 * std::mem::size_of::<InFlight<W>>() as u64),
-            )
-            .unwrap_or(usize::MAX)
-            .max(1),
+            batch_walks: usize::try_from(batch_bytes / per_walk)
+                .unwrap_or(usize::MAX)
+                .max(1),
             cache: rest - batch_bytes,
         };
         let largest = (0..self.blocks.len())
@@ -679,7 +742,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         // Room for the batch and for as many walks leaving it.
         let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
         self.stats.hold(bytes);
-        let (moved, s) = self.advance(exec, walks, one_step);
+        let (moved, s) = self.advance(exec, walks, one_step)?;
         self.app.merge(state, s);
         for walk in moved {
             self.push(pools, walk)?;
@@ -831,10 +894,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         exec: &X,
         walks: Vec<InFlight<W>>,
         one_step: bool,
-    ) -> (Vec<InFlight<W>>, A::State) {
+    ) -> Result<(Vec<InFlight<W>>, A::State)> {
         self.stats.batches += 1;
         let batch = self.stats.batches;
+        let prevs = self.previous_lists(exec, &walks)?;
+        let prevs_bytes = prevs.memory_bytes();
+        self.stats.hold(prevs_bytes);
         let this = &*self;
+        let prevs = &prevs;
         // Walks leave in chunk order whatever the thread count, so pools
         // (and compact-mode draws, keyed by position in a batch) do not
         // depend on scheduling; app states are per thread and merged.
@@ -850,7 +917,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     for (i, &(walk, vertex)) in chunk.iter().enumerate() {
                         let index = (c * CHUNK + i) as u64;
                         steps += this.walk(
-                            exec, walk, vertex, one_step, batch, index, &mut state, &mut moved,
+                            exec, prevs, walk, vertex, one_step, batch, index, &mut state,
+                            &mut moved,
                         );
                     }
                     chunks.push((c, moved, steps));
@@ -871,7 +939,34 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             moved.extend(m);
             self.stats.steps += steps;
         }
-        (moved, state)
+        self.stats.release(prevs_bytes);
+        Ok((moved, state))
+    }
+
+    /// For second-order walks: the adjacency lists of the previous vertices
+    /// that `exec` does not hold, read vertex by vertex.
+    fn previous_lists<X: Contains>(&mut self, exec: &X, walks: &[InFlight<W>]) -> Result<Vertices> {
+        let mut prevs = Vertices::default();
+        if self.spec.node2vec.is_none() {
+            return Ok(prevs);
+        }
+        let mut missing: Vec<u32> = walks
+            .iter()
+            .filter_map(|(w, _)| w.prev())
+            .filter(|&p| !exec.contains(p))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        for group in missing.chunks(VERTEX_READ_GROUP) {
+            let held = prevs.memory_bytes();
+            self.stats.hold(held);
+            let buffers = prevs.read_into(&self.file, group, false, &self.layout)?;
+            self.stats.release(held);
+            self.stats.hold(buffers);
+            self.stats.release(buffers);
+        }
+        self.stats.vertex_loads += missing.len() as u64;
+        Ok(prevs)
     }
 
     /// Moves one walk; returns the steps it took.
@@ -879,6 +974,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     fn walk<X: Adjacency + Contains>(
         &self,
         exec: &X,
+        prevs: &Vertices,
         walk: W,
         mut vertex: u32,
         one_step: bool,
@@ -893,6 +989,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let mut hop = self.word.hop(word);
         let mut compact = KeyedRng::new(self.config.seed, batch, index);
         let mut steps = 0;
+        let mut prev = walk.prev();
         loop {
             #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
             let visit = Visit {
@@ -914,24 +1011,35 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 }
                 None => &mut compact,
             };
-            match step(
+            let came_from = prev.map(|p| Prev {
+                vertex: p,
+                neighbors: if exec.contains(p) {
+                    exec.neighbors(p)
+                } else {
+                    prevs.neighbors(p)
+                },
+            });
+            let (next, next_prev) = match step(
                 &self.spec,
                 exec,
                 self.num_vertices,
                 source_vertex,
                 vertex,
+                came_from,
                 rng,
             ) {
                 Step::Stop => return steps,
-                Step::Move(next) => {
-                    steps += 1;
-                    hop += 1;
-                    vertex = next;
-                    if one_step || !exec.contains(vertex) {
-                        moved.push((walk.with_word(self.word.encode(source, 0, hop)), vertex));
-                        return steps;
-                    }
-                }
+                Step::Move(next) => (next, Some(vertex)),
+                Step::Teleport(next) => (next, None),
+            };
+            steps += 1;
+            hop += 1;
+            vertex = next;
+            prev = next_prev;
+            if one_step || !exec.contains(vertex) {
+                let word = self.word.encode(source, 0, hop);
+                moved.push((walk.with_word(word).with_prev(prev), vertex));
+                return steps;
             }
         }
     }

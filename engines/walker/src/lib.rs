@@ -28,7 +28,7 @@ pub mod spec;
 
 pub use app::{Visit, WalkApp};
 pub use engine::{run, run_with_progress, Config, IoMode, Mode, Progress, Report};
-pub use spec::{DeadEnd, Kind, Starts, WalkSpec};
+pub use spec::{DeadEnd, Kind, Node2Vec, Starts, WalkSpec};
 
 /// Everything that can go wrong in a walk run.
 #[derive(Debug, thiserror::Error)]

@@ -100,6 +100,18 @@ pub enum Kind {
     Weighted,
 }
 
+/// Node2Vec's second-order bias: after moving `t -> v`, a neighbour `x` of
+/// `v` is taken with weight `1/p` if `x == t`, `1` if `x` is a neighbour of
+/// `t`, and `1/q` otherwise (times its edge weight for weighted walks),
+/// sampled by rejection as the paper's Algorithm 1 does.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Node2Vec {
+    /// Return parameter.
+    pub p: f64,
+    /// In-out parameter.
+    pub q: f64,
+}
+
 /// Everything that decides a walk's path, except the graph and the seed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WalkSpec {
@@ -114,6 +126,8 @@ pub struct WalkSpec {
     pub restart_probability: f64,
     /// How neighbours are chosen.
     pub kind: Kind,
+    /// Node2Vec's second-order bias on top of `kind`, if any.
+    pub node2vec: Option<Node2Vec>,
     /// What happens at a vertex without out-edges.
     pub dead_end: DeadEnd,
 }
@@ -129,50 +143,89 @@ pub trait Adjacency {
 /// Where one step takes a walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// To this vertex.
+    /// Along an edge to this vertex.
     Move(u32),
+    /// To this vertex without an edge (a restart or a jump): there is no
+    /// previous vertex for a second-order walk.
+    Teleport(u32),
     /// Nowhere: the walk ends where it is.
     Stop,
 }
 
-/// Draws one step of a walk at `v` with source `source`. Draws, in order:
-/// the stop chance, the restart chance, then the neighbour (or the jump
-/// target at a dead end).
+/// The vertex a second-order walk came from, and its out-neighbours.
+#[derive(Clone, Copy, Debug)]
+pub struct Prev<'a> {
+    /// The previous vertex.
+    pub vertex: u32,
+    /// Its out-neighbours, sorted.
+    pub neighbors: &'a [u32],
+}
+
+/// Draws one step of a walk at `v` with source `source` (and previous
+/// vertex `prev`, for Node2Vec). Draws, in order: the stop chance, the
+/// restart chance, then the neighbour (Node2Vec: candidate and acceptance,
+/// repeated until accepted), or the jump target at a dead end.
 pub fn step(
     spec: &WalkSpec,
     adjacency: &impl Adjacency,
     num_vertices: u32,
     source: u32,
     v: u32,
+    prev: Option<Prev<'_>>,
     rng: &mut KeyedRng,
 ) -> Step {
     if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
         return Step::Stop;
     }
     if spec.restart_probability > 0.0 && rng.chance(spec.restart_probability) {
-        return Step::Move(source);
+        return Step::Teleport(source);
     }
     let neighbors = adjacency.neighbors(v);
     if neighbors.is_empty() {
         return match spec.dead_end {
             DeadEnd::Stop => Step::Stop,
-            DeadEnd::Restart => Step::Move(source),
-            DeadEnd::Jump => Step::Move(narrow(rng.below(u64::from(num_vertices)))),
+            DeadEnd::Restart => Step::Teleport(source),
+            DeadEnd::Jump => Step::Teleport(narrow(rng.below(u64::from(num_vertices)))),
         };
     }
-    let i = match spec.kind {
-        Kind::Unbiased => narrow_usize(rng.below(neighbors.len() as u64)),
+    let (Some(bias), Some(prev)) = (spec.node2vec, prev) else {
+        return Step::Move(neighbors[candidate(spec.kind, adjacency, v, neighbors.len(), rng)]);
+    };
+    let (return_weight, out_weight) = (1.0 / bias.p, 1.0 / bias.q);
+    let bound = return_weight.max(1.0).max(out_weight);
+    loop {
+        let x = neighbors[candidate(spec.kind, adjacency, v, neighbors.len(), rng)];
+        let weight = if x == prev.vertex {
+            return_weight
+        } else if prev.neighbors.binary_search(&x).is_ok() {
+            1.0
+        } else {
+            out_weight
+        };
+        if rng.unit() * bound < weight {
+            return Step::Move(x);
+        }
+    }
+}
+
+/// Index of a neighbour of `v` (of `degree > 0`), uniform or by weight.
+fn candidate(
+    kind: Kind,
+    adjacency: &impl Adjacency,
+    v: u32,
+    degree: usize,
+    rng: &mut KeyedRng,
+) -> usize {
+    match kind {
+        Kind::Unbiased => narrow_usize(rng.below(degree as u64)),
         Kind::Weighted => {
             let cumulative = adjacency.cumulative_weights(v);
             let total = cumulative[cumulative.len() - 1];
             #[allow(clippy::cast_possible_truncation)] // A draw in [0, total) of an f32 total.
             let r = (rng.unit() * f64::from(total)) as f32;
-            cumulative
-                .partition_point(|&c| c <= r)
-                .min(neighbors.len() - 1)
+            cumulative.partition_point(|&c| c <= r).min(degree - 1)
         }
-    };
-    Step::Move(neighbors[i])
+    }
 }
 
 fn narrow(x: u64) -> u32 {

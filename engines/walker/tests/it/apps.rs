@@ -415,6 +415,7 @@ fn vertex_reads_walk_like_memory() {
                 length: 8,
                 stop_probability: 0.1,
                 restart_probability: 0.0,
+                node2vec: None,
                 kind: if weighted {
                     quiver_walker::Kind::Weighted
                 } else {

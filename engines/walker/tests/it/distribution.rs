@@ -31,6 +31,7 @@ impl EndPoints {
                 stop_probability: 0.0,
                 restart_probability: 0.0,
                 kind: Kind::Unbiased,
+                node2vec: None,
                 dead_end: DeadEnd::Stop,
             },
             counts: (0..num_vertices).map(|_| AtomicU64::new(0)).collect(),
@@ -337,5 +338,82 @@ fn weighted_first_steps_follow_the_weights() {
                 "{name}: leaf {leaf} took {got:.4} of first steps, weight share {p} +- {tol:.4}"
             );
         }
+    }
+}
+
+/// Node2Vec's second-order step: after 0 -> 1, the next vertex is 0 (return,
+/// weight 1/p), 2 (a neighbour of 0, weight 1) or 3 (farther, weight 1/q).
+/// With p = 0.5 and q = 2 the odds are 2 : 1 : 0.5, i.e. 4/7, 2/7, 1/7.
+#[test]
+fn node2vec_second_steps_follow_the_biased_odds() {
+    use quiver_walker::Node2Vec;
+
+    let edges = [
+        (0, 1, 1.0),
+        (0, 2, 1.0),
+        (1, 0, 1.0),
+        (1, 2, 1.0),
+        (1, 3, 1.0),
+        (2, 0, 1.0),
+        (3, 1, 1.0),
+    ];
+    let graph = quiver_csr::Graph::from_edges(4, &edges, false, false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::write(dir.path(), &graph);
+    let walks = 100_000u64;
+    let app = crate::Recorder(WalkSpec {
+        starts: Starts::Sources {
+            sources: vec![0],
+            walks_per_source: walks,
+        },
+        length: 2,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Unbiased,
+        node2vec: Some(Node2Vec { p: 0.5, q: 2.0 }),
+        dead_end: quiver_walker::DeadEnd::Stop,
+    });
+    // Memory, and out of core with one vertex per block so the previous
+    // vertex is always read on its own.
+    for (mode, block_size) in [(Mode::Memory, None), (Mode::GraphWalker, Some(16))] {
+        let config = Config {
+            mode,
+            block_size,
+            adaptive: false,
+            vertex_threshold: 0,
+            mem_budget: 1 << 20,
+            work_dir: dir.path().to_owned(),
+            ..Config::default()
+        };
+        let report = run(&path, &config, &app).unwrap();
+        let mut at_hop1 = vec![0u32; walks as usize];
+        let mut counts = [0f64; 4];
+        for &(id, hop, v) in &report.result {
+            if hop == 1 {
+                at_hop1[id as usize] = v;
+            }
+        }
+        for &(id, hop, v) in &report.result {
+            if hop == 2 && at_hop1[id as usize] == 1 {
+                counts[v as usize] += 1.0;
+            }
+        }
+        let n: f64 = counts.iter().sum();
+        assert!(
+            n > 0.45 * walks as f64,
+            "about half the walks go 0 -> 1 first ({n})"
+        );
+        for (v, expected) in [(0, 4.0 / 7.0), (2, 2.0 / 7.0), (3, 1.0 / 7.0)] {
+            let tolerance = 5.0 * (expected * (1.0 - expected) / n).sqrt();
+            let got = counts[v] / n;
+            assert!(
+                (got - expected).abs() < tolerance,
+                "{mode:?}: P(1 -> {v} | came from 0) = {got}, expected {expected} +- {tolerance}"
+            );
+        }
+        assert!(
+            report.vertex_loads > 0 || mode == Mode::Memory,
+            "previous vertices were read on their own"
+        );
     }
 }

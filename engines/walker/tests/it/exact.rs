@@ -2,7 +2,7 @@
 //! produces the same walks as the in-memory reference; nothing is lost.
 
 use proptest::prelude::*;
-use quiver_walker::{run, Config, DeadEnd, IoMode, Kind, Mode, Starts, WalkSpec};
+use quiver_walker::{run, Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, Starts, WalkSpec};
 
 use crate::{arb_graph, write, Recorder};
 
@@ -26,15 +26,19 @@ fn arb_spec(n_hint: u32) -> impl Strategy<Value = WalkSpec> {
             Just(DeadEnd::Restart),
             Just(DeadEnd::Jump)
         ],
+        prop::option::of((0.25f64..4.0, 0.25f64..4.0)),
     )
         .prop_map(
-            |(starts, length, stop_probability, restart_probability, dead_end)| WalkSpec {
-                starts,
-                length,
-                stop_probability,
-                restart_probability,
-                kind: Kind::Unbiased,
-                dead_end,
+            |(starts, length, stop_probability, restart_probability, dead_end, node2vec)| {
+                WalkSpec {
+                    starts,
+                    length,
+                    stop_probability,
+                    restart_probability,
+                    kind: Kind::Unbiased,
+                    node2vec: node2vec.map(|(p, q)| Node2Vec { p, q }),
+                    dead_end,
+                }
             },
         )
 }
