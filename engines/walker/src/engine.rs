@@ -609,6 +609,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.push(&mut pools, walk)?;
         }
         self.stats.hold(pool_reserve);
+        tracing::info!(
+            blocks = self.blocks.len(),
+            block_size = self.block_size,
+            pool_bytes = pool_reserve,
+            batch_walks = budget.batch_walks,
+            cache_bytes = budget.cache,
+            "walks started"
+        );
         let mut state = self.app.new_state();
         match self.config.mode {
             Mode::Iteration => self.iterate(&mut pools, &mut state, &budget)?,
@@ -686,6 +694,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let block = self.blocks.get(quiver_csr::BlockId(b as u32)).clone();
         let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
         self.stats.blocks_loaded += 1;
+        tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loaded a block");
         Ok(Arc::new(loaded))
     }
 
