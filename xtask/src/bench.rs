@@ -1,5 +1,6 @@
 //! `cargo xtask bench`: end-to-end comparisons, engine against baseline, run
 //! as child processes of release builds, each writing `target/bench/<name>.json`.
+//! `walker` (in [`walker`]) also writes `target/bench/walker.svg`.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -32,12 +33,22 @@ pub struct BenchArgs {
     /// io: random 4 KiB reads per run (bench-io's default if omitted).
     #[arg(long)]
     rand_reads: Option<u32>,
-    /// ingest: R-MAT scale of the generated graph (2^scale vertices, 16 edges per vertex).
+    /// ingest, walker: R-MAT scale of the generated graph (2^scale vertices, 16 edges per vertex).
     #[arg(long, default_value_t = 22)]
     scale: u32,
     /// ingest: memory budget of the conversion (--mem of quiver convert).
     #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
     mem: u64,
+    /// walker: walks of the length-80 raw workload, as a share of |V| (0 < share <= 1).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_share)]
+    l80_share: f64,
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("{text:?} is not a share in (0, 1]")),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -46,7 +57,9 @@ enum Which {
     Io,
     /// Edge-list conversion with the release driver: throughput, peak memory.
     Ingest,
-    /// Both.
+    /// The walker engine: GraphWalker against iteration out of core, memory mode against dependent reads.
+    Walker,
+    /// All of them.
     All,
 }
 
@@ -56,6 +69,8 @@ macro_rules! argv {
         [$(OsString::from($arg)),*]
     };
 }
+
+mod walker;
 
 const EDGE_FACTOR: u32 = 16;
 const SEED: u32 = 1;
@@ -74,6 +89,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if matches!(args.which, Which::Ingest | Which::All) {
         let report = ingest(&bins, &data, args)?;
         write_json(&out.join("ingest.json"), &report)?;
+    }
+    if matches!(args.which, Which::Walker | Which::All) {
+        let report = walker::walker(&bins, &data, &out, args)?;
+        write_json(&out.join("walker.json"), &report)?;
     }
     let table = report::regenerate(&out)?;
     println!("{table}");
@@ -108,12 +127,13 @@ fn target_dir(root: &Path) -> Result<PathBuf> {
 struct Bins {
     quiver: PathBuf,
     bench_io: PathBuf,
+    bench_latency: PathBuf,
 }
 
 /// Builds the driver and quiver-benches' binaries with `--release` and
 /// returns where cargo put them.
 fn build(root: &Path) -> Result<Bins> {
-    eprintln!("xtask: building the release binaries (quiver, bench-io)");
+    eprintln!("xtask: building the release binaries (quiver, bench-io, bench-latency)");
     let out = cargo()
         .args([
             "build",
@@ -154,6 +174,7 @@ fn build(root: &Path) -> Result<Bins> {
     Ok(Bins {
         quiver: take("quiver")?,
         bench_io: take("bench-io")?,
+        bench_latency: take("bench-latency")?,
     })
 }
 

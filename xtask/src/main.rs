@@ -1,12 +1,14 @@
 //! `cargo xtask`: Quiver's developer tasks, in Rust so they run wherever
 //! cargo does. `ci` runs the CI gates exactly as CI does; `bench` builds the
 //! release binaries, runs the end-to-end benchmarks against their baselines
-//! and writes JSON, a Markdown summary and an SVG chart to `target/bench/`.
+//! (`io`, `ingest`, `walker`) and writes JSON, a Markdown summary and SVG
+//! charts to `target/bench/`.
 //!
 //! Invariants: xtask drives other programs (`bash .ci/run`, `cargo`, the
-//! driver, `bench-io`) as child processes and links no workspace crate, so
-//! it builds in seconds and measures exactly what users run. Exit codes: 0
-//! success, 1 failure, 2 bad usage; `ci` passes on the exit code of `.ci/run`.
+//! driver, `bench-io`, `bench-latency`) as child processes and links no
+//! workspace crate, so it builds in seconds and measures exactly what users
+//! run. Exit codes: 0 success, 1 failure, 2 bad usage; `ci` passes on the
+//! exit code of `.ci/run`.
 
 #![forbid(unsafe_code)]
 
@@ -26,7 +28,8 @@ use clap::{Parser, Subcommand};
   cargo xtask ci
   cargo xtask bench
   cargo xtask bench io --size 256MiB --reps 3
-  cargo xtask bench ingest --scale 16")]
+  cargo xtask bench ingest --scale 16
+  cargo xtask bench walker --scale 16")]
 struct Cli {
     #[command(subcommand)]
     task: Task,

@@ -1045,6 +1045,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             hop += 1;
             vertex = next;
             prev = next_prev;
+            if hop == u64::from(self.spec.length) && !exec.contains(vertex) {
+                // The last position needs no adjacency list: record it now
+                // rather than file the walk for a load of its block.
+                #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+                let last = Visit {
+                    walk: walk.id(),
+                    source,
+                    source_vertex,
+                    vertex,
+                    hop: hop as u32,
+                };
+                self.app.visit(state, &last);
+                return steps;
+            }
             if one_step || !exec.contains(vertex) {
                 let word = self.word.encode(source, 0, hop);
                 moved.push((walk.with_word(word).with_prev(prev), vertex));
