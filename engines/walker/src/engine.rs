@@ -243,6 +243,37 @@ impl PooledWalk for ExactWalk {
     }
 }
 
+/// Blocks kept in memory between loads.
+#[derive(Default)]
+struct Cache {
+    blocks: HashMap<usize, Arc<LoadedBlock>>,
+    bytes: u64,
+}
+
+impl Cache {
+    /// Evicts the cached blocks with the fewest waiting walks (never those
+    /// in `keep`) until at most `limit` bytes are cached or nothing else can
+    /// go. Returns the bytes freed.
+    fn shrink_to<W: WalkWord>(&mut self, limit: u64, pools: &WalkPools<W>, keep: &[usize]) -> u64 {
+        let mut freed = 0;
+        while self.bytes > limit {
+            let Some(victim) = self
+                .blocks
+                .keys()
+                .copied()
+                .filter(|c| !keep.contains(c))
+                .min_by_key(|&c| (pools.count(c), c))
+            else {
+                break;
+            };
+            let evicted = self.blocks.remove(&victim).expect("victim is cached");
+            self.bytes -= evicted.memory_bytes();
+            freed += evicted.memory_bytes();
+        }
+        freed
+    }
+}
+
 /// How the memory budget is shared out.
 struct Budget {
     /// Walks taken out of the pools at once.
@@ -306,7 +337,7 @@ type InFlight<W> = (W, u32);
 const VERTEX_READ_BYTES: u64 = 4 * 2 * quiver_io::ALIGN as u64;
 
 /// Vertices whose lists are read at once in a vertex pass.
-const VERTEX_READ_GROUP: usize = 256;
+const VERTEX_READ_GROUP: usize = 64;
 
 /// Walks per unit of parallel work; fixed so results do not depend on the
 /// number of threads.
@@ -768,8 +799,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         state: &mut A::State,
         budget: &Budget,
     ) -> Result<()> {
-        let mut cache: HashMap<usize, Arc<LoadedBlock>> = HashMap::new();
-        let mut cached_bytes = 0u64;
+        let mut cache = Cache::default();
         let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
         while pools.total() > 0 {
             if pools.total() <= self.config.vertex_threshold {
@@ -780,11 +810,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     .filter(|&b| pools.count(b) > 0)
                     .filter(|&b| {
                         pools.count(b) * VERTEX_READ_BYTES < self.block_bytes(b)
-                            || cache.contains_key(&b)
+                            || cache.blocks.contains_key(&b)
                     })
                     .collect();
                 if !candidates.is_empty() {
-                    self.vertex_pass(pools, state, &cache, budget, &candidates)?;
+                    self.vertex_pass(pools, state, &mut cache, budget, &candidates)?;
                     continue;
                 }
             }
@@ -811,30 +841,19 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
             let mut loaded = Vec::with_capacity(group.len());
             for &g in &group {
-                if let Some(block) = cache.get(&g) {
+                if let Some(block) = cache.blocks.get(&g) {
                     self.stats.cache_hits += 1;
                     loaded.push(Arc::clone(block));
                     continue;
                 }
                 // Make room first, so memory never holds more than the budget.
                 let need = self.block_memory(g);
-                while cached_bytes + need > budget.cache {
-                    let Some(victim) = cache
-                        .keys()
-                        .copied()
-                        .filter(|c| !group.contains(c))
-                        .min_by_key(|&c| (pools.count(c), c))
-                    else {
-                        break;
-                    };
-                    let evicted = cache.remove(&victim).expect("victim is cached");
-                    cached_bytes -= evicted.memory_bytes();
-                    self.stats.release(evicted.memory_bytes());
-                }
+                let freed = cache.shrink_to(budget.cache.saturating_sub(need), pools, &group);
+                self.stats.release(freed);
                 let block = self.load(g)?;
-                cached_bytes += block.memory_bytes();
+                cache.bytes += block.memory_bytes();
                 self.stats.hold(block.memory_bytes());
-                cache.insert(g, Arc::clone(&block));
+                cache.blocks.insert(g, Arc::clone(&block));
                 loaded.push(block);
             }
             let exec = Executing::new(loaded);
@@ -856,7 +875,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         &mut self,
         pools: &mut WalkPools<W>,
         state: &mut A::State,
-        cache: &HashMap<usize, Arc<LoadedBlock>>,
+        cache: &mut Cache,
         budget: &Budget,
         candidates: &[usize],
     ) -> Result<()> {
@@ -874,18 +893,30 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let block_of = |v: u32| self.blocks.find(v).0 as usize;
         let (cached, missing): (Vec<u32>, Vec<u32>) = distinct
             .into_iter()
-            .partition(|&v| cache.contains_key(&block_of(v)));
+            .partition(|&v| cache.blocks.contains_key(&block_of(v)));
         let mut vertices = Vertices::default();
-        // Read in groups so the aligned I/O buffers stay small.
+        for v in cached {
+            vertices.insert_from(cache.blocks[&block_of(v)].as_ref(), v, self.weighted);
+        }
+        // The walks in flight will need their share once they move.
+        let walk_bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        // Read in groups so the aligned I/O buffers stay small, making room
+        // in the block cache for the lists read so far and the next group.
         for group in missing.chunks(VERTEX_READ_GROUP) {
+            let need =
+                vertices.memory_bytes() + walk_bytes + (group.len() * 2 * quiver_io::ALIGN) as u64;
+            let others = self.stats.mem_now - cache.bytes;
+            let freed = cache.shrink_to(
+                self.config.mem_budget.saturating_sub(others + need),
+                pools,
+                &[],
+            );
+            self.stats.release(freed);
             let held = vertices.memory_bytes();
             self.stats.hold(held);
             let buffers = vertices.read_into(&self.file, group, self.weighted, &self.layout)?;
             self.stats.hold(buffers);
             self.stats.release(buffers + held);
-        }
-        for v in cached {
-            vertices.insert_from(cache[&block_of(v)].as_ref(), v, self.weighted);
         }
         self.stats.vertex_loads += missing.len() as u64;
         let bytes = vertices.memory_bytes();
@@ -1045,7 +1076,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             hop += 1;
             vertex = next;
             prev = next_prev;
-            if hop == u64::from(self.spec.length) && !exec.contains(vertex) {
+            if hop == u64::from(self.spec.length) && (one_step || !exec.contains(vertex)) {
                 // The last position needs no adjacency list: record it now
                 // rather than file the walk for a load of its block.
                 #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
