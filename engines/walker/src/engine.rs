@@ -243,14 +243,14 @@ impl PooledWalk for ExactWalk {
     }
 }
 
-/// Blocks kept in memory between loads.
+/// Whole blocks kept in memory between loads.
 #[derive(Default)]
-struct Cache {
-    blocks: HashMap<usize, Arc<LoadedBlock>>,
+struct BlockCache {
+    map: HashMap<usize, Arc<LoadedBlock>>,
     bytes: u64,
 }
 
-impl Cache {
+impl BlockCache {
     /// Evicts the cached blocks with the fewest waiting walks (never those
     /// in `keep`) until at most `limit` bytes are cached or nothing else can
     /// go. Returns the bytes freed.
@@ -258,7 +258,7 @@ impl Cache {
         let mut freed = 0;
         while self.bytes > limit {
             let Some(victim) = self
-                .blocks
+                .map
                 .keys()
                 .copied()
                 .filter(|c| !keep.contains(c))
@@ -266,11 +266,39 @@ impl Cache {
             else {
                 break;
             };
-            let evicted = self.blocks.remove(&victim).expect("victim is cached");
+            let evicted = self.map.remove(&victim).expect("victim is cached");
             self.bytes -= evicted.memory_bytes();
             freed += evicted.memory_bytes();
         }
         freed
+    }
+}
+
+/// Graph data kept in memory between loads: whole blocks, and adjacency
+/// lists read vertex by vertex (dropped first when room is needed, since
+/// they are the cheapest to read again).
+#[derive(Default)]
+struct Cache {
+    blocks: BlockCache,
+    lists: Vertices,
+}
+
+impl Cache {
+    /// Bytes held in all.
+    fn total(&self) -> u64 {
+        self.blocks.bytes + self.lists.memory_bytes()
+    }
+
+    /// Drops the vertex lists, then evicts blocks (never those in `keep`),
+    /// until at most `limit` bytes are held or nothing else can go. Returns
+    /// the bytes freed.
+    fn shrink_to<W: WalkWord>(&mut self, limit: u64, pools: &WalkPools<W>, keep: &[usize]) -> u64 {
+        let mut freed = 0;
+        if self.total() > limit {
+            freed += self.lists.memory_bytes();
+            self.lists.clear();
+        }
+        freed + self.blocks.shrink_to(limit, pools, keep)
     }
 }
 
@@ -810,7 +838,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     .filter(|&b| pools.count(b) > 0)
                     .filter(|&b| {
                         pools.count(b) * VERTEX_READ_BYTES < self.block_bytes(b)
-                            || cache.blocks.contains_key(&b)
+                            || cache.blocks.map.contains_key(&b)
                     })
                     .collect();
                 if !candidates.is_empty() {
@@ -841,7 +869,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
             let mut loaded = Vec::with_capacity(group.len());
             for &g in &group {
-                if let Some(block) = cache.blocks.get(&g) {
+                if let Some(block) = cache.blocks.map.get(&g) {
                     self.stats.cache_hits += 1;
                     loaded.push(Arc::clone(block));
                     continue;
@@ -849,11 +877,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 // Make room first, so memory never holds more than the budget.
                 let need = self.block_memory(g);
                 let freed = cache.shrink_to(budget.cache.saturating_sub(need), pools, &group);
+                // (shrink_to counts lists and blocks alike.)
                 self.stats.release(freed);
                 let block = self.load(g)?;
-                cache.bytes += block.memory_bytes();
+                cache.blocks.bytes += block.memory_bytes();
                 self.stats.hold(block.memory_bytes());
-                cache.blocks.insert(g, Arc::clone(&block));
+                cache.blocks.map.insert(g, Arc::clone(&block));
                 loaded.push(block);
             }
             let exec = Executing::new(loaded);
@@ -891,38 +920,53 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         distinct.sort_unstable();
         distinct.dedup();
         let block_of = |v: u32| self.blocks.find(v).0 as usize;
-        let (cached, missing): (Vec<u32>, Vec<u32>) = distinct
-            .into_iter()
-            .partition(|&v| cache.blocks.contains_key(&block_of(v)));
-        let mut vertices = Vertices::default();
-        for v in cached {
-            vertices.insert_from(cache.blocks[&block_of(v)].as_ref(), v, self.weighted);
+        // Lists kept from earlier passes may take at most half the cache.
+        if cache.lists.memory_bytes() > budget.cache / 2 {
+            self.stats.release(cache.lists.memory_bytes());
+            cache.lists.clear();
         }
+        let before = cache.lists.memory_bytes();
+        let mut missing = Vec::new();
+        distinct.retain(|&v| !cache.lists.has(v));
+        for v in distinct {
+            match cache.blocks.map.get(&block_of(v)) {
+                Some(block) => cache.lists.insert_from(block.as_ref(), v, self.weighted),
+                None => missing.push(v),
+            }
+        }
+        self.stats.hold(cache.lists.memory_bytes() - before);
         // The walks in flight will need their share once they move.
         let walk_bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        let (file, layout, weighted, mem_budget) = (
+            &self.file,
+            &self.layout,
+            self.weighted,
+            self.config.mem_budget,
+        );
+        let stats = &mut self.stats;
         // Read in groups so the aligned I/O buffers stay small, making room
-        // in the block cache for the lists read so far and the next group.
+        // (by evicting cached data) first for a group's offsets pages, then,
+        // with the degrees known, for its lists.
         for group in missing.chunks(VERTEX_READ_GROUP) {
-            let need =
-                vertices.memory_bytes() + walk_bytes + (group.len() * 2 * quiver_io::ALIGN) as u64;
-            let others = self.stats.mem_now - cache.bytes;
-            let freed = cache.shrink_to(
-                self.config.mem_budget.saturating_sub(others + need),
-                pools,
-                &[],
-            );
-            self.stats.release(freed);
-            let held = vertices.memory_bytes();
-            self.stats.hold(held);
-            let buffers = vertices.read_into(&self.file, group, self.weighted, &self.layout)?;
-            self.stats.hold(buffers);
-            self.stats.release(buffers + held);
+            // This pass's lists stay; only blocks make room now.
+            let lists = cache.lists.memory_bytes();
+            let blocks = &mut cache.blocks;
+            let mut make_room = |need: u64| {
+                let others = stats.mem_now - blocks.bytes;
+                let limit = mem_budget.saturating_sub(others + walk_bytes + need);
+                let freed = blocks.shrink_to(limit, pools, &[]);
+                stats.release(freed);
+            };
+            make_room((group.len() * 2 * quiver_io::ALIGN) as u64);
+            let buffers = cache
+                .lists
+                .read_into(file, group, weighted, layout, &mut make_room)?;
+            stats.hold(buffers);
+            stats.release(buffers);
+            stats.hold(cache.lists.memory_bytes() - lists);
         }
         self.stats.vertex_loads += missing.len() as u64;
-        let bytes = vertices.memory_bytes();
-        self.stats.hold(bytes);
-        self.advance_and_file(pools, state, &vertices, walks, true)?;
-        self.stats.release(bytes);
+        self.advance_and_file(pools, state, &cache.lists, walks, true)?;
         Ok(())
     }
 
@@ -1000,7 +1044,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         for group in missing.chunks(VERTEX_READ_GROUP) {
             let held = prevs.memory_bytes();
             self.stats.hold(held);
-            let buffers = prevs.read_into(&self.file, group, false, &self.layout)?;
+            let buffers = prevs.read_into(&self.file, group, false, &self.layout, &mut |_| {})?;
             self.stats.release(held);
             self.stats.hold(buffers);
             self.stats.release(buffers);

@@ -190,6 +190,7 @@ impl Vertices {
         vertices: &[u32],
         weighted: bool,
         layout: &Layout,
+        make_room: &mut dyn FnMut(u64),
     ) -> Result<u64> {
         let io = |source| Error::Io {
             path: file.path().to_owned(),
@@ -227,6 +228,9 @@ impl Vertices {
             })
             .collect();
         drop(offset_bufs);
+        // Now that the degrees are known, say what the lists will take.
+        let edge_bytes: u64 = edges.iter().map(|&(a, b)| (b - a) * 4).sum();
+        make_room((2 + u64::from(weighted) * 2) * edge_bytes + (vertices.len() * 2) as u64 * page);
         let sections = if weighted {
             vec![layout.targets.offset, layout.weights.offset]
         } else {
@@ -287,6 +291,16 @@ impl Vertices {
         };
         self.lists
             .insert(v, (adjacency.neighbors(v).to_vec(), cumulative));
+    }
+
+    /// Whether `v`'s list is held.
+    pub fn has(&self, v: u32) -> bool {
+        self.lists.contains_key(&v)
+    }
+
+    /// Drops every list.
+    pub fn clear(&mut self) {
+        self.lists = HashMap::new();
     }
 
     /// Bytes held.
