@@ -173,3 +173,100 @@ fn demo_runs_with_no_arguments() {
     assert_eq!(report["round_trip_identical"], true);
     assert_eq!(report["vertices"], 1024);
 }
+
+#[test]
+fn walk_reports_counts_and_the_top_vertices() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("grid.qcsr");
+    json(&quiver(&[
+        "generate",
+        "grid",
+        "--rows",
+        "30",
+        "--cols",
+        "30",
+        "--undirected",
+        "--json",
+        "-o",
+        path(&g),
+    ]));
+    let work = path(dir.path());
+    let report = json(&quiver(&[
+        "walk",
+        "ppr",
+        path(&g),
+        "--source",
+        "0",
+        "--walks",
+        "500",
+        "--mem",
+        "1MiB",
+        "--block-size",
+        "8KiB",
+        "--work-dir",
+        work,
+        "--json",
+    ]));
+    for field in [
+        "steps",
+        "blocks_loaded",
+        "bytes_read",
+        "bytes_written",
+        "wall_ns",
+        "peak_mem_bytes",
+    ] {
+        assert!(report[field].is_u64(), "--json lacks {field}: {report}");
+    }
+    assert!(report["peak_mem_bytes"].as_u64() <= Some(1 << 20));
+    let top = report["result"]["top"].as_array().unwrap();
+    assert_eq!(top[0]["vertex"], 0, "the source is the most visited vertex");
+    assert!(top[0]["visits"].as_u64() >= Some(500));
+    let exact = |mode: &str| {
+        json(&quiver(&[
+            "walk",
+            "raw",
+            path(&g),
+            "--walks",
+            "300",
+            "--length",
+            "8",
+            "--exact",
+            "--mode",
+            mode,
+            "--mem",
+            "1MiB",
+            "--block-size",
+            "8KiB",
+            "--work-dir",
+            work,
+            "--json",
+        ]))
+    };
+    assert_eq!(
+        exact("memory")["steps"],
+        exact("graphwalker")["steps"],
+        "exact mode walks identically"
+    );
+    assert_eq!(exact("memory")["steps"], exact("iteration")["steps"]);
+    let out = quiver(&[
+        "walk",
+        "ppr",
+        path(&g),
+        "--source",
+        "5000",
+        "--work-dir",
+        work,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an out-of-range source is a usage error"
+    );
+    assert!(
+        stderr(&out).contains("source vertex 5000 is out of range"),
+        "{}",
+        stderr(&out)
+    );
+    let out = quiver(&["walk", "ppr", path(&g), "--source", "0", "--mem", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}

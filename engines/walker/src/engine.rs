@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use quiver_csr::{Blocks, Graph};
-use quiver_io::{BackendChoice, ReadFile, ReadOptions};
+use quiver_io::{AlignedBuf, BackendChoice, ReadFile, ReadOptions, ReadRequest};
 use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools, WalkWord};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -364,8 +364,9 @@ type InFlight<W> = (W, u32);
 /// inside a loaded block.
 const VERTEX_READ_BYTES: u64 = 4 * 2 * quiver_io::ALIGN as u64;
 
-/// Vertices whose lists are read at once in a vertex pass.
-const VERTEX_READ_GROUP: usize = 64;
+/// Most vertices whose lists are read at once in a vertex pass (fewer when
+/// the budget is small: see `read_group`).
+const VERTEX_READ_GROUP: usize = 256;
 
 /// Walks per unit of parallel work; fixed so results do not depend on the
 /// number of threads.
@@ -386,6 +387,10 @@ struct Engine<'a, A: WalkApp, W> {
     word: WalkLayout,
     started: Instant,
     stats: Stats,
+    /// The whole offsets section, once vertex passes begin and if it takes
+    /// at most half of the cache: single-vertex reads then need only
+    /// their targets.
+    offsets: Option<AlignedBuf>,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -520,6 +525,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             word,
             started: Instant::now(),
             stats: Stats::default(),
+            offsets: None,
             _walk: std::marker::PhantomData,
         })
     }
@@ -718,6 +724,48 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .collect())
     }
 
+    /// Bytes of the offsets held in memory.
+    fn offsets_bytes(&self) -> u64 {
+        self.offsets.as_ref().map_or(0, |b| b.capacity() as u64)
+    }
+
+    /// Reads the whole offsets section if it takes at most half of the
+    /// cache, making room for it first.
+    fn load_offsets(
+        &mut self,
+        cache: &mut Cache,
+        pools: &WalkPools<W>,
+        budget: &Budget,
+    ) -> Result<()> {
+        let bytes = quiver_io::align_up(self.layout.offsets.len);
+        if self.offsets.is_some() || bytes > budget.cache / 2 {
+            return Ok(());
+        }
+        let freed = cache.shrink_to(budget.cache - bytes, pools, &[]);
+        self.stats.release(freed);
+        let mut buf = AlignedBuf::zeroed(usize::try_from(bytes).expect("the offsets fit memory"));
+        const CHUNK_BYTES: usize = 8 << 20;
+        let base = self.layout.offsets.offset;
+        let mut requests: Vec<ReadRequest<'_>> = buf
+            .chunks_mut(CHUNK_BYTES)
+            .enumerate()
+            .map(|(i, chunk)| ReadRequest {
+                offset: base + (i * CHUNK_BYTES) as u64,
+                buf: chunk,
+            })
+            .collect();
+        self.file
+            .read_batch(&mut requests)
+            .map_err(|source| Error::Io {
+                path: self.file.path().to_owned(),
+                source,
+            })?;
+        drop(requests);
+        self.stats.hold(buf.capacity() as u64);
+        self.offsets = Some(buf);
+        Ok(())
+    }
+
     fn adaptive(&self) -> bool {
         self.config.adaptive && self.config.mode == Mode::GraphWalker
     }
@@ -876,7 +924,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 }
                 // Make room first, so memory never holds more than the budget.
                 let need = self.block_memory(g);
-                let freed = cache.shrink_to(budget.cache.saturating_sub(need), pools, &group);
+                let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
+                let freed = cache.shrink_to(limit, pools, &group);
                 // (shrink_to counts lists and blocks alike.)
                 self.stats.release(freed);
                 let block = self.load(g)?;
@@ -919,6 +968,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let mut distinct: Vec<u32> = walks.iter().map(|&(_, v)| v).collect();
         distinct.sort_unstable();
         distinct.dedup();
+        self.load_offsets(cache, pools, budget)?;
         let block_of = |v: u32| self.blocks.find(v).0 as usize;
         // Lists kept from earlier passes may take at most half the cache.
         if cache.lists.memory_bytes() > budget.cache / 2 {
@@ -943,11 +993,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.weighted,
             self.config.mem_budget,
         );
+        let offsets = offsets_in(self.offsets.as_ref(), self.num_vertices);
         let stats = &mut self.stats;
         // Read in groups so the aligned I/O buffers stay small, making room
         // (by evicting cached data) first for a group's offsets pages, then,
         // with the degrees known, for its lists.
-        for group in missing.chunks(VERTEX_READ_GROUP) {
+        // Enough reads in flight to keep the device busy, few enough that a
+        // group's pages take at most an eighth of the cache.
+        let read_group = usize::try_from(budget.cache / 8 / (2 * quiver_io::ALIGN as u64))
+            .unwrap_or(usize::MAX)
+            .clamp(1, VERTEX_READ_GROUP);
+        for group in missing.chunks(read_group) {
             // This pass's lists stay; only blocks make room now.
             let lists = cache.lists.memory_bytes();
             let blocks = &mut cache.blocks;
@@ -958,9 +1014,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 stats.release(freed);
             };
             make_room((group.len() * 2 * quiver_io::ALIGN) as u64);
-            let buffers = cache
-                .lists
-                .read_into(file, group, weighted, layout, &mut make_room)?;
+            let buffers =
+                cache
+                    .lists
+                    .read_into(file, group, weighted, layout, offsets, &mut make_room)?;
             stats.hold(buffers);
             stats.release(buffers);
             stats.hold(cache.lists.memory_bytes() - lists);
@@ -1044,7 +1101,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         for group in missing.chunks(VERTEX_READ_GROUP) {
             let held = prevs.memory_bytes();
             self.stats.hold(held);
-            let buffers = prevs.read_into(&self.file, group, false, &self.layout, &mut |_| {})?;
+            let buffers = prevs.read_into(
+                &self.file,
+                group,
+                false,
+                &self.layout,
+                offsets_in(self.offsets.as_ref(), self.num_vertices),
+                &mut |_| {},
+            )?;
             self.stats.release(held);
             self.stats.hold(buffers);
             self.stats.release(buffers);
@@ -1141,6 +1205,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             }
         }
     }
+}
+
+/// The `|V| + 1` offsets in `buf`, if the section was read. The buffer
+/// starts 4 KiB aligned and holds whole words, so the cast cannot fail.
+fn offsets_in(buf: Option<&AlignedBuf>, num_vertices: u32) -> Option<&[u64]> {
+    let words: &[u64] = bytemuck::cast_slice(&buf?[..]);
+    Some(&words[..usize::try_from(num_vertices).expect("|V| fits usize") + 1])
 }
 
 /// Whether graph data in memory covers a vertex.

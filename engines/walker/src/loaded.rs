@@ -190,6 +190,7 @@ impl Vertices {
         vertices: &[u32],
         weighted: bool,
         layout: &Layout,
+        offsets: Option<&[u64]>,
         make_room: &mut dyn FnMut(u64),
     ) -> Result<u64> {
         let io = |source| Error::Io {
@@ -201,33 +202,51 @@ impl Vertices {
             let offset = start / page * page;
             (offset, quiver_io::align_up(end) - offset)
         };
-        let mut offset_bufs: Vec<(u64, AlignedBuf)> = vertices
-            .iter()
-            .map(|&v| {
-                let start = layout.offsets.offset + u64::from(v) * 8;
-                let (offset, len) = covering(start, start + 16);
-                (offset, AlignedBuf::zeroed(index(len)))
-            })
-            .collect();
-        let mut requests: Vec<ReadRequest<'_>> = offset_bufs
-            .iter_mut()
-            .map(|(offset, buf)| ReadRequest {
-                offset: *offset,
-                buf,
-            })
-            .collect();
-        file.read_batch(&mut requests).map_err(io)?;
-        let offsets_bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
-        let edges: Vec<(u64, u64)> = vertices
-            .iter()
-            .zip(&offset_bufs)
-            .map(|(&v, (offset, buf))| {
-                let words: &[u64] = bytemuck_cast(buf);
-                let i = index((layout.offsets.offset + u64::from(v) * 8 - offset) / 8);
-                (words[i], words[i + 1])
-            })
-            .collect();
-        drop(offset_bufs);
+        // Each list's edge range: from the offsets in memory if given, else
+        // from a read of the page holding its two offsets.
+        let (edges, offsets_bytes): (Vec<(u64, u64)>, u64) = match offsets {
+            Some(offsets) => (
+                vertices
+                    .iter()
+                    .map(|&v| {
+                        (
+                            offsets[index(u64::from(v))],
+                            offsets[index(u64::from(v)) + 1],
+                        )
+                    })
+                    .collect(),
+                0,
+            ),
+            None => {
+                let mut offset_bufs: Vec<(u64, AlignedBuf)> = vertices
+                    .iter()
+                    .map(|&v| {
+                        let start = layout.offsets.offset + u64::from(v) * 8;
+                        let (offset, len) = covering(start, start + 16);
+                        (offset, AlignedBuf::zeroed(index(len)))
+                    })
+                    .collect();
+                let mut requests: Vec<ReadRequest<'_>> = offset_bufs
+                    .iter_mut()
+                    .map(|(offset, buf)| ReadRequest {
+                        offset: *offset,
+                        buf,
+                    })
+                    .collect();
+                file.read_batch(&mut requests).map_err(io)?;
+                let offsets_bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
+                let edges: Vec<(u64, u64)> = vertices
+                    .iter()
+                    .zip(&offset_bufs)
+                    .map(|(&v, (offset, buf))| {
+                        let words: &[u64] = bytemuck_cast(buf);
+                        let i = index((layout.offsets.offset + u64::from(v) * 8 - offset) / 8);
+                        (words[i], words[i + 1])
+                    })
+                    .collect();
+                (edges, offsets_bytes)
+            }
+        };
         // Now that the degrees are known, say what the lists will take.
         let edge_bytes: u64 = edges.iter().map(|&(a, b)| (b - a) * 4).sum();
         make_room((2 + u64::from(weighted) * 2) * edge_bytes + (vertices.len() * 2) as u64 * page);
