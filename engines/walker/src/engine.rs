@@ -382,7 +382,7 @@ struct Engine<'a, A: WalkApp, W> {
     layout: quiver_csr::format::Layout,
     weighted: bool,
     num_vertices: u32,
-    blocks: Blocks,
+    blocks: Arc<Blocks>,
     block_size: u64,
     word: WalkLayout,
     started: Instant,
@@ -520,7 +520,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             layout,
             weighted,
             num_vertices,
-            blocks,
+            blocks: Arc::new(blocks),
             block_size,
             word,
             started: Instant::now(),
@@ -970,21 +970,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         distinct.dedup();
         self.load_offsets(cache, pools, budget)?;
         let block_of = |v: u32| self.blocks.find(v).0 as usize;
-        // Lists kept from earlier passes may take at most half the cache.
-        if cache.lists.memory_bytes() > budget.cache / 2 {
+        // Lists kept from earlier passes may take at most half the cache,
+        // and no more than the blocks leave of it.
+        let lists_now = cache.lists.memory_bytes();
+        if lists_now > budget.cache / 2 || lists_now + cache.blocks.bytes > budget.cache {
             self.stats.release(cache.lists.memory_bytes());
             cache.lists.clear();
         }
-        let before = cache.lists.memory_bytes();
-        let mut missing = Vec::new();
+        // Lists read in earlier passes are used again.
         distinct.retain(|&v| !cache.lists.has(v));
+        // Vertices of cached blocks are read from the blocks, which stay.
+        let mut keep: Vec<usize> = Vec::new();
+        let mut missing = Vec::new();
         for v in distinct {
-            match cache.blocks.map.get(&block_of(v)) {
-                Some(block) => cache.lists.insert_from(block.as_ref(), v, self.weighted),
-                None => missing.push(v),
+            let b = block_of(v);
+            if cache.blocks.map.contains_key(&b) {
+                keep.push(b);
+            } else {
+                missing.push(v);
             }
         }
-        self.stats.hold(cache.lists.memory_bytes() - before);
+        keep.dedup();
         // The walks in flight will need their share once they move.
         let walk_bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
         let (file, layout, weighted, mem_budget) = (
@@ -1003,27 +1009,68 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let read_group = usize::try_from(budget.cache / 8 / (2 * quiver_io::ALIGN as u64))
             .unwrap_or(usize::MAX)
             .clamp(1, VERTEX_READ_GROUP);
-        for group in missing.chunks(read_group) {
-            // This pass's lists stay; only blocks make room now.
+        let mut read = 0;
+        while read < missing.len() {
+            let group = &missing[read..(read + read_group).min(missing.len())];
+            // This pass's lists stay; only blocks make room now. When even
+            // that is not enough, the pass stops reading and the walks it
+            // could not serve wait for the next one.
             let lists = cache.lists.memory_bytes();
             let blocks = &mut cache.blocks;
-            let mut make_room = |need: u64| {
+            let mut make_room = |sizes: &[u64]| {
                 let others = stats.mem_now - blocks.bytes;
-                let limit = mem_budget.saturating_sub(others + walk_bytes + need);
-                let freed = blocks.shrink_to(limit, pools, &[]);
+                let total: u64 = sizes.iter().sum();
+                let limit = mem_budget.saturating_sub(others + walk_bytes + total);
+                let freed = blocks.shrink_to(limit, pools, &keep);
                 stats.release(freed);
+                // As many lists as fit in what is left.
+                let mut room = mem_budget.saturating_sub(others + walk_bytes + blocks.bytes);
+                sizes
+                    .iter()
+                    .take_while(|&&size| {
+                        let fits = size <= room;
+                        room = room.saturating_sub(size);
+                        fits
+                    })
+                    .count()
             };
-            make_room((group.len() * 2 * quiver_io::ALIGN) as u64);
-            let buffers =
-                cache
-                    .lists
-                    .read_into(file, group, weighted, layout, offsets, &mut make_room)?;
+            let pages = vec![2 * quiver_io::ALIGN as u64; group.len()];
+            let fit = make_room(&pages);
+            let (buffers, n) = cache.lists.read_into(
+                file,
+                &group[..fit.clamp(1, group.len())],
+                weighted,
+                layout,
+                offsets,
+                &mut make_room,
+            )?;
             stats.hold(buffers);
             stats.release(buffers);
             stats.hold(cache.lists.memory_bytes() - lists);
+            read += n;
+            if n < group.len() {
+                break;
+            }
+        }
+        let missing = &missing[..read];
+        // Walks standing where nothing was read go back to their pools.
+        let (walks, later): (Vec<_>, Vec<_>) = walks.into_iter().partition(|&(_, v)| {
+            cache.lists.has(v)
+                || cache
+                    .blocks
+                    .map
+                    .contains_key(&(self.blocks.find(v).0 as usize))
+        });
+        for walk in later {
+            self.push(pools, walk)?;
         }
         self.stats.vertex_loads += missing.len() as u64;
-        self.advance_and_file(pools, state, &cache.lists, walks, true)?;
+        let pass = PassData {
+            blocks: Arc::clone(&self.blocks),
+            cached: &cache.blocks.map,
+            lists: &cache.lists,
+        };
+        self.advance_and_file(pools, state, &pass, walks, true)?;
         Ok(())
     }
 
@@ -1055,13 +1102,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 |(mut chunks, mut state), (c, chunk)| {
                     let mut moved = Vec::new();
                     let mut steps = 0u64;
-                    for (i, &(walk, vertex)) in chunk.iter().enumerate() {
-                        let index = (c * CHUNK + i) as u64;
-                        steps += this.walk(
-                            exec, prevs, walk, vertex, one_step, batch, index, &mut state,
-                            &mut moved,
-                        );
-                    }
+                    steps += this.walk_chunk(
+                        exec,
+                        prevs,
+                        chunk,
+                        (c * CHUNK) as u64,
+                        one_step,
+                        batch,
+                        &mut state,
+                        &mut moved,
+                    );
                     chunks.push((c, moved, steps));
                     (chunks, state)
                 },
@@ -1101,13 +1151,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         for group in missing.chunks(VERTEX_READ_GROUP) {
             let held = prevs.memory_bytes();
             self.stats.hold(held);
-            let buffers = prevs.read_into(
+            let (buffers, _) = prevs.read_into(
                 &self.file,
                 group,
                 false,
                 &self.layout,
                 offsets_in(self.offsets.as_ref(), self.num_vertices),
-                &mut |_| {},
+                &mut |sizes| sizes.len(),
             )?;
             self.stats.release(held);
             self.stats.hold(buffers);
@@ -1117,94 +1167,159 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(prevs)
     }
 
-    /// Moves one walk; returns the steps it took.
+    /// Moves the walks of one chunk, a few at a time in round robin: while
+    /// one walk waits for its next vertex's adjacency to arrive from memory
+    /// (prefetched), the others step, so memory latency overlaps. Each walk
+    /// draws from its own stream, so the interleaving changes no path.
+    /// Returns the steps taken.
     #[allow(clippy::too_many_arguments)]
-    fn walk<X: Adjacency + Contains>(
+    fn walk_chunk<X: Adjacency + Contains>(
         &self,
         exec: &X,
         prevs: &Vertices,
-        walk: W,
-        mut vertex: u32,
+        chunk: &[InFlight<W>],
+        first_index: u64,
         one_step: bool,
         batch: u64,
-        index: u64,
         state: &mut A::State,
         moved: &mut Vec<InFlight<W>>,
     ) -> u64 {
-        let word = walk.word();
-        let source = self.word.source(word);
-        let source_vertex = self.spec.starts.source_vertex(source);
-        let mut hop = self.word.hop(word);
-        let mut compact = KeyedRng::new(self.config.seed, batch, index);
+        const LANES: usize = 8;
         let mut steps = 0;
-        let mut prev = walk.prev();
+        let mut lanes: Vec<Lane<W>> = Vec::with_capacity(LANES);
+        let mut waiting = chunk.iter().zip(first_index..);
         loop {
-            #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
-            let visit = Visit {
-                walk: walk.id(),
-                source,
-                source_vertex,
-                vertex,
-                hop: hop as u32,
-            };
-            self.app.visit(state, &visit);
-            if hop == u64::from(self.spec.length) {
-                return steps;
-            }
-            let mut keyed;
-            let rng = match walk.id() {
-                Some(id) => {
-                    keyed = KeyedRng::new(self.config.seed, id, hop);
-                    &mut keyed
-                }
-                None => &mut compact,
-            };
-            let came_from = prev.map(|p| Prev {
-                vertex: p,
-                neighbors: if exec.contains(p) {
-                    exec.neighbors(p)
-                } else {
-                    prevs.neighbors(p)
-                },
-            });
-            let (next, next_prev) = match step(
-                &self.spec,
-                exec,
-                self.num_vertices,
-                source_vertex,
-                vertex,
-                came_from,
-                rng,
-            ) {
-                Step::Stop => return steps,
-                Step::Move(next) => (next, Some(vertex)),
-                Step::Teleport(next) => (next, None),
-            };
-            steps += 1;
-            hop += 1;
-            vertex = next;
-            prev = next_prev;
-            if hop == u64::from(self.spec.length) && (one_step || !exec.contains(vertex)) {
-                // The last position needs no adjacency list: record it now
-                // rather than file the walk for a load of its block.
-                #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
-                let last = Visit {
-                    walk: walk.id(),
-                    source,
-                    source_vertex,
-                    vertex,
-                    hop: hop as u32,
+            while lanes.len() < LANES {
+                let Some((&(walk, vertex), index)) = waiting.next() else {
+                    break;
                 };
-                self.app.visit(state, &last);
+                lanes.push(self.lane(walk, vertex, batch, index));
+            }
+            if lanes.is_empty() {
                 return steps;
             }
-            if one_step || !exec.contains(vertex) {
-                let word = self.word.encode(source, 0, hop);
-                moved.push((walk.with_word(word).with_prev(prev), vertex));
-                return steps;
+            let mut i = 0;
+            while i < lanes.len() {
+                match self.step_lane(exec, prevs, &mut lanes[i], one_step, state, moved) {
+                    Some(moves) => {
+                        steps += moves;
+                        exec.prefetch(lanes[i].vertex);
+                        i += 1;
+                    }
+                    None => {
+                        steps += u64::from(lanes[i].stepped);
+                        lanes.swap_remove(i);
+                    }
+                }
             }
         }
     }
+
+    /// A walk about to move.
+    fn lane(&self, walk: W, vertex: u32, batch: u64, index: u64) -> Lane<W> {
+        let word = walk.word();
+        let source = self.word.source(word);
+        Lane {
+            walk,
+            vertex,
+            hop: self.word.hop(word),
+            prev: walk.prev(),
+            source,
+            source_vertex: self.spec.starts.source_vertex(source),
+            compact: KeyedRng::new(self.config.seed, batch, index),
+            stepped: false,
+        }
+    }
+
+    /// Visits the lane's position and takes one step. Returns the step
+    /// count (0 or 1) while the walk goes on inside `exec`, `None` once it
+    /// ended or left (its last step, if any, is in `lane.stepped`).
+    fn step_lane<X: Adjacency + Contains>(
+        &self,
+        exec: &X,
+        prevs: &Vertices,
+        lane: &mut Lane<W>,
+        one_step: bool,
+        state: &mut A::State,
+        moved: &mut Vec<InFlight<W>>,
+    ) -> Option<u64> {
+        lane.stepped = false;
+        self.visit(lane, state);
+        if lane.hop == u64::from(self.spec.length) {
+            return None;
+        }
+        let mut keyed;
+        let rng = match lane.walk.id() {
+            Some(id) => {
+                keyed = KeyedRng::new(self.config.seed, id, lane.hop);
+                &mut keyed
+            }
+            None => &mut lane.compact,
+        };
+        let came_from = lane.prev.map(|p| Prev {
+            vertex: p,
+            neighbors: if exec.contains(p) {
+                exec.neighbors(p)
+            } else {
+                prevs.neighbors(p)
+            },
+        });
+        let (next, next_prev) = match step(
+            &self.spec,
+            exec,
+            self.num_vertices,
+            lane.source_vertex,
+            lane.vertex,
+            came_from,
+            rng,
+        ) {
+            Step::Stop => return None,
+            Step::Move(next) => (next, Some(lane.vertex)),
+            Step::Teleport(next) => (next, None),
+        };
+        lane.stepped = true;
+        lane.hop += 1;
+        lane.vertex = next;
+        lane.prev = next_prev;
+        if lane.hop == u64::from(self.spec.length) && (one_step || !exec.contains(next)) {
+            // The last position needs no adjacency list: record it now
+            // rather than file the walk for a load of its block.
+            self.visit(lane, state);
+            return None;
+        }
+        if one_step || !exec.contains(next) {
+            let word = self.word.encode(lane.source, 0, lane.hop);
+            moved.push((lane.walk.with_word(word).with_prev(lane.prev), next));
+            return None;
+        }
+        Some(1)
+    }
+
+    fn visit(&self, lane: &Lane<W>, state: &mut A::State) {
+        #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+        let visit = Visit {
+            walk: lane.walk.id(),
+            source: lane.source,
+            source_vertex: lane.source_vertex,
+            vertex: lane.vertex,
+            hop: lane.hop as u32,
+        };
+        self.app.visit(state, &visit);
+    }
+}
+
+/// One walk being moved by [`Engine::walk_chunk`].
+struct Lane<W> {
+    walk: W,
+    vertex: u32,
+    hop: u64,
+    prev: Option<u32>,
+    source: u64,
+    source_vertex: u32,
+    /// Compact mode's stream for this walk in this batch.
+    compact: KeyedRng,
+    /// Whether the last call moved it.
+    stepped: bool,
 }
 
 /// The `|V| + 1` offsets in `buf`, if the section was read. The buffer
@@ -1212,6 +1327,45 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 fn offsets_in(buf: Option<&AlignedBuf>, num_vertices: u32) -> Option<&[u64]> {
     let words: &[u64] = bytemuck::cast_slice(&buf?[..]);
     Some(&words[..usize::try_from(num_vertices).expect("|V| fits usize") + 1])
+}
+
+/// What a vertex pass reads adjacency from: cached blocks, then lists read
+/// vertex by vertex.
+struct PassData<'a> {
+    blocks: Arc<Blocks>,
+    cached: &'a HashMap<usize, Arc<LoadedBlock>>,
+    lists: &'a Vertices,
+}
+
+impl PassData<'_> {
+    fn block(&self, v: u32) -> Option<&LoadedBlock> {
+        self.cached
+            .get(&(self.blocks.find(v).0 as usize))
+            .map(AsRef::as_ref)
+    }
+}
+
+impl Adjacency for PassData<'_> {
+    fn neighbors(&self, v: u32) -> &[u32] {
+        match self.block(v) {
+            Some(block) => block.neighbors(v),
+            None => self.lists.neighbors(v),
+        }
+    }
+
+    fn cumulative_weights(&self, v: u32) -> &[f32] {
+        match self.block(v) {
+            Some(block) => block.cumulative_weights(v),
+            None => self.lists.cumulative_weights(v),
+        }
+    }
+}
+
+impl Contains for PassData<'_> {
+    fn contains(&self, _v: u32) -> bool {
+        // Vertex passes move every walk one step, so nothing is "inside".
+        false
+    }
 }
 
 /// Whether graph data in memory covers a vertex.

@@ -123,6 +123,16 @@ fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {
 }
 
 impl Adjacency for LoadedBlock {
+    fn prefetch(&self, v: u32) {
+        // The walk's next read is this vertex's pair of offsets.
+        if let Some(offset) = self
+            .offsets()
+            .get(index(u64::from(v.wrapping_sub(self.vertices.start))))
+        {
+            quiver_io::prefetch(offset);
+        }
+    }
+
     fn neighbors(&self, v: u32) -> &[u32] {
         let range = self.edge_range(v);
         let targets: &[u32] = bytemuck_cast(&self.targets);
@@ -168,6 +178,12 @@ impl Adjacency for Executing {
         self.block(v).neighbors(v)
     }
 
+    fn prefetch(&self, v: u32) {
+        if self.contains(v) {
+            self.block(v).prefetch(v);
+        }
+    }
+
     fn cumulative_weights(&self, v: u32) -> &[f32] {
         self.block(v).cumulative_weights(v)
     }
@@ -183,7 +199,10 @@ impl Vertices {
     /// Reads the adjacency lists of `vertices` (distinct): first the pages
     /// holding their offsets, then their targets (and weights), every read
     /// of a phase in flight at once.
-    /// Returns the bytes of I/O buffers the reads needed at their peak.
+    /// `make_room` is told what each list will take once the degrees are
+    /// known, and answers how many of them (a prefix, at least one) to read.
+    /// Returns the bytes of I/O buffers the reads needed at their peak, and
+    /// how many vertices were read.
     pub fn read_into(
         &mut self,
         file: &ReadFile,
@@ -191,8 +210,8 @@ impl Vertices {
         weighted: bool,
         layout: &Layout,
         offsets: Option<&[u64]>,
-        make_room: &mut dyn FnMut(u64),
-    ) -> Result<u64> {
+        make_room: &mut dyn FnMut(&[u64]) -> usize,
+    ) -> Result<(u64, usize)> {
         let io = |source| Error::Io {
             path: file.path().to_owned(),
             source,
@@ -247,9 +266,18 @@ impl Vertices {
                 (edges, offsets_bytes)
             }
         };
-        // Now that the degrees are known, say what the lists will take.
-        let edge_bytes: u64 = edges.iter().map(|&(a, b)| (b - a) * 4).sum();
-        make_room((2 + u64::from(weighted) * 2) * edge_bytes + (vertices.len() * 2) as u64 * page);
+        // Now that the degrees are known, say what each list will take (its
+        // buffers while read, then its copy) and read as many as fit.
+        let sizes: Vec<u64> = edges
+            .iter()
+            .map(|&(a, b)| {
+                (2 + u64::from(weighted) * 2) * (b - a) * 4 + 2 * page * (1 + u64::from(weighted))
+            })
+            .collect();
+        let n = make_room(&sizes)
+            .clamp(1, vertices.len().max(1))
+            .min(vertices.len());
+        let (vertices, edges) = (&vertices[..n], &edges[..n]);
         let sections = if weighted {
             vec![layout.targets.offset, layout.weights.offset]
         } else {
@@ -282,7 +310,7 @@ impl Vertices {
             .flatten()
             .map(|(_, b)| b.capacity() as u64)
             .sum();
-        for (i, (&v, &(a, b))) in vertices.iter().zip(&edges).enumerate() {
+        for (i, (&v, &(a, b))) in vertices.iter().zip(edges).enumerate() {
             let slice = |section: usize| -> &[u32] {
                 let (offset, buf) = &data[section][i];
                 let words: &[u32] = bytemuck_cast(buf);
@@ -298,18 +326,7 @@ impl Vertices {
             };
             self.lists.insert(v, (targets, cumulative));
         }
-        Ok(offsets_bytes.max(data_bytes))
-    }
-
-    /// Adds `v`'s list from a block already in memory.
-    pub fn insert_from(&mut self, adjacency: &impl Adjacency, v: u32, weighted: bool) {
-        let cumulative = if weighted {
-            adjacency.cumulative_weights(v).to_vec()
-        } else {
-            Vec::new()
-        };
-        self.lists
-            .insert(v, (adjacency.neighbors(v).to_vec(), cumulative));
+        Ok((offsets_bytes.max(data_bytes), n))
     }
 
     /// Whether `v`'s list is held.

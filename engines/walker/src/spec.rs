@@ -138,6 +138,9 @@ pub trait Adjacency {
     fn neighbors(&self, v: u32) -> &[u32];
     /// Inclusive prefix sums of `v`'s out-edge weights, for weighted walks.
     fn cumulative_weights(&self, v: u32) -> &[f32];
+    /// Starts fetching `v`'s adjacency from memory ahead of a step there
+    /// (a hint; the default does nothing).
+    fn prefetch(&self, _v: u32) {}
 }
 
 /// Where one step takes a walk.
