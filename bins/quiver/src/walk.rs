@@ -455,7 +455,10 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         report.mode,
         if report.exact { ", exact" } else { "" },
         if report.adaptive {
-            format!(", adaptive loads of up to {} blocks", report.largest_group)
+            format!(
+                ", adaptive loads of up to {} block(s)",
+                report.largest_group
+            )
         } else {
             String::new()
         },
@@ -468,7 +471,7 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         report.io_backend
     );
     println!(
-        "walks      {} in {:.2} s: {} steps, {:.2}M steps/s",
+        "walks      {} in {:.2} s: {} steps, {:.3}M steps/s",
         report.walks,
         secs,
         report.steps,
