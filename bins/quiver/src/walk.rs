@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quiver_io::size::{format_bytes, parse_bytes};
-use quiver_walker::apps::{Corpus, Domination, RawWalks, SimRank, Triangles, VisitFrequency};
+use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
 use serde::Serialize;
 
@@ -406,21 +406,33 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             walks_per_vertex,
             length,
         } => {
-            let n = quiver_csr::Graph::open(&engine.graph)
-                .with_context(|| format!("opening {}", engine.graph.display()))?
-                .num_vertices();
-            let mut app = Corpus::new(n, walks_per_vertex, length, output, engine.mem)?;
-            app.spec = shaped(app.spec, &shape);
-            go!(
-                engine,
-                app,
-                |o: &quiver_walker::apps::CorpusOutput| println!(
-                    "corpus     {} walks, {} to {}",
+            // Paths are assembled in rounds that take half the budget.
+            let template = shaped(RawWalks::new(0, length).spec, &shape);
+            let report = quiver_walker::apps::write_corpus(
+                &engine.graph,
+                &config(&engine),
+                &template,
+                walks_per_vertex,
+                &output,
+                engine.mem / 2,
+            )
+            .with_context(|| {
+                format!(
+                    "writing a corpus of {} to {}",
+                    engine.graph.display(),
+                    output.display()
+                )
+            })?;
+            drop(bar);
+            print_report(&report, json, |o: &quiver_walker::apps::CorpusOutput| {
+                println!(
+                    "corpus     {} walks in {} round(s), {} to {}",
                     o.walks,
+                    o.rounds,
                     format_bytes(o.bytes),
                     o.path.display()
                 )
-            )
+            })
         }
     }
 }

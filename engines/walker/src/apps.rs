@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -407,43 +408,28 @@ impl WalkApp for Triangles {
 
 /// DeepWalk / Node2Vec-style corpus: `walks_per_vertex` walks of `length`
 /// steps from every vertex, each written as one line of space-separated
-/// vertex ids (walk by walk, in walk-id order) for embedding training.
+/// vertex ids, in vertex order, for embedding training. [`write_corpus`]
+/// runs it in rounds of as many vertices as `max_bytes` of assembled paths
+/// allow, so a corpus larger than memory streams to its file.
 #[derive(Debug)]
-pub struct Corpus {
-    /// The walks.
+pub struct Corpus<'w> {
+    /// The walks of this round.
     pub spec: WalkSpec,
-    output: PathBuf,
     paths: Vec<AtomicU32>,
+    out: &'w Mutex<CorpusFile>,
+}
+
+/// The file a corpus is written to, shared by its rounds.
+#[derive(Debug)]
+pub struct CorpusFile {
+    path: PathBuf,
+    writer: std::io::BufWriter<tempfile::NamedTempFile>,
+    walks: u64,
+    bytes: u64,
 }
 
 /// Marks positions a walk never reached (it stopped early).
 const NO_VERTEX: u32 = u32::MAX;
-
-impl Corpus {
-    /// A corpus of `walks_per_vertex` walks of `length` steps from each of
-    /// `num_vertices` vertices, written to `output`. Paths are assembled in
-    /// memory: 4 bytes per position, refused above `max_bytes`.
-    pub fn new(
-        num_vertices: u32,
-        walks_per_vertex: u64,
-        length: u32,
-        output: PathBuf,
-        max_bytes: u64,
-    ) -> Result<Corpus> {
-        let positions = u64::from(num_vertices) * walks_per_vertex * (u64::from(length) + 1);
-        if positions * 4 > max_bytes {
-            return Err(Error::InvalidArgument(format!(
-                "a corpus of {positions} positions needs {} bytes to assemble, more than the {max_bytes} allowed",
-                positions * 4
-            )));
-        }
-        Ok(Corpus {
-            spec: spec(Starts::EveryVertex { walks_per_vertex }, length),
-            output,
-            paths: (0..positions).map(|_| AtomicU32::new(NO_VERTEX)).collect(),
-        })
-    }
-}
 
 /// Where the corpus went.
 #[derive(Clone, Debug, Serialize)]
@@ -454,11 +440,13 @@ pub struct CorpusOutput {
     pub walks: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// Rounds the walks ran in.
+    pub rounds: u64,
 }
 
-impl WalkApp for Corpus {
+impl WalkApp for Corpus<'_> {
     type State = ();
-    type Output = CorpusOutput;
+    type Output = ();
 
     fn spec(&self) -> WalkSpec {
         self.spec.clone()
@@ -474,22 +462,24 @@ impl WalkApp for Corpus {
             .store(visit.vertex, Ordering::Relaxed);
     }
     fn merge(&self, _into: &mut (), _other: ()) {}
-    fn finish(&self, _state: ()) -> Result<CorpusOutput> {
+    fn finish(&self, _state: ()) -> Result<()> {
+        let mut guard = self
+            .out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = &mut *guard;
+        let path = out.path.clone();
         let err = |source| Error::Output {
-            path: self.output.clone(),
+            path: path.clone(),
             source,
         };
-        let file = std::fs::File::create(&self.output).map_err(err)?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let width = usize::try_from(self.spec.length).expect("length fits usize") + 1;
-        let mut bytes = 0u64;
-        let mut walks = 0u64;
+        let mut line = String::new();
         for path in self.paths.chunks(width) {
-            let mut line = String::new();
-            // Taking each position leaves the app ready for another run.
+            line.clear();
             for v in path
                 .iter()
-                .map(|v| v.swap(NO_VERTEX, Ordering::Relaxed))
+                .map(|v| v.load(Ordering::Relaxed))
                 .take_while(|&v| v != NO_VERTEX)
             {
                 if !line.is_empty() {
@@ -498,15 +488,130 @@ impl WalkApp for Corpus {
                 line.push_str(&v.to_string());
             }
             line.push('\n');
-            out.write_all(line.as_bytes()).map_err(err)?;
-            bytes += line.len() as u64;
-            walks += 1;
+            out.writer.write_all(line.as_bytes()).map_err(err)?;
+            out.bytes += line.len() as u64;
+            out.walks += 1;
         }
-        out.flush().map_err(err)?;
-        Ok(CorpusOutput {
-            path: self.output.clone(),
-            walks,
-            bytes,
-        })
+        Ok(())
     }
+}
+
+/// Writes a corpus of `walks_per_vertex` walks of `spec.length` steps from
+/// every vertex of `graph` to `output` (atomically: temporary name, fsync,
+/// rename), in rounds of as many vertices as `max_bytes` of paths allow
+/// (4 bytes a position). `spec` gives the walk kind, Node2Vec bias and
+/// dead-end policy; its starts are replaced. Rounds draw from their own
+/// seeds. The report sums the rounds (peak memory is the largest round's).
+pub fn write_corpus(
+    graph: &std::path::Path,
+    config: &crate::Config,
+    spec: &WalkSpec,
+    walks_per_vertex: u64,
+    output: &std::path::Path,
+    max_bytes: u64,
+) -> Result<crate::Report<CorpusOutput>> {
+    let num_vertices = quiver_csr::Graph::open(graph)?.num_vertices();
+    let per_vertex = walks_per_vertex.max(1) * (u64::from(spec.length) + 1) * 4;
+    let round = u32::try_from(max_bytes / per_vertex).unwrap_or(u32::MAX);
+    if round == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{max_bytes} bytes cannot hold the paths of one vertex's {walks_per_vertex} walks ({per_vertex} bytes)"
+        )));
+    }
+    let err = |source| Error::Output {
+        path: output.to_owned(),
+        source,
+    };
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let temp = tempfile::Builder::new()
+        .prefix(".corpus.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(err)?;
+    let file = Mutex::new(CorpusFile {
+        path: output.to_owned(),
+        writer: std::io::BufWriter::with_capacity(1 << 20, temp),
+        walks: 0,
+        bytes: 0,
+    });
+    let mut total: Option<crate::Report<()>> = None;
+    let mut rounds = 0u64;
+    for first in (0..num_vertices).step_by(usize::try_from(round).expect("u32 fits usize")) {
+        let last = first.saturating_add(round).min(num_vertices);
+        let positions = u64::from(last - first) * per_vertex / 4;
+        let app = Corpus {
+            spec: WalkSpec {
+                starts: Starts::Sources {
+                    sources: (first..last).collect(),
+                    walks_per_source: walks_per_vertex,
+                },
+                ..spec.clone()
+            },
+            paths: (0..positions).map(|_| AtomicU32::new(NO_VERTEX)).collect(),
+            out: &file,
+        };
+        let round_config = crate::Config {
+            seed: config
+                .seed
+                .wrapping_add(rounds.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            ..config.clone()
+        };
+        let report = crate::run(graph, &round_config, &app)?;
+        rounds += 1;
+        total = Some(match total {
+            None => report,
+            Some(t) => crate::Report {
+                walks: t.walks + report.walks,
+                steps: t.steps + report.steps,
+                blocks_loaded: t.blocks_loaded + report.blocks_loaded,
+                cache_hits: t.cache_hits + report.cache_hits,
+                vertex_loads: t.vertex_loads + report.vertex_loads,
+                bytes_read: t.bytes_read + report.bytes_read,
+                bytes_written: t.bytes_written + report.bytes_written,
+                wall_ns: t.wall_ns + report.wall_ns,
+                peak_mem_bytes: t.peak_mem_bytes.max(report.peak_mem_bytes),
+                ..t
+            },
+        });
+    }
+    let file = file
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let temp = file.writer.into_inner().map_err(|e| err(e.into_error()))?;
+    temp.as_file().sync_all().map_err(err)?;
+    temp.persist(output).map_err(|e| err(e.error))?;
+    let t = total.ok_or_else(|| Error::InvalidArgument("the graph has no vertices".into()))?;
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    Ok(crate::Report {
+        steps_per_block_io: ratio(t.steps, t.blocks_loaded),
+        steps_per_sec: ratio(t.steps, t.wall_ns) * 1e9,
+        result: CorpusOutput {
+            path: output.to_owned(),
+            walks: file.walks,
+            bytes: file.bytes,
+            rounds,
+        },
+        mode: t.mode,
+        exact: t.exact,
+        walks: t.walks,
+        steps: t.steps,
+        blocks: t.blocks,
+        block_size: t.block_size,
+        adaptive: t.adaptive,
+        largest_group: t.largest_group,
+        blocks_loaded: t.blocks_loaded,
+        cache_hits: t.cache_hits,
+        vertex_loads: t.vertex_loads,
+        bytes_read: t.bytes_read,
+        bytes_written: t.bytes_written,
+        wall_ns: t.wall_ns,
+        peak_mem_bytes: t.peak_mem_bytes,
+        mem_budget: t.mem_budget,
+        io_backend: t.io_backend,
+        walk_word_bits: t.walk_word_bits,
+    })
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use quiver_csr::{convert, ConvertOptions, Graph, NoProgress, SortOptions};
-use quiver_walker::apps::{Corpus, Domination, SimRank, Triangles, VisitFrequency};
+use quiver_walker::apps::{write_corpus, Domination, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{run, Config, DeadEnd, Mode, Report, WalkApp};
 
 use crate::{write, Recorder};
@@ -718,6 +718,10 @@ fn check_corpus(text: &str, adj: &[Vec<u32>], walks_per_vertex: u64, length: u32
     lines
 }
 
+fn corpus_spec(length: u32) -> quiver_walker::WalkSpec {
+    quiver_walker::apps::RawWalks::new(0, length).spec
+}
+
 #[test]
 fn corpus_lines_are_walks_of_the_graph() {
     let dir = tempfile::tempdir().unwrap();
@@ -728,16 +732,24 @@ fn corpus_lines_are_walks_of_the_graph() {
     let mut texts = Vec::new();
     for mode in [Mode::Memory, Mode::GraphWalker] {
         let output = dir.path().join(format!("{mode:?}.txt"));
-        let app = Corpus::new(n, walks_per_vertex, length, output.clone(), 1 << 20).unwrap();
         let config = Config {
             block_size: Some(40),
             ..config(mode, dir.path())
         };
-        let report = run(&path, &config, &app).unwrap();
+        let report = write_corpus(
+            &path,
+            &config,
+            &corpus_spec(length),
+            walks_per_vertex,
+            &output,
+            1 << 20,
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&output).unwrap();
         let lines = check_corpus(&text, &adj, walks_per_vertex, length);
         assert_eq!(lines, u64::from(n) * walks_per_vertex);
         assert_eq!(report.result.walks, lines);
+        assert_eq!(report.result.rounds, 1);
         assert_eq!(report.result.bytes, text.len() as u64);
         // Every position is a visit, and every visit after the first a step.
         let positions = text.split([' ', '\n']).filter(|s| !s.is_empty()).count();
@@ -753,26 +765,23 @@ fn corpus_lines_are_walks_of_the_graph() {
 }
 
 #[test]
-fn corpus_can_run_twice() {
+fn a_corpus_larger_than_its_budget_is_written_in_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &with_dead_end());
     let adj = adjacency(&path);
+    let n = adj.len() as u64;
     let output = dir.path().join("corpus.txt");
-    let app = Corpus::new(6, 50, 7, output.clone(), 1 << 20).unwrap();
-    for seed in [1, 2] {
-        let config = Config {
-            seed,
-            ..config(Mode::Memory, dir.path())
-        };
-        run(&path, &config, &app).unwrap();
-        let text = std::fs::read_to_string(&output).unwrap();
-        check_corpus(&text, &adj, 50, 7);
-    }
-}
-
-#[test]
-fn corpus_refuses_more_than_its_byte_budget() {
-    let err = Corpus::new(1000, 10, 9, PathBuf::from("unused"), 399_999).unwrap_err();
-    assert!(err.to_string().contains("400000 bytes"), "{err}");
-    assert!(Corpus::new(1000, 10, 9, PathBuf::from("unused"), 400_000).is_ok());
+    // 50 walks of 8 positions take 1,600 bytes a vertex: 2 vertices a round.
+    let config = config(Mode::GraphWalker, dir.path());
+    let report = write_corpus(&path, &config, &corpus_spec(7), 50, &output, 3_300).unwrap();
+    assert_eq!(report.result.rounds, n.div_ceil(2));
+    let text = std::fs::read_to_string(&output).unwrap();
+    assert_eq!(check_corpus(&text, &adj, 50, 7), n * 50);
+    let err = write_corpus(&path, &config, &corpus_spec(7), 50, &output, 1_000).unwrap_err();
+    assert!(err.to_string().contains("1600 bytes"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&output).unwrap(),
+        text,
+        "a failed run leaves the old corpus"
+    );
 }
