@@ -406,11 +406,15 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             walks_per_vertex,
             length,
         } => {
-            // Paths are assembled in rounds that take half the budget.
+            // Half the budget assembles paths, the other half walks them.
             let template = shaped(RawWalks::new(0, length).spec, &shape);
+            let walking = Config {
+                mem_budget: engine.mem / 2,
+                ..config(&engine)
+            };
             let report = quiver_walker::apps::write_corpus(
                 &engine.graph,
-                &config(&engine),
+                &walking,
                 &template,
                 walks_per_vertex,
                 &output,
