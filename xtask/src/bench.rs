@@ -324,14 +324,7 @@ fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
 
     // Data made by the driver is written under a temporary name and renamed,
     // so a file that exists is complete; its name carries its parameters.
-    let generate = if graph.exists() {
-        notes.push(format!(
-            "ingest: reused {} (delete it to regenerate)",
-            graph.display()
-        ));
-        eprintln!("xtask: reusing {}", graph.display());
-        Value::Null
-    } else {
+    let generate = reuse_or(&graph, "ingest", &mut notes, || {
         // The text depends on the graph: never pair a new graph with old text.
         if text.exists() {
             fs::remove_file(&text).with_context(|| format!("removing stale {}", text.display()))?;
@@ -353,16 +346,9 @@ fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
                 "-o",
                 &graph,
             ],
-        )?
-    };
-    let export = if text.exists() {
-        notes.push(format!(
-            "ingest: reused {} (delete it to regenerate)",
-            text.display()
-        ));
-        eprintln!("xtask: reusing {}", text.display());
-        Value::Null
-    } else {
+        )
+    })?;
+    let export = reuse_or(&text, "ingest", &mut notes, || {
         // Export writes edges sorted by source; real edge lists (and R-MAT's
         // own output) are in no such order, and a sorted input would flatter
         // the sort. Shuffle deterministically, with the graph file as the
@@ -382,8 +368,8 @@ fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
             ],
         )?;
         fs::remove_file(&sorted).with_context(|| format!("removing {}", sorted.display()))?;
-        report
-    };
+        Ok(report)
+    })?;
     let info = capture_json(&bins.quiver, &argv!["--json", "info", &graph])?;
 
     // The converter reads its input through the page cache: start cold.
@@ -460,4 +446,25 @@ fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
         "rows": rows,
         "summary_notes": notes,
     }))
+}
+
+/// Runs `make` unless `path` exists already, in which case it is reused
+/// (and a note says so). Data made by the driver is written under a
+/// temporary name and renamed, so a file that exists is complete; its name
+/// carries its parameters.
+pub(crate) fn reuse_or(
+    path: &Path,
+    bench: &str,
+    notes: &mut Vec<String>,
+    make: impl FnOnce() -> Result<Value>,
+) -> Result<Value> {
+    if path.exists() {
+        notes.push(format!(
+            "{bench}: reused {} (delete it to regenerate)",
+            path.display()
+        ));
+        eprintln!("xtask: reusing {}", path.display());
+        return Ok(Value::Null);
+    }
+    make()
 }

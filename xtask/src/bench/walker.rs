@@ -139,14 +139,7 @@ pub(super) fn walker(bins: &Bins, data: &Path, out: &Path, args: &BenchArgs) -> 
     let scale = args.scale;
     let graph = data.join(format!("rmat-u{scale}.qcsr"));
     let mut notes = Vec::new();
-    let generate = if graph.exists() {
-        notes.push(format!(
-            "walker: reused {} (delete it to regenerate)",
-            graph.display()
-        ));
-        eprintln!("xtask: reusing {}", graph.display());
-        Value::Null
-    } else {
+    let generate = super::reuse_or(&graph, "walker", &mut notes, || {
         // The driver writes under a temporary name and renames: a graph that
         // exists is complete.
         capture_json(
@@ -169,8 +162,8 @@ pub(super) fn walker(bins: &Bins, data: &Path, out: &Path, args: &BenchArgs) -> 
                 "--mem",
                 "4GiB",
             ],
-        )?
-    };
+        )
+    })?;
     let g = fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
         .len();
