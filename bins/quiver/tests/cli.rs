@@ -242,12 +242,11 @@ fn walk_reports_counts_and_the_top_vertices() {
             "--json",
         ]))
     };
-    assert_eq!(
-        exact("memory")["steps"],
-        exact("graphwalker")["steps"],
-        "exact mode walks identically"
-    );
-    assert_eq!(exact("memory")["steps"], exact("iteration")["steps"]);
+    // Exact mode walks identically in every mode.
+    let steps = exact("memory")["steps"].clone();
+    assert!(steps.as_u64() > Some(0));
+    assert_eq!(exact("graphwalker")["steps"], steps);
+    assert_eq!(exact("iteration")["steps"], steps);
     let out = quiver(&[
         "walk",
         "ppr",

@@ -563,18 +563,7 @@ pub fn write_corpus(
         rounds += 1;
         total = Some(match total {
             None => report,
-            Some(t) => crate::Report {
-                walks: t.walks + report.walks,
-                steps: t.steps + report.steps,
-                blocks_loaded: t.blocks_loaded + report.blocks_loaded,
-                cache_hits: t.cache_hits + report.cache_hits,
-                vertex_loads: t.vertex_loads + report.vertex_loads,
-                bytes_read: t.bytes_read + report.bytes_read,
-                bytes_written: t.bytes_written + report.bytes_written,
-                wall_ns: t.wall_ns + report.wall_ns,
-                peak_mem_bytes: t.peak_mem_bytes.max(report.peak_mem_bytes),
-                ..t
-            },
+            Some(t) => t.then(report),
         });
     }
     let file = file
@@ -583,35 +572,11 @@ pub fn write_corpus(
     let temp = file.writer.into_inner().map_err(|e| err(e.into_error()))?;
     temp.as_file().sync_all().map_err(err)?;
     temp.persist(output).map_err(|e| err(e.error))?;
-    let t = total.ok_or_else(|| Error::InvalidArgument("the graph has no vertices".into()))?;
-    #[allow(clippy::cast_precision_loss)]
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-    Ok(crate::Report {
-        steps_per_block_io: ratio(t.steps, t.blocks_loaded),
-        steps_per_sec: ratio(t.steps, t.wall_ns) * 1e9,
-        result: CorpusOutput {
-            path: output.to_owned(),
-            walks: file.walks,
-            bytes: file.bytes,
-            rounds,
-        },
-        mode: t.mode,
-        exact: t.exact,
-        walks: t.walks,
-        steps: t.steps,
-        blocks: t.blocks,
-        block_size: t.block_size,
-        adaptive: t.adaptive,
-        largest_group: t.largest_group,
-        blocks_loaded: t.blocks_loaded,
-        cache_hits: t.cache_hits,
-        vertex_loads: t.vertex_loads,
-        bytes_read: t.bytes_read,
-        bytes_written: t.bytes_written,
-        wall_ns: t.wall_ns,
-        peak_mem_bytes: t.peak_mem_bytes,
-        mem_budget: t.mem_budget,
-        io_backend: t.io_backend,
-        walk_word_bits: t.walk_word_bits,
-    })
+    let total = total.ok_or_else(|| Error::InvalidArgument("the graph has no vertices".into()))?;
+    Ok(total.with_result(CorpusOutput {
+        path: output.to_owned(),
+        walks: file.walks,
+        bytes: file.bytes,
+        rounds,
+    }))
 }

@@ -164,6 +164,68 @@ impl Progress for Silent {
     fn update(&self, _done: u64, _total: u64, _steps: u64, _bytes_read: u64) {}
 }
 
+/// `a / b`, or 0 when nothing was divided.
+#[allow(clippy::cast_precision_loss)]
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl<O> Report<O> {
+    /// The same report with another result.
+    pub fn with_result<P>(self, result: P) -> Report<P> {
+        Report {
+            mode: self.mode,
+            exact: self.exact,
+            walks: self.walks,
+            steps: self.steps,
+            blocks: self.blocks,
+            block_size: self.block_size,
+            adaptive: self.adaptive,
+            largest_group: self.largest_group,
+            blocks_loaded: self.blocks_loaded,
+            cache_hits: self.cache_hits,
+            vertex_loads: self.vertex_loads,
+            bytes_read: self.bytes_read,
+            bytes_written: self.bytes_written,
+            steps_per_block_io: self.steps_per_block_io,
+            wall_ns: self.wall_ns,
+            steps_per_sec: self.steps_per_sec,
+            peak_mem_bytes: self.peak_mem_bytes,
+            mem_budget: self.mem_budget,
+            io_backend: self.io_backend,
+            walk_word_bits: self.walk_word_bits,
+            result,
+        }
+    }
+
+    /// The report of this run followed by `next` (counts and times add up,
+    /// peak memory is the larger; the result is `next`'s).
+    pub fn then(self, next: Report<O>) -> Report<O> {
+        let steps = self.steps + next.steps;
+        let blocks_loaded = self.blocks_loaded + next.blocks_loaded;
+        let wall_ns = self.wall_ns + next.wall_ns;
+        Report {
+            walks: self.walks + next.walks,
+            steps,
+            blocks_loaded,
+            cache_hits: self.cache_hits + next.cache_hits,
+            vertex_loads: self.vertex_loads + next.vertex_loads,
+            bytes_read: self.bytes_read + next.bytes_read,
+            bytes_written: self.bytes_written + next.bytes_written,
+            steps_per_block_io: ratio(steps, blocks_loaded),
+            wall_ns,
+            steps_per_sec: ratio(steps, wall_ns) * 1e9,
+            peak_mem_bytes: self.peak_mem_bytes.max(next.peak_mem_bytes),
+            largest_group: self.largest_group.max(next.largest_group),
+            ..next
+        }
+    }
+}
+
 /// Runs `app` on the `.qcsr` graph at `graph`.
 pub fn run<A: WalkApp>(
     graph: &std::path::Path,
@@ -538,8 +600,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let io = self.file.stats().snapshot();
         let wall_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let stats = &self.stats;
-        #[allow(clippy::cast_precision_loss)]
-        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         let pool_stats: quiver_walkstate::PoolStats = pool_stats;
         Ok(Report {
             mode: self.config.mode,
@@ -926,7 +986,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let need = self.block_memory(g);
                 let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
                 let freed = cache.shrink_to(limit, pools, &group);
-                // (shrink_to counts lists and blocks alike.)
                 self.stats.release(freed);
                 let block = self.load(g)?;
                 cache.blocks.bytes += block.memory_bytes();
@@ -1376,12 +1435,5 @@ trait Contains {
 impl Contains for Executing {
     fn contains(&self, v: u32) -> bool {
         Executing::contains(self, v)
-    }
-}
-
-impl Contains for Vertices {
-    fn contains(&self, _v: u32) -> bool {
-        // Vertex passes move every walk one step, so nothing is "inside".
-        false
     }
 }
