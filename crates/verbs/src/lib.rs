@@ -1,0 +1,70 @@
+//! RDMA verbs for Quiver's distributed engines: one interface ([`Node`],
+//! [`Region`], [`Queue`]) over four fabrics, and the cluster bootstrap that
+//! starts a job.
+//!
+//! The semantics are those of RC queue pairs, so an engine that is correct
+//! here is correct on a NIC:
+//! - Remote memory is a registered [`Region`], addressed by
+//!   ([`RemoteRegion`], byte offset). Every access is bounds-checked at the
+//!   target; a bad key or range completes with a [`VerbError`] and touches
+//!   nothing.
+//! - One-sided READ, WRITE, 8-byte CAS and FETCH_ADD never involve the
+//!   target's application threads. Two-sided SEND matches the oldest
+//!   receive posted at the target node.
+//! - Work requests are posted in batches and complete through a queue that
+//!   the caller polls; the blocking calls on [`Queue`] sit on top.
+//! - Ordering: per queue and target node, operations take effect and
+//!   complete in posted order. Aligned 8-byte words are atomic; a longer
+//!   READ concurrent with a WRITE may see a mix of old and new words.
+//! - Every node counts the verbs it initiates, by peer and verb
+//!   ([`Counters`]), and with the loopback cost model keeps a virtual clock.
+//! - Failures are loud: a lost peer completes its outstanding operations
+//!   with [`VerbError::PeerLost`], and collectives fail with
+//!   [`Error::NodeFailed`] naming the node, within the node's timeout.
+//!
+//! Fabrics: [`loopback`] (threads of one process), [`tcp`] (one process per
+//! node), `mpi` (feature `mpi`) and `ibverbs` (feature `rdma`). The
+//! [`cluster`] module finds rank and size (flags, Slurm, Open MPI, PMI),
+//! runs the rendezvous, and spawns local jobs; [`conformance`] is the
+//! contract as a test suite, run against every fabric.
+#![warn(missing_docs)]
+
+pub mod conformance;
+mod cost;
+mod counters;
+mod error;
+pub mod loopback;
+mod node;
+mod queue;
+mod region;
+mod wr;
+
+pub use cost::CostModel;
+pub use counters::{Counters, VerbCount};
+pub use error::{Error, Result, VerbError};
+pub use node::{Node, Reduce};
+pub use queue::Queue;
+pub use region::{Region, RemoteRegion};
+pub use wr::{Completion, Op, Output, Verb, WorkRequest};
+
+use std::fmt;
+
+/// A node's rank in its job, `0..size`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct NodeRank(pub u32);
+
+impl NodeRank {
+    /// The rank as an index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for NodeRank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
