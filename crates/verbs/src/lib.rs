@@ -30,10 +30,14 @@
 #![warn(missing_docs)]
 
 pub mod conformance;
+#[cfg(feature = "rdma")]
+pub mod ibverbs;
 mod cost;
 mod counters;
 mod error;
 pub mod loopback;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod node;
 mod queue;
 mod region;

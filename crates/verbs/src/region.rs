@@ -99,11 +99,14 @@ impl Memory {
 /// the same word-level atomicity as remote operations. Dropping the handle
 /// deregisters the region: later remote operations on its key complete with
 /// [`VerbError::UnknownKey`].
-#[derive(Debug)]
 pub struct Region {
     memory: Arc<Memory>,
     remote: RemoteRegion,
     registry: Arc<Registry>,
+    /// A fabric's own registration of the memory (an ibverbs memory region,
+    /// an MPI window), released after the region leaves the registry.
+    #[allow(dead_code)]
+    fabric_registration: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Region {
@@ -183,6 +186,14 @@ impl Region {
         &self.memory
     }
 
+    /// Attaches a fabric's registration of this memory (kept until the
+    /// region is dropped) and the base address peers must use.
+    #[cfg_attr(not(any(feature = "rdma", feature = "mpi")), allow(dead_code))]
+    pub(crate) fn attach_registration(&mut self, registration: Box<dyn std::any::Any + Send + Sync>, base: u64) {
+        self.fabric_registration = Some(registration);
+        self.remote.base = base;
+    }
+
     fn assert_range(&self, offset: usize, len: usize) {
         assert!(
             offset.checked_add(len).is_some_and(|end| end <= self.len()),
@@ -194,6 +205,12 @@ impl Region {
     fn assert_word(&self, offset: usize) {
         assert!(offset % 8 == 0, "word access at misaligned offset {offset}");
         self.assert_range(offset, 8);
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region").field("remote", &self.remote).finish_non_exhaustive()
     }
 }
 
@@ -250,6 +267,7 @@ impl Registry {
             },
             memory,
             registry: Arc::clone(self),
+            fabric_registration: None,
         }
     }
 

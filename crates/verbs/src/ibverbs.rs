@@ -1,0 +1,1 @@
+//! The `ibverbs` fabric (feature `rdma`).

@@ -1,0 +1,1 @@
+//! The `mpi` fabric (feature `mpi`).
