@@ -68,6 +68,15 @@ pub enum Error {
     },
 }
 
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
 /// The error status of a completed work request: the operation did not take
 /// effect (a failed READ returns no data, a failed WRITE or atomic leaves the
 /// remote memory untouched).

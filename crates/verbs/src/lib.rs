@@ -29,18 +29,20 @@
 //! contract as a test suite, run against every fabric.
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod conformance;
-#[cfg(feature = "rdma")]
-pub mod ibverbs;
 mod cost;
 mod counters;
 mod error;
+#[cfg(feature = "rdma")]
+pub mod ibverbs;
 pub mod loopback;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod node;
 mod queue;
 mod region;
+pub mod tcp;
 mod wr;
 
 pub use cost::CostModel;

@@ -23,6 +23,12 @@ pub(crate) trait Fabric: Send + Sync + fmt::Debug {
     fn post(&self, cq: &Arc<CompletionQueue>, now_ns: u64, wrs: Vec<WorkRequest>);
     /// Every node contributes `data`; all receive every contribution, by rank.
     fn all_gather(&self, data: Vec<u8>) -> Result<Vec<Vec<u8>>>;
+    /// Hands this node's report to whoever collects the job's results.
+    fn report(&self, _report: String) -> Result<()> {
+        Err(Error::InvalidArgument(
+            "this fabric has no coordinator to collect reports; return results directly".into(),
+        ))
+    }
 }
 
 /// Reductions for [`Node::all_reduce`].
@@ -208,6 +214,17 @@ impl Node {
                 Ok(remote)
             })
             .collect()
+    }
+
+    /// Sends this node's report (e.g. JSON) to the coordinator, which hands
+    /// it to the driver of a local job ([`crate::cluster::LocalJob::wait`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on fabrics without a coordinator
+    /// (loopback: return results from the node's thread instead), or a lost
+    /// coordinator.
+    pub fn report(&self, report: &str) -> Result<()> {
+        self.inner.fabric.report(report.to_owned())
     }
 
     pub(crate) fn post(&self, cq: &Arc<CompletionQueue>, wrs: Vec<WorkRequest>) {

@@ -211,6 +211,14 @@ impl Queue {
         let wrs: Vec<WorkRequest> = wrs.into_iter().collect();
         let size = self.node.size();
         for wr in &wrs {
+            if wr.op.payload_len() > u64::from(u32::MAX) {
+                return Err(Error::InvalidArgument(format!(
+                    "work request {} ({}) moves {} bytes; one operation moves at most 4 GiB - 1",
+                    wr.wr_id,
+                    wr.op.verb(),
+                    wr.op.payload_len()
+                )));
+            }
             if let Some(target) = wr.op.target() {
                 if target.0 >= size {
                     return Err(Error::InvalidArgument(format!(

@@ -189,7 +189,11 @@ impl Region {
     /// Attaches a fabric's registration of this memory (kept until the
     /// region is dropped) and the base address peers must use.
     #[cfg_attr(not(any(feature = "rdma", feature = "mpi")), allow(dead_code))]
-    pub(crate) fn attach_registration(&mut self, registration: Box<dyn std::any::Any + Send + Sync>, base: u64) {
+    pub(crate) fn attach_registration(
+        &mut self,
+        registration: Box<dyn std::any::Any + Send + Sync>,
+        base: u64,
+    ) {
         self.fabric_registration = Some(registration);
         self.remote.base = base;
     }
@@ -210,7 +214,9 @@ impl Region {
 
 impl std::fmt::Debug for Region {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Region").field("remote", &self.remote).finish_non_exhaustive()
+        f.debug_struct("Region")
+            .field("remote", &self.remote)
+            .finish_non_exhaustive()
     }
 }
 

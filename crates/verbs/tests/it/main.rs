@@ -2,3 +2,4 @@
 //! what only some fabrics can show (torn reads, the cost model, processes).
 
 mod loopback;
+mod tcp;
