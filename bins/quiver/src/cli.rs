@@ -88,6 +88,21 @@ Inputs larger than --mem are sorted externally: sorted runs are spilled to
         #[command(subcommand)]
         app: crate::walk::WalkCommand,
     },
+    /// Check and measure the RDMA verbs fabrics that the distributed engines run on.
+    #[command(after_help = "Examples:
+  quiver verbs check --nodes 4
+  quiver verbs bench --nodes 2
+  srun -n 16 quiver verbs check --coordinator node01:7000")]
+    Verbs {
+        #[command(subcommand)]
+        task: crate::verbs::VerbsCommand,
+    },
+    /// One node of a job spawned by `quiver verbs --nodes N` (internal).
+    #[command(name = "verbs-node", hide = true)]
+    VerbsNode {
+        #[command(subcommand)]
+        task: crate::verbs::VerbsCommand,
+    },
     /// Generate a small graph, round-trip it through an edge list, and show it; no set-up needed.
     Demo(DemoArgs),
 }

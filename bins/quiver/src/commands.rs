@@ -33,6 +33,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => export(args, json),
         Command::Info(args) => info(&args, json),
         Command::Demo(args) => demo(&args, json),
+        Command::Verbs { task } => crate::verbs::verbs(task, json),
+        Command::VerbsNode { task } => crate::verbs::node(task),
         Command::Walk { app } => crate::walk::walk(app, json, !std::io::stderr().is_terminal()),
     }
 }

@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod progress;
 mod units;
+mod verbs;
 mod walk;
 
 use std::process::ExitCode;
@@ -39,6 +40,9 @@ fn is_usage_error(err: &anyhow::Error) -> bool {
         ) || matches!(
             cause.downcast_ref::<quiver_walker::Error>(),
             Some(quiver_walker::Error::InvalidArgument(_))
+        ) || matches!(
+            cause.downcast_ref::<quiver_verbs::Error>(),
+            Some(quiver_verbs::Error::InvalidArgument(_))
         ) || cause.downcast_ref::<commands::UsageError>().is_some()
     })
 }

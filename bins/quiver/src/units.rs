@@ -19,6 +19,28 @@ pub fn parse_range(text: &str) -> Result<(u32, u32), String> {
     Ok((lo, hi))
 }
 
+/// Parses a duration: `500ms`, `30s`, `2m`, or a number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, scale_ms) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60e3)
+    } else {
+        (text, 1e3)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 30s, 2m)"))?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("duration {text:?} must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(value * scale_ms / 1e3))
+}
+
 /// Peak resident memory of this process (VmHWM), in bytes, where Linux says.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -37,5 +59,16 @@ mod tests {
         assert_eq!(parse_range("5..=5"), Ok((5, 5)));
         assert!(parse_range("9..1").is_err());
         assert!(parse_range("1-100").is_err());
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").is_err());
     }
 }

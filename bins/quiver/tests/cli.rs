@@ -48,6 +48,9 @@ fn every_subcommand_explains_itself_with_examples() {
         &["convert", "--help"],
         &["export", "--help"],
         &["info", "--help"],
+        &["verbs", "--help"],
+        &["verbs", "check", "--help"],
+        &["verbs", "bench", "--help"],
     ] {
         let out = quiver(args);
         assert!(out.status.success(), "{args:?}");
@@ -268,4 +271,88 @@ fn walk_reports_counts_and_the_top_vertices() {
     );
     let out = quiver(&["walk", "ppr", path(&g), "--source", "0", "--mem", "0"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn verbs_check_spawns_a_local_job_and_collects_every_node() {
+    let report = json(&quiver(&["verbs", "check", "--nodes", "3", "--json"]));
+    assert_eq!(report["passed"], true);
+    let nodes = report["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    for (rank, node) in nodes.iter().enumerate() {
+        assert_eq!(node["rank"], rank);
+        let checks = node["checks"].as_array().unwrap();
+        assert!(
+            checks.len() >= 7 && checks.iter().all(|c| c["passed"] == true),
+            "{node}"
+        );
+        assert!(node["counters"]["total"]["read"]["ops"].as_u64().unwrap() > 0);
+    }
+    let bench = json(&quiver(&[
+        "verbs",
+        "bench",
+        "--fabric",
+        "loopback",
+        "--cost-model",
+        "--ops",
+        "200",
+        "--json",
+    ]));
+    let ops: Vec<&str> = bench["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        ["read", "cas", "write", "write", "write", "write", "write", "write"]
+    );
+    assert!(
+        bench["measurements"][0]["modelled_us_per_op"]
+            .as_f64()
+            .unwrap()
+            >= 2.0
+    );
+}
+
+#[test]
+fn verbs_mistakes_are_named() {
+    let out = quiver(&["verbs", "check", "--cost-model"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--cost-model applies to --fabric loopback only"));
+    let out = quiver(&[
+        "verbs",
+        "check",
+        "--rank",
+        "5",
+        "--size",
+        "2",
+        "--coordinator",
+        "127.0.0.1:1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("rank 5 is out of range for a job of 2 nodes"),
+        "{}",
+        stderr(&out)
+    );
+    let out = quiver(&[
+        "verbs",
+        "check",
+        "--rank",
+        "1",
+        "--size",
+        "2",
+        "--coordinator",
+        "127.0.0.1:1",
+        "--timeout",
+        "300ms",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("could not reach the coordinator at 127.0.0.1:1"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -134,6 +134,9 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> Result<JoinHandl
 
 const HANDSHAKE: [u8; 4] = *b"QVRB";
 
+/// How long a NIC reader polls for responses before sleeping in `read`.
+const POLL_WINDOW: Duration = Duration::from_micros(200);
+
 /// Connects to every lower rank and accepts every higher one; returns the
 /// streams by rank (`None` for this node).
 fn mesh(
@@ -615,6 +618,9 @@ impl NicReader {
         let mut wire = BufReader::with_capacity(1 << 18, stream);
         let mut responses = Vec::new();
         let reason = loop {
+            if wire.buffer().is_empty() {
+                self.await_input(wire.get_ref());
+            }
             let kind = match get_u8(&mut wire) {
                 Ok(kind) => kind,
                 Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -637,6 +643,28 @@ impl NicReader {
             }
         };
         self.conn.lose(&reason);
+    }
+
+    /// While our own requests await responses, polls the socket for a
+    /// while instead of sleeping in `read`: a response then costs no thread
+    /// wake-up, as a NIC that polls. With nothing pending, the thread blocks
+    /// in `read` and costs nothing.
+    fn await_input(&self, stream: &TcpStream) {
+        let until = Instant::now() + POLL_WINDOW;
+        while !lock(&self.conn.pending).queue.is_empty() && Instant::now() < until {
+            let mut fd = libc::pollfd {
+                fd: stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: `fd` is one valid pollfd for the duration of the call
+            // (count 1), on a descriptor owned by `stream`; timeout 0 never blocks.
+            let ready = unsafe { libc::poll(&raw mut fd, 1, 0) };
+            if ready != 0 {
+                return;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Serves one request of the peer against our memory.
