@@ -24,7 +24,7 @@ pub struct BenchArgs {
     /// io: size of the test file (on the real disk, in target/bench/data).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     size: u64,
-    /// io: repetitions of every method, interleaved.
+    /// io, verbs: repetitions of every method, interleaved (verbs: the median run is kept).
     #[arg(long, default_value_t = 3)]
     reps: u32,
     /// io: 8 MiB blocks per io_uring batch in the sequential runs (bench-io's default if omitted).
@@ -59,6 +59,8 @@ enum Which {
     Ingest,
     /// The walker engine: GraphWalker against iteration out of core, memory mode against dependent reads.
     Walker,
+    /// quiver-verbs: latency and bandwidth per fabric, tcp against a plain TCP ping-pong.
+    Verbs,
     /// All of them.
     All,
 }
@@ -93,6 +95,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if matches!(args.which, Which::Walker | Which::All) {
         let report = walker::walker(&bins, &data, &out, args)?;
         write_json(&out.join("walker.json"), &report)?;
+    }
+    if matches!(args.which, Which::Verbs | Which::All) {
+        let report = verbs(&bins, args)?;
+        write_json(&out.join("verbs.json"), &report)?;
     }
     let table = report::regenerate(&out)?;
     println!("{table}");
@@ -467,4 +473,98 @@ pub(crate) fn reuse_or(
         return Ok(Value::Null);
     }
     make()
+}
+
+/// `quiver verbs bench` on each fabric: tcp between two processes (`reps`
+/// runs, the one with the median READ/ping-pong ratio kept) and loopback
+/// with the cost model.
+fn verbs(bins: &Bins, args: &BenchArgs) -> Result<Value> {
+    let mut tcp_runs = Vec::new();
+    for _ in 0..args.reps.max(1) {
+        tcp_runs.push(capture_json(
+            &bins.quiver,
+            &argv!["verbs", "bench", "--nodes", "2", "--ops", "20000", "--json"],
+        )?);
+    }
+    let ratio = |r: &Value| r["read_over_ping_pong"].as_f64().unwrap_or(f64::INFINITY);
+    tcp_runs.sort_by(|a, b| ratio(a).total_cmp(&ratio(b)));
+    let all_ratios: Vec<f64> = tcp_runs.iter().map(ratio).collect();
+    let tcp = tcp_runs.swap_remove(tcp_runs.len() / 2);
+    let loopback = capture_json(
+        &bins.quiver,
+        &argv![
+            "verbs",
+            "bench",
+            "--fabric",
+            "loopback",
+            "--cost-model",
+            "--ops",
+            "200000",
+            "--json"
+        ],
+    )?;
+    let find = |r: &Value, op: &str, bytes: u64, depth: u64| -> Result<Value> {
+        r["measurements"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["op"] == op && m["bytes"] == bytes && m["depth"] == depth)
+            .cloned()
+            .with_context(|| format!("the verbs report has no {op} of {bytes} B at depth {depth}"))
+    };
+    let mut rows = Vec::new();
+    let (read, ping) = (
+        find(&tcp, "read", 8, 1)?,
+        find(&tcp, "tcp ping-pong", 8, 1)?,
+    );
+    rows.push(Row::compare(
+        "verbs",
+        "tcp READ 8 B p50 vs TCP ping-pong p50, µs",
+        num(&read, "/p50_us")?,
+        num(&ping, "/p50_us")?,
+        Some(Target::AtMost(1.5)),
+    ));
+    let (batch, one) = (find(&tcp, "write", 8, 32)?, find(&tcp, "write", 8, 1)?);
+    rows.push(Row::compare(
+        "verbs",
+        "tcp 8 B WRITEs, batches of 32 vs depth 1, ops/s",
+        num(&batch, "/ops_per_s")?,
+        num(&one, "/ops_per_s")?,
+        Some(Target::AtLeast(5.0)),
+    ));
+    rows.push(Row::value(
+        "verbs",
+        "tcp CAS 8 B p50, µs",
+        num(&find(&tcp, "cas", 8, 1)?, "/p50_us")?,
+    ));
+    for (fabric, report) in [("tcp", &tcp), ("loopback", &loopback)] {
+        for bytes in [4096u64, 65536] {
+            for depth in [1u64, 32] {
+                let m = find(report, "write", bytes, depth)?;
+                rows.push(Row::value(
+                    "verbs",
+                    &format!("{fabric} WRITE {} KiB depth {depth}, MB/s", bytes / 1024),
+                    num(&m, "/mb_per_s")?,
+                ));
+            }
+        }
+    }
+    let lread = find(&loopback, "read", 8, 1)?;
+    rows.push(Row::value(
+        "verbs",
+        "loopback READ 8 B p50, µs",
+        num(&lread, "/p50_us")?,
+    ));
+    rows.push(Row::value(
+        "verbs",
+        "loopback READ 8 B modelled (ConnectX-3), µs",
+        num(&lread, "/modelled_us_per_op")?,
+    ));
+    let notes = vec![format!(
+        "verbs: tcp = two node processes on 127.0.0.1 (`quiver verbs bench --nodes 2`), {} runs, READ/ping-pong ratios {:?}, median run shown; \
+         the ping-pong polls its socket like a completion queue. Depth 32 = batches of 32 posted at once and drained.",
+        all_ratios.len(),
+        all_ratios.iter().map(|r| (r * 100.0).round() / 100.0).collect::<Vec<_>>()
+    )];
+    Ok(json!({ "tcp": tcp, "loopback": loopback, "rows": rows, "summary_notes": notes }))
 }

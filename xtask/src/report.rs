@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The benchmarks, in summary order.
-const BENCHES: [&str; 3] = ["io", "ingest", "walker"];
+const BENCHES: [&str; 4] = ["io", "ingest", "walker", "verbs"];
 
 /// What a ratio (engine / baseline) should be.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
