@@ -617,6 +617,7 @@ impl NicReader {
     fn run(self, stream: TcpStream) {
         let mut wire = BufReader::with_capacity(1 << 18, stream);
         let mut responses = Vec::new();
+        let mut scratch = Vec::new();
         let reason = loop {
             if wire.buffer().is_empty() {
                 self.await_input(wire.get_ref());
@@ -631,7 +632,7 @@ impl NicReader {
             let step = if kind == RESPONSE {
                 self.complete(&mut wire)
             } else {
-                self.serve(kind, &mut wire, &mut responses)
+                self.serve(kind, &mut wire, &mut responses, &mut scratch)
             };
             if let Err(err) = step {
                 break format!("the connection failed mid-frame: {err}");
@@ -668,7 +669,8 @@ impl NicReader {
     }
 
     /// Serves one request of the peer against our memory.
-    fn serve(&self, kind: u8, wire: &mut Wire, out: &mut Vec<u8>) -> std::io::Result<()> {
+    /// `scratch` holds a WRITE's payload between the socket and the region.
+    fn serve(&self, kind: u8, wire: &mut Wire, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> std::io::Result<()> {
         let me = self.me;
         out.push(RESPONSE);
         match kind {
@@ -684,8 +686,9 @@ impl NicReader {
             }
             WRITE => {
                 let (key, offset, len) = (get_u32(wire)?, get_u64(wire)?, get_u32(wire)?);
-                let data = get_bytes(wire, u64::from(len))?;
-                match self.registry.serve_write(me, key, offset, &data) {
+                scratch.resize(len as usize, 0);
+                wire.read_exact(scratch)?;
+                match self.registry.serve_write(me, key, offset, scratch) {
                     Ok(()) => out.push(OK),
                     Err(err) => encode_status(out, &err),
                 }
