@@ -386,6 +386,9 @@ struct Pending {
 struct PendingState {
     queue: VecDeque<Pending>,
     lost: Option<String>,
+    /// Where a batch's frames are encoded, kept to spare an allocation
+    /// (and, for large batches, fresh pages) per post.
+    frames: Vec<u8>,
 }
 
 /// One connection to a peer.
@@ -414,14 +417,11 @@ impl Conn {
 
     /// Sends a batch of requests in one write, remembering each for its response.
     fn submit(&self, cq: &Arc<CompletionQueue>, wrs: Vec<WorkRequest>) {
-        let mut frames = Vec::with_capacity(
-            wrs.iter()
-                .map(|wr| 32 + usize::try_from(wr.op.payload_len()).unwrap_or(0))
-                .sum(),
-        );
         // Held across the write so that the order of pending entries is the
         // order of requests on the wire.
         let mut pending = lock(&self.pending);
+        let mut frames = std::mem::take(&mut pending.frames);
+        frames.clear();
         if let Some(reason) = &pending.lost {
             for wr in wrs {
                 cq.push(Completion::new(
@@ -445,6 +445,7 @@ impl Conn {
             });
         }
         self.outbox.send(&frames);
+        pending.frames = frames;
     }
 
     fn lost(&self, reason: &str) -> VerbError {
