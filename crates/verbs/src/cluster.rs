@@ -725,7 +725,7 @@ pub struct LocalJob {
 impl LocalJob {
     /// Starts a coordinator on 127.0.0.1 and `size` node processes, each
     /// built by `command(rank)` and given its rank, the size and the
-    /// coordinator address through [`env`].
+    /// coordinator address through the variables of [`self::env`].
     ///
     /// # Errors
     /// [`Error::Io`] if a process cannot be started.

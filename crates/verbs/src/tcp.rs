@@ -671,7 +671,13 @@ impl NicReader {
 
     /// Serves one request of the peer against our memory.
     /// `scratch` holds a WRITE's payload between the socket and the region.
-    fn serve(&self, kind: u8, wire: &mut Wire, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> std::io::Result<()> {
+    fn serve(
+        &self,
+        kind: u8,
+        wire: &mut Wire,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
         let me = self.me;
         out.push(RESPONSE);
         match kind {
