@@ -48,6 +48,10 @@ pub enum FabricArg {
     Loopback,
     /// One process per node over TCP.
     Tcp,
+    /// The ranks of an MPI job (run under mpirun/srun; needs a build with --features mpi).
+    Mpi,
+    /// Real RDMA RC queue pairs (needs an RDMA device and a build with --features rdma).
+    Ibverbs,
 }
 
 /// How to form the job.
@@ -109,6 +113,11 @@ pub fn verbs(command: VerbsCommand, json: bool) -> Result<()> {
             json,
         );
     }
+    if job.fabric == FabricArg::Mpi && job.nodes.is_some() {
+        bail!(crate::commands::UsageError(
+            "the mpi fabric's nodes are started by the MPI launcher: mpirun -n N quiver verbs ... --fabric mpi".into()
+        ));
+    }
     if let Some(nodes) = job.nodes {
         if job.rank.is_some() || job.size.is_some() {
             bail!(crate::commands::UsageError(
@@ -158,8 +167,36 @@ pub fn node(command: VerbsCommand) -> Result<()> {
 }
 
 fn join(job: &JobArgs) -> Result<Node> {
+    match job.fabric {
+        FabricArg::Loopback => unreachable!("loopback nodes are threads of the driver"),
+        FabricArg::Tcp => {
+            let launch = Launch::resolve(job.rank, job.size, job.coordinator.clone(), job.timeout)?;
+            Ok(tcp::join(&launch)?)
+        }
+        FabricArg::Mpi => join_mpi(job),
+        FabricArg::Ibverbs => join_ibverbs(job),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn join_mpi(job: &JobArgs) -> Result<Node> {
+    Ok(quiver_verbs::mpi::join(job.timeout)?)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn join_mpi(_: &JobArgs) -> Result<Node> {
+    bail!("this quiver was built without the mpi fabric; rebuild with `cargo build --release --features mpi` (needs libopenmpi-dev and libclang-dev)")
+}
+
+#[cfg(feature = "rdma")]
+fn join_ibverbs(job: &JobArgs) -> Result<Node> {
     let launch = Launch::resolve(job.rank, job.size, job.coordinator.clone(), job.timeout)?;
-    Ok(tcp::join(&launch)?)
+    Ok(quiver_verbs::ibverbs::join_launch(&launch)?)
+}
+
+#[cfg(not(feature = "rdma"))]
+fn join_ibverbs(_: &JobArgs) -> Result<Node> {
+    bail!("this quiver was built without the ibverbs fabric; rebuild with `cargo build --release --features rdma` (needs libibverbs-dev, librdmacm-dev and libclang-dev)")
 }
 
 /// The arguments that make a spawned node run the same task.
@@ -170,6 +207,12 @@ fn task_args(command: &VerbsCommand) -> Vec<String> {
             VerbsCommand::Check(_) => "check".to_owned(),
             VerbsCommand::Bench(_) => "bench".to_owned(),
         },
+        "--fabric".to_owned(),
+        job.fabric
+            .to_possible_value()
+            .expect("no fabric is skipped")
+            .get_name()
+            .to_owned(),
         "--timeout".to_owned(),
         format!("{}ms", job.timeout.as_millis()),
     ];
