@@ -503,6 +503,7 @@ fn verbs(bins: &Bins, args: &BenchArgs) -> Result<Value> {
             "--json"
         ],
     )?;
+    let mpi = mpi_bench(bins)?;
     let find = |r: &Value, op: &str, bytes: u64, depth: u64| -> Result<Value> {
         r["measurements"]
             .as_array()
@@ -549,6 +550,26 @@ fn verbs(bins: &Bins, args: &BenchArgs) -> Result<Value> {
             }
         }
     }
+    if let Some(mpi) = &mpi {
+        for (op, bytes, depth) in [("read", 8, 1), ("cas", 8, 1), ("write", 8, 1)] {
+            let m = find(mpi, op, bytes, depth)?;
+            rows.push(Row::value(
+                "verbs",
+                &format!("mpi {} 8 B p50, µs", op.to_uppercase()),
+                num(&m, "/p50_us")?,
+            ));
+        }
+        for bytes in [4096u64, 65536] {
+            for depth in [1u64, 32] {
+                let m = find(mpi, "write", bytes, depth)?;
+                rows.push(Row::value(
+                    "verbs",
+                    &format!("mpi WRITE {} KiB depth {depth}, MB/s", bytes / 1024),
+                    num(&m, "/mb_per_s")?,
+                ));
+            }
+        }
+    }
     let lread = find(&loopback, "read", 8, 1)?;
     rows.push(Row::value(
         "verbs",
@@ -566,5 +587,59 @@ fn verbs(bins: &Bins, args: &BenchArgs) -> Result<Value> {
         all_ratios.len(),
         all_ratios.iter().map(|r| (r * 100.0).round() / 100.0).collect::<Vec<_>>()
     )];
-    Ok(json!({ "tcp": tcp, "loopback": loopback, "rows": rows, "summary_notes": notes }))
+    Ok(
+        json!({ "tcp": tcp, "loopback": loopback, "mpi": mpi, "rows": rows, "summary_notes": notes }),
+    )
+}
+
+/// The mpi fabric between two ranks under `mpirun`, when Open MPI is
+/// installed: builds the driver with `--features mpi` for it.
+fn mpi_bench(bins: &Bins) -> Result<Option<Value>> {
+    let Some(mpirun) = which("mpirun") else {
+        eprintln!("xtask: no mpirun on PATH; skipping the mpi fabric");
+        return Ok(None);
+    };
+    eprintln!("xtask: building the driver with --features mpi");
+    let status = cargo()
+        .args(["build", "--release", "-p", "quiver", "--features", "mpi"])
+        .current_dir(workspace_root())
+        .status()
+        .context("running cargo build --features mpi")?;
+    ensure!(
+        status.success(),
+        "cargo build --features mpi failed ({status})"
+    );
+    let mut argv = Vec::from(argv!["-n", "2", "--oversubscribe"]);
+    if is_root() {
+        argv.extend(argv!["--allow-run-as-root"]);
+    }
+    argv.extend(argv![
+        &bins.quiver,
+        "verbs",
+        "bench",
+        "--fabric",
+        "mpi",
+        "--ops",
+        "20000",
+        "--json"
+    ]);
+    capture_json(&mpirun, &argv).map(Some)
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|path| path.is_file())
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            == Some("0")
+    })
 }
