@@ -118,6 +118,11 @@ pub fn verbs(command: VerbsCommand, json: bool) -> Result<()> {
             "the mpi fabric's nodes are started by the MPI launcher: mpirun -n N quiver verbs ... --fabric mpi".into()
         ));
     }
+    if job.fabric == FabricArg::Ibverbs && job.nodes.is_some() {
+        bail!(crate::commands::UsageError(
+            "ibverbs nodes run one per RDMA host: start them with srun/mpirun, or --rank/--size/--coordinator".into()
+        ));
+    }
     if let Some(nodes) = job.nodes {
         if job.rank.is_some() || job.size.is_some() {
             bail!(crate::commands::UsageError(

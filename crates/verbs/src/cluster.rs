@@ -680,9 +680,63 @@ impl Control {
     }
 
     /// Leaves the job cleanly.
-    pub(crate) fn bye(&self) {
+    fn bye(&self) {
         // Leaving a job whose coordinator is gone needs no goodbye.
         let _ = self.send(&ToCoordinator::Bye);
+    }
+}
+
+/// A node's membership of a job: its [`Control`], and the [`Coordinator`]
+/// when this node hosts it. Dropping it leaves the job cleanly; a node that
+/// hosts the coordinator then waits until every other node has left (or
+/// failed), since the job's collectives run through it.
+#[derive(Debug)]
+pub struct Membership {
+    control: Control,
+    coordinator: Option<Coordinator>,
+}
+
+impl Membership {
+    /// Hosts the coordinator if `launch` says so, then joins through
+    /// [`Control::join`].
+    ///
+    /// # Errors
+    /// As [`Coordinator::start`] and [`Control::join`].
+    pub fn join(
+        launch: &Launch,
+        data_port: u16,
+        on_failure: impl Fn(NodeRank, &str) + Send + 'static,
+    ) -> Result<Membership> {
+        let coordinator = if launch.hosts_coordinator {
+            Some(Coordinator::start(
+                &launch.coordinator,
+                launch.size,
+                launch.timeout,
+            )?)
+        } else {
+            None
+        };
+        let control = Control::join(launch, data_port, on_failure)?;
+        Ok(Membership {
+            control,
+            coordinator,
+        })
+    }
+
+    /// The line to the coordinator.
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        self.control.bye();
+        if let Some(coordinator) = self.coordinator.take() {
+            if let Err(err) = coordinator.finish() {
+                tracing::error!("the job failed: {err}");
+            }
+        }
     }
 }
 

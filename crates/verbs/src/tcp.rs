@@ -28,7 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Control, Coordinator, Launch};
+use crate::cluster::{Launch, Membership};
 use crate::counters::CounterTable;
 use crate::error::{Error, Result, VerbError};
 use crate::node::{Fabric, Node};
@@ -51,15 +51,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// [`Error::Bootstrap`] (unreachable or refusing coordinator, bad rank or
 /// size), [`Error::NodeFailed`] (a node never arrived), [`Error::Io`].
 pub fn join(launch: &Launch) -> Result<Node> {
-    let coordinator = if launch.hosts_coordinator {
-        Some(Coordinator::start(
-            &launch.coordinator,
-            launch.size,
-            launch.timeout,
-        )?)
-    } else {
-        None
-    };
     let listener = TcpListener::bind("0.0.0.0:0")
         .map_err(|e| Error::io("listening for peer connections", e))?;
     let port = listener
@@ -68,7 +59,7 @@ pub fn join(launch: &Launch) -> Result<Node> {
         .port();
     let conns: Arc<OnceLock<Vec<Option<Arc<Conn>>>>> = Arc::new(OnceLock::new());
     let notified = Arc::clone(&conns);
-    let control = Control::join(launch, port, move |node, reason| {
+    let membership = Membership::join(launch, port, move |node, reason| {
         if let Some(conn) = notified
             .get()
             .and_then(|conns| conns.get(node.index()))
@@ -77,7 +68,7 @@ pub fn join(launch: &Launch) -> Result<Node> {
             conn.lose(&format!("the coordinator reports it failed: {reason}"));
         }
     })?;
-    let streams = mesh(launch, &listener, control.peers())?;
+    let streams = mesh(launch, &listener, membership.control().peers())?;
     let registry = Arc::new(Registry::default());
     let mailbox = Arc::new(Mailbox::default());
     let mut threads = Vec::new();
@@ -110,9 +101,8 @@ pub fn join(launch: &Launch) -> Result<Node> {
         registry,
         mailbox,
         conns,
-        control,
+        membership,
         threads: Mutex::new(threads),
-        coordinator: Mutex::new(coordinator),
     };
     let counters = Arc::new(CounterTable::new(launch.size));
     Ok(Node::new(
@@ -781,9 +771,9 @@ struct Tcp {
     registry: Arc<Registry>,
     mailbox: Arc<Mailbox>,
     conns: Arc<OnceLock<Vec<Option<Arc<Conn>>>>>,
-    control: Control,
+    /// Dropped after the connections are closed: leaves the job.
+    membership: Membership,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    coordinator: Mutex<Option<Coordinator>>,
 }
 
 impl Tcp {
@@ -868,27 +858,21 @@ impl Fabric for Tcp {
     }
 
     fn all_gather(&self, data: Vec<u8>) -> Result<Vec<Vec<u8>>> {
-        self.control.all_gather(data)
+        self.membership.control().all_gather(data)
     }
 
     fn report(&self, report: String) -> Result<()> {
-        self.control.report(report)
+        self.membership.control().report(report)
     }
 }
 
 impl Drop for Tcp {
     fn drop(&mut self) {
-        self.control.bye();
         for conn in self.conns.get().into_iter().flatten().flatten() {
             conn.lose("this node left the job");
         }
         for thread in lock(&self.threads).drain(..) {
             let _ = thread.join();
-        }
-        if let Some(coordinator) = lock(&self.coordinator).take() {
-            if let Err(err) = coordinator.finish() {
-                tracing::error!("the job failed: {err}");
-            }
         }
     }
 }
