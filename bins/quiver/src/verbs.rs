@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_verbs::cluster::{Launch, LocalJob};
-use quiver_verbs::{conformance, loopback, tcp, CostModel, Node, NodeRank, Op, Queue, WorkRequest};
+use quiver_verbs::{
+    conformance, loopback, tcp, CostModel, Node, NodeRank, Op, Output, Queue, WorkRequest,
+};
 use serde::Serialize;
 
 use crate::units::parse_duration;
@@ -340,39 +342,34 @@ fn measure(node: &Node, ops: u64) -> Result<BenchReport> {
                        bytes: usize,
                        depth: usize,
                        count: u64,
-                       op: &dyn Fn(u64) -> Op|
+                       op: &dyn Fn(u64, Option<Vec<u8>>) -> Op|
          -> Result<()> {
             measurements.push(time_ops(node, &mut queue, name, bytes, depth, count, op)?);
             Ok(())
         };
-        run("read", 8, 1, small, &|_| Op::Read {
+        let write = |offset: u64, bytes: usize, buffer: Option<Vec<u8>>| Op::Write {
+            remote: target,
+            offset,
+            data: buffer.unwrap_or_else(|| vec![7; bytes]),
+        };
+        run("read", 8, 1, small, &|_, _| Op::Read {
             remote: target,
             offset: 0,
             len: 8,
         })?;
-        run("cas", 8, 1, small, &|i| Op::CompareSwap {
+        run("cas", 8, 1, small, &|i, _| Op::CompareSwap {
             remote: target,
             offset: 8,
             expected: i,
             new: i + 1,
         })?;
-        run("write", 8, 1, small, &|_| Op::Write {
-            remote: target,
-            offset: 16,
-            data: vec![7; 8],
-        })?;
-        run("write", 8, 32, small, &|_| Op::Write {
-            remote: target,
-            offset: 16,
-            data: vec![7; 8],
-        })?;
+        run("write", 8, 1, small, &|_, buffer| write(16, 8, buffer))?;
+        run("write", 8, 32, small, &|_, buffer| write(16, 8, buffer))?;
         for bytes in [4 << 10, 64 << 10] {
             let count = if bytes > 4096 { large } else { small / 4 };
             for depth in [1, 32] {
-                run("write", bytes, depth, count, &|i| Op::Write {
-                    remote: target,
-                    offset: slot(i, depth, SLOT),
-                    data: vec![1; bytes],
+                run("write", bytes, depth, count, &|i, buffer| {
+                    write(slot(i, depth, SLOT), bytes, buffer)
                 })?;
             }
         }
@@ -423,11 +420,12 @@ fn time_ops(
     bytes: usize,
     depth: usize,
     count: u64,
-    op: &dyn Fn(u64) -> Op,
+    op: &dyn Fn(u64, Option<Vec<u8>>) -> Op,
 ) -> Result<Measurement> {
     let warmup = (count / 10).min(1000);
     let total = warmup + count;
     let mut done = Vec::with_capacity(depth);
+    let mut spare: Vec<Vec<u8>> = Vec::with_capacity(depth);
     let mut latencies = Vec::new();
     let clock_before = node.clock_ns();
     let mut started = Instant::now();
@@ -439,12 +437,16 @@ fn time_ops(
         }
         let n = (depth as u64).min(total - i);
         let t0 = Instant::now();
-        queue.post((i..i + n).map(|k| WorkRequest::new(k, op(k))))?;
+        queue.post((i..i + n).map(|k| WorkRequest::new(k, op(k, spare.pop()))))?;
         done.clear();
         let n = usize::try_from(n).expect("a batch fits usize");
         queue.wait(&mut done, n, n)?;
-        if let Some(failed) = done.iter().find(|c| c.result.is_err()) {
-            bail!("{name} of {bytes} bytes failed: {:?}", failed.result);
+        for completion in done.drain(..) {
+            match completion.result {
+                Ok(Output::Written(buffer)) => spare.push(buffer),
+                Ok(_) => {}
+                Err(err) => bail!("{name} of {bytes} bytes failed: {err}"),
+            }
         }
         if depth == 1 {
             latencies.push(t0.elapsed());

@@ -166,11 +166,20 @@ fn read_write(node: &Node) -> Result<Verdict> {
     });
     queue.post(wrs)?;
     for completion in wait_all(&mut queue, remotes.len())? {
-        if let Err(err) = completion.result {
-            return Ok(Err(format!(
-                "WRITE to node {} failed: {err}",
-                completion.peer
-            )));
+        match completion.result {
+            Ok(Output::Written(buffer)) if buffer == slot_data => {}
+            Ok(other) => {
+                return Ok(Err(format!(
+                    "WRITE to node {} completed with {other:?}, not its buffer handed back",
+                    completion.peer
+                )))
+            }
+            Err(err) => {
+                return Ok(Err(format!(
+                    "WRITE to node {} failed: {err}",
+                    completion.peer
+                )))
+            }
         }
     }
     node.barrier()?;

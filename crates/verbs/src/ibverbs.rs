@@ -1286,10 +1286,11 @@ impl Entry {
     }
 
     fn output(&mut self) -> Output {
-        match self.op {
+        match &mut self.op {
             Op::Read { .. } => Output::Data(std::mem::take(&mut self.data)),
             Op::CompareSwap { .. } | Op::FetchAdd { .. } => Output::Value(self.value),
-            Op::Write { .. } | Op::Send { .. } => Output::Done,
+            Op::Write { data, .. } => Output::Written(std::mem::take(data)),
+            Op::Send { .. } => Output::Done,
             Op::Recv { .. } => unreachable!("receives never enter a link"),
         }
     }

@@ -169,7 +169,7 @@ impl Loopback {
                 data,
             } => registry
                 .serve_write(target_rank, remote.key, offset, &data)
-                .map(|()| Output::Done),
+                .map(|()| Output::Written(data)),
             Op::CompareSwap {
                 remote,
                 offset,

@@ -695,7 +695,7 @@ impl State {
             }
             Op::Write { data, .. } => {
                 memory.write(start, &data);
-                Output::Done
+                Output::Written(data)
             }
             Op::CompareSwap { expected, new, .. } => Output::Value(
                 match local_word(memory, start).compare_exchange(
@@ -856,10 +856,7 @@ impl State {
                 }
                 (Some(err), _) => Err(err),
                 (None, Work::Read(data)) => Ok(Output::Data(data)),
-                (None, Work::Write(data)) => {
-                    drop(data);
-                    Ok(Output::Done)
-                }
+                (None, Work::Write(data)) => Ok(Output::Written(data)),
                 (None, Work::Atomic(words)) => Ok(Output::Value(words[2])),
             };
             self.complete(
@@ -1478,7 +1475,7 @@ impl Fabric for MpiFabric {
                 let output = if access == Access::Read {
                     Output::Data(Vec::new())
                 } else {
-                    Output::Done
+                    Output::Written(Vec::new())
                 };
                 batch.entry(target).or_default().entries.push(Entry {
                     wr_id,

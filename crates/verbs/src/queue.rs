@@ -184,6 +184,8 @@ pub struct Queue {
     /// Completions taken off the CQ by a blocking call that were not its own.
     stash: VecDeque<Completion>,
     next_blocking_id: u64,
+    /// The blocking WRITE's buffer, handed back by each completion.
+    write_buffer: Vec<u8>,
 }
 
 /// Work-request ids at or above this value are used by the blocking calls.
@@ -197,6 +199,7 @@ impl Queue {
             outstanding: 0,
             stash: VecDeque::new(),
             next_blocking_id: BLOCKING_IDS,
+            write_buffer: Vec::new(),
         }
     }
 
@@ -351,12 +354,20 @@ impl Queue {
     /// # Errors
     /// As [`Queue::read`].
     pub fn write(&mut self, remote: RemoteRegion, offset: u64, data: &[u8]) -> Result<()> {
-        self.output(Op::Write {
+        let mut buffer = std::mem::take(&mut self.write_buffer);
+        buffer.clear();
+        buffer.extend_from_slice(data);
+        match self.output(Op::Write {
             remote,
             offset,
-            data: data.to_vec(),
-        })
-        .map(drop)
+            data: buffer,
+        })? {
+            Output::Written(buffer) => {
+                self.write_buffer = buffer;
+                Ok(())
+            }
+            other => unreachable!("a WRITE completed with {other:?}"),
+        }
     }
 
     /// Compare-and-swap on the word at `offset`; returns its previous value

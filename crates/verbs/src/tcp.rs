@@ -369,6 +369,8 @@ struct Pending {
     key: u32,
     offset: u64,
     len: u64,
+    /// A WRITE's buffer, handed back in its completion.
+    buffer: Vec<u8>,
     cq: Arc<CompletionQueue>,
 }
 
@@ -425,12 +427,18 @@ impl Conn {
         }
         for WorkRequest { wr_id, op } in wrs {
             let (key, offset, len) = encode(&mut frames, &op);
+            let verb = op.verb();
+            let buffer = match op {
+                Op::Write { data, .. } => data,
+                _ => Vec::new(),
+            };
             pending.queue.push_back(Pending {
                 wr_id,
-                verb: op.verb(),
+                verb,
                 key,
                 offset,
                 len,
+                buffer,
                 cq: Arc::clone(cq),
             });
         }
@@ -726,7 +734,7 @@ impl NicReader {
 
     /// Completes our oldest pending request from the peer's response.
     fn complete(&self, wire: &mut Wire) -> std::io::Result<()> {
-        let pending = lock(&self.conn.pending).queue.pop_front().ok_or_else(|| {
+        let mut pending = lock(&self.conn.pending).queue.pop_front().ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 "a response arrived with no request pending",
@@ -738,7 +746,8 @@ impl NicReader {
             OK => Ok(match pending.verb {
                 Verb::Read => Output::Data(get_bytes(wire, len)?),
                 Verb::CompareSwap | Verb::FetchAdd => Output::Value(get_u64(wire)?),
-                Verb::Write | Verb::Send => Output::Done,
+                Verb::Write => Output::Written(std::mem::take(&mut pending.buffer)),
+                Verb::Send => Output::Done,
                 Verb::Recv => unreachable!("receives are never pending on a connection"),
             }),
             UNKNOWN_KEY => Err(VerbError::UnknownKey { node, key }),
@@ -802,7 +811,7 @@ impl Tcp {
                 data,
             } => registry
                 .serve_write(me, remote.key, offset, &data)
-                .map(|()| Output::Done),
+                .map(|()| Output::Written(data)),
             Op::CompareSwap {
                 remote,
                 offset,

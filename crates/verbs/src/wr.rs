@@ -176,8 +176,11 @@ impl WorkRequest {
 /// What a successful work request produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
-    /// A WRITE or SEND took effect at the target.
+    /// A SEND took effect at the target.
     Done,
+    /// A WRITE took effect at the target; its buffer is handed back, so a
+    /// caller can reuse it for the next WRITE instead of allocating.
+    Written(Vec<u8>),
     /// A READ's bytes.
     Data(Vec<u8>),
     /// An atomic's previous value.
