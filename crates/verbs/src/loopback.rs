@@ -154,42 +154,12 @@ impl Loopback {
                 reason: "the node left the job".into(),
             });
         }
-        let registry = &target.registry;
         match op {
-            Op::Read {
-                remote,
-                offset,
-                len,
-            } => registry
-                .serve_read(target_rank, remote.key, offset, len)
-                .map(Output::Data),
-            Op::Write {
-                remote,
-                offset,
-                data,
-            } => registry
-                .serve_write(target_rank, remote.key, offset, &data)
-                .map(|()| Output::Written(data)),
-            Op::CompareSwap {
-                remote,
-                offset,
-                expected,
-                new,
-            } => registry
-                .serve_compare_swap(target_rank, remote.key, offset, expected, new)
-                .map(Output::Value),
-            Op::FetchAdd {
-                remote,
-                offset,
-                add,
-            } => registry
-                .serve_fetch_add(target_rank, remote.key, offset, add)
-                .map(Output::Value),
             Op::Send { data, .. } => {
                 target.mailbox.deliver(self.rank, data, done_at_ns);
                 Ok(Output::Done)
             }
-            Op::Recv { .. } => unreachable!("receives are posted to the mailbox"),
+            one_sided => target.registry.serve(target_rank, one_sided),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::error::VerbError;
+use crate::wr::{Op, Output};
 use crate::NodeRank;
 
 /// The memory of a region: 8-byte atomic words, so that local code, remote
@@ -324,6 +325,48 @@ impl Registry {
             return Err(VerbError::Misaligned { node, key, offset });
         }
         Ok((memory, start))
+    }
+
+    /// Carries out a one-sided operation against this node's memory, as the
+    /// target's NIC would.
+    ///
+    /// # Panics
+    /// On a SEND or RECV: they are matched by the mailbox, not served by memory.
+    pub(crate) fn serve(&self, node: NodeRank, op: Op) -> Result<Output, VerbError> {
+        match op {
+            Op::Read {
+                remote,
+                offset,
+                len,
+            } => self
+                .serve_read(node, remote.key, offset, len)
+                .map(Output::Data),
+            Op::Write {
+                remote,
+                offset,
+                data,
+            } => self
+                .serve_write(node, remote.key, offset, &data)
+                .map(|()| Output::Written(data)),
+            Op::CompareSwap {
+                remote,
+                offset,
+                expected,
+                new,
+            } => self
+                .serve_compare_swap(node, remote.key, offset, expected, new)
+                .map(Output::Value),
+            Op::FetchAdd {
+                remote,
+                offset,
+                add,
+            } => self
+                .serve_fetch_add(node, remote.key, offset, add)
+                .map(Output::Value),
+            Op::Send { .. } | Op::Recv { .. } => {
+                unreachable!("two-sided operations are matched, not served")
+            }
+        }
     }
 
     /// Serves a READ against this node's memory (the target side of the verb).

@@ -795,43 +795,12 @@ impl Tcp {
 
     /// Runs an operation on this node's own memory, as the NIC would.
     fn local(&self, op: Op) -> Result<Output, VerbError> {
-        let me = self.rank;
-        let registry = &self.registry;
         match op {
-            Op::Read {
-                remote,
-                offset,
-                len,
-            } => registry
-                .serve_read(me, remote.key, offset, len)
-                .map(Output::Data),
-            Op::Write {
-                remote,
-                offset,
-                data,
-            } => registry
-                .serve_write(me, remote.key, offset, &data)
-                .map(|()| Output::Written(data)),
-            Op::CompareSwap {
-                remote,
-                offset,
-                expected,
-                new,
-            } => registry
-                .serve_compare_swap(me, remote.key, offset, expected, new)
-                .map(Output::Value),
-            Op::FetchAdd {
-                remote,
-                offset,
-                add,
-            } => registry
-                .serve_fetch_add(me, remote.key, offset, add)
-                .map(Output::Value),
             Op::Send { data, .. } => {
-                self.mailbox.deliver(me, data, 0);
+                self.mailbox.deliver(self.rank, data, 0);
                 Ok(Output::Done)
             }
-            Op::Recv { .. } => unreachable!("receives are posted to the mailbox"),
+            one_sided => self.registry.serve(self.rank, one_sided),
         }
     }
 }
