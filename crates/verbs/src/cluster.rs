@@ -367,6 +367,8 @@ fn welcome_one(
                 return reject(&mut stream, format!("two nodes claim rank {rank}"));
             }
             stream.set_nodelay(true).ok()?;
+            // A stopped node must not stall the coordinator's broadcasts.
+            stream.set_write_timeout(Some(timeout)).ok()?;
             *slot = Some(stream);
             Some((rank as usize, data_addr))
         }
@@ -424,6 +426,7 @@ fn hub(
     let n = streams.len();
     let mut gathered: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let mut round_started: Option<Instant> = None;
+    let mut last_goodbye: Option<Instant> = None;
     let mut reports: Vec<Option<String>> = vec![None; n];
     let mut gone = vec![false; n];
     let fail = |streams: &mut [Option<TcpStream>], node: u32, reason: String| {
@@ -441,9 +444,19 @@ fn hub(
         })
     };
     while gone.iter().any(|&g| !g) {
-        let wait = match round_started {
-            Some(start) => (start + timeout).saturating_duration_since(Instant::now()),
-            None => Duration::from_secs(3600),
+        // A collective in progress must complete within the timeout, and so
+        // must the job once a node has left; nodes computing between
+        // collectives may take as long as they need.
+        let (wait, bounded) = match (round_started, last_goodbye) {
+            (Some(start), _) => (
+                (start + timeout).saturating_duration_since(Instant::now()),
+                true,
+            ),
+            (None, Some(left)) => (
+                (left + timeout).saturating_duration_since(Instant::now()),
+                true,
+            ),
+            (None, None) => (Duration::from_secs(3600), false),
         };
         match inbox.recv_timeout(wait) {
             Ok(Event::Message(rank, ToCoordinator::Gather { data })) => {
@@ -467,6 +480,7 @@ fn hub(
             }
             Ok(Event::Message(rank, ToCoordinator::Bye)) => {
                 gone[rank as usize] = true;
+                last_goodbye = Some(Instant::now());
                 streams[rank as usize] = None;
                 if !gathered.is_empty() {
                     return fail(
@@ -483,15 +497,17 @@ fn hub(
                 streams[rank as usize] = None;
                 return fail(streams, rank, reason);
             }
+            Err(RecvTimeoutError::Timeout) if !bounded => {}
             Err(RecvTimeoutError::Timeout) => {
                 let late = (0..n)
-                    .find(|&r| !gathered.contains_key(&rank_u32(r)))
+                    .find(|&r| !gone[r] && !gathered.contains_key(&rank_u32(r)))
                     .map_or(0, rank_u32);
-                return fail(
-                    streams,
-                    late,
-                    format!("it did not reach a collective within {timeout:?} of the first node"),
-                );
+                let reason = if round_started.is_some() {
+                    format!("it did not reach a collective within {timeout:?} of the first node")
+                } else {
+                    format!("it did not leave the job within {timeout:?} of another node")
+                };
+                return fail(streams, late, reason);
             }
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -505,9 +521,12 @@ pub struct Control {
     rank: NodeRank,
     size: u32,
     timeout: Duration,
+    coordinator: String,
     writer: Mutex<TcpStream>,
-    inbox: Mutex<Receiver<ToNode>>,
+    inbox: Mutex<Receiver<Inbound>>,
     peers: Vec<String>,
+    /// The job's failure, once a collective has seen it.
+    failure: Mutex<Option<JobFailure>>,
 }
 
 impl Control {
@@ -608,9 +627,11 @@ impl Control {
             rank: launch.rank,
             size: launch.size,
             timeout: launch.timeout,
+            coordinator: launch.coordinator.clone(),
             writer: Mutex::new(stream),
             inbox: Mutex::new(inbox),
             peers,
+            failure: Mutex::new(None),
         })
     }
 
@@ -624,9 +645,9 @@ impl Control {
             .writer
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        send_line(&mut writer, message).map_err(|err| Error::NodeFailed {
-            node: NodeRank(0),
-            reason: format!("the coordinator is unreachable: {err}"),
+        send_line(&mut writer, message).map_err(|err| Error::CoordinatorLost {
+            coordinator: self.coordinator.clone(),
+            reason: err.to_string(),
         })
     }
 
@@ -639,42 +660,60 @@ impl Control {
             .inbox
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
+        let mut failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(err) = &*failure {
+            // The job already failed; every later collective says why.
+            return Err(err.again());
+        }
         self.send(&ToCoordinator::Gather { data })?;
         // The coordinator times the round; our own limit only guards
         // against a coordinator that stopped answering.
         let limit = self.timeout * 2 + Duration::from_secs(5);
-        match inbox.recv_timeout(limit) {
-            Ok(ToNode::Gathered { data }) if data.len() == self.size as usize => Ok(data),
-            Ok(ToNode::Gathered { data }) => Err(Error::Bootstrap(format!(
+        let outcome = match inbox.recv_timeout(limit) {
+            Ok(Inbound::Message(ToNode::Gathered { data })) if data.len() == self.size as usize => {
+                return Ok(data)
+            }
+            Ok(Inbound::Message(ToNode::Gathered { data })) => Error::Bootstrap(format!(
                 "all-gather returned {} contributions for {} nodes",
                 data.len(),
                 self.size
-            ))),
-            Ok(ToNode::Failed { node, reason }) => Err(Error::NodeFailed {
+            )),
+            Ok(Inbound::Message(ToNode::Failed { node, reason })) => Error::NodeFailed {
                 node: NodeRank(node),
                 reason,
-            }),
-            Ok(other) => Err(Error::Bootstrap(format!(
-                "unexpected control message {other:?}"
-            ))),
-            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout {
-                what: format!(
-                    "for the coordinator to complete a collective (node {})",
-                    self.rank
-                ),
-                after: limit,
-            }),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::NodeFailed {
-                node: NodeRank(0),
-                reason: "the coordinator connection closed".into(),
-            }),
-        }
+            },
+            Ok(Inbound::Message(other)) => {
+                Error::Bootstrap(format!("unexpected control message {other:?}"))
+            }
+            Ok(Inbound::Lost(reason)) => Error::CoordinatorLost {
+                coordinator: self.coordinator.clone(),
+                reason,
+            },
+            Err(RecvTimeoutError::Disconnected) => Error::CoordinatorLost {
+                coordinator: self.coordinator.clone(),
+                reason: "its connection closed".into(),
+            },
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "for the coordinator to complete a collective (node {})",
+                        self.rank
+                    ),
+                    after: limit,
+                })
+            }
+        };
+        *failure = Some(JobFailure::from(&outcome));
+        Err(outcome)
     }
 
     /// Sends this node's report (collected by the driver of a local job).
     ///
     /// # Errors
-    /// [`Error::NodeFailed`] if the coordinator is gone.
+    /// [`Error::CoordinatorLost`] if the coordinator is gone.
     pub fn report(&self, report: String) -> Result<()> {
         self.send(&ToCoordinator::Report { report })
     }
@@ -740,18 +779,24 @@ impl Drop for Membership {
     }
 }
 
+/// Forwards the coordinator's messages; stops after a failure notice, or
+/// with a `Lost` when the coordinator goes away.
 fn control_reader(
     mut reader: BufReader<TcpStream>,
-    tx: &Sender<ToNode>,
+    tx: &Sender<Inbound>,
     on_failure: &dyn Fn(NodeRank, &str),
 ) {
     loop {
         let message = match read_line::<ToNode>(&mut reader) {
             Ok(Some(message)) => message,
-            Ok(None) | Err(_) => ToNode::Failed {
-                node: 0,
-                reason: "the coordinator connection closed".into(),
-            },
+            Ok(None) => {
+                let _ = tx.send(Inbound::Lost("it closed the connection".into()));
+                return;
+            }
+            Err(err) => {
+                let _ = tx.send(Inbound::Lost(err.to_string()));
+                return;
+            }
         };
         let failed = match &message {
             ToNode::Failed { node, reason } => {
@@ -760,10 +805,65 @@ fn control_reader(
             }
             _ => false,
         };
-        if tx.send(message).is_err() || failed {
+        if tx.send(Inbound::Message(message)).is_err() || failed {
             return;
         }
     }
+}
+
+/// A failure of the job, kept so that every later collective reports it.
+#[derive(Debug, Clone)]
+struct JobFailure {
+    /// The failed node, or `None` for the coordinator.
+    node: Option<NodeRank>,
+    coordinator: String,
+    reason: String,
+}
+
+impl JobFailure {
+    fn from(err: &Error) -> Self {
+        match err {
+            Error::NodeFailed { node, reason } => JobFailure {
+                node: Some(*node),
+                coordinator: String::new(),
+                reason: reason.clone(),
+            },
+            Error::CoordinatorLost {
+                coordinator,
+                reason,
+            } => JobFailure {
+                node: None,
+                coordinator: coordinator.clone(),
+                reason: reason.clone(),
+            },
+            other => JobFailure {
+                node: None,
+                coordinator: String::new(),
+                reason: other.to_string(),
+            },
+        }
+    }
+
+    fn again(&self) -> Error {
+        match self.node {
+            Some(node) => Error::NodeFailed {
+                node,
+                reason: self.reason.clone(),
+            },
+            None if !self.coordinator.is_empty() => Error::CoordinatorLost {
+                coordinator: self.coordinator.clone(),
+                reason: self.reason.clone(),
+            },
+            None => Error::Bootstrap(self.reason.clone()),
+        }
+    }
+}
+
+/// What the control thread hands to collectives.
+#[derive(Debug)]
+enum Inbound {
+    Message(ToNode),
+    Lost(String),
 }
 
 /// Nodes spawned on this machine by a driver, with the coordinator it runs.

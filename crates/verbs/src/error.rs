@@ -44,6 +44,15 @@ pub enum Error {
         /// What was observed.
         reason: String,
     },
+    /// The job's coordinator went away (the driver or rank 0 exited, or the
+    /// connection to it broke).
+    #[error("lost the job's coordinator at {coordinator}: {reason}")]
+    CoordinatorLost {
+        /// Its address.
+        coordinator: String,
+        /// What was observed.
+        reason: String,
+    },
     /// Setting the job up failed: rendezvous refused, a rank out of range,
     /// nodes that disagree on the job size, a coordinator that cannot be reached.
     #[error("cluster bootstrap failed: {0}")]

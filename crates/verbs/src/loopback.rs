@@ -5,7 +5,7 @@
 //! [`CostModel`], each operation also gets a modelled completion time on the
 //! poster's virtual clock.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ pub fn cluster(config: &Config) -> Result<Vec<Node>> {
             .map(|_| Target {
                 registry: Arc::new(Registry::default()),
                 mailbox: Mailbox::default(),
-                departed: AtomicBool::new(false),
+                departed: AtomicU64::new(0),
             })
             .collect(),
         gather: Mutex::new(Gather {
@@ -66,6 +66,7 @@ pub fn cluster(config: &Config) -> Result<Vec<Node>> {
         }),
         gathered: Condvar::new(),
         cost: config.cost,
+        departures: AtomicU64::new(0),
     });
     Ok((0..config.nodes)
         .map(|rank| {
@@ -120,13 +121,16 @@ struct Shared {
     gather: Mutex<Gather>,
     gathered: Condvar,
     cost: Option<CostModel>,
+    departures: AtomicU64,
 }
 
 #[derive(Debug)]
 struct Target {
     registry: Arc<Registry>,
     mailbox: Mailbox,
-    departed: AtomicBool,
+    /// 0 while the node is in the job, else its place in the order of
+    /// departures (1 = first), so collectives blame the first to leave.
+    departed: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -148,7 +152,7 @@ impl Loopback {
     fn execute(&self, op: Op, done_at_ns: u64) -> Result<Output, VerbError> {
         let target_rank = op.target().unwrap_or(self.rank);
         let target = &self.shared.targets[target_rank.index()];
-        if target.departed.load(Ordering::Acquire) {
+        if target.departed.load(Ordering::Acquire) != 0 {
             return Err(VerbError::PeerLost {
                 node: target_rank,
                 reason: "the node left the job".into(),
@@ -220,26 +224,41 @@ impl Fabric for Loopback {
         let timeout = self.timeout;
         let deadline = Instant::now() + timeout;
         loop {
-            let missing = (0..n)
-                .find(|&rank| gather.slots[rank].is_none())
-                .map(|rank| NodeRank(u32::try_from(rank).expect("ranks are u32")));
-            if let Some(node) = missing.filter(|node| {
-                shared.targets[node.index()]
-                    .departed
-                    .load(Ordering::Acquire)
-            }) {
-                return Err(Error::NodeFailed {
+            let rank_of = |rank: usize| NodeRank(u32::try_from(rank).expect("ranks are u32"));
+            let missing: Vec<NodeRank> = (0..n)
+                .filter(|&rank| gather.slots[rank].is_none())
+                .map(rank_of)
+                .collect();
+            let departed = missing
+                .iter()
+                .copied()
+                .filter_map(|node| {
+                    let order = shared.targets[node.index()]
+                        .departed
+                        .load(Ordering::Acquire);
+                    (order != 0).then_some((order, node))
+                })
+                .min()
+                .map(|(_, node)| node);
+            let failure = match departed {
+                Some(node) => Some(Error::NodeFailed {
                     node,
                     reason: "it left the job before reaching the collective".into(),
-                });
+                }),
+                None if Instant::now() >= deadline => Some(Error::NodeFailed {
+                    node: missing.first().copied().unwrap_or(self.rank),
+                    reason: format!("it did not reach the collective within {timeout:?}"),
+                }),
+                None => None,
+            };
+            if let Some(failure) = failure {
+                // Withdraw, so that the collective cannot later complete
+                // without this node's contribution.
+                gather.slots[self.rank.index()] = None;
+                gather.arrived -= 1;
+                return Err(failure);
             }
             let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::NodeFailed {
-                    node: missing.unwrap_or(NodeRank(0)),
-                    reason: format!("it did not reach the collective within {timeout:?}"),
-                });
-            }
             gather = shared
                 .gathered
                 .wait_timeout(gather, deadline - now)
@@ -254,9 +273,10 @@ impl Fabric for Loopback {
 
 impl Drop for Loopback {
     fn drop(&mut self) {
+        let order = self.shared.departures.fetch_add(1, Ordering::AcqRel) + 1;
         self.shared.targets[self.rank.index()]
             .departed
-            .store(true, Ordering::Release);
+            .store(order, Ordering::Release);
         let _guard = self
             .shared
             .gather

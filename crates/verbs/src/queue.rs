@@ -239,9 +239,9 @@ impl Queue {
 
     /// Moves up to `max` completions into `out`; returns how many. Never blocks.
     pub fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
+        let start = out.len();
         let from_stash = self.stash.len().min(max);
         out.extend(self.stash.drain(..from_stash));
-        let start = out.len();
         let n = from_stash + self.cq.pop_into(out, max - from_stash);
         for completion in &out[start..] {
             self.node.advance_clock(completion.done_at_ns);
@@ -255,8 +255,14 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::Timeout`] if they do not arrive in time, and
-    /// [`Error::InvalidArgument`] if fewer than `min` requests are outstanding.
+    /// [`Error::InvalidArgument`] if fewer than `min` requests are
+    /// outstanding or `min > max`.
     pub fn wait(&mut self, out: &mut Vec<Completion>, min: usize, max: usize) -> Result<usize> {
+        if min > max {
+            return Err(Error::InvalidArgument(format!(
+                "waiting for at least {min} but at most {max} completions"
+            )));
+        }
         if min > self.outstanding {
             return Err(Error::InvalidArgument(format!(
                 "waiting for {min} completions with {} work requests outstanding",
@@ -422,7 +428,10 @@ impl Queue {
     }
 
     /// Posts a receive of at most `capacity` bytes and waits for a message;
-    /// returns the sender and the message.
+    /// returns the sender and the message. A receive that times out stays
+    /// posted (a NIC cannot take a posted buffer back): the message that
+    /// later matches it is returned by [`Queue::poll`], with a work-request
+    /// id of 2^63 or more.
     ///
     /// # Errors
     /// As [`Queue::read`].

@@ -124,6 +124,9 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> Result<JoinHandl
 
 const HANDSHAKE: [u8; 4] = *b"QVRB";
 
+/// Responses held back for one write at most this many bytes.
+const RESPONSE_FLUSH: usize = 1 << 20;
+
 /// How long a NIC reader polls for responses before sleeping in `read`.
 const POLL_WINDOW: Duration = Duration::from_micros(200);
 
@@ -196,6 +199,7 @@ fn mesh(
                     || size != launch.size
                     || rank <= launch.rank.0
                     || rank >= size
+                    || streams[rank as usize].is_some()
                 {
                     return Err(Error::Bootstrap(format!(
                         "{from} greeted us as node {rank} of {size}; expected a higher rank of a {}-node job",
@@ -455,23 +459,24 @@ impl Conn {
 
     /// Marks the connection lost: every pending and later request fails.
     fn lose(&self, reason: &str) {
-        let drained: Vec<Pending> = {
+        {
+            // Failed under the lock, so that no later request's failure
+            // (from `submit`) or success (from the reader) overtakes them.
             let mut pending = lock(&self.pending);
             if pending.lost.is_some() {
                 return;
             }
             pending.lost = Some(reason.to_owned());
-            pending.queue.drain(..).collect()
-        };
-        tracing::debug!("connection to node {} lost: {reason}", self.peer);
-        for p in drained {
-            p.cq.push(Completion::new(
-                p.wr_id,
-                p.verb,
-                self.peer,
-                Err(self.lost(reason)),
-            ));
+            for p in pending.queue.drain(..) {
+                p.cq.push(Completion::new(
+                    p.wr_id,
+                    p.verb,
+                    self.peer,
+                    Err(self.lost(reason)),
+                ));
+            }
         }
+        tracing::debug!("connection to node {} lost: {reason}", self.peer);
         self.outbox.close();
         let _ = self.outbox.stream.shutdown(Shutdown::Both);
     }
@@ -636,8 +641,11 @@ impl NicReader {
             if let Err(err) = step {
                 break format!("the connection failed mid-frame: {err}");
             }
-            // About to block for more input: answer what was served so far.
-            if wire.buffer().is_empty() && !responses.is_empty() {
+            // About to block for more input (or holding a lot): answer what
+            // was served so far.
+            if !responses.is_empty()
+                && (wire.buffer().is_empty() || responses.len() >= RESPONSE_FLUSH)
+            {
                 self.conn.outbox.send(&responses);
                 responses.clear();
             }
@@ -733,21 +741,29 @@ impl NicReader {
     }
 
     /// Completes our oldest pending request from the peer's response.
+    /// The oldest pending request stays queued until its whole response
+    /// has been read, so a connection that breaks mid-response fails it
+    /// with the rest (in `Conn::lose`), and it is completed under the
+    /// pending lock, so completions keep their posted order.
     fn complete(&self, wire: &mut Wire) -> std::io::Result<()> {
-        let mut pending = lock(&self.conn.pending).queue.pop_front().ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "a response arrived with no request pending",
-            )
-        })?;
+        let (verb, key, offset, len) = {
+            let pending = lock(&self.conn.pending);
+            let front = pending.queue.front().ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a response arrived with no request pending",
+                )
+            })?;
+            (front.verb, front.key, front.offset, front.len)
+        };
         let node = self.conn.peer;
-        let (key, offset, len) = (pending.key, pending.offset, pending.len);
         let result = match get_u8(wire)? {
-            OK => Ok(match pending.verb {
-                Verb::Read => Output::Data(get_bytes(wire, len)?),
-                Verb::CompareSwap | Verb::FetchAdd => Output::Value(get_u64(wire)?),
-                Verb::Write => Output::Written(std::mem::take(&mut pending.buffer)),
-                Verb::Send => Output::Done,
+            OK => Ok(match verb {
+                Verb::Read => Some(Output::Data(get_bytes(wire, len)?)),
+                Verb::CompareSwap | Verb::FetchAdd => Some(Output::Value(get_u64(wire)?)),
+                // Filled in below with the request's own buffer.
+                Verb::Write => None,
+                Verb::Send => Some(Output::Done),
                 Verb::Recv => unreachable!("receives are never pending on a connection"),
             }),
             UNKNOWN_KEY => Err(VerbError::UnknownKey { node, key }),
@@ -766,9 +782,19 @@ impl NicReader {
                 ));
             }
         };
-        pending
+        let mut pending = lock(&self.conn.pending);
+        if pending.lost.is_some() {
+            // `lose` has failed this request with the others.
+            return Ok(());
+        }
+        let request = pending
+            .queue
+            .pop_front()
+            .expect("only this reader removes requests");
+        let result = result.map(|output| output.unwrap_or(Output::Written(request.buffer)));
+        request
             .cq
-            .push(Completion::new(pending.wr_id, pending.verb, node, result));
+            .push(Completion::new(request.wr_id, request.verb, node, result));
         Ok(())
     }
 }

@@ -188,6 +188,30 @@ fn a_missing_node_times_out() {
     }
 }
 
+/// A node whose collective failed does not leave a stale contribution
+/// behind: trying again fails again instead of completing without the
+/// missing node.
+#[test]
+fn a_failed_collective_stays_failed() {
+    let config = Config {
+        timeout: Duration::from_millis(200),
+        ..Config::new(2)
+    };
+    let results = loopback::run(&config, |node| {
+        if node.rank() == NodeRank(1) {
+            std::thread::sleep(Duration::from_millis(600));
+            return None;
+        }
+        let first = node.barrier().unwrap_err();
+        let second = node.barrier().unwrap_err();
+        Some((first.to_string(), second.to_string()))
+    })
+    .unwrap();
+    let (first, second) = results[0].clone().unwrap();
+    assert!(first.contains("node 1 failed"), "{first}");
+    assert!(second.contains("node 1 failed"), "{second}");
+}
+
 #[test]
 fn bad_arguments_are_refused() {
     let nodes = loopback::cluster(&Config::new(2)).unwrap();
@@ -216,4 +240,9 @@ fn bad_arguments_are_refused() {
     );
     assert_eq!(queue.outstanding(), 0);
     assert!(loopback::cluster(&Config::new(0)).is_err());
+    let err = queue.wait(&mut Vec::new(), 2, 1).unwrap_err();
+    assert!(
+        err.to_string().contains("at least 2 but at most 1"),
+        "{err}"
+    );
 }

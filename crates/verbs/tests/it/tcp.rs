@@ -290,6 +290,9 @@ fn node_process() {
                 }
             };
             let barrier = node.barrier().unwrap_err();
+            // The job stays failed, and says by whom, for every later collective.
+            let again = node.barrier().unwrap_err();
+            assert!(again.to_string().contains("node 2 failed"), "{again}");
             std::fs::write(
                 dir.join(format!("error-{rank}")),
                 format!(
