@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::app::{Visit, WalkApp};
-use crate::loaded::{Executing, LoadedBlock, Vertices};
+use crate::loaded::{edge_ranges, list_bytes, Executing, LoadedBlock, Vertices};
 use crate::rng::KeyedRng;
 use crate::spec::{step, Adjacency, Kind, Prev, Starts, Step, WalkSpec};
 use crate::{Error, Result};
@@ -364,11 +364,19 @@ impl Cache {
     }
 }
 
-/// How the memory budget is shared out.
+/// How the memory budget is shared out: the pools' buffers, room to read
+/// the largest previous vertex's list (second-order walks, see
+/// `Engine::prev_reserve`), then a quarter of the rest for walks in flight
+/// and the remainder for cached graph data.
+///
+/// Whenever a batch starts moving, the cache holds at most `cache` bytes
+/// (offsets section included), so at least the previous-list reserve is
+/// free: the previous vertices' lists are read a group at a time, each
+/// group (at least one list) fitting what is free.
 struct Budget {
     /// Walks taken out of the pools at once.
     batch_walks: usize,
-    /// Bytes of cached blocks.
+    /// Bytes of cached graph data: blocks, vertex lists and the offsets.
     cache: u64,
 }
 
@@ -453,6 +461,10 @@ struct Engine<'a, A: WalkApp, W> {
     /// at most half of the cache: single-vertex reads then need only
     /// their targets.
     offsets: Option<AlignedBuf>,
+    /// For second-order walks, the bytes reading the largest adjacency
+    /// list vertex by vertex takes ([`list_bytes`]): kept free of cached
+    /// data so that a previous vertex's list can always be read.
+    prev_reserve: u64,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -562,6 +574,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             u64::from(spec.length),
         )?;
         let layout = graph.layout();
+        let prev_reserve = if spec.node2vec.is_some() {
+            let max_degree = graph
+                .offsets()
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .max()
+                .unwrap_or(0);
+            list_bytes(max_degree, false)
+        } else {
+            0
+        };
         drop(graph);
         let options = ReadOptions {
             backend: BackendChoice::Auto,
@@ -588,6 +611,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             started: Instant::now(),
             stats: Stats::default(),
             offsets: None,
+            prev_reserve,
             _walk: std::marker::PhantomData,
         })
     }
@@ -695,11 +719,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.config.pool_capacity,
             &self.config.work_dir,
         )?;
-        // The budget holds the pools' buffers, then a quarter of the rest for
-        // walks in flight (taken and moved), then cached blocks.
+        // The budget holds the pools' buffers and the previous-list reserve,
+        // then a quarter of the rest for walks in flight (taken and moved),
+        // then cached blocks.
         let pool_reserve =
             (self.blocks.len() * self.config.pool_capacity * std::mem::size_of::<W>()) as u64;
-        let rest = self.config.mem_budget.saturating_sub(pool_reserve);
+        let rest = self
+            .config
+            .mem_budget
+            .saturating_sub(pool_reserve + self.prev_reserve);
         let batch_bytes = rest / 4;
         // A walk in flight takes its slot and one for where it moves; a
         // second-order walk may also need its previous vertex's page read.
@@ -720,9 +748,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .max()
             .unwrap_or(0);
         if largest > budget.cache {
+            let lists = if self.prev_reserve > 0 {
+                format!(
+                    ", the largest previous vertex's list ({} bytes)",
+                    self.prev_reserve
+                )
+            } else {
+                String::new()
+            };
             return Err(Error::InvalidArgument(format!(
                 "a memory budget of {} bytes cannot hold the walk pools ({} blocks x {} walks = {pool_reserve} \
-                 bytes), walks in flight ({batch_bytes} bytes) and one block ({largest} bytes); raise --mem \
+                 bytes){lists}, walks in flight ({batch_bytes} bytes) and one block ({largest} bytes); raise --mem \
                  or lower the block size",
                 self.config.mem_budget,
                 self.blocks.len(),
@@ -949,8 +985,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                             || cache.blocks.map.contains_key(&b)
                     })
                     .collect();
-                if !candidates.is_empty() {
-                    self.vertex_pass(pools, state, &mut cache, budget, &candidates)?;
+                if !candidates.is_empty()
+                    && self.vertex_pass(pools, state, &mut cache, budget, &candidates)?
+                {
                     continue;
                 }
             }
@@ -971,9 +1008,19 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             } else {
                 1
             };
-            let k = usize::try_from(k).expect("a group size fits usize");
-            let first = b / k * k;
-            let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
+            let mut k = usize::try_from(k).expect("a group size fits usize");
+            // Blocks holding a vertex with a list larger than a fine block
+            // are larger than one: halve the group until it fits the cache
+            // (one block always does).
+            let group = loop {
+                let first = b / k * k;
+                let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
+                let bytes: u64 = group.iter().map(|&g| self.block_memory(g)).sum();
+                if k == 1 || bytes <= budget.cache {
+                    break group;
+                }
+                k /= 2;
+            };
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
             let mut loaded = Vec::with_capacity(group.len());
             for &g in &group {
@@ -983,16 +1030,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     continue;
                 }
                 // Make room first, so memory never holds more than the budget.
-                let need = self.block_memory(g);
-                let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
-                let freed = cache.shrink_to(limit, pools, &group);
-                self.stats.release(freed);
+                self.fit_cache(&mut cache, pools, budget, &group, self.block_memory(g));
                 let block = self.load(g)?;
                 cache.blocks.bytes += block.memory_bytes();
                 self.stats.hold(block.memory_bytes());
                 cache.blocks.map.insert(g, Arc::clone(&block));
                 loaded.push(block);
             }
+            // Lists kept from a vertex pass may have left the cache over its
+            // share even when every block of the group was cached already.
+            self.fit_cache(&mut cache, pools, budget, &group, 0);
             let exec = Executing::new(loaded);
             // Walks moving inside the loaded range stay in flight, so none is
             // filed back into it: draining its blocks in batches terminates.
@@ -1006,8 +1053,32 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(())
     }
 
+    /// Evicts cached data (never the blocks in `keep`), and drops the
+    /// offsets section if that is not enough, until the cache and the
+    /// offsets leave `need` bytes of the cache's share free.
+    fn fit_cache(
+        &mut self,
+        cache: &mut Cache,
+        pools: &WalkPools<W>,
+        budget: &Budget,
+        keep: &[usize],
+        need: u64,
+    ) {
+        let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
+        let freed = cache.shrink_to(limit, pools, keep);
+        self.stats.release(freed);
+        if cache.total() + self.offsets_bytes() + need > budget.cache {
+            // The next vertex pass reads them again.
+            self.stats.release(self.offsets_bytes());
+            self.offsets = None;
+        }
+    }
+
     /// Few walks left: read only the adjacency lists of the vertices they
     /// stand on (from cached blocks when possible) and move each one step.
+    /// Returns whether any walk moved: when not even one list fits what the
+    /// budget leaves, the walks go back to their pools and a block load
+    /// must serve them.
     fn vertex_pass(
         &mut self,
         pools: &mut WalkPools<W>,
@@ -1015,7 +1086,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         cache: &mut Cache,
         budget: &Budget,
         candidates: &[usize],
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut walks = Vec::new();
         for &b in candidates {
             let room = budget.batch_walks - walks.len();
@@ -1030,9 +1101,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         self.load_offsets(cache, pools, budget)?;
         let block_of = |v: u32| self.blocks.find(v).0 as usize;
         // Lists kept from earlier passes may take at most half the cache,
-        // and no more than the blocks leave of it.
+        // and no more than the blocks and the offsets leave of it.
         let lists_now = cache.lists.memory_bytes();
-        if lists_now > budget.cache / 2 || lists_now + cache.blocks.bytes > budget.cache {
+        if lists_now > budget.cache / 2
+            || lists_now + cache.blocks.bytes + self.offsets_bytes() > budget.cache
+        {
             self.stats.release(cache.lists.memory_bytes());
             cache.lists.clear();
         }
@@ -1052,11 +1125,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         keep.dedup();
         // The walks in flight will need their share once they move.
         let walk_bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        // The previous-list reserve stays free for the walks' previous
+        // vertices (second-order walks).
         let (file, layout, weighted, mem_budget) = (
             &self.file,
             &self.layout,
             self.weighted,
-            self.config.mem_budget,
+            self.config.mem_budget.saturating_sub(self.prev_reserve),
         );
         let offsets = offsets_in(self.offsets.as_ref(), self.num_vertices);
         let stats = &mut self.stats;
@@ -1095,19 +1170,22 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             };
             let pages = vec![2 * quiver_io::ALIGN as u64; group.len()];
             let fit = make_room(&pages);
-            let (buffers, n) = cache.lists.read_into(
+            if fit == 0 {
+                break;
+            }
+            let done = cache.lists.read_into(
                 file,
-                &group[..fit.clamp(1, group.len())],
+                &group[..fit],
                 weighted,
                 layout,
                 offsets,
                 &mut make_room,
             )?;
-            stats.hold(buffers);
-            stats.release(buffers);
+            stats.hold(done.peak);
+            stats.release(done.peak);
             stats.hold(cache.lists.memory_bytes() - lists);
-            read += n;
-            if n < group.len() {
+            read += done.count;
+            if done.count < group.len() {
                 break;
             }
         }
@@ -1124,31 +1202,82 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.push(pools, walk)?;
         }
         self.stats.vertex_loads += missing.len() as u64;
+        if walks.is_empty() {
+            return Ok(false);
+        }
         let pass = PassData {
             blocks: Arc::clone(&self.blocks),
             cached: &cache.blocks.map,
             lists: &cache.lists,
         };
         self.advance_and_file(pools, state, &pass, walks, true)?;
-        Ok(())
+        Ok(true)
     }
 
     /// Moves `walks` on the graph data in `exec`: each walk until it ends or
     /// leaves `exec` (or for one step when `one_step`). Returns the walks
     /// that still have steps to take, and what the app gathered.
+    ///
+    /// Second-order walks also need their previous vertex's list for their
+    /// first step. Those `exec` does not hold are read vertex by vertex, as
+    /// many at a time as the budget leaves room for (at least one: see
+    /// [`Budget`]); the walks whose lists were not read yet stay in flight
+    /// and move in a later round, once the lists read before were dropped.
+    /// Draws are keyed by walk id and hop, so the rounds change no path,
+    /// and no walk goes back to a pool unmoved.
     fn advance<X: Adjacency + Sync + Contains>(
         &mut self,
         exec: &X,
-        walks: Vec<InFlight<W>>,
+        mut walks: Vec<InFlight<W>>,
         one_step: bool,
     ) -> Result<(Vec<InFlight<W>>, A::State)> {
         self.stats.batches += 1;
         let batch = self.stats.batches;
-        let prevs = self.previous_lists(exec, &walks)?;
-        let prevs_bytes = prevs.memory_bytes();
-        self.stats.hold(prevs_bytes);
+        let mut missing: Vec<u32> = walks
+            .iter()
+            .filter_map(|(w, _)| w.prev())
+            .filter(|&p| !exec.holds(p))
+            .collect();
+        if missing.is_empty() {
+            return Ok(self.move_walks(exec, &Vertices::default(), &walks, one_step, batch));
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        // Walks in the order their previous lists are read: first those
+        // needing none, then by previous vertex.
+        let rank = |(w, _): &InFlight<W>| match w.prev() {
+            Some(p) if !exec.holds(p) => missing.binary_search(&p).map_or(0, |i| i + 1),
+            _ => 0,
+        };
+        walks.sort_unstable_by_key(rank);
+        let ranges = self.previous_ranges(&missing)?;
+        let mut moved = Vec::new();
+        let mut state = self.app.new_state();
+        let (mut read, mut done) = (0, 0);
+        while done < walks.len() {
+            let (prevs, n) = self.previous_lists(&missing[read..], &ranges[read..])?;
+            read += n;
+            let ready = done + walks[done..].partition_point(|w| rank(w) <= read);
+            let (m, s) = self.move_walks(exec, &prevs, &walks[done..ready], one_step, batch);
+            moved.extend(m);
+            self.app.merge(&mut state, s);
+            self.stats.release(prevs.memory_bytes());
+            done = ready;
+        }
+        Ok((moved, state))
+    }
+
+    /// Moves `walks` (every one's previous list in `exec` or `prevs`), in
+    /// chunks on the worker threads.
+    fn move_walks<X: Adjacency + Sync + Contains>(
+        &mut self,
+        exec: &X,
+        prevs: &Vertices,
+        walks: &[InFlight<W>],
+        one_step: bool,
+        batch: u64,
+    ) -> (Vec<InFlight<W>>, A::State) {
         let this = &*self;
-        let prevs = &prevs;
         // Walks leave in chunk order whatever the thread count, so pools
         // (and compact-mode draws, keyed by position in a batch) do not
         // depend on scheduling; app states are per thread and merged.
@@ -1189,41 +1318,71 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             moved.extend(m);
             self.stats.steps += steps;
         }
-        self.stats.release(prevs_bytes);
-        Ok((moved, state))
+        (moved, state)
     }
 
-    /// For second-order walks: the adjacency lists of the previous vertices
-    /// that `exec` does not hold, read vertex by vertex.
-    fn previous_lists<X: Contains>(&mut self, exec: &X, walks: &[InFlight<W>]) -> Result<Vertices> {
-        let mut prevs = Vertices::default();
-        if self.spec.node2vec.is_none() {
-            return Ok(prevs);
-        }
-        let mut missing: Vec<u32> = walks
-            .iter()
-            .filter_map(|(w, _)| w.prev())
-            .filter(|&p| !exec.contains(p))
-            .collect();
-        missing.sort_unstable();
-        missing.dedup();
-        for group in missing.chunks(VERTEX_READ_GROUP) {
-            let held = prevs.memory_bytes();
-            self.stats.hold(held);
-            let (buffers, _) = prevs.read_into(
-                &self.file,
-                group,
-                false,
-                &self.layout,
-                offsets_in(self.offsets.as_ref(), self.num_vertices),
-                &mut |sizes| sizes.len(),
-            )?;
-            self.stats.release(held);
+    /// For second-order walks: the edge ranges of the previous vertices in
+    /// `missing`, from the offsets in memory or read in groups whose pages
+    /// fit what the budget leaves free.
+    fn previous_ranges(&mut self, missing: &[u32]) -> Result<Vec<(u64, u64)>> {
+        let offsets = offsets_in(self.offsets.as_ref(), self.num_vertices);
+        let page = quiver_io::ALIGN as u64;
+        let mut ranges = Vec::with_capacity(missing.len());
+        while ranges.len() < missing.len() {
+            // Two pages each, if a pair of offsets straddles a page; the
+            // previous-list reserve holds at least that.
+            let room = self.config.mem_budget.saturating_sub(self.stats.mem_now);
+            let len = usize::try_from(room / (2 * page))
+                .unwrap_or(usize::MAX)
+                .clamp(1, VERTEX_READ_GROUP)
+                .min(missing.len() - ranges.len());
+            let group = &missing[ranges.len()..ranges.len() + len];
+            let (group_ranges, buffers) = edge_ranges(&self.file, &self.layout, group, offsets)?;
             self.stats.hold(buffers);
             self.stats.release(buffers);
+            ranges.extend(group_ranges);
         }
-        self.stats.vertex_loads += missing.len() as u64;
-        Ok(prevs)
+        Ok(ranges)
+    }
+
+    /// For second-order walks: the adjacency lists of a prefix of `missing`
+    /// (previous vertices the executing data does not hold, with their
+    /// edge `ranges`), as many as fit what the budget leaves free and at
+    /// least one. Returns them, held in the stats, and how many were read.
+    fn previous_lists(
+        &mut self,
+        missing: &[u32],
+        ranges: &[(u64, u64)],
+    ) -> Result<(Vertices, usize)> {
+        // Every batch starts with the previous-list reserve free, so the
+        // first list always fits: reading it regardless cannot overshoot the
+        // budget, and makes progress.
+        let mut room = self.config.mem_budget.saturating_sub(self.stats.mem_now);
+        let n = ranges
+            .iter()
+            .take_while(|&&(a, b)| {
+                let size = list_bytes(b - a, false);
+                let fits = size <= room;
+                room = room.saturating_sub(size);
+                fits
+            })
+            .count()
+            .max(1)
+            .min(missing.len());
+        let mut prevs = Vertices::default();
+        // A bounded number of reads in flight at once.
+        for (group, group_ranges) in missing[..n]
+            .chunks(VERTEX_READ_GROUP)
+            .zip(ranges[..n].chunks(VERTEX_READ_GROUP))
+        {
+            let held = prevs.memory_bytes();
+            let peak = prevs.read_lists(&self.file, &self.layout, false, group, group_ranges)?;
+            self.stats.hold(peak);
+            self.stats.release(peak);
+            self.stats.hold(prevs.memory_bytes() - held);
+        }
+        self.stats.vertex_loads += n as u64;
+        Ok((prevs, n))
     }
 
     /// Moves the walks of one chunk, a few at a time in round robin: while
@@ -1317,7 +1476,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let came_from = lane.prev.map(|p| Prev {
             vertex: p,
-            neighbors: if exec.contains(p) {
+            neighbors: if exec.holds(p) {
                 exec.neighbors(p)
             } else {
                 prevs.neighbors(p)
@@ -1425,11 +1584,21 @@ impl Contains for PassData<'_> {
         // Vertex passes move every walk one step, so nothing is "inside".
         false
     }
+
+    fn holds(&self, v: u32) -> bool {
+        self.block(v).is_some() || self.lists.has(v)
+    }
 }
 
 /// Whether graph data in memory covers a vertex.
 trait Contains {
+    /// Whether walks reaching `v` go on moving on this data.
     fn contains(&self, v: u32) -> bool;
+
+    /// Whether `v`'s adjacency list is in this data.
+    fn holds(&self, v: u32) -> bool {
+        self.contains(v)
+    }
 }
 
 impl Contains for Executing {

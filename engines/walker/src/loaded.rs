@@ -189,20 +189,100 @@ impl Adjacency for Executing {
     }
 }
 
+/// Bytes each list held by [`Vertices`] takes besides its vectors' contents.
+const LIST_OVERHEAD: u64 = 48;
+
+/// Bytes reading one adjacency list of `degree` edges vertex by vertex takes
+/// at its peak: the aligned buffers of its targets (and weights), which may
+/// straddle a page at either end, and its copy.
+pub fn list_bytes(degree: u64, weighted: bool) -> u64 {
+    let sections = 1 + u64::from(weighted);
+    sections * (2 * degree * 4 + 2 * ALIGN as u64) + LIST_OVERHEAD
+}
+
+/// What one [`Vertices::read_into`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct ListsRead {
+    /// How many of the vertices (a prefix) had their lists read.
+    pub count: usize,
+    /// The most bytes the read held at once besides the lists held before
+    /// it: the offsets pages, or the data buffers with the new lists.
+    pub peak: u64,
+}
+
 /// Adjacency lists of individual vertices, read on demand.
 #[derive(Debug, Default)]
 pub struct Vertices {
     lists: HashMap<u32, (Vec<u32>, Vec<f32>)>,
 }
 
+/// The page-aligned read covering bytes `start..end` of the file: its
+/// offset and length.
+fn covering(start: u64, end: u64) -> (u64, u64) {
+    let page = ALIGN as u64;
+    let offset = start / page * page;
+    (offset, quiver_io::align_up(end) - offset)
+}
+
+/// The edge range (first and last + 1 edge index) of each of `vertices`:
+/// from the offsets in memory if given, else from a read of the pages
+/// holding its two offsets, all in flight at once. Returns the ranges and
+/// the bytes of I/O buffers the reads took (up to two pages a vertex).
+pub fn edge_ranges(
+    file: &ReadFile,
+    layout: &Layout,
+    vertices: &[u32],
+    offsets: Option<&[u64]>,
+) -> Result<(Vec<(u64, u64)>, u64)> {
+    if let Some(offsets) = offsets {
+        let ranges = vertices
+            .iter()
+            .map(|&v| {
+                let i = index(u64::from(v));
+                (offsets[i], offsets[i + 1])
+            })
+            .collect();
+        return Ok((ranges, 0));
+    }
+    let mut offset_bufs: Vec<(u64, AlignedBuf)> = vertices
+        .iter()
+        .map(|&v| {
+            let start = layout.offsets.offset + u64::from(v) * 8;
+            let (offset, len) = covering(start, start + 16);
+            (offset, AlignedBuf::zeroed(index(len)))
+        })
+        .collect();
+    let mut requests: Vec<ReadRequest<'_>> = offset_bufs
+        .iter_mut()
+        .map(|(offset, buf)| ReadRequest {
+            offset: *offset,
+            buf,
+        })
+        .collect();
+    file.read_batch(&mut requests).map_err(|source| Error::Io {
+        path: file.path().to_owned(),
+        source,
+    })?;
+    let bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
+    let ranges = vertices
+        .iter()
+        .zip(&offset_bufs)
+        .map(|(&v, (offset, buf))| {
+            let words: &[u64] = bytemuck_cast(buf);
+            let i = index((layout.offsets.offset + u64::from(v) * 8 - offset) / 8);
+            (words[i], words[i + 1])
+        })
+        .collect();
+    Ok((ranges, bytes))
+}
+
 impl Vertices {
-    /// Reads the adjacency lists of `vertices` (distinct): first the pages
-    /// holding their offsets, then their targets (and weights), every read
-    /// of a phase in flight at once.
-    /// `make_room` is told what each list will take once the degrees are
-    /// known, and answers how many of them (a prefix, at least one) to read.
-    /// Returns the bytes of I/O buffers the reads needed at their peak, and
-    /// how many vertices were read.
+    /// Reads the adjacency lists of `vertices` (distinct, none held yet):
+    /// first their edge ranges ([`edge_ranges`]), then their targets (and
+    /// weights), every read of a phase in flight at once. `make_room` is
+    /// told what each list takes at its peak ([`list_bytes`]) once the
+    /// degrees are known, and answers how many of them (a prefix, possibly
+    /// none) to read.
     pub fn read_into(
         &mut self,
         file: &ReadFile,
@@ -211,73 +291,37 @@ impl Vertices {
         layout: &Layout,
         offsets: Option<&[u64]>,
         make_room: &mut dyn FnMut(&[u64]) -> usize,
-    ) -> Result<(u64, usize)> {
-        let io = |source| Error::Io {
-            path: file.path().to_owned(),
-            source,
-        };
-        let page = ALIGN as u64;
-        let covering = |start: u64, end: u64| {
-            let offset = start / page * page;
-            (offset, quiver_io::align_up(end) - offset)
-        };
-        // Each list's edge range: from the offsets in memory if given, else
-        // from a read of the page holding its two offsets.
-        let (edges, offsets_bytes): (Vec<(u64, u64)>, u64) = match offsets {
-            Some(offsets) => (
-                vertices
-                    .iter()
-                    .map(|&v| {
-                        (
-                            offsets[index(u64::from(v))],
-                            offsets[index(u64::from(v)) + 1],
-                        )
-                    })
-                    .collect(),
-                0,
-            ),
-            None => {
-                let mut offset_bufs: Vec<(u64, AlignedBuf)> = vertices
-                    .iter()
-                    .map(|&v| {
-                        let start = layout.offsets.offset + u64::from(v) * 8;
-                        let (offset, len) = covering(start, start + 16);
-                        (offset, AlignedBuf::zeroed(index(len)))
-                    })
-                    .collect();
-                let mut requests: Vec<ReadRequest<'_>> = offset_bufs
-                    .iter_mut()
-                    .map(|(offset, buf)| ReadRequest {
-                        offset: *offset,
-                        buf,
-                    })
-                    .collect();
-                file.read_batch(&mut requests).map_err(io)?;
-                let offsets_bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
-                let edges: Vec<(u64, u64)> = vertices
-                    .iter()
-                    .zip(&offset_bufs)
-                    .map(|(&v, (offset, buf))| {
-                        let words: &[u64] = bytemuck_cast(buf);
-                        let i = index((layout.offsets.offset + u64::from(v) * 8 - offset) / 8);
-                        (words[i], words[i + 1])
-                    })
-                    .collect();
-                (edges, offsets_bytes)
-            }
-        };
+    ) -> Result<ListsRead> {
+        let (ranges, offsets_bytes) = edge_ranges(file, layout, vertices, offsets)?;
         // Now that the degrees are known, say what each list will take (its
         // buffers while read, then its copy) and read as many as fit.
-        let sizes: Vec<u64> = edges
+        let sizes: Vec<u64> = ranges
             .iter()
-            .map(|&(a, b)| {
-                (2 + u64::from(weighted) * 2) * (b - a) * 4 + 2 * page * (1 + u64::from(weighted))
-            })
+            .map(|&(a, b)| list_bytes(b - a, weighted))
             .collect();
-        let n = make_room(&sizes)
-            .clamp(1, vertices.len().max(1))
-            .min(vertices.len());
-        let (vertices, edges) = (&vertices[..n], &edges[..n]);
+        let n = make_room(&sizes).min(vertices.len());
+        let peak = self.read_lists(file, layout, weighted, &vertices[..n], &ranges[..n])?;
+        Ok(ListsRead {
+            count: n,
+            peak: offsets_bytes.max(peak),
+        })
+    }
+
+    /// Reads the adjacency lists of `vertices` (distinct, none held yet),
+    /// whose edge ranges are `ranges`, all in flight at once. Returns the
+    /// most bytes the read held at once: its buffers and the new lists,
+    /// which take at most the sum of their [`list_bytes`].
+    pub fn read_lists(
+        &mut self,
+        file: &ReadFile,
+        layout: &Layout,
+        weighted: bool,
+        vertices: &[u32],
+        ranges: &[(u64, u64)],
+    ) -> Result<u64> {
+        if vertices.is_empty() {
+            return Ok(0);
+        }
         let sections = if weighted {
             vec![layout.targets.offset, layout.weights.offset]
         } else {
@@ -286,7 +330,7 @@ impl Vertices {
         let mut data: Vec<Vec<(u64, AlignedBuf)>> = sections
             .iter()
             .map(|&base| {
-                edges
+                ranges
                     .iter()
                     .map(|&(a, b)| {
                         let (offset, len) = covering(base + a * 4, base + b * 4);
@@ -304,13 +348,17 @@ impl Vertices {
                 buf,
             })
             .collect();
-        file.read_batch(&mut requests).map_err(io)?;
+        file.read_batch(&mut requests).map_err(|source| Error::Io {
+            path: file.path().to_owned(),
+            source,
+        })?;
         let data_bytes: u64 = data
             .iter()
             .flatten()
             .map(|(_, b)| b.capacity() as u64)
             .sum();
-        for (i, (&v, &(a, b))) in vertices.iter().zip(edges).enumerate() {
+        let mut lists_bytes = 0;
+        for (i, (&v, &(a, b))) in vertices.iter().zip(ranges).enumerate() {
             let slice = |section: usize| -> &[u32] {
                 let (offset, buf) = &data[section][i];
                 let words: &[u32] = bytemuck_cast(buf);
@@ -319,14 +367,23 @@ impl Vertices {
             };
             let targets = slice(0).to_vec();
             let cumulative = if weighted {
-                let weights: Vec<f32> = slice(1).iter().map(|&bits| f32::from_bits(bits)).collect();
-                cumulative_weights(&[0, weights.len() as u64], &weights)
+                // The prefix sums of `cumulative_weights`, without a copy of
+                // the weights.
+                let mut sum = 0f32;
+                slice(1)
+                    .iter()
+                    .map(|&bits| {
+                        sum += f32::from_bits(bits).max(0.0);
+                        sum
+                    })
+                    .collect()
             } else {
                 Vec::new()
             };
+            lists_bytes += list_memory(targets.capacity(), cumulative.capacity());
             self.lists.insert(v, (targets, cumulative));
         }
-        Ok((offsets_bytes.max(data_bytes), n))
+        Ok(data_bytes + lists_bytes)
     }
 
     /// Whether `v`'s list is held.
@@ -343,9 +400,14 @@ impl Vertices {
     pub fn memory_bytes(&self) -> u64 {
         self.lists
             .values()
-            .map(|(t, c)| (t.capacity() + c.capacity()) as u64 * 4 + 48)
+            .map(|(t, c)| list_memory(t.capacity(), c.capacity()))
             .sum()
     }
+}
+
+/// Bytes one held list takes, given its vectors' capacities.
+fn list_memory(targets: usize, cumulative: usize) -> u64 {
+    (targets + cumulative) as u64 * 4 + LIST_OVERHEAD
 }
 
 impl Adjacency for Vertices {

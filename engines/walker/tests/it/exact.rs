@@ -114,3 +114,156 @@ proptest! {
         }
     }
 }
+
+/// `n` vertices, of which `0..hubs` are hubs: every other vertex `v` links
+/// both ways to each hub `h` with `(v + h) % every == 0` and to the next
+/// non-hub (a ring). Weights vary when `weighted`.
+fn hubs_graph(n: u32, hubs: u32, every: u32, weighted: bool) -> quiver_csr::Graph {
+    let mut edges = Vec::new();
+    for v in hubs..n {
+        for h in 0..hubs {
+            if (v + h) % every == 0 {
+                edges.push((v, h, (1 + v % 7) as f32));
+                edges.push((h, v, (1 + v % 5) as f32));
+            }
+        }
+        let next = if v + 1 < n { v + 1 } else { hubs };
+        edges.push((v, next, 1.0));
+    }
+    quiver_csr::Graph::from_edges(n, &edges, weighted, false).unwrap()
+}
+
+/// Node2Vec on a graph of hubs: the previous vertices' adjacency lists are
+/// far larger than a block, so reading them vertex by vertex must stay
+/// within the budget, and the walks that wait for them still walk the
+/// reference's paths.
+#[test]
+fn second_order_walks_on_hubs_stay_within_the_budget() {
+    let graph = hubs_graph(20_000, 40, 2, false);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let app = Recorder(WalkSpec {
+        starts: Starts::Uniform { walks: 1000 },
+        length: 12,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Unbiased,
+        node2vec: Some(Node2Vec { p: 0.5, q: 2.0 }),
+        dead_end: DeadEnd::Stop,
+    });
+    let base = Config {
+        exact: true,
+        seed: 3,
+        threads: 2,
+        work_dir: dir.path().to_owned(),
+        ..Config::default()
+    };
+    let reference = run(
+        &path,
+        &Config {
+            mode: Mode::Memory,
+            ..base.clone()
+        },
+        &app,
+    )
+    .unwrap();
+    for (mode, adaptive, vertex_threshold) in [
+        (Mode::GraphWalker, true, 0),
+        (Mode::GraphWalker, false, 0),
+        (Mode::Iteration, false, 0),
+        // Vertex passes, from the start or for the last walks.
+        (Mode::GraphWalker, true, 1000),
+        (Mode::GraphWalker, false, 100_000),
+    ] {
+        let config = Config {
+            mode,
+            adaptive,
+            mem_budget: 512 << 10,
+            block_size: Some(4 << 10),
+            pool_capacity: 16,
+            vertex_threshold,
+            // Through the page cache: the test is about memory, not the disk.
+            io: IoMode::Buffered,
+            ..base.clone()
+        };
+        let report = run(&path, &config, &app).unwrap();
+        if std::env::var_os("WALKER_TEST_VERBOSE").is_some() {
+            eprintln!(
+                "{mode:?} adaptive {adaptive} threshold {vertex_threshold}: peak {} of {}, {} blocks, \
+                 {} loads, {} vertex loads, {} bytes read, {} spilled",
+                report.peak_mem_bytes,
+                config.mem_budget,
+                report.blocks,
+                report.blocks_loaded,
+                report.vertex_loads,
+                report.bytes_read,
+                report.bytes_written
+            );
+        }
+        let what = format!("{mode:?} (adaptive {adaptive}, vertex threshold {vertex_threshold})");
+        assert!(
+            report.result == reference.result,
+            "{what} walked differently from memory"
+        );
+        assert_eq!(report.steps, reference.steps, "{what}");
+        assert!(
+            report.peak_mem_bytes <= config.mem_budget,
+            "{what}: peak {} over the budget of {}",
+            report.peak_mem_bytes,
+            config.mem_budget
+        );
+        assert!(report.vertex_loads > 0, "{what} read no previous vertex");
+    }
+}
+
+/// A hub's block is far larger than the fine block size: the adaptive rule
+/// may group no more blocks than the cache holds (first-order walks too).
+#[test]
+fn adaptive_groups_of_hub_blocks_fit_the_cache() {
+    let graph = hubs_graph(3203, 3, 1, true);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let app = Recorder(WalkSpec {
+        starts: Starts::Uniform { walks: 9 },
+        length: 8,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Weighted,
+        node2vec: None,
+        dead_end: DeadEnd::Stop,
+    });
+    let base = Config {
+        exact: true,
+        seed: 3,
+        threads: 1,
+        work_dir: dir.path().to_owned(),
+        ..Config::default()
+    };
+    let reference = run(
+        &path,
+        &Config {
+            mode: Mode::Memory,
+            ..base.clone()
+        },
+        &app,
+    )
+    .unwrap();
+    let config = Config {
+        mode: Mode::GraphWalker,
+        adaptive: true,
+        mem_budget: 68_410,
+        block_size: Some(968),
+        pool_capacity: 1,
+        vertex_threshold: 0,
+        p_slowest: 0.0,
+        ..base.clone()
+    };
+    let report = run(&path, &config, &app).unwrap();
+    assert!(report.result == reference.result);
+    assert!(
+        report.peak_mem_bytes <= config.mem_budget,
+        "peak {} over the budget of {}",
+        report.peak_mem_bytes,
+        config.mem_budget
+    );
+}
