@@ -729,14 +729,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .mem_budget
             .saturating_sub(pool_reserve + self.prev_reserve);
         let batch_bytes = rest / 4;
-        // A walk in flight takes its slot and one for where it moves; a
-        // second-order walk may also need its previous vertex's page read.
-        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64
-            + if self.spec.node2vec.is_some() {
-                2 * quiver_io::ALIGN as u64
-            } else {
-                0
-            };
+        // A walk in flight takes its slot and one for where it moves. (The
+        // previous vertices' lists of second-order walks are read in rounds
+        // that fit what is free, at least the reserve, so they do not
+        // shrink batches.)
+        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64;
         let budget = Budget {
             batch_walks: usize::try_from(batch_bytes / per_walk)
                 .unwrap_or(usize::MAX)
