@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::app::{Visit, WalkApp};
 use crate::loaded::{edge_ranges, list_bytes, Executing, LoadedBlock, Vertices};
 use crate::rng::KeyedRng;
-use crate::spec::{step, Adjacency, Kind, Prev, Starts, Step, WalkSpec};
+use crate::spec::{next_neighbor, step, Adjacency, Kind, Prev, Starts, Step, WalkSpec};
 use crate::{Error, Result};
 
 /// How walks are scheduled.
@@ -1399,7 +1399,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         state: &mut A::State,
         moved: &mut Vec<InFlight<W>>,
     ) -> u64 {
-        const LANES: usize = 8;
+        const LANES: usize = 16;
         let mut steps = 0;
         let mut lanes: Vec<Lane<W>> = Vec::with_capacity(LANES);
         let mut waiting = chunk.iter().zip(first_index..);
@@ -1412,6 +1412,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             }
             if lanes.is_empty() {
                 return steps;
+            }
+            // Each lane's offsets were prefetched a round ago: draw (on a
+            // copy of its stream) where it will step and prefetch that too,
+            // so the step below finds both in cache.
+            for lane in &lanes {
+                if let Some(next) =
+                    next_neighbor(&self.spec, exec, lane.vertex, &self.lane_rng(lane))
+                {
+                    quiver_io::prefetch(next);
+                }
             }
             let mut i = 0;
             while i < lanes.len() {
@@ -1427,6 +1437,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     }
                 }
             }
+        }
+    }
+
+    /// The stream the lane's next step draws from.
+    fn lane_rng(&self, lane: &Lane<W>) -> KeyedRng {
+        match lane.walk.id() {
+            Some(id) => KeyedRng::new(self.config.seed, id, lane.hop),
+            None => lane.compact.clone(),
         }
     }
 

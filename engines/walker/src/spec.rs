@@ -211,6 +211,33 @@ pub fn step(
     }
 }
 
+/// Where [`step`] will read the neighbour it moves a first-order, unbiased
+/// walk to, drawn from a copy of the walk's stream (so the step itself
+/// draws the same): lets the caller prefetch it while other walks step.
+/// `None` when the step would not read a neighbour this way.
+pub fn next_neighbor<'a>(
+    spec: &WalkSpec,
+    adjacency: &'a impl Adjacency,
+    v: u32,
+    rng: &KeyedRng,
+) -> Option<&'a u32> {
+    if spec.node2vec.is_some() || spec.kind != Kind::Unbiased {
+        return None;
+    }
+    let mut rng = rng.clone();
+    if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
+        return None;
+    }
+    if spec.restart_probability > 0.0 && rng.chance(spec.restart_probability) {
+        return None;
+    }
+    let neighbors = adjacency.neighbors(v);
+    if neighbors.is_empty() {
+        return None;
+    }
+    neighbors.get(narrow_usize(rng.below(neighbors.len() as u64)))
+}
+
 /// Index of a neighbour of `v` (of `degree > 0`), uniform or by weight.
 fn candidate(
     kind: Kind,
@@ -254,4 +281,54 @@ pub fn cumulative_weights(offsets: &[u64], weights: &[f32]) -> Vec<f32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Adjacency lists held as vectors.
+    struct Lists(Vec<Vec<u32>>);
+
+    impl Adjacency for Lists {
+        fn neighbors(&self, v: u32) -> &[u32] {
+            &self.0[v as usize]
+        }
+        fn cumulative_weights(&self, _: u32) -> &[f32] {
+            unreachable!("unbiased walks only")
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// The prefetch hint names exactly the neighbour the step then
+        /// moves to, whatever stop and restart probabilities consume first.
+        #[test]
+        fn next_neighbor_is_where_step_moves(
+            lists in prop::collection::vec(prop::collection::vec(0u32..20, 0..6), 20),
+            v in 0u32..20,
+            stop in prop_oneof![Just(0.0), 0.0f64..0.5],
+            restart in prop_oneof![Just(0.0), 0.0f64..0.5],
+            seed in any::<u64>(),
+        ) {
+            let spec = WalkSpec {
+                starts: Starts::Uniform { walks: 1 },
+                length: 5,
+                stop_probability: stop,
+                restart_probability: restart,
+                kind: Kind::Unbiased,
+                node2vec: None,
+                dead_end: DeadEnd::Jump,
+            };
+            let lists = Lists(lists);
+            let rng = KeyedRng::new(seed, 1, 2);
+            let hint = next_neighbor(&spec, &lists, v, &rng).copied();
+            let moved = match step(&spec, &lists, 20, 0, v, None, &mut rng.clone()) {
+                Step::Move(next) => Some(next),
+                Step::Teleport(_) | Step::Stop => None,
+            };
+            prop_assert_eq!(hint, moved);
+        }
+    }
 }
