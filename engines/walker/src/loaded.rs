@@ -189,6 +189,23 @@ impl Adjacency for Executing {
     }
 }
 
+/// Reads every `(offset, buffer)` in one batch.
+fn read_all<'a>(
+    file: &ReadFile,
+    bufs: impl Iterator<Item = &'a mut (u64, AlignedBuf)>,
+) -> Result<()> {
+    let mut requests: Vec<ReadRequest<'_>> = bufs
+        .map(|(offset, buf)| ReadRequest {
+            offset: *offset,
+            buf,
+        })
+        .collect();
+    file.read_batch(&mut requests).map_err(|source| Error::Io {
+        path: file.path().to_owned(),
+        source,
+    })
+}
+
 /// Bytes each list held by [`Vertices`] takes besides its vectors' contents.
 const LIST_OVERHEAD: u64 = 48;
 
@@ -252,17 +269,7 @@ pub fn edge_ranges(
             (offset, AlignedBuf::zeroed(index(len)))
         })
         .collect();
-    let mut requests: Vec<ReadRequest<'_>> = offset_bufs
-        .iter_mut()
-        .map(|(offset, buf)| ReadRequest {
-            offset: *offset,
-            buf,
-        })
-        .collect();
-    file.read_batch(&mut requests).map_err(|source| Error::Io {
-        path: file.path().to_owned(),
-        source,
-    })?;
+    read_all(file, offset_bufs.iter_mut())?;
     let bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
     let ranges = vertices
         .iter()
@@ -339,19 +346,10 @@ impl Vertices {
                     .collect()
             })
             .collect();
-        let mut requests: Vec<ReadRequest<'_>> = data
-            .iter_mut()
-            .flatten()
-            .filter(|(_, buf)| !buf.is_empty())
-            .map(|(offset, buf)| ReadRequest {
-                offset: *offset,
-                buf,
-            })
-            .collect();
-        file.read_batch(&mut requests).map_err(|source| Error::Io {
-            path: file.path().to_owned(),
-            source,
-        })?;
+        read_all(
+            file,
+            data.iter_mut().flatten().filter(|(_, buf)| !buf.is_empty()),
+        )?;
         let data_bytes: u64 = data
             .iter()
             .flatten()

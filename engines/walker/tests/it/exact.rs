@@ -43,6 +43,14 @@ fn arb_spec(n_hint: u32) -> impl Strategy<Value = WalkSpec> {
         )
 }
 
+/// `base` in memory mode: the reference.
+fn memory_mode(base: &Config) -> Config {
+    Config {
+        mode: Mode::Memory,
+        ..base.clone()
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
@@ -68,7 +76,7 @@ proptest! {
         }
         let app = Recorder(spec);
         let base = Config { exact: true, seed: 7, threads: 1, work_dir: dir.path().to_owned(), ..Config::default() };
-        let reference = run(&path, &Config { mode: Mode::Memory, ..base.clone() }, &app).unwrap();
+        let reference = run(&path, &memory_mode(&base), &app).unwrap();
         let walks = reference.walks;
         // Conservation: every walk visits hops 0, 1, ... without gaps or repeats.
         let mut next_hop = vec![0u32; walks as usize];
@@ -158,15 +166,7 @@ fn second_order_walks_on_hubs_stay_within_the_budget() {
         work_dir: dir.path().to_owned(),
         ..Config::default()
     };
-    let reference = run(
-        &path,
-        &Config {
-            mode: Mode::Memory,
-            ..base.clone()
-        },
-        &app,
-    )
-    .unwrap();
+    let reference = run(&path, &memory_mode(&base), &app).unwrap();
     for (mode, adaptive, vertex_threshold) in [
         (Mode::GraphWalker, true, 0),
         (Mode::GraphWalker, false, 0),
@@ -239,15 +239,7 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
         work_dir: dir.path().to_owned(),
         ..Config::default()
     };
-    let reference = run(
-        &path,
-        &Config {
-            mode: Mode::Memory,
-            ..base.clone()
-        },
-        &app,
-    )
-    .unwrap();
+    let reference = run(&path, &memory_mode(&base), &app).unwrap();
     let config = Config {
         mode: Mode::GraphWalker,
         adaptive: true,
