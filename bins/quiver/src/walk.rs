@@ -46,9 +46,8 @@ pub struct EngineArgs {
     /// Probability of loading the block with the slowest walk rather than the fullest.
     #[arg(long, default_value_t = 0.2)]
     pub p: f64,
-    /// Walks buffered per block before spilling to its walk file (0: a sixteenth of --mem
-    /// shared by the blocks' pools, at least 1024 each).
-    #[arg(long, default_value_t = 0)]
+    /// Walks buffered per block before spilling to its walk file.
+    #[arg(long, default_value_t = 1024)]
     pub pool_capacity: usize,
     /// Below this many live walks, read single vertices instead of blocks (0: never).
     #[arg(long, default_value_t = 100_000)]

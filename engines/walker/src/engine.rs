@@ -77,8 +77,7 @@ pub struct Config {
     /// Probability of loading the block with the slowest walk instead of
     /// the one with the most walks.
     pub p_slowest: f64,
-    /// Walks buffered per block before spilling; 0 sizes the pools from the
-    /// budget (a sixteenth of it, at least 1024 walks per block).
+    /// Walks buffered per block before spilling.
     pub pool_capacity: usize,
     /// Below this many walks, read single vertices instead of blocks.
     pub vertex_threshold: u64,
@@ -98,7 +97,7 @@ impl Default for Config {
             adaptive: true,
             io: IoMode::Direct,
             p_slowest: 0.2,
-            pool_capacity: 0,
+            pool_capacity: 1024,
             vertex_threshold: 100_000,
             work_dir: std::env::temp_dir(),
         }
@@ -714,31 +713,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(state)
     }
 
-    /// Walks per block pool: as configured, or a sixteenth of the budget
-    /// shared by the blocks' pools (at least 1024 walks each, at most 2^20),
-    /// so that many walks spill less.
-    fn pool_capacity(&self) -> usize {
-        match self.config.pool_capacity {
-            0 => {
-                let share = self.config.mem_budget / 16;
-                let per_block =
-                    share / (self.blocks.len() * std::mem::size_of::<W>()).max(1) as u64;
-                usize::try_from(per_block)
-                    .unwrap_or(usize::MAX)
-                    .clamp(1024, 1 << 20)
-            }
-            n => n,
-        }
-    }
-
     fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
-        let pool_capacity = self.pool_capacity();
-        let mut pools =
-            WalkPools::<W>::new(self.blocks.len(), pool_capacity, &self.config.work_dir)?;
+        let mut pools = WalkPools::<W>::new(
+            self.blocks.len(),
+            self.config.pool_capacity,
+            &self.config.work_dir,
+        )?;
         // The budget holds the pools' buffers and the previous-list reserve,
         // then a quarter of the rest for walks in flight (taken and moved),
         // then cached blocks.
-        let pool_reserve = (self.blocks.len() * pool_capacity * std::mem::size_of::<W>()) as u64;
+        let pool_reserve =
+            (self.blocks.len() * self.config.pool_capacity * std::mem::size_of::<W>()) as u64;
         let rest = self
             .config
             .mem_budget
@@ -774,7 +759,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                  or lower the block size",
                 self.config.mem_budget,
                 self.blocks.len(),
-                pool_capacity
+                self.config.pool_capacity
             )));
         }
         for id in 0..self.spec.starts.total(self.num_vertices) {
