@@ -1399,7 +1399,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         state: &mut A::State,
         moved: &mut Vec<InFlight<W>>,
     ) -> u64 {
-        const LANES: usize = 16;
+        const LANES: usize = 32;
         let mut steps = 0;
         let mut lanes: Vec<Lane<W>> = Vec::with_capacity(LANES);
         let mut waiting = chunk.iter().zip(first_index..);
