@@ -304,6 +304,35 @@ struct Measurement {
     modelled_us_per_op: Option<f64>,
 }
 
+impl Measurement {
+    /// `count` operations of `bytes` at `depth` that took `elapsed`, with
+    /// the per-operation `latencies` timed at depth 1.
+    fn new(
+        op: &str,
+        bytes: usize,
+        depth: usize,
+        count: u64,
+        elapsed: Duration,
+        mut latencies: Vec<Duration>,
+    ) -> Self {
+        let secs = elapsed.as_secs_f64();
+        latencies.sort_unstable();
+        Measurement {
+            op: op.to_owned(),
+            bytes,
+            depth,
+            ops: count,
+            ops_per_s: count as f64 / secs,
+            mb_per_s: count as f64 * bytes as f64 / secs / 1e6,
+            p50_us: latencies
+                .get(latencies.len() / 2)
+                .map(|d| d.as_secs_f64() * 1e6),
+            mean_us: secs * 1e6 / count as f64 * depth as f64,
+            modelled_us_per_op: None,
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct BenchReport {
     fabric: &'static str,
@@ -453,22 +482,10 @@ fn time_ops(
         }
         i += n as u64;
     }
-    let secs = started.elapsed().as_secs_f64();
     let modelled = node.clock_ns() - clock_before;
-    latencies.sort_unstable();
-    Ok(Measurement {
-        op: name.to_owned(),
-        bytes,
-        depth,
-        ops: count,
-        ops_per_s: count as f64 / secs,
-        mb_per_s: (count as f64 * bytes as f64) / secs / 1e6,
-        p50_us: latencies
-            .get(latencies.len() / 2)
-            .map(|d| d.as_secs_f64() * 1e6),
-        mean_us: secs * 1e6 / count as f64 * depth as f64,
-        modelled_us_per_op: (modelled > 0).then(|| modelled as f64 / 1e3 / total as f64),
-    })
+    let mut measurement = Measurement::new(name, bytes, depth, count, started.elapsed(), latencies);
+    measurement.modelled_us_per_op = (modelled > 0).then(|| modelled as f64 / 1e3 / total as f64);
+    Ok(measurement)
 }
 
 /// The transport's own limit: 8-byte round trips over a plain TCP connection
@@ -513,21 +530,14 @@ fn ping_pong(node: &Node, port: u16, count: u64) -> Result<Measurement> {
         }
         latencies.push(t0.elapsed());
     }
-    let secs = started.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    Ok(Measurement {
-        op: "tcp ping-pong".to_owned(),
-        bytes: 8,
-        depth: 1,
-        ops: count,
-        ops_per_s: count as f64 / secs,
-        mb_per_s: count as f64 * 8.0 / secs / 1e6,
-        p50_us: latencies
-            .get(latencies.len() / 2)
-            .map(|d| d.as_secs_f64() * 1e6),
-        mean_us: secs * 1e6 / count as f64,
-        modelled_us_per_op: None,
-    })
+    Ok(Measurement::new(
+        "tcp ping-pong",
+        8,
+        1,
+        count,
+        started.elapsed(),
+        latencies,
+    ))
 }
 
 fn serve_echo(listener: &TcpListener) -> Result<()> {

@@ -318,41 +318,36 @@ fn verbs_check_spawns_a_local_job_and_collects_every_node() {
 
 #[test]
 fn verbs_mistakes_are_named() {
-    let out = quiver(&["verbs", "check", "--cost-model"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--cost-model applies to --fabric loopback only"));
-    let out = quiver(&[
-        "verbs",
-        "check",
-        "--rank",
-        "5",
-        "--size",
-        "2",
-        "--coordinator",
-        "127.0.0.1:1",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("rank 5 is out of range for a job of 2 nodes"),
-        "{}",
-        stderr(&out)
-    );
-    let out = quiver(&[
-        "verbs",
-        "check",
-        "--rank",
-        "1",
-        "--size",
-        "2",
-        "--coordinator",
-        "127.0.0.1:1",
-        "--timeout",
-        "300ms",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("could not reach the coordinator at 127.0.0.1:1"),
-        "{}",
-        stderr(&out)
-    );
+    // (arguments after `verbs check`, exit code, what stderr must say)
+    let cases: [(&[&str], i32, &str); 3] = [
+        (
+            &["--cost-model"],
+            2,
+            "--cost-model applies to --fabric loopback only",
+        ),
+        (
+            &["--rank", "5", "--size", "2", "--coordinator", "127.0.0.1:1"],
+            1,
+            "rank 5 is out of range for a job of 2 nodes",
+        ),
+        (
+            &[
+                "--rank",
+                "1",
+                "--size",
+                "2",
+                "--coordinator",
+                "127.0.0.1:1",
+                "--timeout",
+                "300ms",
+            ],
+            1,
+            "could not reach the coordinator at 127.0.0.1:1",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = quiver(&[&["verbs", "check"], args].concat());
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
 }

@@ -666,7 +666,7 @@ impl Control {
             .unwrap_or_else(|poison| poison.into_inner());
         if let Some(err) = &*failure {
             // The job already failed; every later collective says why.
-            return Err(err.again());
+            return Err(err.again(&self.coordinator));
         }
         self.send(&ToCoordinator::Gather { data })?;
         // The coordinator times the round; our own limit only guards
@@ -813,48 +813,36 @@ fn control_reader(
 
 /// A failure of the job, kept so that every later collective reports it.
 #[derive(Debug, Clone)]
-struct JobFailure {
-    /// The failed node, or `None` for the coordinator.
-    node: Option<NodeRank>,
-    coordinator: String,
-    reason: String,
+enum JobFailure {
+    /// A node failed.
+    Node(NodeRank, String),
+    /// The coordinator went away.
+    Coordinator(String),
+    /// Anything else (an unreadable answer).
+    Other(String),
 }
 
 impl JobFailure {
     fn from(err: &Error) -> Self {
         match err {
-            Error::NodeFailed { node, reason } => JobFailure {
-                node: Some(*node),
-                coordinator: String::new(),
-                reason: reason.clone(),
-            },
-            Error::CoordinatorLost {
-                coordinator,
-                reason,
-            } => JobFailure {
-                node: None,
-                coordinator: coordinator.clone(),
-                reason: reason.clone(),
-            },
-            other => JobFailure {
-                node: None,
-                coordinator: String::new(),
-                reason: other.to_string(),
-            },
+            Error::NodeFailed { node, reason } => JobFailure::Node(*node, reason.clone()),
+            Error::CoordinatorLost { reason, .. } => JobFailure::Coordinator(reason.clone()),
+            other => JobFailure::Other(other.to_string()),
         }
     }
 
-    fn again(&self) -> Error {
-        match self.node {
-            Some(node) => Error::NodeFailed {
-                node,
-                reason: self.reason.clone(),
+    /// The error again, for a job whose coordinator is at `coordinator`.
+    fn again(&self, coordinator: &str) -> Error {
+        match self {
+            JobFailure::Node(node, reason) => Error::NodeFailed {
+                node: *node,
+                reason: reason.clone(),
             },
-            None if !self.coordinator.is_empty() => Error::CoordinatorLost {
-                coordinator: self.coordinator.clone(),
-                reason: self.reason.clone(),
+            JobFailure::Coordinator(reason) => Error::CoordinatorLost {
+                coordinator: coordinator.to_owned(),
+                reason: reason.clone(),
             },
-            None => Error::Bootstrap(self.reason.clone()),
+            JobFailure::Other(reason) => Error::Bootstrap(reason.clone()),
         }
     }
 }

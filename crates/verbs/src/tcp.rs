@@ -237,8 +237,9 @@ fn mesh(
     Ok(streams)
 }
 
-/// Sends `data` right away without blocking; returns how much the kernel took.
-fn send_now(stream: &TcpStream, data: &[u8]) -> std::io::Result<usize> {
+/// One `send(2)` of `data` with `flags` (always `MSG_NOSIGNAL`, so a
+/// closed peer is an error, never SIGPIPE), retried when interrupted.
+fn send_once(stream: &TcpStream, data: &[u8], flags: libc::c_int) -> std::io::Result<usize> {
     loop {
         // SAFETY: the pointer and length describe `data`, a live slice, and
         // the descriptor is owned by `stream`, open for the whole call.
@@ -247,44 +248,35 @@ fn send_now(stream: &TcpStream, data: &[u8]) -> std::io::Result<usize> {
                 stream.as_raw_fd(),
                 data.as_ptr().cast(),
                 data.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                flags | libc::MSG_NOSIGNAL,
             )
         };
         match usize::try_from(n) {
             Ok(n) => return Ok(n),
             Err(_) => {
                 let err = std::io::Error::last_os_error();
-                match err.kind() {
-                    std::io::ErrorKind::Interrupted => continue,
-                    std::io::ErrorKind::WouldBlock => return Ok(0),
-                    _ => return Err(err),
+                if err.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(err);
                 }
             }
         }
     }
 }
 
-/// Sends all of `data`, blocking as needed (never raising SIGPIPE).
+/// Sends `data` right away without blocking; returns how much the kernel took.
+fn send_now(stream: &TcpStream, data: &[u8]) -> std::io::Result<usize> {
+    match send_once(stream, data, libc::MSG_DONTWAIT) {
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
+        other => other,
+    }
+}
+
+/// Sends all of `data`, blocking as needed.
 fn send_all(stream: &TcpStream, mut data: &[u8]) -> std::io::Result<()> {
     while !data.is_empty() {
-        // SAFETY: as in `send_now`.
-        let n = unsafe {
-            libc::send(
-                stream.as_raw_fd(),
-                data.as_ptr().cast(),
-                data.len(),
-                libc::MSG_NOSIGNAL,
-            )
-        };
-        match usize::try_from(n) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => data = &data[n..],
-            Err(_) => {
-                let err = std::io::Error::last_os_error();
-                if err.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(err);
-                }
-            }
+        match send_once(stream, data, 0)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => data = &data[n..],
         }
     }
     Ok(())

@@ -177,11 +177,8 @@ pub fn step(
     prev: Option<Prev<'_>>,
     rng: &mut KeyedRng,
 ) -> Step {
-    if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
-        return Step::Stop;
-    }
-    if spec.restart_probability > 0.0 && rng.chance(spec.restart_probability) {
-        return Step::Teleport(source);
+    if let Some(early) = stop_or_restart(spec, source, rng) {
+        return early;
     }
     let neighbors = adjacency.neighbors(v);
     if neighbors.is_empty() {
@@ -211,6 +208,18 @@ pub fn step(
     }
 }
 
+/// The draws every step starts with: the walk may stop, or restart at
+/// `source`, before it looks at any edge.
+fn stop_or_restart(spec: &WalkSpec, source: u32, rng: &mut KeyedRng) -> Option<Step> {
+    if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
+        return Some(Step::Stop);
+    }
+    if spec.restart_probability > 0.0 && rng.chance(spec.restart_probability) {
+        return Some(Step::Teleport(source));
+    }
+    None
+}
+
 /// Where [`step`] will read the neighbour it moves a first-order, unbiased
 /// walk to, drawn from a copy of the walk's stream (so the step itself
 /// draws the same): lets the caller prefetch it while other walks step.
@@ -225,10 +234,7 @@ pub fn next_neighbor<'a>(
         return None;
     }
     let mut rng = rng.clone();
-    if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
-        return None;
-    }
-    if spec.restart_probability > 0.0 && rng.chance(spec.restart_probability) {
+    if stop_or_restart(spec, 0, &mut rng).is_some() {
         return None;
     }
     let neighbors = adjacency.neighbors(v);
