@@ -467,7 +467,7 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
     }
     let secs = report.wall_ns as f64 / 1e9;
     println!(
-        "mode       {:?}{}{} with {} blocks of at most {} ({})",
+        "mode       {:?}{}{}{} with {} blocks of at most {} ({})",
         report.mode,
         if report.exact { ", exact" } else { "" },
         if report.adaptive {
@@ -478,6 +478,7 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         } else {
             String::new()
         },
+        if report.paired { ", block pairs" } else { "" },
         report.blocks,
         if report.block_size == u64::MAX {
             "the whole graph".to_string()

@@ -122,6 +122,9 @@ pub struct Report<O> {
     pub block_size: u64,
     /// Whether loads grouped fine blocks adaptively.
     pub adaptive: bool,
+    /// Whether second-order walks waited in pools per block pair (where
+    /// they stand, where they came from) and moved on loaded pairs.
+    pub paired: bool,
     /// The most blocks one load grouped.
     pub largest_group: u64,
     /// Block reads.
@@ -185,6 +188,7 @@ impl<O> Report<O> {
             blocks: self.blocks,
             block_size: self.block_size,
             adaptive: self.adaptive,
+            paired: self.paired,
             largest_group: self.largest_group,
             blocks_loaded: self.blocks_loaded,
             cache_hits: self.cache_hits,
@@ -313,10 +317,10 @@ struct BlockCache {
 }
 
 impl BlockCache {
-    /// Evicts the cached blocks with the fewest waiting walks (never those
-    /// in `keep`) until at most `limit` bytes are cached or nothing else can
-    /// go. Returns the bytes freed.
-    fn shrink_to<W: WalkWord>(&mut self, limit: u64, pools: &WalkPools<W>, keep: &[usize]) -> u64 {
+    /// Evicts the cached blocks with the fewest waiting walks (`walks`, per
+    /// block; never those in `keep`) until at most `limit` bytes are cached
+    /// or nothing else can go. Returns the bytes freed.
+    fn shrink_to(&mut self, limit: u64, walks: &[u64], keep: &[usize]) -> u64 {
         let mut freed = 0;
         while self.bytes > limit {
             let Some(victim) = self
@@ -324,7 +328,7 @@ impl BlockCache {
                 .keys()
                 .copied()
                 .filter(|c| !keep.contains(c))
-                .min_by_key(|&c| (pools.count(c), c))
+                .min_by_key(|&c| (walks[c], c))
             else {
                 break;
             };
@@ -352,15 +356,15 @@ impl Cache {
     }
 
     /// Drops the vertex lists, then evicts blocks (never those in `keep`),
-    /// until at most `limit` bytes are held or nothing else can go. Returns
-    /// the bytes freed.
-    fn shrink_to<W: WalkWord>(&mut self, limit: u64, pools: &WalkPools<W>, keep: &[usize]) -> u64 {
+    /// until at most `limit` bytes are held or nothing else can go (blocks
+    /// with the fewest `walks` first). Returns the bytes freed.
+    fn shrink_to(&mut self, limit: u64, walks: &[u64], keep: &[usize]) -> u64 {
         let mut freed = 0;
         if self.total() > limit {
             freed += self.lists.memory_bytes();
             self.lists.clear();
         }
-        freed + self.blocks.shrink_to(limit, pools, keep)
+        freed + self.blocks.shrink_to(limit, walks, keep)
     }
 }
 
@@ -374,11 +378,85 @@ impl Cache {
 /// free: the previous vertices' lists are read a group at a time, each
 /// group (at least one list) fitting what is free.
 struct Budget {
+    /// Bytes of the pools' buffers.
+    pools: u64,
+    /// Bytes for walks in flight.
+    in_flight: u64,
     /// Walks taken out of the pools at once.
     batch_walks: usize,
     /// Bytes of cached graph data: blocks, vertex lists and the offsets.
     cache: u64,
 }
+
+/// How walks are pooled while they wait: by the block they stand in, or
+/// (second-order walks in GraphWalker mode, when two blocks fit the cache)
+/// by that block and the block of the vertex they came from. A loaded
+/// pair of blocks then holds both lists each step of its walks needs, as
+/// in GraSorw's bi-block execution, instead of one read of a previous
+/// vertex's list per walk that crossed blocks.
+#[derive(Clone, Copy, Debug)]
+struct Pooling {
+    blocks: usize,
+    pairs: bool,
+}
+
+impl Pooling {
+    /// Number of pools.
+    fn len(self) -> usize {
+        if self.pairs {
+            self.blocks * self.blocks
+        } else {
+            self.blocks
+        }
+    }
+
+    /// The pool of walks standing in `block` that came from `prev_block`
+    /// (`None`: no previous vertex, or it does not matter).
+    fn pool(self, block: usize, prev_block: Option<usize>) -> usize {
+        if self.pairs {
+            block * self.blocks + prev_block.unwrap_or(block)
+        } else {
+            block
+        }
+    }
+
+    /// The block where `pool`'s walks stand.
+    fn block(self, pool: usize) -> usize {
+        if self.pairs {
+            pool / self.blocks
+        } else {
+            pool
+        }
+    }
+
+    /// The block holding `pool`'s walks' previous vertices (their own
+    /// block when pools are not paired).
+    fn prev_block(self, pool: usize) -> usize {
+        if self.pairs {
+            pool % self.blocks
+        } else {
+            pool
+        }
+    }
+
+    /// Walks each block's data would serve: those standing in it and,
+    /// with pairs, those that came from it.
+    fn walks_per_block<W: WalkWord>(self, pools: &WalkPools<W>) -> Vec<u64> {
+        let mut walks = vec![0; self.blocks];
+        for pool in (0..self.len()).filter(|&p| pools.count(p) > 0) {
+            let (block, prev) = (self.block(pool), self.prev_block(pool));
+            walks[block] += pools.count(pool);
+            if prev != block {
+                walks[prev] += pools.count(pool);
+            }
+        }
+        walks
+    }
+}
+
+/// Bytes each pool takes besides its buffer: the buffer's header, counts
+/// and minimum hop.
+const POOL_BOOKKEEPING: usize = 48;
 
 /// A Node2Vec walk: an exact walk that also remembers where it came from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -465,6 +543,8 @@ struct Engine<'a, A: WalkApp, W> {
     /// list vertex by vertex takes ([`list_bytes`]): kept free of cached
     /// data so that a previous vertex's list can always be read.
     prev_reserve: u64,
+    /// How waiting walks are pooled (decided once the budget is shared).
+    pooling: Pooling,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -559,7 +639,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let block_size = match (config.mode, config.block_size) {
             (Mode::Memory, _) => u64::MAX,
             (_, Some(size)) => size,
-            (Mode::GraphWalker, None) if config.adaptive => FINE_BLOCK,
+            (Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => FINE_BLOCK,
             (_, None) => default_block_size(walks, config.mem_budget),
         };
         let blocks = Blocks::by_bytes(&graph, block_size)?;
@@ -586,6 +666,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             0
         };
         drop(graph);
+        let blocks_len = blocks.len();
         let options = ReadOptions {
             backend: BackendChoice::Auto,
             direct: config.io == IoMode::Direct,
@@ -612,6 +693,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             stats: Stats::default(),
             offsets: None,
             prev_reserve,
+            pooling: Pooling {
+                blocks: blocks_len,
+                pairs: false,
+            },
             _walk: std::marker::PhantomData,
         })
     }
@@ -633,6 +718,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             blocks: self.blocks.len(),
             block_size: self.block_size,
             adaptive: self.adaptive(),
+            paired: self.pooling.pairs,
             largest_group: stats.largest_group,
             blocks_loaded: stats.blocks_loaded,
             cache_hits: stats.cache_hits,
@@ -714,36 +800,34 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
-        let mut pools = WalkPools::<W>::new(
-            self.blocks.len(),
-            self.config.pool_capacity,
-            &self.config.work_dir,
-        )?;
-        // The budget holds the pools' buffers and the previous-list reserve,
-        // then a quarter of the rest for walks in flight (taken and moved),
-        // then cached blocks.
-        let pool_reserve =
-            (self.blocks.len() * self.config.pool_capacity * std::mem::size_of::<W>()) as u64;
-        let rest = self
-            .config
-            .mem_budget
-            .saturating_sub(pool_reserve + self.prev_reserve);
-        let batch_bytes = rest / 4;
-        // A walk in flight takes its slot and one for where it moves. (The
-        // previous vertices' lists of second-order walks are read in rounds
-        // that fit what is free, at least the reserve, so they do not
-        // shrink batches.)
-        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64;
-        let budget = Budget {
-            batch_walks: usize::try_from(batch_bytes / per_walk)
-                .unwrap_or(usize::MAX)
-                .max(1),
-            cache: rest - batch_bytes,
-        };
         let largest = (0..self.blocks.len())
             .map(|b| self.block_memory(b))
             .max()
             .unwrap_or(0);
+        // Second-order walks in GraphWalker mode are pooled by block pair
+        // when two of the largest blocks fit the cache; each block's pool
+        // buffer is then shared among its pairs, so the pools take no more
+        // memory than one per block would.
+        let blocks = self.blocks.len();
+        let mut pooling = Pooling {
+            blocks,
+            pairs: self.spec.node2vec.is_some() && self.config.mode == Mode::GraphWalker,
+        };
+        let capacity = |pooling: Pooling| {
+            if pooling.pairs {
+                self.config.pool_capacity.div_ceil(blocks)
+            } else {
+                self.config.pool_capacity
+            }
+        };
+        let mut budget = self.share_budget(pooling, capacity(pooling));
+        if pooling.pairs && 2 * largest > budget.cache {
+            pooling.pairs = false;
+            budget = self.share_budget(pooling, capacity(pooling));
+        }
+        self.pooling = pooling;
+        let mut pools =
+            WalkPools::<W>::new(pooling.len(), capacity(pooling), &self.config.work_dir)?;
         if largest > budget.cache {
             let lists = if self.prev_reserve > 0 {
                 format!(
@@ -754,23 +838,26 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 String::new()
             };
             return Err(Error::InvalidArgument(format!(
-                "a memory budget of {} bytes cannot hold the walk pools ({} blocks x {} walks = {pool_reserve} \
-                 bytes){lists}, walks in flight ({batch_bytes} bytes) and one block ({largest} bytes); raise --mem \
+                "a memory budget of {} bytes cannot hold the walk pools ({} blocks x {} walks = {} \
+                 bytes){lists}, walks in flight ({} bytes) and one block ({largest} bytes); raise --mem \
                  or lower the block size",
                 self.config.mem_budget,
                 self.blocks.len(),
-                self.config.pool_capacity
+                self.config.pool_capacity,
+                budget.pools,
+                budget.in_flight,
             )));
         }
         for id in 0..self.spec.starts.total(self.num_vertices) {
             let walk = self.start(id);
             self.push(&mut pools, walk)?;
         }
-        self.stats.hold(pool_reserve);
+        self.stats.hold(budget.pools);
         tracing::info!(
             blocks = self.blocks.len(),
             block_size = self.block_size,
-            pool_bytes = pool_reserve,
+            paired = pooling.pairs,
+            pool_bytes = budget.pools,
             batch_walks = budget.batch_walks,
             cache_bytes = budget.cache,
             "walks started"
@@ -783,7 +870,33 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok((state, pools.stats()))
     }
 
-    /// Files a walk in the pool of the block holding its vertex.
+    /// Shares the budget out (see [`Budget`]) given `pooling`'s pools of
+    /// `capacity` walks each.
+    fn share_budget(&self, pooling: Pooling, capacity: usize) -> Budget {
+        let pools =
+            (pooling.len() * (capacity * std::mem::size_of::<W>() + POOL_BOOKKEEPING)) as u64;
+        let rest = self
+            .config
+            .mem_budget
+            .saturating_sub(pools + self.prev_reserve);
+        let in_flight = rest / 4;
+        // A walk in flight takes its slot and one for where it moves. (The
+        // previous vertices' lists of second-order walks are read in rounds
+        // that fit what is free, at least the reserve, so they do not
+        // shrink batches.)
+        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64;
+        Budget {
+            pools,
+            in_flight,
+            batch_walks: usize::try_from(in_flight / per_walk)
+                .unwrap_or(usize::MAX)
+                .max(1),
+            cache: rest - in_flight,
+        }
+    }
+
+    /// Files a walk in the pool of the block holding its vertex (and, with
+    /// paired pools, its previous vertex).
     fn push(&self, pools: &mut WalkPools<W>, (walk, vertex): InFlight<W>) -> Result<()> {
         let block = self.blocks.find(vertex);
         let start = self.blocks.get(block).vertices.start;
@@ -794,23 +907,31 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             u64::from(vertex - start),
             hop,
         ));
-        pools.push(block.0 as usize, rewritten, hop)?;
+        let prev_block = if self.pooling.pairs {
+            walk.prev().map(|p| self.blocks.find(p).0 as usize)
+        } else {
+            None
+        };
+        let pool = self.pooling.pool(block.0 as usize, prev_block);
+        pools.push(pool, rewritten, hop)?;
         Ok(())
     }
 
-    /// Takes up to `max` of block `b`'s walks out of the pools, as walks in flight.
-    fn take(&self, pools: &mut WalkPools<W>, b: usize, max: usize) -> Result<Vec<InFlight<W>>> {
-        #[allow(clippy::cast_possible_truncation)] // Positions are below a block's vertex count.
+    /// Takes up to `max` of `pool`'s walks out of the pools, as walks in
+    /// flight.
+    fn take(&self, pools: &mut WalkPools<W>, pool: usize, max: usize) -> Result<Vec<InFlight<W>>> {
+        #[allow(clippy::cast_possible_truncation)] // Block ids are u32.
         let start = self
             .blocks
-            .get(quiver_csr::BlockId(b as u32))
+            .get(quiver_csr::BlockId(self.pooling.block(pool) as u32))
             .vertices
             .start;
         Ok(pools
-            .take_at_most(b, max)?
+            .take_at_most(pool, max)?
             .into_iter()
             .map(|w| {
                 #[allow(clippy::cast_possible_truncation)]
+                // Positions are below a block's vertex count.
                 let v = start + self.word.position(w.word()) as u32;
                 (w, v)
             })
@@ -834,7 +955,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         if self.offsets.is_some() || bytes > budget.cache / 2 {
             return Ok(());
         }
-        let freed = cache.shrink_to(budget.cache - bytes, pools, &[]);
+        let freed = cache.shrink_to(
+            budget.cache - bytes,
+            &self.pooling.walks_per_block(pools),
+            &[],
+        );
         self.stats.release(freed);
         let mut buf = AlignedBuf::zeroed(usize::try_from(bytes).expect("the offsets fit memory"));
         const CHUNK_BYTES: usize = 8 << 20;
@@ -859,8 +984,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(())
     }
 
+    /// Whether loads group fine blocks adaptively: GraphWalker mode, and
+    /// first-order walks (second-order walks load block pairs instead).
     fn adaptive(&self) -> bool {
-        self.config.adaptive && self.config.mode == Mode::GraphWalker
+        self.config.adaptive
+            && self.config.mode == Mode::GraphWalker
+            && self.spec.node2vec.is_none()
     }
 
     /// Bytes block `b` takes in memory once loaded: its aligned extents,
@@ -970,16 +1099,24 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     ) -> Result<()> {
         let mut cache = Cache::default();
         let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
+        // A step by single-vertex reads reads the walk's list, and a
+        // second-order walk's previous list too.
+        let read_bytes = if self.spec.node2vec.is_some() {
+            2 * VERTEX_READ_BYTES
+        } else {
+            VERTEX_READ_BYTES
+        };
         while pools.total() > 0 {
             if pools.total() <= self.config.vertex_threshold {
-                // State-aware: read single vertices for the blocks whose few
-                // walks cost fewer bytes that way than the whole block (or
+                // State-aware: read single vertices for the pools whose few
+                // walks cost fewer bytes that way than their block (or
                 // whose block is cached anyway).
                 let candidates: Vec<usize> = (0..pools.num_blocks())
-                    .filter(|&b| pools.count(b) > 0)
-                    .filter(|&b| {
-                        pools.count(b) * VERTEX_READ_BYTES < self.block_bytes(b)
-                            || cache.blocks.map.contains_key(&b)
+                    .filter(|&p| pools.count(p) > 0)
+                    .filter(|&p| {
+                        let block = self.pooling.block(p);
+                        pools.count(p) * read_bytes < self.block_bytes(block)
+                            || cache.blocks.map.contains_key(&block)
                     })
                     .collect();
                 if !candidates.is_empty()
@@ -988,35 +1125,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     continue;
                 }
             }
-            let b = if coin.chance(self.config.p_slowest) {
-                pools.slowest()
+            let slowest = coin.chance(self.config.p_slowest);
+            let (group, served) = if self.pooling.pairs {
+                self.choose_pair(pools, &cache, slowest)
             } else {
-                pools.fullest()
-            }
-            .expect("some block holds a walk");
-            // The load: block b alone, or with the adaptive rule the aligned
-            // group of consecutive fine blocks around it.
-            let k = if self.adaptive() {
-                let fine = self.block_size.max(1);
-                let fit = (budget.cache / (fine + quiver_io::ALIGN as u64 * 3)).max(1);
-                (adaptive_load_bytes(pools.total()) / fine)
-                    .clamp(1, fit)
-                    .min(self.blocks.len() as u64)
-            } else {
-                1
-            };
-            let mut k = usize::try_from(k).expect("a group size fits usize");
-            // Blocks holding a vertex with a list larger than a fine block
-            // are larger than one: halve the group until it fits the cache
-            // (one block always does).
-            let group = loop {
-                let first = b / k * k;
-                let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
-                let bytes: u64 = group.iter().map(|&g| self.block_memory(g)).sum();
-                if k == 1 || bytes <= budget.cache {
-                    break group;
-                }
-                k /= 2;
+                let group = self.choose_group(pools, budget, slowest);
+                (group.clone(), group)
             };
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
             let mut loaded = Vec::with_capacity(group.len());
@@ -1038,16 +1152,106 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // share even when every block of the group was cached already.
             self.fit_cache(&mut cache, pools, budget, &group, 0);
             let exec = Executing::new(loaded);
-            // Walks moving inside the loaded range stay in flight, so none is
-            // filed back into it: draining its blocks in batches terminates.
-            for &g in &group {
-                while pools.count(g) > 0 {
-                    let walks = self.take(pools, g, budget.batch_walks)?;
+            // Walks moving inside the loaded data stay in flight, so none is
+            // filed back into a pool it serves: draining them in batches
+            // terminates.
+            for &pool in &served {
+                while pools.count(pool) > 0 {
+                    let walks = self.take(pools, pool, budget.batch_walks)?;
                     self.advance_and_file(pools, state, &exec, walks, false)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The blocks to load for first-order walks: the fullest block (or
+    /// the slowest's), alone or with the adaptive rule in the aligned group
+    /// of consecutive fine blocks around it.
+    fn choose_group(&self, pools: &WalkPools<W>, budget: &Budget, slowest: bool) -> Vec<usize> {
+        let b = if slowest {
+            pools.slowest()
+        } else {
+            pools.fullest()
+        }
+        .expect("some block holds a walk");
+        let k = if self.adaptive() {
+            let fine = self.block_size.max(1);
+            let fit = (budget.cache / (fine + quiver_io::ALIGN as u64 * 3)).max(1);
+            (adaptive_load_bytes(pools.total()) / fine)
+                .clamp(1, fit)
+                .min(self.blocks.len() as u64)
+        } else {
+            1
+        };
+        let mut k = usize::try_from(k).expect("a group size fits usize");
+        // Blocks holding a vertex with a list larger than a fine block are
+        // larger than one: halve the group until it fits the cache (one
+        // block always does).
+        loop {
+            let first = b / k * k;
+            let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
+            let bytes: u64 = group.iter().map(|&g| self.block_memory(g)).sum();
+            if k == 1 || bytes <= budget.cache {
+                return group;
+            }
+            k /= 2;
+        }
+    }
+
+    /// The block pair to load for second-order walks, and the pools it
+    /// serves (walks standing in either block that came from either): the
+    /// pair serving the most walks per byte it must read (none for blocks
+    /// cached already), or the pair of the pool holding the slowest walk.
+    fn choose_pair(
+        &self,
+        pools: &WalkPools<W>,
+        cache: &Cache,
+        slowest: bool,
+    ) -> (Vec<usize>, Vec<usize>) {
+        let pooling = self.pooling;
+        let pair = |a: usize, b: usize| {
+            let (a, b) = (a.min(b), a.max(b));
+            let group = if a == b { vec![a] } else { vec![a, b] };
+            let mut served: Vec<usize> = group
+                .iter()
+                .flat_map(|&x| group.iter().map(move |&y| pooling.pool(x, Some(y))))
+                .collect();
+            served.retain(|&p| pools.count(p) > 0);
+            (group, served)
+        };
+        if slowest {
+            let p = pools.slowest().expect("some pool holds a walk");
+            return pair(pooling.block(p), pooling.prev_block(p));
+        }
+        let cost = |b: usize| {
+            if cache.blocks.map.contains_key(&b) {
+                0
+            } else {
+                self.block_bytes(b)
+            }
+        };
+        let count = |a: usize, b: usize| pools.count(pooling.pool(a, Some(b)));
+        let mut best = (0.0, 0, 0);
+        for a in 0..self.blocks.len() {
+            for b in a..self.blocks.len() {
+                let (walks, bytes) = if a == b {
+                    (count(a, a), cost(a))
+                } else {
+                    (
+                        count(a, a) + count(a, b) + count(b, a) + count(b, b),
+                        cost(a) + cost(b),
+                    )
+                };
+                #[allow(clippy::cast_precision_loss)] // A ranking.
+                let score = walks as f64 / (bytes + 1) as f64;
+                if score > best.0 {
+                    best = (score, a, b);
+                }
+            }
+        }
+        assert!(best.0 > 0.0, "some pool holds a walk");
+        pair(best.1, best.2)
     }
 
     /// Evicts cached data (never the blocks in `keep`), and drops the
@@ -1062,7 +1266,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         need: u64,
     ) {
         let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
-        let freed = cache.shrink_to(limit, pools, keep);
+        let freed = cache.shrink_to(limit, &self.pooling.walks_per_block(pools), keep);
         self.stats.release(freed);
         if cache.total() + self.offsets_bytes() + need > budget.cache {
             // The next vertex pass reads them again.
@@ -1131,6 +1335,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.config.mem_budget.saturating_sub(self.prev_reserve),
         );
         let offsets = offsets_in(self.offsets.as_ref(), self.num_vertices);
+        let walks_per_block = self.pooling.walks_per_block(pools);
         let stats = &mut self.stats;
         // Read in groups so the aligned I/O buffers stay small, making room
         // (by evicting cached data) first for a group's offsets pages, then,
@@ -1152,7 +1357,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let others = stats.mem_now - blocks.bytes;
                 let total: u64 = sizes.iter().sum();
                 let limit = mem_budget.saturating_sub(others + walk_bytes + total);
-                let freed = blocks.shrink_to(limit, pools, &keep);
+                let freed = blocks.shrink_to(limit, &walks_per_block, &keep);
                 stats.release(freed);
                 // As many lists as fit in what is left.
                 let mut room = mem_budget.saturating_sub(others + walk_bytes + blocks.bytes);
@@ -1417,9 +1622,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // copy of its stream) where it will step and prefetch that too,
             // so the step below finds both in cache.
             for lane in &lanes {
-                if let Some(next) =
-                    next_neighbor(&self.spec, exec, lane.vertex, &self.lane_rng(lane))
-                {
+                if let Some(next) = next_neighbor(
+                    &self.spec,
+                    exec,
+                    lane.vertex,
+                    lane.prev.is_some(),
+                    &self.lane_rng(lane),
+                ) {
                     quiver_io::prefetch(next);
                 }
             }

@@ -144,27 +144,38 @@ impl Adjacency for LoadedBlock {
     }
 }
 
-/// The vertex range being executed: consecutive loaded blocks.
+/// The vertices being executed: loaded blocks, in order. They are
+/// consecutive (one block, or an adaptive group) or, for second-order
+/// walks, a pair of blocks that may lie apart.
 #[derive(Debug)]
 pub struct Executing {
     blocks: Vec<Arc<LoadedBlock>>,
+    /// Whether the blocks leave no gap, so membership is one range check.
+    consecutive: bool,
 }
 
 impl Executing {
-    /// The range made of `blocks` (consecutive, in order).
+    /// The data of `blocks` (in vertex order, disjoint).
     pub fn new(blocks: Vec<Arc<LoadedBlock>>) -> Executing {
         debug_assert!(blocks
             .windows(2)
-            .all(|w| w[0].vertices.end == w[1].vertices.start));
-        Executing { blocks }
+            .all(|w| w[0].vertices.end <= w[1].vertices.start));
+        let consecutive = blocks
+            .windows(2)
+            .all(|w| w[0].vertices.end == w[1].vertices.start);
+        Executing {
+            blocks,
+            consecutive,
+        }
     }
 
-    /// Whether `v` is in the range.
+    /// Whether `v` is in one of the blocks.
     pub fn contains(&self, v: u32) -> bool {
-        match (self.blocks.first(), self.blocks.last()) {
-            (Some(first), Some(last)) => (first.vertices.start..last.vertices.end).contains(&v),
-            _ => false,
-        }
+        let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) else {
+            return false;
+        };
+        (first.vertices.start..last.vertices.end).contains(&v)
+            && (self.consecutive || self.block(v).vertices.contains(&v))
     }
 
     fn block(&self, v: u32) -> &LoadedBlock {

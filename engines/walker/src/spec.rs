@@ -191,21 +191,83 @@ pub fn step(
     let (Some(bias), Some(prev)) = (spec.node2vec, prev) else {
         return Step::Move(neighbors[candidate(spec.kind, adjacency, v, neighbors.len(), rng)]);
     };
+    node2vec_step(spec.kind, bias, adjacency, v, neighbors, prev, rng)
+}
+
+/// Node2Vec's biased choice among `v`'s `neighbors`, by rejection.
+///
+/// Candidates are drawn by edge weight and accepted with their bias over
+/// a bound. The bound is `max(1, 1/q)`, not `max(1/p, 1, 1/q)`: when the
+/// return weight `1/p` is larger, the return edge's excess is an outlier
+/// area of its own (KnightKing's outlier folding), drawn first, which
+/// keeps acceptance high for small `p`. Unweighted, the area is there
+/// whether or not `v` has an edge back (a dart in it is rejected when it
+/// has not), so `v`'s list is searched only when a dart lands in it. A
+/// dart below the smallest bias accepts without looking at the previous
+/// vertex's list either. Draws per round: the outlier's (only when there
+/// is one), the candidate, the acceptance.
+fn node2vec_step(
+    kind: Kind,
+    bias: Node2Vec,
+    adjacency: &impl Adjacency,
+    v: u32,
+    neighbors: &[u32],
+    prev: Prev<'_>,
+    rng: &mut KeyedRng,
+) -> Step {
     let (return_weight, out_weight) = (1.0 / bias.p, 1.0 / bias.q);
-    let bound = return_weight.max(1.0).max(out_weight);
+    let bound = out_weight.max(1.0);
+    let lowest = out_weight.min(1.0).min(return_weight);
+    let excess = return_excess(bias);
+    let back = || neighbors.binary_search(&prev.vertex).ok();
+    let (total_weight, outlier) = match kind {
+        Kind::Unbiased => (neighbors.len() as f64, excess),
+        Kind::Weighted => {
+            let cumulative = adjacency.cumulative_weights(v);
+            let back_weight = if excess > 0.0 {
+                back().map_or(0.0, |i| {
+                    cumulative[i] - if i == 0 { 0.0 } else { cumulative[i - 1] }
+                })
+            } else {
+                0.0
+            };
+            (
+                f64::from(cumulative[neighbors.len() - 1]),
+                f64::from(back_weight) * excess,
+            )
+        }
+    };
+    let area = total_weight * bound + outlier;
     loop {
-        let x = neighbors[candidate(spec.kind, adjacency, v, neighbors.len(), rng)];
+        if outlier > 0.0 && rng.unit() * area < outlier {
+            if kind == Kind::Weighted || back().is_some() {
+                return Step::Move(prev.vertex);
+            }
+            continue;
+        }
+        let x = neighbors[candidate(kind, adjacency, v, neighbors.len(), rng)];
+        let dart = rng.unit() * bound;
+        if dart < lowest {
+            return Step::Move(x);
+        }
         let weight = if x == prev.vertex {
-            return_weight
+            return_weight.min(bound)
         } else if prev.neighbors.binary_search(&x).is_ok() {
             1.0
         } else {
             out_weight
         };
-        if rng.unit() * bound < weight {
+        if dart < weight {
             return Step::Move(x);
         }
     }
+}
+
+/// How far Node2Vec's return weight `1/p` rises above the bound the other
+/// candidates are accepted under, `max(1, 1/q)`: the outlier area per unit
+/// of the return edge's weight.
+fn return_excess(bias: Node2Vec) -> f64 {
+    (1.0 / bias.p - (1.0 / bias.q).max(1.0)).max(0.0)
 }
 
 /// The draws every step starts with: the walk may stop, or restart at
@@ -220,17 +282,20 @@ fn stop_or_restart(spec: &WalkSpec, source: u32, rng: &mut KeyedRng) -> Option<S
     None
 }
 
-/// Where [`step`] will read the neighbour it moves a first-order, unbiased
-/// walk to, drawn from a copy of the walk's stream (so the step itself
-/// draws the same): lets the caller prefetch it while other walks step.
-/// `None` when the step would not read a neighbour this way.
+/// Where [`step`] will read the first neighbour it draws for an unbiased
+/// walk at `v` (with a previous vertex, for Node2Vec, when `second_order`),
+/// drawn from a copy of the walk's stream (so the step itself draws the
+/// same): lets the caller prefetch it while other walks step. A first-order
+/// walk moves there; a Node2Vec walk considers it first. `None` when the
+/// step would not read a neighbour this way.
 pub fn next_neighbor<'a>(
     spec: &WalkSpec,
     adjacency: &'a impl Adjacency,
     v: u32,
+    second_order: bool,
     rng: &KeyedRng,
 ) -> Option<&'a u32> {
-    if spec.node2vec.is_some() || spec.kind != Kind::Unbiased {
+    if spec.kind != Kind::Unbiased {
         return None;
     }
     let mut rng = rng.clone();
@@ -240,6 +305,12 @@ pub fn next_neighbor<'a>(
     let neighbors = adjacency.neighbors(v);
     if neighbors.is_empty() {
         return None;
+    }
+    if let (Some(bias), true) = (spec.node2vec, second_order) {
+        if return_excess(bias) > 0.0 {
+            // The outlier's draw comes first.
+            rng.unit();
+        }
     }
     neighbors.get(narrow_usize(rng.below(neighbors.len() as u64)))
 }
@@ -317,24 +388,36 @@ mod tests {
             stop in prop_oneof![Just(0.0), 0.0f64..0.5],
             restart in prop_oneof![Just(0.0), 0.0f64..0.5],
             seed in any::<u64>(),
+            prev in prop::option::of((0u32..20, 0.25f64..=1.0)),
         ) {
+            // Node2Vec with q = 1 and p <= 1 accepts its first candidate
+            // whenever the return edge's outlier does not take the walk
+            // back; with p < 1 the outlier's draw comes in front of it.
+            let node2vec = prev.map(|(_, p)| Node2Vec { p, q: 1.0 });
             let spec = WalkSpec {
                 starts: Starts::Uniform { walks: 1 },
                 length: 5,
                 stop_probability: stop,
                 restart_probability: restart,
                 kind: Kind::Unbiased,
-                node2vec: None,
+                node2vec,
                 dead_end: DeadEnd::Jump,
             };
-            let lists = Lists(lists);
+            // Sorted, as a graph's lists are.
+            let lists = Lists(lists.into_iter().map(|mut l| { l.sort_unstable(); l }).collect());
+            let came_from = prev.map(|(p, _)| Prev { vertex: p, neighbors: lists.neighbors(p) });
             let rng = KeyedRng::new(seed, 1, 2);
-            let hint = next_neighbor(&spec, &lists, v, &rng).copied();
-            let moved = match step(&spec, &lists, 20, 0, v, None, &mut rng.clone()) {
+            let hint = next_neighbor(&spec, &lists, v, came_from.is_some(), &rng).copied();
+            let moved = match step(&spec, &lists, 20, 0, v, came_from, &mut rng.clone()) {
                 Step::Move(next) => Some(next),
                 Step::Teleport(_) | Step::Stop => None,
             };
-            prop_assert_eq!(hint, moved);
+            // (Without an edge back, a dart in the outlier area draws again.)
+            let back = came_from.is_none_or(|p| lists.neighbors(v).contains(&p.vertex));
+            let returned = came_from.is_some_and(|p| moved == Some(p.vertex));
+            if back && !returned {
+                prop_assert_eq!(hint, moved);
+            }
         }
     }
 }

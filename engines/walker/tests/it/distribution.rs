@@ -373,12 +373,13 @@ fn node2vec_second_steps_follow_the_biased_odds() {
         node2vec: Some(Node2Vec { p: 0.5, q: 2.0 }),
         dead_end: quiver_walker::DeadEnd::Stop,
     });
-    // Memory, and out of core with one vertex per block so the previous
-    // vertex is always read on its own.
-    for (mode, block_size) in [(Mode::Memory, None), (Mode::GraphWalker, Some(16))] {
+    // Memory; out of core with one vertex per block, on block pairs
+    // (GraphWalker) and with the previous vertex read on its own
+    // (iteration).
+    for mode in [Mode::Memory, Mode::GraphWalker, Mode::Iteration] {
         let config = Config {
             mode,
-            block_size,
+            block_size: (mode != Mode::Memory).then_some(16),
             adaptive: false,
             vertex_threshold: 0,
             mem_budget: 1 << 20,
@@ -411,9 +412,116 @@ fn node2vec_second_steps_follow_the_biased_odds() {
                 "{mode:?}: P(1 -> {v} | came from 0) = {got}, expected {expected} +- {tolerance}"
             );
         }
+        match mode {
+            Mode::GraphWalker => assert!(
+                report.paired && report.vertex_loads == 0,
+                "walks moved on block pairs, reading no list on its own"
+            ),
+            Mode::Iteration => assert!(
+                report.vertex_loads > 0,
+                "previous vertices were read on their own"
+            ),
+            Mode::Memory => {}
+        }
+    }
+}
+
+/// Node2Vec on a weighted, directed graph, against its definition: after
+/// `t -> v`, each out-neighbour `x` of `v` is taken with probability
+/// proportional to `w(v, x)` times `1/p` (x = t), `1` (t -> x is an edge)
+/// or `1/q`. The graph has vertices without an edge back to where the walk
+/// came from, and `p < 1`, so the return edge's outlier area is drawn and
+/// sometimes missing. Each (t, v) seen at least 2,000 times is checked,
+/// every cell within 5 standard deviations.
+#[test]
+fn weighted_node2vec_follows_its_definition_on_a_directed_graph() {
+    use quiver_walker::Node2Vec;
+
+    let edges = [
+        (0, 1, 1.0),
+        (0, 2, 3.0),
+        (1, 0, 2.0),
+        (1, 2, 1.0),
+        (1, 3, 4.0),
+        (2, 1, 1.0),
+        (2, 3, 1.0),
+        (2, 4, 2.0),
+        (3, 0, 1.0),
+        (3, 4, 1.0),
+        (4, 0, 1.0),
+        (4, 2, 5.0),
+        (4, 3, 1.0),
+    ];
+    let weight = |a: u32, b: u32| {
+        edges
+            .iter()
+            .find(|e| (e.0, e.1) == (a, b))
+            .map_or(0.0, |e| f64::from(e.2))
+    };
+    let bias = Node2Vec { p: 0.4, q: 3.0 };
+    let graph = Graph::from_edges(5, &edges, true, false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let app = crate::Recorder(WalkSpec {
+        starts: Starts::Uniform { walks: 200_000 },
+        length: 2,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Weighted,
+        node2vec: Some(bias),
+        dead_end: DeadEnd::Stop,
+    });
+    for mode in [Mode::Memory, Mode::GraphWalker] {
+        let config = Config {
+            mode,
+            block_size: (mode == Mode::GraphWalker).then_some(16),
+            adaptive: false,
+            work_dir: dir.path().to_owned(),
+            ..Config::default()
+        };
+        let report = run(&path, &config, &app).unwrap();
+        // counts[t][v][x]: walks that went t -> v -> x.
+        let mut counts = [[[0u64; 5]; 5]; 5];
+        let mut path_of = std::collections::HashMap::<u64, [u32; 3]>::new();
+        for &(id, hop, v) in &report.result {
+            path_of.entry(id).or_default()[hop as usize] = v;
+        }
+        for (_, [t, v, x]) in path_of {
+            counts[t as usize][v as usize][x as usize] += 1;
+        }
+        let mut checked = 0;
+        for t in 0..5u32 {
+            for v in 0..5u32 {
+                let seen = &counts[t as usize][v as usize];
+                let n: u64 = seen.iter().sum();
+                if n < 2_000 {
+                    continue;
+                }
+                let bias_of = |x: u32| {
+                    if x == t {
+                        1.0 / bias.p
+                    } else if weight(t, x) > 0.0 {
+                        1.0
+                    } else {
+                        1.0 / bias.q
+                    }
+                };
+                let total: f64 = (0..5).map(|x| weight(v, x) * bias_of(x)).sum();
+                for x in 0..5u32 {
+                    let expected = weight(v, x) * bias_of(x) / total;
+                    let got = seen[x as usize] as f64 / n as f64;
+                    let tolerance = 5.0 * (expected * (1.0 - expected) / n as f64).sqrt() + 1e-9;
+                    assert!(
+                        (got - expected).abs() <= tolerance,
+                        "{mode:?}: P({t} -> {v} -> {x}) = {got:.4}, expected {expected:.4} +- {tolerance:.4}"
+                    );
+                }
+                checked += 1;
+            }
+        }
         assert!(
-            report.vertex_loads > 0 || mode == Mode::Memory,
-            "previous vertices were read on their own"
+            checked >= 8,
+            "{mode:?}: only {checked} (t, v) pairs were seen often enough"
         );
     }
 }
