@@ -17,7 +17,10 @@ use serde::Serialize;
 use crate::app::{Visit, WalkApp};
 use crate::loaded::{edge_ranges, list_bytes, Executing, LoadedBlock, Vertices};
 use crate::rng::KeyedRng;
-use crate::spec::{next_neighbor, step, Adjacency, Kind, Prev, Starts, Step, WalkSpec};
+use crate::spec::{
+    contains_all, first_question, next_neighbor, step, Adjacency, Kind, Prev, Starts, Step,
+    WalkSpec,
+};
 use crate::{Error, Result};
 
 /// How walks are scheduled.
@@ -1605,6 +1608,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         moved: &mut Vec<InFlight<W>>,
     ) -> u64 {
         const LANES: usize = 32;
+        let second_order = self.spec.node2vec.is_some() && self.spec.kind == Kind::Unbiased;
+        let mut found = Vec::with_capacity(LANES);
         let mut steps = 0;
         let mut lanes: Vec<Lane<W>> = Vec::with_capacity(LANES);
         let mut waiting = chunk.iter().zip(first_index..);
@@ -1630,6 +1635,25 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     &self.lane_rng(lane),
                 ) {
                     quiver_io::prefetch(next);
+                }
+            }
+            if second_order {
+                // Their first candidates' membership in the previous
+                // vertex's list, searched side by side.
+                let mut asked = Vec::with_capacity(lanes.len());
+                let mut queries = Vec::with_capacity(lanes.len());
+                for (i, lane) in lanes.iter().enumerate() {
+                    let Some(prev) = lane.prev else { continue };
+                    if let Some(x) =
+                        first_question(&self.spec, exec, lane.vertex, prev, &self.lane_rng(lane))
+                    {
+                        asked.push((i, x));
+                        queries.push((previous_list(exec, prevs, prev), x));
+                    }
+                }
+                contains_all(&queries, &mut found);
+                for (&(i, x), &answer) in asked.iter().zip(&found) {
+                    lanes[i].known = Some((x, answer));
                 }
             }
             let mut i = 0;
@@ -1670,6 +1694,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             source_vertex: self.spec.starts.source_vertex(source),
             compact: KeyedRng::new(self.config.seed, batch, index),
             stepped: false,
+            known: None,
         }
     }
 
@@ -1700,11 +1725,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let came_from = lane.prev.map(|p| Prev {
             vertex: p,
-            neighbors: if exec.holds(p) {
-                exec.neighbors(p)
-            } else {
-                prevs.neighbors(p)
-            },
+            neighbors: previous_list(exec, prevs, p),
+            known: lane.known.take(),
         });
         let (next, next_prev) = match step(
             &self.spec,
@@ -1762,6 +1784,23 @@ struct Lane<W> {
     compact: KeyedRng,
     /// Whether the last call moved it.
     stepped: bool,
+    /// Whether its next step's first candidate is a neighbour of its
+    /// previous vertex, if looked up ahead.
+    known: Option<(u32, bool)>,
+}
+
+/// The adjacency list of a walk's previous vertex `p`: in the executing
+/// data, or read on its own.
+fn previous_list<'a, X: Adjacency + Contains>(
+    exec: &'a X,
+    prevs: &'a Vertices,
+    p: u32,
+) -> &'a [u32] {
+    if exec.holds(p) {
+        exec.neighbors(p)
+    } else {
+        prevs.neighbors(p)
+    }
 }
 
 /// The `|V| + 1` offsets in `buf`, if the section was read. The buffer

@@ -162,6 +162,9 @@ pub struct Prev<'a> {
     pub vertex: u32,
     /// Its out-neighbours, sorted.
     pub neighbors: &'a [u32],
+    /// Whether a candidate is among `neighbors`, if looked up ahead of
+    /// the step (see [`first_question`]).
+    pub known: Option<(u32, bool)>,
 }
 
 /// Draws one step of a walk at `v` with source `source` (and previous
@@ -215,52 +218,191 @@ fn node2vec_step(
     prev: Prev<'_>,
     rng: &mut KeyedRng,
 ) -> Step {
-    let (return_weight, out_weight) = (1.0 / bias.p, 1.0 / bias.q);
-    let bound = out_weight.max(1.0);
-    let lowest = out_weight.min(1.0).min(return_weight);
-    let excess = return_excess(bias);
-    let back = || neighbors.binary_search(&prev.vertex).ok();
-    let (total_weight, outlier) = match kind {
-        Kind::Unbiased => (neighbors.len() as f64, excess),
-        Kind::Weighted => {
-            let cumulative = adjacency.cumulative_weights(v);
-            let back_weight = if excess > 0.0 {
-                back().map_or(0.0, |i| {
-                    cumulative[i] - if i == 0 { 0.0 } else { cumulative[i - 1] }
-                })
-            } else {
-                0.0
-            };
-            (
-                f64::from(cumulative[neighbors.len() - 1]),
-                f64::from(back_weight) * excess,
-            )
-        }
-    };
-    let area = total_weight * bound + outlier;
+    let sampler = Sampler::new(kind, bias, adjacency, v, neighbors, prev.vertex);
     loop {
-        if outlier > 0.0 && rng.unit() * area < outlier {
-            if kind == Kind::Weighted || back().is_some() {
-                return Step::Move(prev.vertex);
+        match sampler.round(adjacency, v, neighbors, prev.vertex, rng) {
+            Round::Move(x) => return Step::Move(x),
+            Round::Again => {}
+            Round::Ask { x, dart } => {
+                let is_neighbor = match prev.known {
+                    Some((known, answer)) if known == x => answer,
+                    _ => prev.neighbors.binary_search(&x).is_ok(),
+                };
+                if dart < sampler.weight(is_neighbor) {
+                    return Step::Move(x);
+                }
             }
-            continue;
-        }
-        let x = neighbors[candidate(kind, adjacency, v, neighbors.len(), rng)];
-        let dart = rng.unit() * bound;
-        if dart < lowest {
-            return Step::Move(x);
-        }
-        let weight = if x == prev.vertex {
-            return_weight.min(bound)
-        } else if prev.neighbors.binary_search(&x).is_ok() {
-            1.0
-        } else {
-            out_weight
-        };
-        if dart < weight {
-            return Step::Move(x);
         }
     }
+}
+
+/// One Node2Vec step's rejection sampler (see [`node2vec_step`]).
+struct Sampler {
+    kind: Kind,
+    return_weight: f64,
+    out_weight: f64,
+    bound: f64,
+    lowest: f64,
+    /// The return edge's outlier area, and the whole area.
+    outlier: f64,
+    area: f64,
+}
+
+/// What one round of [`Sampler`] drew.
+enum Round {
+    /// Accepted.
+    Move(u32),
+    /// A dart in the outlier area of an edge back that `v` does not have.
+    Again,
+    /// Candidate `x` with acceptance `dart`, which depends on whether `x`
+    /// is a neighbour of the previous vertex.
+    Ask { x: u32, dart: f64 },
+}
+
+impl Sampler {
+    fn new(
+        kind: Kind,
+        bias: Node2Vec,
+        adjacency: &impl Adjacency,
+        v: u32,
+        neighbors: &[u32],
+        prev: u32,
+    ) -> Sampler {
+        let (return_weight, out_weight) = (1.0 / bias.p, 1.0 / bias.q);
+        let bound = out_weight.max(1.0);
+        let excess = return_excess(bias);
+        let (total_weight, outlier) = match kind {
+            Kind::Unbiased => (neighbors.len() as f64, excess),
+            Kind::Weighted => {
+                let cumulative = adjacency.cumulative_weights(v);
+                let back_weight = if excess > 0.0 {
+                    neighbors.binary_search(&prev).map_or(0.0, |i| {
+                        cumulative[i] - if i == 0 { 0.0 } else { cumulative[i - 1] }
+                    })
+                } else {
+                    0.0
+                };
+                (
+                    f64::from(cumulative[neighbors.len() - 1]),
+                    f64::from(back_weight) * excess,
+                )
+            }
+        };
+        Sampler {
+            kind,
+            return_weight,
+            out_weight,
+            bound,
+            lowest: out_weight.min(1.0).min(return_weight),
+            outlier,
+            area: total_weight * bound + outlier,
+        }
+    }
+
+    fn round(
+        &self,
+        adjacency: &impl Adjacency,
+        v: u32,
+        neighbors: &[u32],
+        prev: u32,
+        rng: &mut KeyedRng,
+    ) -> Round {
+        if self.outlier > 0.0 && rng.unit() * self.area < self.outlier {
+            return if self.kind == Kind::Weighted || neighbors.binary_search(&prev).is_ok() {
+                Round::Move(prev)
+            } else {
+                Round::Again
+            };
+        }
+        let x = neighbors[candidate(self.kind, adjacency, v, neighbors.len(), rng)];
+        let dart = rng.unit() * self.bound;
+        if dart < self.lowest {
+            Round::Move(x)
+        } else if x == prev {
+            // The return edge's share below the bound; the outlier holds
+            // the rest.
+            if dart < self.return_weight.min(self.bound) {
+                Round::Move(x)
+            } else {
+                Round::Again
+            }
+        } else {
+            Round::Ask { x, dart }
+        }
+    }
+
+    /// A candidate's bias other than the return edge's.
+    fn weight(&self, is_neighbor: bool) -> f64 {
+        if is_neighbor {
+            1.0
+        } else {
+            self.out_weight
+        }
+    }
+}
+
+/// The candidate whose membership in the previous vertex's list the first
+/// round of an unbiased Node2Vec step at `v` (from `prev`) will ask about,
+/// drawn on a copy of the walk's stream; `None` when the round needs no
+/// list. Lets the caller look up many walks' answers at once
+/// ([`contains_all`]) and hand them to the step in [`Prev::known`].
+pub fn first_question(
+    spec: &WalkSpec,
+    adjacency: &impl Adjacency,
+    v: u32,
+    prev: u32,
+    rng: &KeyedRng,
+) -> Option<u32> {
+    let bias = spec.node2vec?;
+    if spec.kind != Kind::Unbiased {
+        return None;
+    }
+    let mut rng = rng.clone();
+    if stop_or_restart(spec, 0, &mut rng).is_some() {
+        return None;
+    }
+    let neighbors = adjacency.neighbors(v);
+    if neighbors.is_empty() {
+        return None;
+    }
+    let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev);
+    match sampler.round(adjacency, v, neighbors, prev, &mut rng) {
+        Round::Ask { x, .. } => Some(x),
+        Round::Move(_) | Round::Again => None,
+    }
+}
+
+/// Whether each `(list, key)` has `key` in its sorted `list`, searched
+/// side by side: every round moves each search one level down and
+/// prefetches its next probe, so the searches' cache misses overlap
+/// instead of following one another.
+pub fn contains_all(queries: &[(&[u32], u32)], found: &mut Vec<bool>) {
+    // (first index of the range left, its length)
+    let mut ranges: Vec<(usize, usize)> = queries.iter().map(|(list, _)| (0, list.len())).collect();
+    let mut active = true;
+    while active {
+        active = false;
+        for ((list, key), (base, len)) in queries.iter().zip(ranges.iter_mut()) {
+            if *len > 1 {
+                let half = *len / 2;
+                if list[*base + half] <= *key {
+                    *base += half;
+                }
+                *len -= half;
+                if *len > 1 {
+                    quiver_io::prefetch(&list[*base + *len / 2]);
+                    active = true;
+                }
+            }
+        }
+    }
+    found.clear();
+    found.extend(
+        queries
+            .iter()
+            .zip(&ranges)
+            .map(|((list, key), &(base, len))| len == 1 && list[base] == *key),
+    );
 }
 
 /// How far Node2Vec's return weight `1/p` rises above the bound the other
@@ -379,6 +521,23 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Searching side by side finds what one search at a time finds.
+        #[test]
+        fn contains_all_agrees_with_binary_search(
+            lists in prop::collection::vec(prop::collection::btree_set(0u32..200, 0..70), 1..12),
+            keys in prop::collection::vec((any::<prop::sample::Index>(), 0u32..200), 0..40),
+        ) {
+            let lists: Vec<Vec<u32>> = lists.into_iter().map(|l| l.into_iter().collect()).collect();
+            let queries: Vec<(&[u32], u32)> = keys
+                .iter()
+                .map(|(i, key)| (&lists[i.index(lists.len())][..], *key))
+                .collect();
+            let mut found = vec![true; 3];
+            contains_all(&queries, &mut found);
+            let expected: Vec<bool> = queries.iter().map(|(l, k)| l.binary_search(k).is_ok()).collect();
+            prop_assert_eq!(found, expected);
+        }
+
         /// The prefetch hint names exactly the neighbour the step then
         /// moves to, whatever stop and restart probabilities consume first.
         #[test]
@@ -405,7 +564,7 @@ mod tests {
             };
             // Sorted, as a graph's lists are.
             let lists = Lists(lists.into_iter().map(|mut l| { l.sort_unstable(); l }).collect());
-            let came_from = prev.map(|(p, _)| Prev { vertex: p, neighbors: lists.neighbors(p) });
+            let came_from = prev.map(|(p, _)| Prev { vertex: p, neighbors: lists.neighbors(p), known: None });
             let rng = KeyedRng::new(seed, 1, 2);
             let hint = next_neighbor(&spec, &lists, v, came_from.is_some(), &rng).copied();
             let moved = match step(&spec, &lists, 20, 0, v, came_from, &mut rng.clone()) {
