@@ -59,6 +59,8 @@ enum Which {
     Ingest,
     /// The walker engine: GraphWalker against iteration out of core, memory mode against dependent reads.
     Walker,
+    /// The walker on the Kronecker graph of scale 20 against other systems' figures.
+    WalkerSystems,
     /// quiver-verbs: latency and bandwidth per fabric, tcp against a plain TCP ping-pong.
     Verbs,
     /// All of them.
@@ -95,6 +97,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if matches!(args.which, Which::Walker | Which::All) {
         let report = walker::walker(&bins, &data, &out, args)?;
         write_json(&out.join("walker.json"), &report)?;
+    }
+    if matches!(args.which, Which::WalkerSystems | Which::All) {
+        let report = walker::systems(&bins, &data)?;
+        write_json(&out.join("walker-systems.json"), &report)?;
     }
     if matches!(args.which, Which::Verbs | Which::All) {
         let report = verbs(&bins, args)?;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The benchmarks, in summary order.
-const BENCHES: [&str; 4] = ["io", "ingest", "walker", "verbs"];
+const BENCHES: [&str; 5] = ["io", "ingest", "walker", "walker-systems", "verbs"];
 
 /// What a ratio (engine / baseline) should be.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -101,15 +101,213 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
+    /// A run reading with `--io direct`.
     fn run(&self, app: &[OsString], flags: &[OsString]) -> Result<Value> {
+        self.run_with_io(app, flags, "direct")
+    }
+
+    fn run_with_io(&self, app: &[OsString], flags: &[OsString], io: &str) -> Result<Value> {
         capture(&self.bins.bench_io, &argv!["drop-cache", self.graph])?;
         let mut args = Vec::from(argv!["--json", "walk"]);
         args.extend_from_slice(app);
         args.push(self.graph.into());
         args.extend_from_slice(flags);
-        args.extend(argv!["--io", "direct", "--work-dir", self.data]);
+        args.extend(argv!["--io", io, "--work-dir", self.data]);
         capture_json(&self.bins.quiver, &args)
     }
+}
+
+/// Writes the undirected, deduplicated R-MAT graph of `scale` without
+/// self-loops (16 edges per vertex, seed 1) to `graph`.
+fn generate_rmat(bins: &Bins, graph: &Path, scale: u32) -> Result<Value> {
+    // The driver writes under a temporary name and renames: a graph that
+    // exists is complete.
+    capture_json(
+        &bins.quiver,
+        &argv![
+            "--json",
+            "generate",
+            "rmat",
+            "--scale",
+            scale.to_string(),
+            "--edge-factor",
+            EDGE_FACTOR.to_string(),
+            "--seed",
+            SEED.to_string(),
+            "--undirected",
+            "--dedupe",
+            "--drop-self-loops",
+            "-o",
+            graph,
+            "--mem",
+            "4GiB",
+        ],
+    )
+}
+
+/// Throughput other systems reach on the issue's Kronecker graph (scale
+/// 20, 16 edges per vertex, symmetric: 31.4M directed edges) on this
+/// machine class with 2 threads, each system timing itself: the figures the
+/// walker issue gives, since those systems' code cannot be fetched here.
+const GRAPHWALKER_CPP: f64 = 9.0e6;
+const SOWALKER: f64 = 2.4e6;
+const GRASORW: f64 = 3.2e6;
+const FLASHMOB: f64 = 86.0e6;
+const THUNDERRW: f64 = 78.0e6;
+/// Walks of the Kronecker runs: raw and in-memory walks, Node2Vec walks.
+const SYSTEMS_WALKS: u64 = 10_000_000;
+const SYSTEMS_NODE2VEC_WALKS: u64 = 1_000_000;
+
+/// `cargo xtask bench walker-systems`: the walker on the Kronecker graph of
+/// scale 20 against the figures other systems reach there: raw walks out of
+/// core with 2 of 8 blocks in memory (GraphWalker's C++ release; through
+/// the page cache as it reads, and with O_DIRECT), Node2Vec (p 0.5, q 2) at
+/// the same budget (GraSorw, SOWalker), and memory mode (FlashMob,
+/// ThunderRW). Every run has 2 threads and the graph's pages dropped first.
+pub(super) fn systems(bins: &Bins, data: &Path) -> Result<Value> {
+    let started = Instant::now();
+    let scale = 20;
+    let graph = data.join(format!("rmat-u{scale}.qcsr"));
+    let mut notes = Vec::new();
+    let generate = super::reuse_or(&graph, "walker-systems", &mut notes, || {
+        generate_rmat(bins, &graph, scale)
+    })?;
+    let g = fs::metadata(&graph)
+        .with_context(|| format!("reading the size of {}", graph.display()))?
+        .len();
+    // 2 of 8 blocks: blocks of G/8 (rounded up to MiB), a budget of three
+    // (the engine gives about three quarters of it to cached blocks).
+    let block = ceil_mib(g.div_ceil(8));
+    let mem = 3 * block;
+    let walker = Walker {
+        bins,
+        graph: &graph,
+        data,
+    };
+    let out_of_core = argv![
+        "--threads",
+        "2",
+        "--mem",
+        mem.to_string(),
+        "--block-size",
+        block.to_string(),
+        "--fixed-blocks"
+    ];
+    let raw = argv![
+        "raw",
+        "--walks",
+        SYSTEMS_WALKS.to_string(),
+        "--length",
+        "10"
+    ];
+    let buffered = walker.run_with_io(&raw, &out_of_core, "buffered")?;
+    let direct = walker.run_with_io(&raw, &out_of_core, "direct")?;
+    let node2vec = walker.run_with_io(
+        &argv![
+            "raw",
+            "--walks",
+            SYSTEMS_NODE2VEC_WALKS.to_string(),
+            "--length",
+            "10",
+            "--node2vec-p",
+            "0.5",
+            "--node2vec-q",
+            "2"
+        ],
+        &out_of_core,
+        "buffered",
+    )?;
+    let memory = walker.run(&raw, &argv!["--mode", "memory", "--threads", "2"])?;
+    let rate = |r: &Value| num(r, "/steps_per_sec");
+    let rows = vec![
+        Row::compare(
+            "walker-systems",
+            "Kronecker 20, raw 10M x 10, 2 of 8 blocks, --io buffered: steps/s vs GraphWalker C++ 9.0M",
+            rate(&buffered)?,
+            GRAPHWALKER_CPP,
+            Some(Target::AtLeast(2.0)),
+        ),
+        Row::compare(
+            "walker-systems",
+            "Kronecker 20, raw 10M x 10, 2 of 8 blocks, --io direct: steps/s vs GraphWalker C++ 9.0M",
+            rate(&direct)?,
+            GRAPHWALKER_CPP,
+            None,
+        ),
+        Row::compare(
+            "walker-systems",
+            "Kronecker 20, Node2Vec 1M x 10 (p 0.5, q 2), 2 of 8 blocks: steps/s vs GraSorw 3.2M",
+            rate(&node2vec)?,
+            GRASORW,
+            Some(Target::AtLeast(1.0)),
+        ),
+        Row::compare(
+            "walker-systems",
+            "Kronecker 20, Node2Vec 1M x 10 (p 0.5, q 2), 2 of 8 blocks: steps/s vs SOWalker 2.4M",
+            rate(&node2vec)?,
+            SOWALKER,
+            Some(Target::AtLeast(1.0)),
+        ),
+        Row::compare(
+            "walker-systems",
+            "Kronecker 20, memory mode, raw 10M x 10: steps/s vs FlashMob 86M",
+            rate(&memory)?,
+            FLASHMOB,
+            Some(Target::AtLeast(1.0)),
+        ),
+        Row::compare(
+            "walker-systems",
+            "Kronecker 20, memory mode, raw 10M x 10: steps/s vs ThunderRW 78M",
+            rate(&memory)?,
+            THUNDERRW,
+            None,
+        ),
+    ];
+    let peak = [&buffered, &direct, &node2vec]
+        .iter()
+        .map(|r| num(r, "/peak_mem_bytes"))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .fold(0.0, f64::max);
+    notes.push(format!(
+        "walker-systems: R-MAT scale {scale} (Kronecker, Graph500 parameters), undirected, deduplicated, no self-loops, G = {}; \
+         out of core --mem {} with --block-size {} --fixed-blocks ({} blocks), peak {:.2} of the budget; \
+         the other systems' figures are the walker issue's, measured on this machine class with 2 threads",
+        format_bytes(g),
+        format_bytes(mem),
+        format_bytes(block),
+        num(&buffered, "/blocks")?,
+        peak / mem as f64,
+    ));
+    let seconds = started.elapsed().as_secs_f64();
+    notes.push(format!(
+        "walker-systems: the whole benchmark took {seconds:.0} s"
+    ));
+    Ok(json!({
+        "bench": "walker-systems",
+        "params": {
+            "scale": scale,
+            "edge_factor": EDGE_FACTOR,
+            "seed": SEED,
+            "graph_bytes": g,
+            "mem": mem,
+            "block_size": block,
+            "walks": SYSTEMS_WALKS,
+            "node2vec_walks": SYSTEMS_NODE2VEC_WALKS,
+        },
+        "files": { "graph": graph },
+        "reused": generate.is_null(),
+        "generate": generate,
+        "runs": {
+            "raw_buffered": buffered,
+            "raw_direct": direct,
+            "node2vec": node2vec,
+            "memory": memory,
+        },
+        "seconds": seconds,
+        "rows": rows,
+        "summary_notes": notes,
+    }))
 }
 
 /// One out-of-core run and what it was.
@@ -140,29 +338,7 @@ pub(super) fn walker(bins: &Bins, data: &Path, out: &Path, args: &BenchArgs) -> 
     let graph = data.join(format!("rmat-u{scale}.qcsr"));
     let mut notes = Vec::new();
     let generate = super::reuse_or(&graph, "walker", &mut notes, || {
-        // The driver writes under a temporary name and renames: a graph that
-        // exists is complete.
-        capture_json(
-            &bins.quiver,
-            &argv![
-                "--json",
-                "generate",
-                "rmat",
-                "--scale",
-                scale.to_string(),
-                "--edge-factor",
-                EDGE_FACTOR.to_string(),
-                "--seed",
-                SEED.to_string(),
-                "--undirected",
-                "--dedupe",
-                "--drop-self-loops",
-                "-o",
-                &graph,
-                "--mem",
-                "4GiB",
-            ],
-        )
+        generate_rmat(bins, &graph, scale)
     })?;
     let g = fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
