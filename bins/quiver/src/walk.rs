@@ -23,9 +23,9 @@ pub struct EngineArgs {
     #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
     pub mem: u64,
     /// Block size. GraphWalker mode groups consecutive blocks of this size per load by the
-    /// paper's self-adaptive rule (default 2 MiB); with --fixed-blocks, or in iteration mode,
-    /// each load is one block (default: the paper's static rule, 2^(floor(log10 walks)+2) MiB,
-    /// at most mem/4).
+    /// paper's self-adaptive rule (default 2 MiB); with --fixed-blocks, in iteration mode, or
+    /// for Node2Vec walks (which load block pairs), each load is one block (default: the
+    /// paper's static rule, 2^(floor(log10 walks)+2) MiB, at most mem/4).
     #[arg(long, value_parser = parse_bytes)]
     pub block_size: Option<u64>,
     /// Load one block at a time instead of the paper's self-adaptive grouping.

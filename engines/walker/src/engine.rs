@@ -73,14 +73,16 @@ pub struct Config {
     /// The paper's self-adaptive block size: before each load, group
     /// `2^(floor(log2 live walks) + 1)` KiB worth of consecutive fine blocks
     /// (capped by the cache), so loads shrink as walks finish.
-    /// GraphWalker mode only.
+    /// GraphWalker mode and first-order walks only: Node2Vec walks load
+    /// block pairs of the static rule's size.
     pub adaptive: bool,
     /// How blocks are read.
     pub io: IoMode,
     /// Probability of loading the block with the slowest walk instead of
     /// the one with the most walks.
     pub p_slowest: f64,
-    /// Walks buffered per block before spilling.
+    /// Walks buffered per block before spilling (shared among a block's
+    /// pairs when Node2Vec walks are pooled by block pair).
     pub pool_capacity: usize,
     /// Below this many walks, read single vertices instead of blocks.
     pub vertex_threshold: u64,
