@@ -1116,12 +1116,19 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 // State-aware: read single vertices for the pools whose few
                 // walks cost fewer bytes that way than their block (or
                 // whose block is cached anyway).
+                // With block pairs, a pool's walks are weighed with the
+                // rest of its pair's, which one pair load would serve.
                 let candidates: Vec<usize> = (0..pools.num_blocks())
                     .filter(|&p| pools.count(p) > 0)
                     .filter(|&p| {
-                        let block = self.pooling.block(p);
-                        pools.count(p) * read_bytes < self.block_bytes(block)
-                            || cache.blocks.map.contains_key(&block)
+                        let (block, prev) = (self.pooling.block(p), self.pooling.prev_block(p));
+                        if self.pooling.pairs {
+                            self.pair_walks(pools, block, prev) * read_bytes
+                                < self.bytes_to_load(&cache, block, prev)
+                        } else {
+                            pools.count(p) * read_bytes < self.block_bytes(block)
+                                || cache.blocks.map.contains_key(&block)
+                        }
                     })
                     .collect();
                 if !candidates.is_empty()
@@ -1160,11 +1167,23 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // Walks moving inside the loaded data stay in flight, so none is
             // filed back into a pool it serves: draining them in batches
             // terminates.
-            for &pool in &served {
-                while pools.count(pool) > 0 {
-                    let walks = self.take(pools, pool, budget.batch_walks)?;
-                    self.advance_and_file(pools, state, &exec, walks, false)?;
+            // Batches draw from every pool served, so that small pools
+            // still fill the worker threads.
+            loop {
+                let mut walks = Vec::new();
+                for &pool in &served {
+                    let room = budget.batch_walks - walks.len();
+                    if room == 0 {
+                        break;
+                    }
+                    if pools.count(pool) > 0 {
+                        walks.extend(self.take(pools, pool, room)?);
+                    }
                 }
+                if walks.is_empty() {
+                    break;
+                }
+                self.advance_and_file(pools, state, &exec, walks, false)?;
             }
         }
         Ok(())
@@ -1229,25 +1248,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let p = pools.slowest().expect("some pool holds a walk");
             return pair(pooling.block(p), pooling.prev_block(p));
         }
-        let cost = |b: usize| {
-            if cache.blocks.map.contains_key(&b) {
-                0
-            } else {
-                self.block_bytes(b)
-            }
-        };
-        let count = |a: usize, b: usize| pools.count(pooling.pool(a, Some(b)));
         let mut best = (0.0, 0, 0);
         for a in 0..self.blocks.len() {
             for b in a..self.blocks.len() {
-                let (walks, bytes) = if a == b {
-                    (count(a, a), cost(a))
-                } else {
-                    (
-                        count(a, a) + count(a, b) + count(b, a) + count(b, b),
-                        cost(a) + cost(b),
-                    )
-                };
+                let walks = self.pair_walks(pools, a, b);
+                let bytes = self.bytes_to_load(cache, a, b);
                 #[allow(clippy::cast_precision_loss)] // A ranking.
                 let score = walks as f64 / (bytes + 1) as f64;
                 if score > best.0 {
@@ -1257,6 +1262,30 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         }
         assert!(best.0 > 0.0, "some pool holds a walk");
         pair(best.1, best.2)
+    }
+
+    /// Walks that loading blocks `a` and `b` (the same block: just it)
+    /// would serve with paired pools: those standing in either that came
+    /// from either.
+    fn pair_walks(&self, pools: &WalkPools<W>, a: usize, b: usize) -> u64 {
+        let count = |x: usize, y: usize| pools.count(self.pooling.pool(x, Some(y)));
+        if a == b {
+            count(a, a)
+        } else {
+            count(a, a) + count(a, b) + count(b, a) + count(b, b)
+        }
+    }
+
+    /// Bytes reading blocks `a` and `b` would take, not counting cached ones.
+    fn bytes_to_load(&self, cache: &Cache, a: usize, b: usize) -> u64 {
+        let cost = |x: usize| {
+            if cache.blocks.map.contains_key(&x) {
+                0
+            } else {
+                self.block_bytes(x)
+            }
+        };
+        cost(a) + if a == b { 0 } else { cost(b) }
     }
 
     /// Evicts cached data (never the blocks in `keep`), and drops the
