@@ -9,18 +9,9 @@ use crate::ALIGN;
 
 /// A zero-initialised heap buffer whose start is [`ALIGN`]-aligned.
 ///
-/// Buffers of at least [`HUGE_PAGE`] bytes are their own anonymous mapping,
-/// starting on a huge-page boundary and advised for transparent huge pages:
-/// a graph block read into one is then covered by a few TLB entries instead
-/// of thousands, which random walks over it feel on every step, and fresh
-/// mapped pages need no zeroing pass. Smaller buffers come from the global
-/// allocator.
-///
-/// Invariants: `ptr` points to an allocation of `capacity` bytes, all
-/// initialised: a mapping of exactly `capacity` bytes if `capacity >=
-/// HUGE_PAGE`, otherwise a global allocation with layout `(capacity,
-/// ALIGN)`; `capacity` is a non-zero multiple of [`ALIGN`] and `len <=
-/// capacity`. The buffer owns the allocation uniquely,
+/// Invariants: `ptr` points to an allocation of `capacity` bytes with layout
+/// `(capacity, ALIGN)`, all initialised; `capacity` is a non-zero multiple of
+/// [`ALIGN`] and `len <= capacity`. The buffer owns the allocation uniquely,
 /// like a `Box<[u8]>`. Because the capacity is rounded up, a direct read of
 /// `align_up(len)` bytes into the allocation always fits.
 pub struct AlignedBuf {
@@ -48,11 +39,6 @@ impl AlignedBuf {
             .checked_next_multiple_of(ALIGN)
             .expect("AlignedBuf capacity overflows usize")
             .max(ALIGN);
-        if capacity >= HUGE_PAGE {
-            if let Some(ptr) = map_huge(capacity) {
-                return Self { ptr, len, capacity };
-            }
-        }
         let layout =
             Layout::from_size_align(capacity, ALIGN).expect("AlignedBuf capacity overflows isize");
         // SAFETY: `layout` has a non-zero size (`capacity >= ALIGN`).
@@ -102,13 +88,6 @@ impl DerefMut for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.capacity >= HUGE_PAGE {
-            // SAFETY: by the type invariant this is a mapping of exactly
-            // `capacity` bytes made in `map_huge`, unmapped only here.
-            let unmapped = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
-            debug_assert_eq!(unmapped, 0, "munmap of an AlignedBuf failed");
-            return;
-        }
         // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout
         // (the constructor checked it), and is freed only here.
         unsafe {
@@ -117,51 +96,6 @@ impl Drop for AlignedBuf {
                 Layout::from_size_align_unchecked(self.capacity, ALIGN),
             );
         }
-    }
-}
-
-/// Transparent huge pages on x86-64 and most 64-bit Linux targets.
-const HUGE_PAGE: usize = 2 << 20;
-
-/// A zeroed anonymous mapping of `capacity` bytes starting on a
-/// [`HUGE_PAGE`] boundary, advised for huge pages; `None` if the kernel
-/// refuses the mapping (the caller falls back to the global allocator,
-/// which reports exhaustion itself).
-fn map_huge(capacity: usize) -> Option<NonNull<u8>> {
-    let span = capacity.checked_add(HUGE_PAGE)?;
-    // SAFETY: an anonymous private mapping at an address of the kernel's
-    // choosing aliases no existing memory.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            span,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if raw == libc::MAP_FAILED {
-        return None;
-    }
-    let start = raw as usize;
-    let head = start.next_multiple_of(HUGE_PAGE) - start;
-    let tail = span - head - capacity;
-    // SAFETY: the head and tail are page-aligned ranges (`start`, `capacity`
-    // and `HUGE_PAGE` are multiples of the page size) inside the mapping
-    // just made, which nothing references yet; the advice only affects how
-    // the kept range is backed.
-    unsafe {
-        if head > 0 {
-            libc::munmap(raw, head);
-        }
-        let kept = raw.cast::<u8>().add(head);
-        if tail > 0 {
-            libc::munmap(kept.add(capacity).cast(), tail);
-        }
-        // Advice only: without huge pages the buffer works the same.
-        libc::madvise(kept.cast(), capacity, libc::MADV_HUGEPAGE);
-        NonNull::new(kept)
     }
 }
 
@@ -180,27 +114,11 @@ mod tests {
 
     #[test]
     fn zeroed_is_aligned_zero_and_rounded() {
-        // Small (global allocator) and huge-page mapped sizes, reused so
-        // that a recycled allocation would show any left-over bytes.
-        for len in [
-            0,
-            1,
-            4095,
-            4096,
-            4097,
-            3 * 4096 + 5,
-            HUGE_PAGE - 1,
-            HUGE_PAGE,
-            3 * HUGE_PAGE + 4097,
-            3 * HUGE_PAGE + 4097,
-        ] {
+        for len in [0, 1, 4095, 4096, 4097, 3 * 4096 + 5] {
             let mut b = AlignedBuf::zeroed(len);
             assert_eq!(b.len(), len);
             assert_eq!(b.is_empty(), len == 0);
             assert_eq!(b.as_ptr() as usize % ALIGN, 0);
-            if b.capacity() >= HUGE_PAGE {
-                assert_eq!(b.as_ptr() as usize % HUGE_PAGE, 0, "{len}");
-            }
             assert!(b.capacity() >= len && b.capacity() % ALIGN == 0 && b.capacity() > 0);
             assert!(b.iter().all(|&x| x == 0));
             b.fill(7);
