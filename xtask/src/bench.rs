@@ -24,7 +24,7 @@ pub struct BenchArgs {
     /// io: size of the test file (on the real disk, in target/bench/data).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     size: u64,
-    /// io, verbs: repetitions of every method, interleaved (verbs: the median run is kept).
+    /// io, verbs, walker-systems: repetitions of every method, interleaved (verbs, walker-systems: the median run is kept).
     #[arg(long, default_value_t = 3)]
     reps: u32,
     /// io: 8 MiB blocks per io_uring batch in the sequential runs (bench-io's default if omitted).
@@ -99,7 +99,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         write_json(&out.join("walker.json"), &report)?;
     }
     if matches!(args.which, Which::WalkerSystems | Which::All) {
-        let report = walker::systems(&bins, &data)?;
+        let report = walker::systems(&bins, &data, args.reps)?;
         write_json(&out.join("walker-systems.json"), &report)?;
     }
     if matches!(args.which, Which::Verbs | Which::All) {
