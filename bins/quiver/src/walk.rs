@@ -55,6 +55,10 @@ pub struct EngineArgs {
     /// Directory for walk spill files.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Memory mode, first-order walks: graph data per partition that walks are sorted into
+    /// each hop, so that a partition stays in a core's cache (about its L2 size).
+    #[arg(long, default_value = "1MiB", value_parser = parse_bytes)]
+    pub partition_size: u64,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -234,6 +238,7 @@ fn config(engine: &EngineArgs) -> Config {
         pool_capacity: engine.pool_capacity,
         vertex_threshold: engine.vertex_threshold,
         work_dir: engine.work_dir.clone().unwrap_or_else(std::env::temp_dir),
+        partition_bytes: engine.partition_size,
     }
 }
 

@@ -30,7 +30,10 @@ pub const HEADER_LEN: u64 = ALIGN as u64;
 pub const FLAG_WEIGHTED: u32 = 1;
 /// Header flag: every edge has its reverse (the graph was symmetrised).
 pub const FLAG_UNDIRECTED: u32 = 1 << 1;
-const KNOWN_FLAGS: u32 = FLAG_WEIGHTED | FLAG_UNDIRECTED;
+/// Header flag: no adjacency list holds a target twice (no parallel
+/// edges). Writers set it when it holds; `Graph::verify` checks it.
+pub const FLAG_DISTINCT_TARGETS: u32 = 1 << 2;
+const KNOWN_FLAGS: u32 = FLAG_WEIGHTED | FLAG_UNDIRECTED | FLAG_DISTINCT_TARGETS;
 
 const SECTION_NAMES: [&str; 3] = ["offsets section", "targets section", "weights section"];
 const SECTIONS_AT: usize = 32;

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use quiver_io::{AlignedBuf, Mmap, ReadFile, ReadOptions, ReadRequest};
 use serde::Serialize;
 
-use crate::format::{section_name, Header, Layout, FLAG_UNDIRECTED, FLAG_WEIGHTED, HEADER_LEN};
+use crate::format::{
+    section_name, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, HEADER_LEN,
+};
 use crate::{to_usize, Error, Result};
 
 /// A directed graph in compressed sparse row form.
@@ -104,8 +106,14 @@ impl Graph {
                 weights.as_mut().map(|w| &mut w[range]),
             );
         }
+        let distinct = offsets.windows(2).all(|w| {
+            targets[to_usize(w[0])..to_usize(w[1])]
+                .windows(2)
+                .all(|pair| pair[0] != pair[1])
+        });
         let flags = weights.as_ref().map_or(0, |_| FLAG_WEIGHTED)
-            | if undirected { FLAG_UNDIRECTED } else { 0 };
+            | if undirected { FLAG_UNDIRECTED } else { 0 }
+            | if distinct { FLAG_DISTINCT_TARGETS } else { 0 };
         Ok(Graph {
             num_vertices,
             flags,
@@ -243,6 +251,21 @@ impl Graph {
             }
         }
         check_targets(path, self.targets(), self.num_vertices)?;
+        if self.has_distinct_targets() {
+            let (offsets, targets) = (self.offsets(), self.targets());
+            if let Some(v) = (0..offsets.len() - 1).find(|&v| {
+                targets[to_usize(offsets[v])..to_usize(offsets[v + 1])]
+                    .windows(2)
+                    .any(|pair| pair[0] == pair[1])
+            }) {
+                return Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    detail: format!(
+                        "the header says no list holds a target twice, but vertex {v}'s does"
+                    ),
+                });
+            }
+        }
         if let Some(weights) = self.weights() {
             if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
                 return Err(Error::Corrupt {
@@ -272,6 +295,12 @@ impl Graph {
     /// Whether the graph was symmetrised (every edge has its reverse).
     pub fn is_undirected(&self) -> bool {
         self.flags & FLAG_UNDIRECTED != 0
+    }
+
+    /// Whether no adjacency list holds a target twice, as the header says
+    /// (files from before the flag say no).
+    pub fn has_distinct_targets(&self) -> bool {
+        self.flags & FLAG_DISTINCT_TARGETS != 0
     }
 
     /// The file the graph was opened from, if any.

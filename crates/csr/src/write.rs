@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use quiver_io::align_up;
 use tempfile::NamedTempFile;
 
-use crate::format::{Header, Layout, FLAG_UNDIRECTED, FLAG_WEIGHTED};
+use crate::format::{Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED};
 use crate::{to_usize, Error, Graph, Result};
 
 const BUF_BYTES: usize = 256 << 10;
@@ -45,6 +45,9 @@ pub struct CsrWriter {
     /// `degrees[v + 1]` counts `v`'s edges until `finish` turns it into offsets.
     degrees: Vec<u64>,
     last_source: u32,
+    last_target: u32,
+    /// Whether some source listed a target twice so far.
+    repeated: bool,
     num_edges: u64,
     /// Target bytes not yet checksummed and written.
     pending: Vec<u8>,
@@ -86,6 +89,8 @@ impl CsrWriter {
                 | if undirected { FLAG_UNDIRECTED } else { 0 },
             degrees: vec![0; to_usize(u64::from(num_vertices)) + 1],
             last_source: 0,
+            last_target: 0,
+            repeated: false,
             num_edges: 0,
             pending: Vec::with_capacity(BUF_BYTES),
             targets_crc: 0,
@@ -102,7 +107,10 @@ impl CsrWriter {
                 self.num_vertices, self.last_source
             )));
         }
+        self.repeated |=
+            self.num_edges > 0 && source == self.last_source && target == self.last_target;
         self.last_source = source;
+        self.last_target = target;
         self.degrees[to_usize(u64::from(source)) + 1] += 1;
         self.num_edges += 1;
         self.pending.extend_from_slice(&target.to_le_bytes());
@@ -149,7 +157,12 @@ impl CsrWriter {
         let mut checksums = result?;
         checksums[1] = self.targets_crc;
         let header = Header {
-            flags: self.flags,
+            flags: self.flags
+                | if self.repeated {
+                    0
+                } else {
+                    FLAG_DISTINCT_TARGETS
+                },
             num_vertices: self.num_vertices,
             num_edges: self.num_edges,
             layout,

@@ -73,8 +73,8 @@ pub struct Config {
     /// The paper's self-adaptive block size: before each load, group
     /// `2^(floor(log2 live walks) + 1)` KiB worth of consecutive fine blocks
     /// (capped by the cache), so loads shrink as walks finish.
-    /// GraphWalker mode and first-order walks only: Node2Vec walks load
-    /// block pairs of the static rule's size.
+    /// GraphWalker mode and first-order walks only: Node2Vec walks use the
+    /// static rule's blocks (loaded in pairs when two fit the cache).
     pub adaptive: bool,
     /// How blocks are read.
     pub io: IoMode,
@@ -88,6 +88,9 @@ pub struct Config {
     pub vertex_threshold: u64,
     /// Directory for walk spill files.
     pub work_dir: PathBuf,
+    /// Memory mode, first-order walks: graph data per partition that walks
+    /// are sorted into each hop (a share of a core's L2 cache).
+    pub partition_bytes: u64,
 }
 
 impl Default for Config {
@@ -105,6 +108,7 @@ impl Default for Config {
             pool_capacity: 1024,
             vertex_threshold: 100_000,
             work_dir: std::env::temp_dir(),
+            partition_bytes: PARTITION_BYTES,
         }
     }
 }
@@ -463,6 +467,14 @@ impl Pooling {
 /// and minimum hop.
 const POOL_BOOKKEEPING: usize = 48;
 
+/// Most blocks whose pairs second-order walks are pooled by (their pools
+/// number the square, and the scheduler weighs every pair per load).
+const MAX_PAIRED_BLOCKS: usize = 256;
+
+/// Fewest walks a pair's pool buffers before it spills (fewer would make
+/// every spill a file append of a few walks).
+const MIN_PAIR_POOL: usize = 16;
+
 /// A Node2Vec walk: an exact walk that also remembers where it came from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
@@ -521,6 +533,56 @@ const VERTEX_READ_BYTES: u64 = 4 * 2 * quiver_io::ALIGN as u64;
 /// the budget is small: see `read_group`).
 const VERTEX_READ_GROUP: usize = 256;
 
+/// Graph data per partition of in-memory walking by default: a core's L2
+/// cache here (1 MiB), which measured fastest on this machine (a quarter
+/// of it was slower), with the L3 behind it.
+const PARTITION_BYTES: u64 = 1 << 20;
+
+/// Walks that in-memory walking sorts and moves together (it holds two
+/// copies of them).
+const PARTITIONED_BATCH: u64 = 1 << 22;
+
+/// Pieces the first hop's sort counts in parallel.
+const FIRST_RUNS: usize = 64;
+
+/// A partition's data is swept into cache when it has at least one walk
+/// per this many of its cache lines.
+const WARM_LINES_PER_WALK: u64 = 8;
+
+/// Which partition holds a vertex: the first candidate for each 64
+/// consecutive vertices, then a short scan.
+struct Locator<'a> {
+    bounds: &'a [u32],
+    first: Vec<u32>,
+}
+
+impl<'a> Locator<'a> {
+    const SHIFT: u32 = 6;
+
+    /// For partitions with `bounds` (from 0 to |V|).
+    fn new(bounds: &'a [u32]) -> Locator<'a> {
+        let end = *bounds.last().expect("bounds are never empty");
+        let mut p = 0;
+        let first = (0..=end >> Self::SHIFT)
+            .map(|chunk| {
+                while p + 2 < bounds.len() && bounds[p + 1] <= chunk << Self::SHIFT {
+                    p += 1;
+                }
+                u32::try_from(p).expect("partitions are fewer than vertices")
+            })
+            .collect();
+        Locator { bounds, first }
+    }
+
+    fn partition(&self, v: u32) -> usize {
+        let mut p = self.first[(v >> Self::SHIFT) as usize] as usize;
+        while self.bounds[p + 1] <= v {
+            p += 1;
+        }
+        p
+    }
+}
+
 /// Walks per unit of parallel work; fixed so results do not depend on the
 /// number of threads.
 const CHUNK: usize = 4096;
@@ -548,6 +610,8 @@ struct Engine<'a, A: WalkApp, W> {
     /// list vertex by vertex takes ([`list_bytes`]): kept free of cached
     /// data so that a previous vertex's list can always be read.
     prev_reserve: u64,
+    /// Whether no list holds a vertex twice (the graph's header says so).
+    distinct_targets: bool,
     /// How waiting walks are pooled (decided once the budget is shared).
     pooling: Pooling,
     _walk: std::marker::PhantomData<W>,
@@ -617,7 +681,21 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 config.p_slowest
             )));
         }
+        if config.partition_bytes == 0 {
+            return Err(Error::InvalidArgument(
+                "the partition size of memory mode must be more than zero bytes".into(),
+            ));
+        }
         let spec = app.spec();
+        if let Some(bias) = spec.node2vec {
+            for (name, value) in [("p", bias.p), ("q", bias.q)] {
+                if !(value.is_finite() && value > 0.0) {
+                    return Err(Error::InvalidArgument(format!(
+                        "Node2Vec's {name} must be a finite number above 0, got {value}"
+                    )));
+                }
+            }
+        }
         let graph = Graph::open(path)?;
         let num_vertices = graph.num_vertices();
         if num_vertices == 0 {
@@ -670,6 +748,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         } else {
             0
         };
+        let distinct_targets = graph.has_distinct_targets();
         drop(graph);
         let blocks_len = blocks.len();
         let options = ReadOptions {
@@ -698,6 +777,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             stats: Stats::default(),
             offsets: None,
             prev_reserve,
+            distinct_targets,
             pooling: Pooling {
                 blocks: blocks_len,
                 pairs: false,
@@ -781,6 +861,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
         self.stats.blocks_loaded += 1;
         self.stats.hold(loaded.memory_bytes());
+        if self.spec.node2vec.is_none() {
+            return self.run_partitioned(&loaded);
+        }
+        // Second-order walks read their previous vertex's list too, which
+        // partitions by the current vertex do not keep close: they move in
+        // batches of interleaved lanes.
         let exec = Executing::new(vec![Arc::new(loaded)]);
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
@@ -804,23 +890,201 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(state)
     }
 
+    /// In memory, first-order walks move hop by hop in partition order
+    /// (FlashMob's design): each hop, a counting sort groups a batch's walks
+    /// by the partition (about [`Config::partition_bytes`] of graph data) holding
+    /// their vertex, then each partition's data is swept into the CPU's
+    /// caches and its walks step there, partitions in parallel. Walks keep
+    /// their draws (exact: keyed by walk id and hop; compact: by the hop's
+    /// pass and the walk's place in it, which the stable sort fixes), so
+    /// thread counts change nothing.
+    fn run_partitioned(&mut self, graph: &LoadedBlock) -> Result<A::State> {
+        let bounds = graph.partitions(self.config.partition_bytes.max(1));
+        let locator = Locator::new(&bounds);
+        let parts = bounds.len() - 1;
+        let total = self.spec.starts.total(self.num_vertices);
+        let mut state = self.app.new_state();
+        let mut first = 0;
+        while first < total {
+            let last = (first + PARTITIONED_BATCH).min(total);
+            let mut walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+            let mut sorted = walks.clone();
+            let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+            self.stats.hold(bytes);
+            // The walks still going, as runs of `walks`: equal pieces at
+            // first, then each partition's survivors.
+            let piece = walks.len().div_ceil(FIRST_RUNS);
+            let mut runs: Vec<(usize, usize)> = (0..walks.len())
+                .step_by(piece)
+                .map(|start| (start, piece.min(walks.len() - start)))
+                .collect();
+            for hop in 0..=u64::from(self.spec.length) {
+                if runs.is_empty() {
+                    break;
+                }
+                // Each run's walks per partition, then a stable scatter of
+                // every run into its share of each partition.
+                let counts: Vec<Vec<usize>> = runs
+                    .par_iter()
+                    .map(|&(start, len)| {
+                        let mut count = vec![0; parts];
+                        for &(_, v) in &walks[start..start + len] {
+                            count[locator.partition(v)] += 1;
+                        }
+                        count
+                    })
+                    .collect();
+                let sizes: Vec<usize> = (0..parts)
+                    .map(|p| counts.iter().map(|c| c[p]).sum())
+                    .collect();
+                let mut targets: Vec<Vec<&mut [InFlight<W>]>> =
+                    runs.iter().map(|_| Vec::with_capacity(parts)).collect();
+                let mut rest = &mut sorted[..];
+                for p in 0..parts {
+                    for (run, count) in counts.iter().enumerate() {
+                        let (share, tail) = rest.split_at_mut(count[p]);
+                        targets[run].push(share);
+                        rest = tail;
+                    }
+                }
+                runs.par_iter()
+                    .zip(targets)
+                    .for_each(|(&(start, len), mut shares)| {
+                        let mut filled = vec![0; parts];
+                        for &walk in &walks[start..start + len] {
+                            let p = locator.partition(walk.1);
+                            shares[p][filled[p]] = walk;
+                            filled[p] += 1;
+                        }
+                    });
+                // Then partition by partition, each on its own data.
+                self.stats.batches += 1;
+                let pass = self.stats.batches;
+                let mut partitions = Vec::with_capacity(parts);
+                let mut rest = &mut sorted[..];
+                let mut start = 0;
+                for (p, &size) in sizes.iter().enumerate() {
+                    let (these, tail) = rest.split_at_mut(size);
+                    partitions.push((p, start, these));
+                    rest = tail;
+                    start += size;
+                }
+                let this = &*self;
+                let moved: Vec<(usize, usize, u64, A::State)> = partitions
+                    .into_par_iter()
+                    .map(|(p, start, these)| {
+                        let (kept, steps, state) = this.step_partition(
+                            graph,
+                            bounds[p]..bounds[p + 1],
+                            these,
+                            hop,
+                            pass,
+                            start as u64,
+                        );
+                        (start, kept, steps, state)
+                    })
+                    .collect();
+                runs.clear();
+                for (start, kept, steps, s) in moved {
+                    self.stats.steps += steps;
+                    self.app.merge(&mut state, s);
+                    if kept > 0 {
+                        runs.push((start, kept));
+                    }
+                }
+                std::mem::swap(&mut walks, &mut sorted);
+            }
+            self.stats.release(bytes);
+            first = last;
+            self.report_progress(total - last);
+        }
+        Ok(state)
+    }
+
+    /// Visits and steps the walks standing in partition `vertices` (`walks`,
+    /// the `first`.. of the hop's pass), keeping those that go on at the
+    /// front of `walks`. Returns how many it kept, the steps taken and what
+    /// the app gathered.
+    #[allow(clippy::too_many_arguments)]
+    fn step_partition(
+        &self,
+        graph: &LoadedBlock,
+        vertices: std::ops::Range<u32>,
+        walks: &mut [InFlight<W>],
+        hop: u64,
+        pass: u64,
+        first: u64,
+    ) -> (usize, u64, A::State) {
+        // Sweeping the partition's data in pays when walks will touch most
+        // of its cache lines.
+        if walks.len() as u64 * WARM_LINES_PER_WALK >= self.config.partition_bytes / 64 {
+            graph.warm(vertices);
+        }
+        let mut state = self.app.new_state();
+        let (mut kept, mut steps) = (0, 0);
+        for (index, i) in (first..).zip(0..walks.len()) {
+            let (walk, vertex) = walks[i];
+            let source = self.word.source(walk.word());
+            let source_vertex = self.spec.starts.source_vertex(source);
+            #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+            let visit = Visit {
+                walk: walk.id(),
+                source,
+                source_vertex,
+                vertex,
+                hop: hop as u32,
+            };
+            self.app.visit(&mut state, &visit);
+            if hop == u64::from(self.spec.length) {
+                continue;
+            }
+            let mut rng = match walk.id() {
+                Some(id) => KeyedRng::new(self.config.seed, id, hop),
+                None => KeyedRng::new(self.config.seed, pass, index),
+            };
+            let next = match step(
+                &self.spec,
+                graph,
+                self.num_vertices,
+                source_vertex,
+                vertex,
+                None,
+                &mut rng,
+            ) {
+                Step::Stop => continue,
+                Step::Move(next) | Step::Teleport(next) => next,
+            };
+            steps += 1;
+            walks[kept] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
+            kept += 1;
+        }
+        (kept, steps, state)
+    }
+
     fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
         let largest = (0..self.blocks.len())
             .map(|b| self.block_memory(b))
             .max()
             .unwrap_or(0);
         // Second-order walks in GraphWalker mode are pooled by block pair
-        // when two of the largest blocks fit the cache; each block's pool
-        // buffer is then shared among its pairs, so the pools take no more
-        // memory than one per block would.
+        // when there are at most `MAX_PAIRED_BLOCKS` blocks and two of the
+        // largest, with the pairs' pools, fit the cache. Each block's pool
+        // buffer is then shared among its pairs (at least
+        // `MIN_PAIR_POOL` walks each), and every pool's bookkeeping is
+        // budgeted.
         let blocks = self.blocks.len();
         let mut pooling = Pooling {
             blocks,
-            pairs: self.spec.node2vec.is_some() && self.config.mode == Mode::GraphWalker,
+            pairs: self.spec.node2vec.is_some()
+                && self.config.mode == Mode::GraphWalker
+                && blocks <= MAX_PAIRED_BLOCKS,
         };
         let capacity = |pooling: Pooling| {
             if pooling.pairs {
-                self.config.pool_capacity.div_ceil(blocks)
+                self.config
+                    .pool_capacity
+                    .div_ceil(blocks)
+                    .max(MIN_PAIR_POOL.min(self.config.pool_capacity))
             } else {
                 self.config.pool_capacity
             }
@@ -843,12 +1107,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 String::new()
             };
             return Err(Error::InvalidArgument(format!(
-                "a memory budget of {} bytes cannot hold the walk pools ({} blocks x {} walks = {} \
+                "a memory budget of {} bytes cannot hold the walk pools ({} pools of {} walks: {} \
                  bytes){lists}, walks in flight ({} bytes) and one block ({largest} bytes); raise --mem \
                  or lower the block size",
                 self.config.mem_budget,
-                self.blocks.len(),
-                self.config.pool_capacity,
+                pooling.len(),
+                capacity(pooling),
                 budget.pools,
                 budget.in_flight,
             )));
@@ -1170,7 +1434,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // Batches draw from every pool served, so that small pools
             // still fill the worker threads.
             loop {
-                let mut walks = Vec::new();
+                let waiting: u64 = served.iter().map(|&p| pools.count(p)).sum();
+                let mut walks = Vec::with_capacity(
+                    usize::try_from(waiting)
+                        .map_or(budget.batch_walks, |w| w.min(budget.batch_walks)),
+                );
                 for &pool in &served {
                     let room = budget.batch_walks - walks.len();
                     if room == 0 {
@@ -1237,10 +1505,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let pair = |a: usize, b: usize| {
             let (a, b) = (a.min(b), a.max(b));
             let group = if a == b { vec![a] } else { vec![a, b] };
-            let mut served: Vec<usize> = group
-                .iter()
-                .flat_map(|&x| group.iter().map(move |&y| pooling.pool(x, Some(y))))
-                .collect();
+            let mut served = self.pair_pools(a, b);
             served.retain(|&p| pools.count(p) > 0);
             (group, served)
         };
@@ -1268,11 +1533,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// would serve with paired pools: those standing in either that came
     /// from either.
     fn pair_walks(&self, pools: &WalkPools<W>, a: usize, b: usize) -> u64 {
-        let count = |x: usize, y: usize| pools.count(self.pooling.pool(x, Some(y)));
+        self.pair_pools(a, b)
+            .into_iter()
+            .map(|p| pools.count(p))
+            .sum()
+    }
+
+    /// The pools of walks standing in block `a` or `b` that came from
+    /// either (one pool when `a == b`).
+    fn pair_pools(&self, a: usize, b: usize) -> Vec<usize> {
+        let pool = |x: usize, y: usize| self.pooling.pool(x, Some(y));
         if a == b {
-            count(a, a)
+            vec![pool(a, a)]
         } else {
-            count(a, a) + count(a, b) + count(b, a) + count(b, b)
+            vec![pool(a, a), pool(a, b), pool(b, a), pool(b, b)]
         }
     }
 
@@ -1675,9 +1949,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let mut queries = Vec::with_capacity(lanes.len());
                 for (i, lane) in lanes.iter().enumerate() {
                     let Some(prev) = lane.prev else { continue };
-                    if let Some(x) =
-                        first_question(&self.spec, exec, lane.vertex, prev, &self.lane_rng(lane))
-                    {
+                    if let Some(x) = first_question(
+                        &self.spec,
+                        exec,
+                        lane.vertex,
+                        prev,
+                        self.distinct_targets,
+                        &self.lane_rng(lane),
+                    ) {
                         asked.push((i, x));
                         queries.push((previous_list(exec, prevs, prev), x));
                     }
@@ -1758,6 +2037,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             vertex: p,
             neighbors: previous_list(exec, prevs, p),
             known: lane.known.take(),
+            distinct: self.distinct_targets,
         });
         let (next, next_prev) = match step(
             &self.spec,

@@ -114,6 +114,54 @@ impl LoadedBlock {
     pub fn memory_bytes(&self) -> u64 {
         (self.offsets.capacity() + self.targets.capacity() + self.cumulative.capacity() * 4) as u64
     }
+
+    /// Splits the block's vertices into consecutive ranges whose offsets and
+    /// lists (and cumulative weights) take about `bytes` each: the bounds,
+    /// from the first vertex to the end. A vertex with a longer list has a
+    /// range of its own.
+    pub fn partitions(&self, bytes: u64) -> Vec<u32> {
+        let per_edge = if self.cumulative.is_empty() { 4 } else { 8 };
+        let mut bounds = vec![self.vertices.start];
+        let mut held = 0;
+        for v in self.vertices.clone() {
+            let range = self.edge_range(v);
+            held += 8 + per_edge * (range.end - range.start) as u64;
+            if held >= bytes {
+                bounds.push(v + 1);
+                held = 0;
+            }
+        }
+        if bounds.last() != Some(&self.vertices.end) {
+            bounds.push(self.vertices.end);
+        }
+        bounds
+    }
+
+    /// Reads the offsets and lists (and cumulative weights) of `vertices`
+    /// from start to end, one word per cache line: a sequential sweep the
+    /// hardware prefetcher streams, so the random reads of walks standing
+    /// there that follow find the data in the CPU's caches.
+    pub fn warm(&self, vertices: Range<u32>) {
+        let offsets = self.offsets();
+        let first = index(u64::from(vertices.start - self.vertices.start));
+        let last = index(u64::from(vertices.end - self.vertices.start));
+        let edges = index(offsets[first] - offsets[0])..index(offsets[last] - offsets[0]);
+        let targets: &[u32] = bytemuck_cast(&self.targets);
+        let mut sum = 0u64;
+        for &offset in offsets[first..=last].iter().step_by(8) {
+            sum = sum.wrapping_add(offset);
+        }
+        let targets = &targets[self.targets_skip + edges.start..self.targets_skip + edges.end];
+        for &target in targets.iter().step_by(16) {
+            sum = sum.wrapping_add(u64::from(target));
+        }
+        if let Some(cumulative) = self.cumulative.get(edges) {
+            for &c in cumulative.iter().step_by(16) {
+                sum = sum.wrapping_add(u64::from(c.to_bits()));
+            }
+        }
+        std::hint::black_box(sum);
+    }
 }
 
 fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {

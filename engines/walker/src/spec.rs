@@ -103,7 +103,8 @@ pub enum Kind {
 /// Node2Vec's second-order bias: after moving `t -> v`, a neighbour `x` of
 /// `v` is taken with weight `1/p` if `x == t`, `1` if `x` is a neighbour of
 /// `t`, and `1/q` otherwise (times its edge weight for weighted walks),
-/// sampled by rejection as the paper's Algorithm 1 does.
+/// sampled by rejection with the return weight folded out (see
+/// `node2vec_step`). Both must be finite and positive.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Node2Vec {
     /// Return parameter.
@@ -165,12 +166,16 @@ pub struct Prev<'a> {
     /// Whether a candidate is among `neighbors`, if looked up ahead of
     /// the step (see [`first_question`]).
     pub known: Option<(u32, bool)>,
+    /// Whether no list of the graph holds a vertex twice (its header says
+    /// so): a current vertex then has at most one edge back.
+    pub distinct: bool,
 }
 
 /// Draws one step of a walk at `v` with source `source` (and previous
 /// vertex `prev`, for Node2Vec). Draws, in order: the stop chance, the
-/// restart chance, then the neighbour (Node2Vec: candidate and acceptance,
-/// repeated until accepted), or the jump target at a dead end.
+/// restart chance, then the neighbour (Node2Vec: rounds of the return
+/// outlier, candidate and acceptance until one accepts), or the jump
+/// target at a dead end.
 pub fn step(
     spec: &WalkSpec,
     adjacency: &impl Adjacency,
@@ -201,14 +206,13 @@ pub fn step(
 ///
 /// Candidates are drawn by edge weight and accepted with their bias over
 /// a bound. The bound is `max(1, 1/q)`, not `max(1/p, 1, 1/q)`: when the
-/// return weight `1/p` is larger, the return edge's excess is an outlier
-/// area of its own (KnightKing's outlier folding), drawn first, which
-/// keeps acceptance high for small `p`. Unweighted, the area is there
-/// whether or not `v` has an edge back (a dart in it is rejected when it
-/// has not), so `v`'s list is searched only when a dart lands in it. A
-/// dart below the smallest bias accepts without looking at the previous
-/// vertex's list either. Draws per round: the outlier's (only when there
-/// is one), the candidate, the acceptance.
+/// return weight `1/p` is larger, the excess of the edges back to the
+/// previous vertex (as many as `v`'s list holds, weights and all) is an
+/// outlier area of its own (KnightKing's outlier folding), drawn first,
+/// which keeps acceptance high for small `p`. A dart below the smallest
+/// bias accepts without looking at the previous vertex's list. Draws per
+/// round: the outlier's (whenever `1/p` exceeds the bound, even if `v` has
+/// no edge back), the candidate, the acceptance.
 fn node2vec_step(
     kind: Kind,
     bias: Node2Vec,
@@ -218,7 +222,15 @@ fn node2vec_step(
     prev: Prev<'_>,
     rng: &mut KeyedRng,
 ) -> Step {
-    let sampler = Sampler::new(kind, bias, adjacency, v, neighbors, prev.vertex);
+    let sampler = Sampler::new(
+        kind,
+        bias,
+        adjacency,
+        v,
+        neighbors,
+        prev.vertex,
+        prev.distinct,
+    );
     loop {
         match sampler.round(adjacency, v, neighbors, prev.vertex, rng) {
             Round::Move(x) => return Step::Move(x),
@@ -243,7 +255,13 @@ struct Sampler {
     out_weight: f64,
     bound: f64,
     lowest: f64,
-    /// The return edge's outlier area, and the whole area.
+    /// Whether the return weight exceeds the bound, so that the return
+    /// edges' excess is an outlier area of its own (possibly empty).
+    folded: bool,
+    /// Whether the outlier area is there for an edge back `v` may not
+    /// have: a dart in it then checks.
+    unsure_of_back: bool,
+    /// The return edges' outlier area, and the whole area.
     outlier: f64,
     area: f64,
 }
@@ -252,7 +270,9 @@ struct Sampler {
 enum Round {
     /// Accepted.
     Move(u32),
-    /// A dart in the outlier area of an edge back that `v` does not have.
+    /// Rejected: the candidate was the previous vertex and its dart fell
+    /// above the bound's share of the return weight, or a dart fell in the
+    /// outlier area of an edge back that `v` does not have.
     Again,
     /// Candidate `x` with acceptance `dart`, which depends on whether `x`
     /// is a neighbour of the previous vertex.
@@ -267,18 +287,37 @@ impl Sampler {
         v: u32,
         neighbors: &[u32],
         prev: u32,
+        distinct: bool,
     ) -> Sampler {
         let (return_weight, out_weight) = (1.0 / bias.p, 1.0 / bias.q);
         let bound = out_weight.max(1.0);
         let excess = return_excess(bias);
+        // The edges back to the previous vertex (a list may hold an edge
+        // more than once): their weight, when the return weight exceeds
+        // the bound.
+        let back = || {
+            let first = neighbors.partition_point(|&x| x < prev);
+            first..first + neighbors[first..].partition_point(|&x| x == prev)
+        };
         let (total_weight, outlier) = match kind {
-            Kind::Unbiased => (neighbors.len() as f64, excess),
+            // At most one edge back: its area is there whether `v` has the
+            // edge or not, and a dart in it looks (see `round`), so that
+            // `v`'s list is searched only then.
+            Kind::Unbiased if distinct => (neighbors.len() as f64, excess),
+            Kind::Unbiased => {
+                let copies = if excess > 0.0 { back().len() } else { 0 };
+                (neighbors.len() as f64, excess * copies as f64)
+            }
             Kind::Weighted => {
                 let cumulative = adjacency.cumulative_weights(v);
                 let back_weight = if excess > 0.0 {
-                    neighbors.binary_search(&prev).map_or(0.0, |i| {
-                        cumulative[i] - if i == 0 { 0.0 } else { cumulative[i - 1] }
-                    })
+                    let edges = back();
+                    let before = |i: usize| if i == 0 { 0.0 } else { cumulative[i - 1] };
+                    if edges.is_empty() {
+                        0.0
+                    } else {
+                        cumulative[edges.end - 1] - before(edges.start)
+                    }
                 } else {
                     0.0
                 };
@@ -294,6 +333,8 @@ impl Sampler {
             out_weight,
             bound,
             lowest: out_weight.min(1.0).min(return_weight),
+            folded: excess > 0.0,
+            unsure_of_back: distinct && kind == Kind::Unbiased,
             outlier,
             area: total_weight * bound + outlier,
         }
@@ -307,8 +348,11 @@ impl Sampler {
         prev: u32,
         rng: &mut KeyedRng,
     ) -> Round {
-        if self.outlier > 0.0 && rng.unit() * self.area < self.outlier {
-            return if self.kind == Kind::Weighted || neighbors.binary_search(&prev).is_ok() {
+        // The outlier's draw happens whenever the return weight exceeds
+        // the bound, edge back or not, so the draws that follow do not
+        // depend on the list (see `next_neighbor`).
+        if self.folded && rng.unit() * self.area < self.outlier {
+            return if !self.unsure_of_back || neighbors.binary_search(&prev).is_ok() {
                 Round::Move(prev)
             } else {
                 Round::Again
@@ -351,6 +395,7 @@ pub fn first_question(
     adjacency: &impl Adjacency,
     v: u32,
     prev: u32,
+    distinct: bool,
     rng: &KeyedRng,
 ) -> Option<u32> {
     let bias = spec.node2vec?;
@@ -365,7 +410,7 @@ pub fn first_question(
     if neighbors.is_empty() {
         return None;
     }
-    let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev);
+    let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
     match sampler.round(adjacency, v, neighbors, prev, &mut rng) {
         Round::Ask { x, .. } => Some(x),
         Round::Move(_) | Round::Again => None,
@@ -548,6 +593,7 @@ mod tests {
             restart in prop_oneof![Just(0.0), 0.0f64..0.5],
             seed in any::<u64>(),
             prev in prop::option::of((0u32..20, 0.25f64..=1.0)),
+            distinct in any::<bool>(),
         ) {
             // Node2Vec with q = 1 and p <= 1 accepts its first candidate
             // whenever the return edge's outlier does not take the walk
@@ -562,9 +608,16 @@ mod tests {
                 node2vec,
                 dead_end: DeadEnd::Jump,
             };
-            // Sorted, as a graph's lists are.
-            let lists = Lists(lists.into_iter().map(|mut l| { l.sort_unstable(); l }).collect());
-            let came_from = prev.map(|(p, _)| Prev { vertex: p, neighbors: lists.neighbors(p), known: None });
+            // Sorted, as a graph's lists are, and without repeats when the
+            // graph says so.
+            let lists = Lists(lists.into_iter().map(|mut l| {
+                l.sort_unstable();
+                if distinct {
+                    l.dedup();
+                }
+                l
+            }).collect());
+            let came_from = prev.map(|(p, _)| Prev { vertex: p, neighbors: lists.neighbors(p), known: None, distinct });
             let rng = KeyedRng::new(seed, 1, 2);
             let hint = next_neighbor(&spec, &lists, v, came_from.is_some(), &rng).copied();
             let moved = match step(&spec, &lists, 20, 0, v, came_from, &mut rng.clone()) {

@@ -53,6 +53,21 @@ pub fn assert_same_graph(a: &Graph, b: &Graph) {
         b.is_undirected(),
         "undirected flags differ"
     );
+    let distinct = a.offsets().windows(2).all(|w| {
+        a.targets()[w[0] as usize..w[1] as usize]
+            .windows(2)
+            .all(|pair| pair[0] != pair[1])
+    });
+    assert_eq!(
+        a.has_distinct_targets(),
+        distinct,
+        "distinct-targets flag is wrong"
+    );
+    assert_eq!(
+        b.has_distinct_targets(),
+        distinct,
+        "distinct-targets flags differ"
+    );
 }
 
 /// Files in `dir` (to check nothing half-written or temporary was left).

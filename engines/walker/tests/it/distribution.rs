@@ -426,21 +426,23 @@ fn node2vec_second_steps_follow_the_biased_odds() {
     }
 }
 
-/// Node2Vec on a weighted, directed graph, against its definition: after
-/// `t -> v`, each out-neighbour `x` of `v` is taken with probability
-/// proportional to `w(v, x)` times `1/p` (x = t), `1` (t -> x is an edge)
-/// or `1/q`. The graph has vertices without an edge back to where the walk
-/// came from, and `p < 1`, so the return edge's outlier area is drawn and
-/// sometimes missing. Each (t, v) seen at least 2,000 times is checked,
-/// every cell within 5 standard deviations.
+/// Node2Vec on a directed graph with parallel edges, weighted and not,
+/// against its definition: after `t -> v`, each out-neighbour `x` of `v`
+/// is taken with probability proportional to `w(v, x)` (the weights of
+/// all its edges; unweighted, their number) times `1/p` (x = t), `1`
+/// (t -> x is an edge) or `1/q`. Some vertices have no edge back to where
+/// the walk came from, and `p < 1`, so the return edges' outlier area is
+/// drawn, sometimes empty and sometimes for two edges. Each (t, v) seen at
+/// least 2,000 times is checked, every cell within 5 standard deviations.
 #[test]
-fn weighted_node2vec_follows_its_definition_on_a_directed_graph() {
+fn node2vec_follows_its_definition_on_a_directed_multigraph() {
     use quiver_walker::Node2Vec;
 
     let edges = [
         (0, 1, 1.0),
         (0, 2, 3.0),
         (1, 0, 2.0),
+        (1, 0, 0.5),
         (1, 2, 1.0),
         (1, 3, 4.0),
         (2, 1, 1.0),
@@ -450,28 +452,42 @@ fn weighted_node2vec_follows_its_definition_on_a_directed_graph() {
         (3, 4, 1.0),
         (4, 0, 1.0),
         (4, 2, 5.0),
+        (4, 2, 1.0),
         (4, 3, 1.0),
     ];
-    let weight = |a: u32, b: u32| {
-        edges
-            .iter()
-            .find(|e| (e.0, e.1) == (a, b))
-            .map_or(0.0, |e| f64::from(e.2))
-    };
     let bias = Node2Vec { p: 0.4, q: 3.0 };
     let graph = Graph::from_edges(5, &edges, true, false).unwrap();
+    assert!(!graph.has_distinct_targets());
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &graph);
-    let app = crate::Recorder(WalkSpec {
-        starts: Starts::Uniform { walks: 200_000 },
-        length: 2,
-        stop_probability: 0.0,
-        restart_probability: 0.0,
-        kind: Kind::Weighted,
-        node2vec: Some(bias),
-        dead_end: DeadEnd::Stop,
-    });
-    for mode in [Mode::Memory, Mode::GraphWalker] {
+    for (kind, mode) in [
+        (Kind::Weighted, Mode::Memory),
+        (Kind::Weighted, Mode::GraphWalker),
+        (Kind::Unbiased, Mode::Memory),
+        (Kind::Unbiased, Mode::GraphWalker),
+    ] {
+        let weight = |a: u32, b: u32| -> f64 {
+            edges
+                .iter()
+                .filter(|e| (e.0, e.1) == (a, b))
+                .map(|e| {
+                    if kind == Kind::Weighted {
+                        f64::from(e.2)
+                    } else {
+                        1.0
+                    }
+                })
+                .sum()
+        };
+        let app = crate::Recorder(WalkSpec {
+            starts: Starts::Uniform { walks: 200_000 },
+            length: 2,
+            stop_probability: 0.0,
+            restart_probability: 0.0,
+            kind,
+            node2vec: Some(bias),
+            dead_end: DeadEnd::Stop,
+        });
         let config = Config {
             mode,
             block_size: (mode == Mode::GraphWalker).then_some(16),
@@ -513,7 +529,7 @@ fn weighted_node2vec_follows_its_definition_on_a_directed_graph() {
                     let tolerance = 5.0 * (expected * (1.0 - expected) / n as f64).sqrt() + 1e-9;
                     assert!(
                         (got - expected).abs() <= tolerance,
-                        "{mode:?}: P({t} -> {v} -> {x}) = {got:.4}, expected {expected:.4} +- {tolerance:.4}"
+                        "{kind:?} {mode:?}: P({t} -> {v} -> {x}) = {got:.4}, expected {expected:.4} +- {tolerance:.4}"
                     );
                 }
                 checked += 1;

@@ -67,6 +67,7 @@ proptest! {
         buffered in any::<bool>(),
         mem_budget in prop_oneof![24u64 << 10..256 << 10, Just(1u64 << 20)],
         adaptive in any::<bool>(),
+        partition_bytes in prop_oneof![Just(1u64 << 20), 8u64..2048],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), &graph);
@@ -86,10 +87,13 @@ proptest! {
         }
         prop_assert!(next_hop.iter().all(|&h| h >= 1), "every walk is visited at its start");
         prop_assert_eq!(reference.steps, reference.result.len() as u64 - walks);
-        for mode in [Mode::GraphWalker, Mode::Iteration] {
+        // Memory mode again with small partitions (many of them) and
+        // several threads; then out of core.
+        for mode in [Mode::Memory, Mode::GraphWalker, Mode::Iteration] {
             let config = Config {
                 mode,
                 threads,
+                partition_bytes,
                 block_size: Some(block_size),
                 adaptive,
                 mem_budget,
