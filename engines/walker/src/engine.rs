@@ -540,7 +540,7 @@ const PARTITION_BYTES: u64 = 1 << 20;
 
 /// Walks that in-memory walking sorts and moves together (it holds two
 /// copies of them).
-const PARTITIONED_BATCH: u64 = 1 << 22;
+const PARTITIONED_BATCH: u64 = 1 << 24;
 
 /// Pieces the first hop's sort counts in parallel.
 const FIRST_RUNS: usize = 64;
