@@ -286,6 +286,8 @@ struct InfoReport {
     edges: u64,
     weighted: bool,
     undirected: bool,
+    /// No list holds a target twice (no parallel edges), as the header says.
+    distinct_targets: bool,
     degrees: DegreeSummary,
     blocks: Option<BlockReport>,
     verified: bool,
@@ -345,6 +347,7 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
         edges: graph.num_edges(),
         weighted: graph.is_weighted(),
         undirected: graph.is_undirected(),
+        distinct_targets: graph.has_distinct_targets(),
         degrees: graph.degree_summary(),
         blocks: blocks.map(|(rule, blocks)| BlockReport {
             rule,
@@ -367,14 +370,19 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
     );
     println!("vertices   {}", report.vertices);
     println!(
-        "edges      {} ({}{})",
+        "edges      {} ({}{}{})",
         report.edges,
         if report.undirected {
             "undirected, both directions stored"
         } else {
             "directed"
         },
-        if report.weighted { ", weighted" } else { "" }
+        if report.weighted { ", weighted" } else { "" },
+        if report.distinct_targets {
+            ", no parallel edges"
+        } else {
+            ""
+        }
     );
     println!(
         "out-degree min {}, median {}, mean {:.2}, p99 {}, max {}; {} vertices with none",

@@ -159,3 +159,27 @@ fn a_target_out_of_range_is_found_by_verify() {
     let err = graph.verify().unwrap_err();
     assert!(err.to_string().contains("targets vertex 99"), "{err}");
 }
+
+#[test]
+fn a_false_claim_of_distinct_targets_is_found_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph =
+        Graph::from_edges(3, &[(0, 1, 1.0), (0, 2, 1.0), (1, 2, 1.0)], false, false).unwrap();
+    assert!(graph.has_distinct_targets());
+    let path = dir.path().join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Vertex 0's list [1, 2] becomes [1, 1] (still sorted) under a header
+    // that says no list repeats a target; checksums fixed so only the
+    // claim is wrong.
+    bytes[8196..8200].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[8192..12288]);
+    let at = 32 + 24 + 16;
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    reseal(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let graph = Graph::open(&path).expect("structure is intact");
+    assert!(graph.has_distinct_targets());
+    let err = graph.verify().unwrap_err();
+    assert!(err.to_string().contains("vertex 0's does"), "{err}");
+}
