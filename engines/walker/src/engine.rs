@@ -1166,7 +1166,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 
     /// Files a walk in the pool of the block holding its vertex (and, with
     /// paired pools, its previous vertex).
-    fn push(&self, pools: &mut WalkPools<W>, (walk, vertex): InFlight<W>) -> Result<()> {
+    fn push(&self, pools: &mut WalkPools<W>, walk: InFlight<W>) -> Result<()> {
+        let (pool, walk, hop) = self.filed(walk);
+        pools.push(pool, walk, hop)?;
+        Ok(())
+    }
+
+    /// Where a walk is filed (the pool of the block holding its vertex
+    /// and, with paired pools, its previous vertex), in the form it is
+    /// filed in (its position within that block), and its hop.
+    fn filed(&self, (walk, vertex): InFlight<W>) -> (usize, W, u64) {
         let block = self.blocks.find(vertex);
         let start = self.blocks.get(block).vertices.start;
         let word = walk.word();
@@ -1181,9 +1190,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         } else {
             None
         };
-        let pool = self.pooling.pool(block.0 as usize, prev_block);
-        pools.push(pool, rewritten, hop)?;
-        Ok(())
+        (
+            self.pooling.pool(block.0 as usize, prev_block),
+            rewritten,
+            hop,
+        )
     }
 
     /// Takes up to `max` of `pool`'s walks out of the pools, as walks in
@@ -1349,10 +1360,23 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         // Room for the batch and for as many walks leaving it.
         let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
         self.stats.hold(bytes);
-        let (moved, s) = self.advance(exec, walks, one_step)?;
+        let (mut moved, s) = self.advance(exec, walks, one_step)?;
         self.app.merge(state, s);
-        for walk in moved {
-            self.push(pools, walk)?;
+        // Where each goes, worked out on all threads (two block searches
+        // and a word each); then filed in order.
+        let this = &*self;
+        let pools_of: Vec<u32> = moved
+            .par_iter_mut()
+            .with_min_len(CHUNK)
+            .map(|walk| {
+                let (pool, rewritten, _) = this.filed(*walk);
+                walk.0 = rewritten;
+                u32::try_from(pool).expect("pools are counted in u32")
+            })
+            .collect();
+        for ((walk, _), pool) in moved.into_iter().zip(pools_of) {
+            let hop = self.word.hop(walk.word());
+            pools.push(pool as usize, walk, hop)?;
         }
         self.stats.release(bytes);
         self.report_progress(pools.total());
