@@ -81,6 +81,9 @@ impl Block {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Blocks {
     blocks: Vec<Block>,
+    /// Each block's end vertex, packed for [`Blocks::find`]'s search.
+    #[serde(skip)]
+    ends: Vec<u32>,
 }
 
 impl Blocks {
@@ -178,12 +181,14 @@ impl Blocks {
                 }
             })
             .collect();
-        Blocks { blocks }
+        let ends = bounds[1..].to_vec();
+        Blocks { blocks, ends }
     }
 
     /// The block holding vertex `v`. Panics if `v` is not below |V|.
+    #[inline]
     pub fn find(&self, v: u32) -> BlockId {
-        let i = self.blocks.partition_point(|b| b.vertices.end <= v);
+        let i = self.ends.partition_point(|&end| end <= v);
         assert!(i < self.blocks.len(), "vertex {v} is beyond the last block");
         BlockId(u32::try_from(i).expect("block count fits u32"))
     }
