@@ -2,8 +2,9 @@
 //! files by append, and the per-block counts the scheduler reads.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::marker::PhantomData;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
@@ -23,6 +24,9 @@ pub struct PoolStats {
     pub bytes_read: u64,
 }
 
+/// Spill files a set of pools keeps open at most.
+const MAX_OPEN_SPILLS: usize = 256;
+
 /// One pool per block: walks waiting for their block to be loaded.
 ///
 /// Each block's buffer holds at most `capacity` walks (allocated on first
@@ -37,6 +41,10 @@ pub struct WalkPools<W> {
     on_disk: Vec<u64>,
     /// Walks already taken from the front of each block's spill file.
     consumed: Vec<u64>,
+    /// Spill files kept open between appends and reads (at most
+    /// `MAX_OPEN_SPILLS`; the others are opened for each).
+    files: Vec<Option<File>>,
+    open: usize,
     min_hop: Vec<u64>,
     total: u64,
     stats: PoolStats,
@@ -65,6 +73,8 @@ impl<W: WalkWord> WalkPools<W> {
             buffers: (0..num_blocks).map(|_| Vec::new()).collect(),
             on_disk: vec![0; num_blocks],
             consumed: vec![0; num_blocks],
+            files: (0..num_blocks).map(|_| None).collect(),
+            open: 0,
             min_hop: vec![u64::MAX; num_blocks],
             total: 0,
             stats: PoolStats::default(),
@@ -99,17 +109,28 @@ impl<W: WalkWord> WalkPools<W> {
             path: path.clone(),
             source,
         };
+        let mut file = match self.files[block].take() {
+            Some(file) => {
+                self.open -= 1;
+                file
+            }
+            None => OpenOptions::new()
+                .create(true)
+                .append(true)
+                .read(true)
+                .open(&path)
+                .map_err(err)?,
+        };
         let bytes: &[u8] = bytemuck::cast_slice(&self.buffers[block]);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(err)?;
         file.write_all(bytes).map_err(err)?;
         self.stats.spills += 1;
         self.stats.bytes_written += bytes.len() as u64;
         self.on_disk[block] += self.buffers[block].len() as u64;
         self.buffers[block].clear();
+        if self.open < MAX_OPEN_SPILLS {
+            self.files[block] = Some(file);
+            self.open += 1;
+        }
         Ok(())
     }
 
@@ -134,10 +155,12 @@ impl<W: WalkWord> WalkPools<W> {
             };
             let n = self.on_disk[block].min(max as u64);
             let mut bytes = vec![0u8; usize::try_from(n * size).expect("a batch fits memory")];
-            let mut file = File::open(&path).map_err(err)?;
-            file.seek(SeekFrom::Start(self.consumed[block] * size))
-                .map_err(err)?;
-            file.read_exact(&mut bytes).map_err(err)?;
+            let at = self.consumed[block] * size;
+            match &self.files[block] {
+                Some(file) => file.read_exact_at(&mut bytes, at),
+                None => File::open(&path).and_then(|file| file.read_exact_at(&mut bytes, at)),
+            }
+            .map_err(err)?;
             self.stats.reloads += 1;
             self.stats.bytes_read += bytes.len() as u64;
             walks.extend(
@@ -148,6 +171,9 @@ impl<W: WalkWord> WalkPools<W> {
             self.on_disk[block] -= n;
             self.consumed[block] += n;
             if self.on_disk[block] == 0 {
+                if self.files[block].take().is_some() {
+                    self.open -= 1;
+                }
                 std::fs::remove_file(&path).map_err(err)?;
                 self.consumed[block] = 0;
             }

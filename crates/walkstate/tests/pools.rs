@@ -114,3 +114,32 @@ fn bad_arguments_are_clear_errors() {
     let work = tempfile::tempdir().unwrap();
     assert!(WalkPools::<u64>::new(1, 0, work.path()).is_err());
 }
+
+/// More pools spill than files are kept open (256): those beyond reopen
+/// their file for each append and read, and every walk comes back in order.
+#[test]
+fn many_spilling_pools_keep_their_walks() {
+    let work = tempfile::tempdir().unwrap();
+    let blocks = 600;
+    let mut pools = WalkPools::<u64>::new(blocks, 1, work.path()).unwrap();
+    for walk in 0..3 * blocks as u64 {
+        pools
+            .push(walk as usize % blocks, walk, walk / blocks as u64)
+            .unwrap();
+    }
+    assert_eq!(pools.stats().spills, 3 * blocks as u64);
+    for block in 0..blocks {
+        let first = pools.take_at_most(block, 1).unwrap();
+        let rest = pools.take(block).unwrap();
+        let b = block as u64;
+        let n = blocks as u64;
+        assert_eq!(first, vec![b], "block {block}");
+        assert_eq!(rest, vec![b + n, b + 2 * n], "block {block}");
+    }
+    assert_eq!(pools.total(), 0);
+    assert_eq!(
+        std::fs::read_dir(pools.dir()).unwrap().count(),
+        0,
+        "spill files left"
+    );
+}
