@@ -122,10 +122,9 @@ fn many_spilling_pools_keep_their_walks() {
     let work = tempfile::tempdir().unwrap();
     let blocks = 600;
     let mut pools = WalkPools::<u64>::new(blocks, 1, work.path()).unwrap();
-    for walk in 0..3 * blocks as u64 {
-        pools
-            .push(walk as usize % blocks, walk, walk / blocks as u64)
-            .unwrap();
+    for i in 0..3 * blocks {
+        let walk = i as u64;
+        pools.push(i % blocks, walk, (i / blocks) as u64).unwrap();
     }
     assert_eq!(pools.stats().spills, 3 * blocks as u64);
     for block in 0..blocks {
