@@ -399,17 +399,7 @@ pub fn first_question(
     rng: &KeyedRng,
 ) -> Option<u32> {
     let bias = spec.node2vec?;
-    if spec.kind != Kind::Unbiased {
-        return None;
-    }
-    let mut rng = rng.clone();
-    if stop_or_restart(spec, 0, &mut rng).is_some() {
-        return None;
-    }
-    let neighbors = adjacency.neighbors(v);
-    if neighbors.is_empty() {
-        return None;
-    }
+    let (mut rng, neighbors) = past_stop_and_restart(spec, adjacency, v, rng)?;
     let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
     match sampler.round(adjacency, v, neighbors, prev, &mut rng) {
         Round::Ask { x, .. } => Some(x),
@@ -482,6 +472,26 @@ pub fn next_neighbor<'a>(
     second_order: bool,
     rng: &KeyedRng,
 ) -> Option<&'a u32> {
+    let (mut rng, neighbors) = past_stop_and_restart(spec, adjacency, v, rng)?;
+    if let (Some(bias), true) = (spec.node2vec, second_order) {
+        if return_excess(bias) > 0.0 {
+            // The outlier's draw comes first.
+            rng.unit();
+        }
+    }
+    neighbors.get(narrow_usize(rng.below(neighbors.len() as u64)))
+}
+
+/// For a lookahead of an unbiased walk's step at `v`: a copy of its stream
+/// past the stop and restart draws, and `v`'s neighbours; `None` when the
+/// step would not draw among them (weighted walks, a stop or restart, a
+/// dead end).
+fn past_stop_and_restart<'a>(
+    spec: &WalkSpec,
+    adjacency: &'a impl Adjacency,
+    v: u32,
+    rng: &KeyedRng,
+) -> Option<(KeyedRng, &'a [u32])> {
     if spec.kind != Kind::Unbiased {
         return None;
     }
@@ -490,16 +500,7 @@ pub fn next_neighbor<'a>(
         return None;
     }
     let neighbors = adjacency.neighbors(v);
-    if neighbors.is_empty() {
-        return None;
-    }
-    if let (Some(bias), true) = (spec.node2vec, second_order) {
-        if return_excess(bias) > 0.0 {
-            // The outlier's draw comes first.
-            rng.unit();
-        }
-    }
-    neighbors.get(narrow_usize(rng.below(neighbors.len() as u64)))
+    (!neighbors.is_empty()).then_some((rng, neighbors))
 }
 
 /// Index of a neighbour of `v` (of `degree > 0`), uniform or by weight.

@@ -73,6 +73,18 @@ fn written(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
+/// Sets target `index` of a small graph's file (targets start at 8192 for
+/// up to 511 vertices) to `value`, with the targets section's and the
+/// header's checksums rewritten, so only the edit can be objected to.
+fn set_target(bytes: &mut [u8], index: usize, value: u32) {
+    let at = 8192 + 4 * index;
+    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[8192..12288]);
+    let checksum = 32 + 24 + 16;
+    bytes[checksum..checksum + 4].copy_from_slice(&crc.to_le_bytes());
+    reseal(bytes);
+}
+
 /// Rewrites the header checksum after editing the header, so only the edit
 /// itself can be what the reader objects to.
 fn reseal(bytes: &mut [u8]) {
@@ -147,13 +159,8 @@ fn a_resealed_header_with_bad_counts_is_still_caught() {
 fn a_target_out_of_range_is_found_by_verify() {
     let dir = tempfile::tempdir().unwrap();
     let (path, mut bytes) = written(dir.path());
-    // Targets start at 8192 for a 3-vertex graph; fix the section checksum
-    // so only the range check can object.
-    bytes[8192..8196].copy_from_slice(&99u32.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[8192..12288]);
-    let at = 32 + 24 + 16;
-    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-    reseal(&mut bytes);
+    // Only the range check can object.
+    set_target(&mut bytes, 0, 99);
     std::fs::write(&path, &bytes).unwrap();
     let graph = Graph::open(&path).expect("structure is intact");
     let err = graph.verify().unwrap_err();
@@ -170,13 +177,8 @@ fn a_false_claim_of_distinct_targets_is_found_by_verify() {
     write_graph(&graph, &path).unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
     // Vertex 0's list [1, 2] becomes [1, 1] (still sorted) under a header
-    // that says no list repeats a target; checksums fixed so only the
-    // claim is wrong.
-    bytes[8196..8200].copy_from_slice(&1u32.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[8192..12288]);
-    let at = 32 + 24 + 16;
-    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-    reseal(&mut bytes);
+    // that says no list repeats a target: only the claim is wrong.
+    set_target(&mut bytes, 1, 1);
     std::fs::write(&path, &bytes).unwrap();
     let graph = Graph::open(&path).expect("structure is intact");
     assert!(graph.has_distinct_targets());
