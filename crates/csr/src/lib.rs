@@ -7,7 +7,7 @@
 //! - Vertex ids are `u32` below |V|; edge offsets are `u64`; weights `f32`.
 //! - A `.qcsr` file is a checksummed header page followed by the offsets,
 //!   targets and (optional) weights sections, each 4 KiB aligned and padded,
-//!   so any block can be read with O_DIRECT (see [`format`]).
+//!   so any block can be read with O_DIRECT (see [`format`](mod@format)).
 //! - Opening a file validates its header and offsets, so no accessor can read
 //!   out of bounds; [`Graph::verify`] checks every checksum and target. No
 //!   input, however corrupt, makes this crate panic.
