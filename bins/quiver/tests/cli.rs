@@ -271,6 +271,27 @@ fn walk_reports_counts_and_the_top_vertices() {
     );
     let out = quiver(&["walk", "ppr", path(&g), "--source", "0", "--mem", "0"]);
     assert_eq!(out.status.code(), Some(2));
+    // Nonsense Node2Vec parameters and partition sizes are named.
+    for (flags, says) in [
+        (
+            ["--node2vec-p", "0"],
+            "Node2Vec's p must be a finite number above 0, got 0",
+        ),
+        (
+            ["--node2vec-q", "inf"],
+            "Node2Vec's q must be a finite number above 0, got inf",
+        ),
+        (
+            ["--partition-size", "0"],
+            "the partition size of memory mode must be more than zero bytes",
+        ),
+    ] {
+        let mut args = vec!["walk", "raw", path(&g), "--walks", "10", "--mode", "memory"];
+        args.extend(flags);
+        let out = quiver(&args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        assert!(stderr(&out).contains(says), "{flags:?}: {}", stderr(&out));
+    }
 }
 
 #[test]
