@@ -341,24 +341,7 @@ fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
         if text.exists() {
             fs::remove_file(&text).with_context(|| format!("removing stale {}", text.display()))?;
         }
-        let edge_factor = EDGE_FACTOR.to_string();
-        let seed = SEED.to_string();
-        capture_json(
-            &bins.quiver,
-            &argv![
-                "--json",
-                "generate",
-                "rmat",
-                "--scale",
-                &scale,
-                "--edge-factor",
-                &edge_factor,
-                "--seed",
-                &seed,
-                "-o",
-                &graph,
-            ],
-        )
+        generate_rmat(bins, &graph, args.scale, false)
     })?;
     let export = reuse_or(&text, "ingest", &mut notes, || {
         // Export writes edges sorted by source; real edge lists (and R-MAT's
@@ -458,6 +441,37 @@ fn ingest(bins: &Bins, data: &Path, args: &BenchArgs) -> Result<Value> {
         "rows": rows,
         "summary_notes": notes,
     }))
+}
+
+/// Writes the R-MAT graph of `scale` (16 edges per vertex, seed 1) to
+/// `graph`: as generated, or `symmetric` (undirected, deduplicated, without
+/// self-loops, within a 4 GiB budget), as the walker benchmarks use it.
+fn generate_rmat(bins: &Bins, graph: &Path, scale: u32, symmetric: bool) -> Result<Value> {
+    // The driver writes under a temporary name and renames: a graph that
+    // exists is complete.
+    let mut args = Vec::from(argv![
+        "--json",
+        "generate",
+        "rmat",
+        "--scale",
+        scale.to_string(),
+        "--edge-factor",
+        EDGE_FACTOR.to_string(),
+        "--seed",
+        SEED.to_string(),
+        "-o",
+        graph,
+    ]);
+    if symmetric {
+        args.extend(argv![
+            "--undirected",
+            "--dedupe",
+            "--drop-self-loops",
+            "--mem",
+            "4GiB"
+        ]);
+    }
+    capture_json(&bins.quiver, &args)
 }
 
 /// Runs `make` unless `path` exists already, in which case it is reused

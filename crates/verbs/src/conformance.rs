@@ -373,45 +373,30 @@ fn errors(node: &Node) -> Result<Verdict> {
     )?;
     let completions = wait_all(&mut queue, batch.len())?;
     let (node_id, key) = (peer.node, peer.key);
+    let out_of_bounds = |offset, len| {
+        Err(VerbError::OutOfBounds {
+            node: node_id,
+            key,
+            offset,
+            len,
+            region_len: 100,
+        })
+    };
     let expected: [std::result::Result<Output, VerbError>; 8] = [
         Ok(Output::Data(vec![0; 100])),
         Err(VerbError::UnknownKey {
             node: node_id,
             key: bad_key.key,
         }),
-        Err(VerbError::OutOfBounds {
-            node: node_id,
-            key,
-            offset: 96,
-            len: 8,
-            region_len: 100,
-        }),
-        Err(VerbError::OutOfBounds {
-            node: node_id,
-            key,
-            offset: 99,
-            len: 2,
-            region_len: 100,
-        }),
-        Err(VerbError::OutOfBounds {
-            node: node_id,
-            key,
-            offset: u64::MAX - 1,
-            len: 3,
-            region_len: 100,
-        }),
+        out_of_bounds(96, 8),
+        out_of_bounds(99, 2),
+        out_of_bounds(u64::MAX - 1, 3),
         Err(VerbError::Misaligned {
             node: node_id,
             key,
             offset: 4,
         }),
-        Err(VerbError::OutOfBounds {
-            node: node_id,
-            key,
-            offset: 96,
-            len: 8,
-            region_len: 100,
-        }),
+        out_of_bounds(96, 8),
         Ok(Output::Value(0)),
     ];
     for (i, (completion, want)) in completions.iter().zip(&expected).enumerate() {

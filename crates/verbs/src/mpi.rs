@@ -120,6 +120,29 @@ const MODE_NOCHECK: c_int = ffi::MPI_MODE_NOCHECK as c_int;
 /// or WRITE (which may move up to 4 GiB - 1 bytes, more than a C `int`).
 const MAX_CHUNK: usize = 1 << 30;
 
+/// Issues a transfer of `len` bytes at `disp` as `call(start, count, at)`
+/// per piece of at most [`MAX_CHUNK`] bytes (`start` in the buffer, `at`
+/// in the window), stopping at the first piece that fails; returns the
+/// last return code.
+fn in_pieces(
+    len: usize,
+    disp: ffi::MPI_Aint,
+    mut call: impl FnMut(usize, c_int, ffi::MPI_Aint) -> c_int,
+) -> c_int {
+    let mut start = 0;
+    while start < len {
+        let piece = MAX_CHUNK.min(len - start);
+        let count = c_int::try_from(piece).expect("pieces fit an int");
+        let at = disp + ffi::MPI_Aint::try_from(start).expect("inside the region");
+        let rc = call(start, count, at);
+        if rc != SUCCESS {
+            return rc;
+        }
+        start += piece;
+    }
+    SUCCESS
+}
+
 /// Messages received per turn of the progress thread, so that it does not
 /// keep the lock from posting threads under a flood.
 const RECEIVES_PER_TURN: usize = 64;
@@ -721,19 +744,16 @@ impl State {
         let issued = match op {
             Op::Read { len, .. } => {
                 let mut data = vec![0u8; len];
-                let mut rc = SUCCESS;
-                for (i, chunk) in data.chunks_mut(MAX_CHUNK).enumerate() {
-                    let count = c_int::try_from(chunk.len()).expect("chunks fit an int");
-                    let at =
-                        disp + ffi::MPI_Aint::try_from(i * MAX_CHUNK).expect("inside the region");
-                    // SAFETY: `chunk` is writable for `count` bytes and
-                    // lives in `data`, which is returned in the work and
-                    // kept (not read, moved out of or dropped) until the
-                    // flush towards `target`; `locate` checked the target
-                    // range; the window is live and locked; the lock is held.
-                    rc = unsafe {
+                let base = data.as_mut_ptr();
+                let rc = in_pieces(len, disp, |start, count, at| {
+                    // SAFETY: `start..start + count` lies in `data`, which is
+                    // writable and returned in the work, kept (not read,
+                    // moved out of or dropped) until the flush towards
+                    // `target`; `locate` checked the target range; the
+                    // window is live and locked; the lock is held.
+                    unsafe {
                         ffi::MPI_Get(
-                            chunk.as_mut_ptr().cast(),
+                            base.add(start).cast(),
                             count,
                             datatype_u8(),
                             rank,
@@ -742,26 +762,19 @@ impl State {
                             datatype_u8(),
                             win,
                         )
-                    };
-                    if rc != SUCCESS {
-                        break;
                     }
-                }
+                });
                 (rc, "MPI_Get", Work::Read(data))
             }
             Op::Write { data, .. } => {
-                let mut rc = SUCCESS;
-                for (i, chunk) in data.chunks(MAX_CHUNK).enumerate() {
-                    let count = c_int::try_from(chunk.len()).expect("chunks fit an int");
-                    let at =
-                        disp + ffi::MPI_Aint::try_from(i * MAX_CHUNK).expect("inside the region");
-                    // SAFETY: `chunk` is readable for `count` bytes and
-                    // lives in `data`, which is returned in the work and
-                    // kept until the flush towards `target`; the rest as
-                    // for MPI_Get.
-                    rc = unsafe {
+                let base = data.as_ptr();
+                let rc = in_pieces(data.len(), disp, |start, count, at| {
+                    // SAFETY: `start..start + count` lies in `data`, which is
+                    // readable and returned in the work, kept until the
+                    // flush towards `target`; the rest as for MPI_Get.
+                    unsafe {
                         ffi::MPI_Put(
-                            chunk.as_ptr().cast(),
+                            base.add(start).cast(),
                             count,
                             datatype_u8(),
                             rank,
@@ -770,11 +783,8 @@ impl State {
                             datatype_u8(),
                             win,
                         )
-                    };
-                    if rc != SUCCESS {
-                        break;
                     }
-                }
+                });
                 (rc, "MPI_Put", Work::Write(data))
             }
             Op::CompareSwap { expected, new, .. } => {

@@ -17,10 +17,7 @@ use serde::Serialize;
 use crate::app::{Visit, WalkApp};
 use crate::loaded::{edge_ranges, list_bytes, Executing, LoadedBlock, Vertices};
 use crate::rng::KeyedRng;
-use crate::spec::{
-    contains_all, first_question, next_neighbor, step, Adjacency, Kind, Prev, Starts, Step,
-    WalkSpec,
-};
+use crate::spec::{contains_all, look_ahead, step, Adjacency, Kind, Prev, Starts, Step, WalkSpec};
 use crate::{Error, Result};
 
 /// How walks are scheduled.
@@ -899,7 +896,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// pass and the walk's place in it, which the stable sort fixes), so
     /// thread counts change nothing.
     fn run_partitioned(&mut self, graph: &LoadedBlock) -> Result<A::State> {
-        let bounds = graph.partitions(self.config.partition_bytes.max(1));
+        let bounds = graph.partitions(self.config.partition_bytes);
         let locator = Locator::new(&bounds);
         let parts = bounds.len() - 1;
         let total = self.spec.starts.total(self.num_vertices);
@@ -1937,8 +1934,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         moved: &mut Vec<InFlight<W>>,
     ) -> u64 {
         const LANES: usize = 32;
-        let second_order = self.spec.node2vec.is_some() && self.spec.kind == Kind::Unbiased;
-        let mut found = Vec::with_capacity(LANES);
+        let (mut asked, mut queries, mut found) = (
+            Vec::with_capacity(LANES),
+            Vec::with_capacity(LANES),
+            Vec::with_capacity(LANES),
+        );
         let mut steps = 0;
         let mut lanes: Vec<Lane<W>> = Vec::with_capacity(LANES);
         let mut waiting = chunk.iter().zip(first_index..);
@@ -1953,40 +1953,36 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 return steps;
             }
             // Each lane's offsets were prefetched a round ago: draw (on a
-            // copy of its stream) where it will step and prefetch that too,
-            // so the step below finds both in cache.
-            for lane in &lanes {
-                if let Some(next) = next_neighbor(
+            // copy of its stream) the neighbour its step reads first and
+            // prefetch that too, so the step below finds both in cache.
+            // Node2Vec candidates whose acceptance needs the previous
+            // vertex's list are then looked up there side by side.
+            asked.clear();
+            for (i, lane) in lanes.iter().enumerate() {
+                let Some(ahead) = look_ahead(
                     &self.spec,
                     exec,
                     lane.vertex,
-                    lane.prev.is_some(),
+                    lane.prev,
+                    self.distinct_targets,
                     &self.lane_rng(lane),
-                ) {
-                    quiver_io::prefetch(next);
+                ) else {
+                    continue;
+                };
+                quiver_io::prefetch(ahead.candidate);
+                if let (true, Some(prev)) = (ahead.asks, lane.prev) {
+                    asked.push((i, prev, ahead.candidate));
                 }
             }
-            if second_order {
-                // Their first candidates' membership in the previous
-                // vertex's list, searched side by side.
-                let mut asked = Vec::with_capacity(lanes.len());
-                let mut queries = Vec::with_capacity(lanes.len());
-                for (i, lane) in lanes.iter().enumerate() {
-                    let Some(prev) = lane.prev else { continue };
-                    if let Some(x) = first_question(
-                        &self.spec,
-                        exec,
-                        lane.vertex,
-                        prev,
-                        self.distinct_targets,
-                        &self.lane_rng(lane),
-                    ) {
-                        asked.push((i, x));
-                        queries.push((previous_list(exec, prevs, prev), x));
-                    }
-                }
+            if !asked.is_empty() {
+                queries.clear();
+                queries.extend(
+                    asked
+                        .iter()
+                        .map(|&(_, prev, &x)| (previous_list(exec, prevs, prev), x)),
+                );
                 contains_all(&queries, &mut found);
-                for (&(i, x), &answer) in asked.iter().zip(&found) {
+                for (&(i, _, &x), &answer) in asked.iter().zip(&found) {
                     lanes[i].known = Some((x, answer));
                 }
             }
@@ -2120,7 +2116,7 @@ struct Lane<W> {
     /// Whether the last call moved it.
     stepped: bool,
     /// Whether its next step's first candidate is a neighbour of its
-    /// previous vertex, if looked up ahead.
+    /// previous vertex, if looked up ahead (see [`look_ahead`]).
     known: Option<(u32, bool)>,
 }
 

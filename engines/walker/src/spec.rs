@@ -164,7 +164,7 @@ pub struct Prev<'a> {
     /// Its out-neighbours, sorted.
     pub neighbors: &'a [u32],
     /// Whether a candidate is among `neighbors`, if looked up ahead of
-    /// the step (see [`first_question`]).
+    /// the step (see [`look_ahead`]).
     pub known: Option<(u32, bool)>,
     /// Whether no list of the graph holds a vertex twice (its header says
     /// so): a current vertex then has at most one edge back.
@@ -266,7 +266,16 @@ struct Sampler {
     area: f64,
 }
 
-/// What one round of [`Sampler`] drew.
+/// The draws a round of [`Sampler`] starts with.
+enum Draw {
+    /// A dart in the return edges' outlier area.
+    Outlier,
+    /// The neighbour at `index` of the current vertex's list, with its
+    /// acceptance dart.
+    Candidate { index: usize, dart: f64 },
+}
+
+/// What one round of [`Sampler`] decided.
 enum Round {
     /// Accepted.
     Move(u32),
@@ -291,7 +300,7 @@ impl Sampler {
     ) -> Sampler {
         let (return_weight, out_weight) = (1.0 / bias.p, 1.0 / bias.q);
         let bound = out_weight.max(1.0);
-        let excess = return_excess(bias);
+        let excess = (return_weight - bound).max(0.0);
         // The edges back to the previous vertex (a list may hold an edge
         // more than once): their weight, when the return weight exceeds
         // the bound.
@@ -340,6 +349,20 @@ impl Sampler {
         }
     }
 
+    /// A round's draws: the outlier's (whenever the return weight exceeds
+    /// the bound, edge back or not, so the draws that follow do not depend
+    /// on the list), then a candidate and its dart.
+    fn draw(&self, adjacency: &impl Adjacency, v: u32, degree: usize, rng: &mut KeyedRng) -> Draw {
+        if self.folded && rng.unit() * self.area < self.outlier {
+            return Draw::Outlier;
+        }
+        let index = candidate(self.kind, adjacency, v, degree, rng);
+        Draw::Candidate {
+            index,
+            dart: rng.unit() * self.bound,
+        }
+    }
+
     fn round(
         &self,
         adjacency: &impl Adjacency,
@@ -348,19 +371,18 @@ impl Sampler {
         prev: u32,
         rng: &mut KeyedRng,
     ) -> Round {
-        // The outlier's draw happens whenever the return weight exceeds
-        // the bound, edge back or not, so the draws that follow do not
-        // depend on the list (see `next_neighbor`).
-        if self.folded && rng.unit() * self.area < self.outlier {
-            return if !self.unsure_of_back || neighbors.binary_search(&prev).is_ok() {
-                Round::Move(prev)
-            } else {
-                Round::Again
-            };
-        }
-        let x = neighbors[candidate(self.kind, adjacency, v, neighbors.len(), rng)];
-        let dart = rng.unit() * self.bound;
-        if dart < self.lowest {
+        let (index, dart) = match self.draw(adjacency, v, neighbors.len(), rng) {
+            Draw::Outlier => {
+                return if !self.unsure_of_back || neighbors.binary_search(&prev).is_ok() {
+                    Round::Move(prev)
+                } else {
+                    Round::Again
+                };
+            }
+            Draw::Candidate { index, dart } => (index, dart),
+        };
+        let x = neighbors[index];
+        if !self.asks(dart) {
             Round::Move(x)
         } else if x == prev {
             // The return edge's share below the bound; the outlier holds
@@ -375,6 +397,12 @@ impl Sampler {
         }
     }
 
+    /// Whether a candidate with `dart` needs the previous vertex's list to
+    /// be accepted or not (below the smallest bias it is accepted as is).
+    fn asks(&self, dart: f64) -> bool {
+        dart >= self.lowest
+    }
+
     /// A candidate's bias other than the return edge's.
     fn weight(&self, is_neighbor: bool) -> f64 {
         if is_neighbor {
@@ -382,28 +410,6 @@ impl Sampler {
         } else {
             self.out_weight
         }
-    }
-}
-
-/// The candidate whose membership in the previous vertex's list the first
-/// round of an unbiased Node2Vec step at `v` (from `prev`) will ask about,
-/// drawn on a copy of the walk's stream; `None` when the round needs no
-/// list. Lets the caller look up many walks' answers at once
-/// ([`contains_all`]) and hand them to the step in [`Prev::known`].
-pub fn first_question(
-    spec: &WalkSpec,
-    adjacency: &impl Adjacency,
-    v: u32,
-    prev: u32,
-    distinct: bool,
-    rng: &KeyedRng,
-) -> Option<u32> {
-    let bias = spec.node2vec?;
-    let (mut rng, neighbors) = past_stop_and_restart(spec, adjacency, v, rng)?;
-    let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
-    match sampler.round(adjacency, v, neighbors, prev, &mut rng) {
-        Round::Ask { x, .. } => Some(x),
-        Round::Move(_) | Round::Again => None,
     }
 }
 
@@ -440,13 +446,6 @@ pub fn contains_all(queries: &[(&[u32], u32)], found: &mut Vec<bool>) {
     );
 }
 
-/// How far Node2Vec's return weight `1/p` rises above the bound the other
-/// candidates are accepted under, `max(1, 1/q)`: the outlier area per unit
-/// of the return edge's weight.
-fn return_excess(bias: Node2Vec) -> f64 {
-    (1.0 / bias.p - (1.0 / bias.q).max(1.0)).max(0.0)
-}
-
 /// The draws every step starts with: the walk may stop, or restart at
 /// `source`, before it looks at any edge.
 fn stop_or_restart(spec: &WalkSpec, source: u32, rng: &mut KeyedRng) -> Option<Step> {
@@ -459,27 +458,49 @@ fn stop_or_restart(spec: &WalkSpec, source: u32, rng: &mut KeyedRng) -> Option<S
     None
 }
 
-/// Where [`step`] will read the first neighbour it draws for an unbiased
-/// walk at `v` (with a previous vertex, for Node2Vec, when `second_order`),
-/// drawn from a copy of the walk's stream (so the step itself draws the
-/// same): lets the caller prefetch it while other walks step. A first-order
-/// walk moves there; a Node2Vec walk considers it first. `None` when the
-/// step would not read a neighbour this way.
-pub fn next_neighbor<'a>(
+/// What the next step of an unbiased walk at `v` reads first, drawn on a
+/// copy of the walk's stream (so the step itself draws the same).
+#[derive(Clone, Copy, Debug)]
+pub struct Lookahead<'a> {
+    /// The neighbour it draws: a first-order walk moves there; a Node2Vec
+    /// walk considers it first.
+    pub candidate: &'a u32,
+    /// Whether (for a Node2Vec walk) accepting the candidate depends on
+    /// the previous vertex's list.
+    pub asks: bool,
+}
+
+/// Looks ahead at the step of an unbiased walk at `v` (a Node2Vec walk
+/// that came from `prev`, in a graph whose lists hold no target twice when
+/// `distinct`): lets the caller prefetch the candidate while other walks
+/// step and, for Node2Vec, look up many walks' answers at once
+/// ([`contains_all`]) to hand them to the step in [`Prev::known`]. `None`
+/// when the step draws no neighbour first.
+pub fn look_ahead<'a>(
     spec: &WalkSpec,
     adjacency: &'a impl Adjacency,
     v: u32,
-    second_order: bool,
+    prev: Option<u32>,
+    distinct: bool,
     rng: &KeyedRng,
-) -> Option<&'a u32> {
+) -> Option<Lookahead<'a>> {
     let (mut rng, neighbors) = past_stop_and_restart(spec, adjacency, v, rng)?;
-    if let (Some(bias), true) = (spec.node2vec, second_order) {
-        if return_excess(bias) > 0.0 {
-            // The outlier's draw comes first.
-            rng.unit();
-        }
+    let (Some(bias), Some(prev)) = (spec.node2vec, prev) else {
+        // Unbiased (see `past_stop_and_restart`): `candidate`'s draw.
+        let index = narrow_usize(rng.below(neighbors.len() as u64));
+        return Some(Lookahead {
+            candidate: &neighbors[index],
+            asks: false,
+        });
+    };
+    let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
+    match sampler.draw(adjacency, v, neighbors.len(), &mut rng) {
+        Draw::Outlier => None,
+        Draw::Candidate { index, dart } => Some(Lookahead {
+            candidate: &neighbors[index],
+            asks: sampler.asks(dart),
+        }),
     }
-    neighbors.get(narrow_usize(rng.below(neighbors.len() as u64)))
 }
 
 /// For a lookahead of an unbiased walk's step at `v`: a copy of its stream
@@ -587,26 +608,22 @@ mod tests {
         /// The prefetch hint names exactly the neighbour the step then
         /// moves to, whatever stop and restart probabilities consume first.
         #[test]
-        fn next_neighbor_is_where_step_moves(
+        fn look_ahead_names_where_step_moves(
             lists in prop::collection::vec(prop::collection::vec(0u32..20, 0..6), 20),
             v in 0u32..20,
             stop in prop_oneof![Just(0.0), 0.0f64..0.5],
             restart in prop_oneof![Just(0.0), 0.0f64..0.5],
             seed in any::<u64>(),
-            prev in prop::option::of((0u32..20, 0.25f64..=1.0)),
+            prev in prop::option::of((0u32..20, 0.25f64..4.0, 0.25f64..4.0)),
             distinct in any::<bool>(),
         ) {
-            // Node2Vec with q = 1 and p <= 1 accepts its first candidate
-            // whenever the return edge's outlier does not take the walk
-            // back; with p < 1 the outlier's draw comes in front of it.
-            let node2vec = prev.map(|(_, p)| Node2Vec { p, q: 1.0 });
             let spec = WalkSpec {
                 starts: Starts::Uniform { walks: 1 },
                 length: 5,
                 stop_probability: stop,
                 restart_probability: restart,
                 kind: Kind::Unbiased,
-                node2vec,
+                node2vec: prev.map(|(_, p, q)| Node2Vec { p, q }),
                 dead_end: DeadEnd::Jump,
             };
             // Sorted, as a graph's lists are, and without repeats when the
@@ -618,18 +635,21 @@ mod tests {
                 }
                 l
             }).collect());
-            let came_from = prev.map(|(p, _)| Prev { vertex: p, neighbors: lists.neighbors(p), known: None, distinct });
+            let came_from = prev.map(|(p, _, _)| Prev { vertex: p, neighbors: lists.neighbors(p), known: None, distinct });
             let rng = KeyedRng::new(seed, 1, 2);
-            let hint = next_neighbor(&spec, &lists, v, came_from.is_some(), &rng).copied();
+            let ahead = look_ahead(&spec, &lists, v, came_from.map(|p| p.vertex), distinct, &rng);
             let moved = match step(&spec, &lists, 20, 0, v, came_from, &mut rng.clone()) {
                 Step::Move(next) => Some(next),
                 Step::Teleport(_) | Step::Stop => None,
             };
-            // (Without an edge back, a dart in the outlier area draws again.)
-            let back = came_from.is_none_or(|p| lists.neighbors(v).contains(&p.vertex));
-            let returned = came_from.is_some_and(|p| moved == Some(p.vertex));
-            if back && !returned {
-                prop_assert_eq!(hint, moved);
+            // A first-order walk looks ahead exactly when it moves along an
+            // edge, to where it moves; a Node2Vec candidate that needs no
+            // list is where the step goes (one that does may be rejected).
+            if came_from.is_none() {
+                prop_assert_eq!(ahead.as_ref().map(|a| *a.candidate), moved);
+                prop_assert!(ahead.is_none_or(|a| !a.asks));
+            } else if let Some(ahead) = ahead.filter(|a| !a.asks) {
+                prop_assert_eq!(moved, Some(*ahead.candidate));
             }
         }
     }

@@ -44,7 +44,7 @@ use anyhow::{Context, Result};
 use quiver_io::size::format_bytes;
 use serde_json::{json, Value};
 
-use super::{capture, capture_json, num, BenchArgs, Bins, EDGE_FACTOR, SEED};
+use super::{capture, capture_json, generate_rmat, num, BenchArgs, Bins, EDGE_FACTOR, SEED};
 use crate::report::{escape, Row, Target};
 
 const MIB: u64 = 1 << 20;
@@ -117,34 +117,6 @@ impl Walker<'_> {
     }
 }
 
-/// Writes the undirected, deduplicated R-MAT graph of `scale` without
-/// self-loops (16 edges per vertex, seed 1) to `graph`.
-fn generate_rmat(bins: &Bins, graph: &Path, scale: u32) -> Result<Value> {
-    // The driver writes under a temporary name and renames: a graph that
-    // exists is complete.
-    capture_json(
-        &bins.quiver,
-        &argv![
-            "--json",
-            "generate",
-            "rmat",
-            "--scale",
-            scale.to_string(),
-            "--edge-factor",
-            EDGE_FACTOR.to_string(),
-            "--seed",
-            SEED.to_string(),
-            "--undirected",
-            "--dedupe",
-            "--drop-self-loops",
-            "-o",
-            graph,
-            "--mem",
-            "4GiB",
-        ],
-    )
-}
-
 /// Throughput other systems reach on the Kronecker graph (scale
 /// 20, 16 edges per vertex, symmetric: 31.4M directed edges) on this
 /// machine class with 2 threads, each system timing itself: the figures the
@@ -171,7 +143,7 @@ pub(super) fn systems(bins: &Bins, data: &Path, reps: u32) -> Result<Value> {
     let graph = data.join(format!("rmat-u{scale}.qcsr"));
     let mut notes = Vec::new();
     let generate = super::reuse_or(&graph, "walker-systems", &mut notes, || {
-        generate_rmat(bins, &graph, scale)
+        generate_rmat(bins, &graph, scale, true)
     })?;
     let g = fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
@@ -363,7 +335,7 @@ pub(super) fn walker(bins: &Bins, data: &Path, out: &Path, args: &BenchArgs) -> 
     let graph = data.join(format!("rmat-u{scale}.qcsr"));
     let mut notes = Vec::new();
     let generate = super::reuse_or(&graph, "walker", &mut notes, || {
-        generate_rmat(bins, &graph, scale)
+        generate_rmat(bins, &graph, scale, true)
     })?;
     let g = fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
