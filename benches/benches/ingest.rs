@@ -23,6 +23,7 @@ fn edge_list() -> Vec<u8> {
         scale: SCALE,
         edge_factor: EDGE_FACTOR,
         probabilities: GRAPH500,
+        permute: true,
     };
     let mut edges = Vec::new();
     spec.generate(1, None, &mut |s, t, w| {

@@ -151,7 +151,8 @@ pub struct GenerateCommon {
 
 #[derive(Debug, Subcommand)]
 pub enum Model {
-    /// R-MAT / Kronecker graph with 2^scale vertices (Graph500 a=0.57, b=0.19, c=0.19 by default).
+    /// R-MAT / Kronecker graph with 2^scale vertices (Graph500 a=0.57, b=0.19, c=0.19 by default),
+    /// vertex ids randomly permuted as Graph500 does (--no-permute keeps the hubs at low ids).
     Rmat {
         /// log2 of the vertex count (1..=31).
         #[arg(long)]
@@ -168,6 +169,10 @@ pub enum Model {
         /// Probability of the bottom-left quadrant.
         #[arg(long, default_value_t = 0.19)]
         c: f64,
+        /// Keep the generator's raw ids: the largest hubs at the lowest ids, a locality that
+        /// flatters caches and block-based engines (by default ids are permuted per seed).
+        #[arg(long)]
+        no_permute: bool,
         #[command(flatten)]
         common: GenerateCommon,
     },

@@ -90,12 +90,14 @@ fn generate(model: Model, json: bool) -> Result<()> {
             a,
             b,
             c,
+            no_permute,
             common,
         } => (
             GraphSpec::Rmat {
                 scale,
                 edge_factor,
                 probabilities: (a, b, c),
+                permute: !no_permute,
             },
             common,
         ),
@@ -457,6 +459,7 @@ fn demo(args: &DemoArgs, json: bool) -> Result<()> {
         scale: args.scale,
         edge_factor: 16,
         probabilities: quiver_csr::GRAPH500,
+        permute: true,
     };
     let generated_path = dir.join("rmat.qcsr");
     let options = SortOptions {
@@ -548,12 +551,12 @@ fn demo(args: &DemoArgs, json: bool) -> Result<()> {
         "5. personalized PageRank from vertex 1 (2,000 walks, --mem {}): top vertices {}; GraphWalker read {} in {} block and {} vertex loads, DrunkardMob-style iteration read {} in {} block loads ({:.1}x more)",
         format_bytes(budget),
         top.join(", "),
-        format_bytes(graphwalker.bytes_read),
+        format_bytes(graphwalker.summary.bytes_read),
         graphwalker.blocks_loaded,
         graphwalker.vertex_loads,
-        format_bytes(iteration.bytes_read),
+        format_bytes(iteration.summary.bytes_read),
         iteration.blocks_loaded,
-        iteration.bytes_read as f64 / graphwalker.bytes_read.max(1) as f64
+        iteration.summary.bytes_read as f64 / graphwalker.summary.bytes_read.max(1) as f64
     ));
     if json {
         return print_json(&DemoReport {
@@ -565,8 +568,8 @@ fn demo(args: &DemoArgs, json: bool) -> Result<()> {
             edges: again.num_edges(),
             degrees,
             blocks: blocks.len(),
-            ppr_graphwalker_bytes_read: graphwalker.bytes_read,
-            ppr_iteration_bytes_read: iteration.bytes_read,
+            ppr_graphwalker_bytes_read: graphwalker.summary.bytes_read,
+            ppr_iteration_bytes_read: iteration.summary.bytes_read,
         });
     }
     if args.keep.is_none() {

@@ -31,19 +31,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// An argument the library rejected is a usage error, like one clap rejects.
+/// An argument a library rejected is a usage error, like one clap rejects:
+/// every library wraps it as a `quiver_run::InvalidArgument` source.
 fn is_usage_error(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<quiver_csr::Error>(),
-            Some(quiver_csr::Error::InvalidArgument(_))
-        ) || matches!(
-            cause.downcast_ref::<quiver_walker::Error>(),
-            Some(quiver_walker::Error::InvalidArgument(_))
-        ) || matches!(
-            cause.downcast_ref::<quiver_verbs::Error>(),
-            Some(quiver_verbs::Error::InvalidArgument(_))
-        ) || cause.downcast_ref::<commands::UsageError>().is_some()
+        quiver_run::is_invalid_argument(cause)
+            || matches!(
+                cause.downcast_ref::<quiver_verbs::Error>(),
+                Some(quiver_verbs::Error::InvalidArgument(_))
+            )
+            || cause.downcast_ref::<commands::UsageError>().is_some()
     })
 }
 

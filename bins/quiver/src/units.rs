@@ -1,6 +1,35 @@
 //! Human units the driver parses and prints beyond byte sizes (which
 //! come from `quiver_io::size`).
 
+use quiver_io::size::parse_bytes;
+
+/// A byte size as a flag takes it (`512MiB`), printed exactly in the
+/// largest binary unit that divides it, so that a default taken from a
+/// library's `Config::default()` shows in `--help` and parses back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+        match UNITS
+            .iter()
+            .find(|(shift, _)| self.0 != 0 && self.0 % (1u64 << shift) == 0)
+        {
+            Some((shift, unit)) => write!(f, "{}{unit}", self.0 >> shift),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ByteSize, String> {
+        parse_bytes(text).map(ByteSize)
+    }
+}
+
 /// Parses an inclusive weight range `LO..HI` (or `LO..=HI`).
 pub fn parse_range(text: &str) -> Result<(u32, u32), String> {
     let (lo, hi) = text
@@ -52,6 +81,20 @@ pub fn peak_rss_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_sizes_print_in_the_largest_exact_unit_and_parse_back() {
+        for (bytes, shown) in [
+            (512 << 20, "512MiB"),
+            (3072, "3KiB"),
+            (1536, "1536"),
+            (1000, "1000"),
+            (0, "0"),
+        ] {
+            assert_eq!(ByteSize(bytes).to_string(), shown);
+            assert_eq!(shown.parse::<ByteSize>(), Ok(ByteSize(bytes)));
+        }
+    }
 
     #[test]
     fn ranges_parse_inclusive() {

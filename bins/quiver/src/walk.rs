@@ -1,12 +1,13 @@
 //! `quiver walk`: GraphWalker's random-walk applications.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use quiver_io::size::{format_bytes, parse_bytes};
+use quiver_io::size::format_bytes;
+
+use crate::progress::Bar;
+use crate::units::ByteSize;
 use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
 use serde::Serialize;
@@ -20,14 +21,14 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Graphwalker)]
     pub mode: ModeArg,
     /// Memory for cached blocks, walk pools and walks in flight.
-    #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
-    pub mem: u64,
+    #[arg(long, default_value_t = ByteSize(Config::default().mem_budget))]
+    pub mem: ByteSize,
     /// Block size. GraphWalker mode groups consecutive blocks of this size per load by the
     /// paper's self-adaptive rule (default 2 MiB); with --fixed-blocks, in iteration mode, or
     /// for Node2Vec walks (which load block pairs), each load is one block (default: the
     /// paper's static rule, 2^(floor(log10 walks)+2) MiB, at most mem/4).
-    #[arg(long, value_parser = parse_bytes)]
-    pub block_size: Option<u64>,
+    #[arg(long)]
+    pub block_size: Option<ByteSize>,
     /// Load one block at a time instead of the paper's self-adaptive grouping.
     #[arg(long)]
     pub fixed_blocks: bool,
@@ -35,30 +36,30 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value_t = IoArg::Direct)]
     pub io: IoArg,
     /// Worker threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = Config::default().threads)]
     pub threads: usize,
     /// Seed of every random choice.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = Config::default().seed)]
     pub seed: u64,
     /// Key every draw by (seed, walk id, hop): all modes, thread counts and block sizes walk identically.
     #[arg(long)]
     pub exact: bool,
     /// Probability of loading the block with the slowest walk rather than the fullest.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = Config::default().p_slowest)]
     pub p: f64,
     /// Walks buffered per block before spilling to its walk file.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = Config::default().pool_capacity)]
     pub pool_capacity: usize,
     /// Below this many live walks, read single vertices instead of blocks (0: never).
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = Config::default().vertex_threshold)]
     pub vertex_threshold: u64,
     /// Directory for walk spill files.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
     /// Memory mode, first-order walks: graph data per partition that walks are sorted into
     /// each hop, so that a partition stays in a core's cache (about its L2 size).
-    #[arg(long, default_value = "1MiB", value_parser = parse_bytes)]
-    pub partition_size: u64,
+    #[arg(long, default_value_t = ByteSize(Config::default().partition_bytes))]
+    pub partition_size: ByteSize,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -227,8 +228,8 @@ fn config(engine: &EngineArgs) -> Config {
         exact: engine.exact,
         seed: engine.seed,
         threads: engine.threads,
-        mem_budget: engine.mem,
-        block_size: engine.block_size,
+        mem_budget: engine.mem.0,
+        block_size: engine.block_size.map(|size| size.0),
         adaptive: !engine.fixed_blocks,
         io: match engine.io {
             IoArg::Direct => IoMode::Direct,
@@ -237,8 +238,11 @@ fn config(engine: &EngineArgs) -> Config {
         p_slowest: engine.p,
         pool_capacity: engine.pool_capacity,
         vertex_threshold: engine.vertex_threshold,
-        work_dir: engine.work_dir.clone().unwrap_or_else(std::env::temp_dir),
-        partition_bytes: engine.partition_size,
+        work_dir: engine
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| Config::default().work_dir),
+        partition_bytes: engine.partition_size.0,
     }
 }
 
@@ -260,57 +264,9 @@ fn shaped(mut spec: quiver_walker::WalkSpec, shape: &WalkShape) -> quiver_walker
     spec
 }
 
-/// A progress bar of walks finished, steps/s and read MB/s.
-struct WalkBar {
-    bar: ProgressBar,
-    started: std::time::Instant,
-}
-
-impl WalkBar {
-    fn new(hidden: bool) -> WalkBar {
-        let target = if hidden {
-            ProgressDrawTarget::hidden()
-        } else {
-            ProgressDrawTarget::stderr_with_hz(4)
-        };
-        let bar = ProgressBar::with_draw_target(Some(0), target);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "walks [{bar:30}] {human_pos}/{human_len} {msg} (eta {eta})",
-            )
-            .expect("the template is fixed and valid")
-            .progress_chars("=> "),
-        );
-        bar.enable_steady_tick(Duration::from_millis(250));
-        WalkBar {
-            bar,
-            started: std::time::Instant::now(),
-        }
-    }
-}
-
-impl Drop for WalkBar {
-    fn drop(&mut self) {
-        self.bar.finish_and_clear();
-    }
-}
-
-impl quiver_walker::Progress for WalkBar {
-    fn update(&self, done: u64, total: u64, steps: u64, bytes_read: u64) {
-        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        self.bar.set_length(total);
-        self.bar.set_position(done);
-        self.bar.set_message(format!(
-            "{:.1}M steps/s, read {:.0} MB/s",
-            steps as f64 / secs / 1e6,
-            bytes_read as f64 / secs / 1e6
-        ));
-    }
-}
-
 /// Runs a walk subcommand and prints its report.
 pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
-    let bar = WalkBar::new(json || hidden);
+    let bar = Bar::new(json || hidden);
     macro_rules! go {
         ($engine:expr, $app:expr, $show:expr) => {{
             let engine = $engine;
@@ -414,7 +370,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             // Half the budget assembles paths, the other half walks them.
             let template = shaped(RawWalks::new(0, length).spec, &shape);
             let walking = Config {
-                mem_budget: engine.mem / 2,
+                mem_budget: engine.mem.0 / 2,
                 ..config(&engine)
             };
             let report = quiver_walker::apps::write_corpus(
@@ -423,7 +379,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
                 &template,
                 walks_per_vertex,
                 &output,
-                engine.mem / 2,
+                engine.mem.0 / 2,
             )
             .with_context(|| {
                 format!(
@@ -470,7 +426,7 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         );
         return Ok(());
     }
-    let secs = report.wall_ns as f64 / 1e9;
+    let secs = report.summary.wall_ns as f64 / 1e9;
     println!(
         "mode       {:?}{}{}{} with {} blocks of at most {} ({})",
         report.mode,
@@ -504,13 +460,13 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         report.blocks_loaded,
         report.cache_hits,
         report.vertex_loads,
-        format_bytes(report.bytes_read),
-        format_bytes(report.bytes_written),
+        format_bytes(report.summary.bytes_read),
+        format_bytes(report.summary.bytes_written),
         report.steps_per_block_io
     );
     println!(
         "memory     peak {} of a {} budget",
-        format_bytes(report.peak_mem_bytes),
+        format_bytes(report.summary.peak_mem_bytes),
         format_bytes(report.mem_budget)
     );
     show(&report.result);

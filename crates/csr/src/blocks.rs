@@ -92,8 +92,9 @@ impl Blocks {
     /// exceeds the budget gets a block of its own.
     pub fn by_bytes(graph: &Graph, budget: u64) -> Result<Blocks> {
         if budget == 0 {
-            return Err(Error::InvalidArgument(
-                "block budget must be at least one byte".into(),
+            return Err(Error::invalid(
+                "budget",
+                "block budget must be at least one byte",
             ));
         }
         let weighted = graph.is_weighted();
@@ -121,14 +122,16 @@ impl Blocks {
     /// cost. Chunks may be empty when `k > |V|`.
     pub fn balanced(graph: &Graph, k: u32, alpha: f64) -> Result<Blocks> {
         if k == 0 {
-            return Err(Error::InvalidArgument(
-                "the number of chunks must be at least 1".into(),
+            return Err(Error::invalid(
+                "k",
+                "the number of chunks must be at least 1",
             ));
         }
         if !(alpha.is_finite() && alpha >= 0.0) {
-            return Err(Error::InvalidArgument(format!(
-                "alpha must be finite and >= 0, got {alpha}"
-            )));
+            return Err(Error::invalid(
+                "alpha",
+                format!("alpha must be finite and >= 0, got {alpha}"),
+            ));
         }
         let offsets = graph.offsets();
         let cost = |v: usize| alpha * v as f64 + offsets[v] as f64;

@@ -103,8 +103,15 @@ pub enum Error {
         detail: String,
     },
     /// An argument makes no sense (zero budget, zero chunks, an empty graph shape...).
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
+    #[error("invalid argument")]
+    InvalidArgument(#[from] quiver_run::InvalidArgument),
+}
+
+impl Error {
+    /// The argument `parameter` makes no sense because of `reason`.
+    pub(crate) fn invalid(parameter: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument(quiver_run::InvalidArgument::new(parameter, reason))
+    }
 }
 
 /// Result with [`Error`] as the default error.

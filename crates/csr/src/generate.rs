@@ -21,6 +21,10 @@ pub enum GraphSpec {
         edge_factor: u64,
         /// Quadrant probabilities `(a, b, c)`.
         probabilities: (f64, f64, f64),
+        /// Relabel vertices by a random permutation drawn from the seed, as
+        /// Graph500's generator does: otherwise the hubs sit at the lowest
+        /// ids, a locality real graphs do not have and every cache enjoys.
+        permute: bool,
     },
     /// `edges` edges with independent uniform endpoints over `vertices` vertices.
     ErdosRenyi {
@@ -56,7 +60,12 @@ impl GraphSpec {
         u32::try_from(n)
             .ok()
             .filter(|&n| n < u32::MAX)
-            .ok_or_else(|| Error::InvalidArgument(format!("{n} vertices exceed the u32 id space")))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "num_vertices",
+                    format!("{n} vertices exceed the u32 id space"),
+                )
+            })
     }
 
     /// Edges the generator emits (before symmetrising or deduplication).
@@ -79,8 +88,9 @@ impl GraphSpec {
 
     fn validate(&self) -> Result<()> {
         if self.num_vertices()? == 0 {
-            return Err(Error::InvalidArgument(
-                "a graph needs at least one vertex".into(),
+            return Err(Error::invalid(
+                "num_vertices",
+                "a graph needs at least one vertex",
             ));
         }
         if let GraphSpec::Rmat {
@@ -90,14 +100,18 @@ impl GraphSpec {
         } = *self
         {
             if !(1..=31).contains(&scale) {
-                return Err(Error::InvalidArgument(format!(
-                    "R-MAT scale must be 1..=31, got {scale}"
-                )));
+                return Err(Error::invalid(
+                    "scale",
+                    format!("R-MAT scale must be 1..=31, got {scale}"),
+                ));
             }
             if ![a, b, c].iter().all(|p| (0.0..=1.0).contains(p)) || a + b + c > 1.0 {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::invalid(
+                    "probabilities",
+                    format!(
                     "R-MAT probabilities a={a}, b={b}, c={c} must be in [0, 1] with a + b + c <= 1"
-                )));
+                ),
+                ));
             }
         }
         Ok(())
@@ -114,9 +128,10 @@ impl GraphSpec {
         self.validate()?;
         if let Some((lo, hi)) = weights {
             if lo > hi {
-                return Err(Error::InvalidArgument(format!(
-                    "weight range {lo}..{hi} is empty"
-                )));
+                return Err(Error::invalid(
+                    "weights",
+                    format!("weight range {lo}..{hi} is empty"),
+                ));
             }
         }
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
@@ -133,8 +148,11 @@ impl GraphSpec {
                 scale,
                 edge_factor,
                 probabilities: (a, b, c),
+                permute,
             } => {
                 let (ab, abc) = (a + b, a + b + c);
+                let relabel = permute.then(|| Permutation::new(scale, seed));
+                let label = |v: u32| relabel.as_ref().map_or(v, |p| p.apply(v));
                 for _ in 0..edge_factor << scale {
                     let (mut s, mut t) = (0u32, 0u32);
                     for _ in 0..scale {
@@ -151,7 +169,7 @@ impl GraphSpec {
                         s = s << 1 | sb;
                         t = t << 1 | tb;
                     }
-                    emit(s, t)?;
+                    emit(label(s), label(t))?;
                 }
             }
             GraphSpec::ErdosRenyi { vertices, edges } => {
@@ -189,6 +207,42 @@ impl GraphSpec {
     }
 }
 
+/// A keyed bijection of the `bits`-bit vertex ids: Graph500's random
+/// relabelling of a Kronecker graph, without a table of `2^bits` entries.
+/// Every round (odd multiply, xor-shift, add, all modulo `2^bits`) is a
+/// bijection, so their composition is one.
+#[derive(Clone, Debug)]
+pub struct Permutation {
+    mask: u64,
+    shift: u32,
+    keys: [u64; 4],
+}
+
+impl Permutation {
+    /// The permutation of `0..2^bits` (`bits` in `1..=32`) drawn from `seed`.
+    pub fn new(bits: u32, seed: u64) -> Permutation {
+        assert!((1..=32).contains(&bits), "ids of {bits} bits");
+        // Its own stream, so the edges drawn do not depend on relabelling.
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x5851_f42d_4c95_7f2d);
+        Permutation {
+            mask: (1u64 << bits) - 1,
+            shift: (bits / 2).max(1),
+            keys: std::array::from_fn(|_| rng.random::<u64>()),
+        }
+    }
+
+    /// The new label of `v`.
+    pub fn apply(&self, v: u32) -> u32 {
+        let mut x = u64::from(v) & self.mask;
+        for key in self.keys {
+            x = x.wrapping_mul(key | 1) & self.mask;
+            x ^= x >> self.shift;
+            x = x.wrapping_add(key >> 32) & self.mask;
+        }
+        u32::try_from(x).expect("the mask keeps at most 32 bits")
+    }
+}
+
 /// Generates `spec` into the `.qcsr` file `output` through the external
 /// sorter (so `sort` may symmetrise, deduplicate and drop self-loops).
 pub fn generate_to_file(
@@ -203,7 +257,7 @@ pub fn generate_to_file(
         relabel: false,
         ..sort.clone()
     })?;
-    progress.start("generating", Some(spec.num_edges()));
+    progress.start("generating", crate::Unit::Edges, Some(spec.num_edges()));
     let mut done = 0u64;
     spec.generate(seed, weights, &mut |s, t, w| {
         done += 1;

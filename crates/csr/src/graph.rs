@@ -84,18 +84,18 @@ impl Graph {
         undirected: bool,
     ) -> Result<Graph> {
         let num_vertices = offsets.len().checked_sub(1).ok_or_else(|| {
-            Error::InvalidArgument("offsets must have |V| + 1 entries, got none".into())
+            Error::invalid("offsets", "offsets must have |V| + 1 entries, got none")
         })?;
-        let num_vertices = u32::try_from(num_vertices)
-            .map_err(|_| Error::InvalidArgument(format!("{num_vertices} vertices exceed u32")))?;
+        let num_vertices = u32::try_from(num_vertices).map_err(|_| {
+            Error::invalid("offsets", format!("{num_vertices} vertices exceed u32"))
+        })?;
         check_offsets(Path::new("<memory>"), &offsets, targets.len() as u64)?;
         if let Some(w) = &weights {
             if w.len() != targets.len() {
-                return Err(Error::InvalidArgument(format!(
-                    "{} weights for {} edges",
-                    w.len(),
-                    targets.len()
-                )));
+                return Err(Error::invalid(
+                    "weights",
+                    format!("{} weights for {} edges", w.len(), targets.len()),
+                ));
             }
         }
         check_targets(Path::new("<memory>"), &targets, num_vertices)?;
@@ -136,9 +136,10 @@ impl Graph {
         let mut offsets = vec![0u64; to_usize(u64::from(num_vertices)) + 1];
         for &(s, t, _) in edges {
             if s >= num_vertices || t >= num_vertices {
-                return Err(Error::InvalidArgument(format!(
-                    "edge {s} -> {t} names a vertex >= |V| = {num_vertices}"
-                )));
+                return Err(Error::invalid(
+                    "edges",
+                    format!("edge {s} -> {t} names a vertex >= |V| = {num_vertices}"),
+                ));
             }
             offsets[to_usize(u64::from(s)) + 1] += 1;
         }

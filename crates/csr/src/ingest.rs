@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::parse::{self, ParseSummary};
 use crate::sort::{EdgeSorter, SortOptions, SortStats};
-use crate::{Error, Graph, Progress, Result};
+use crate::{Error, Graph, Progress, Result, Unit};
 
 /// An edge-list format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -145,7 +145,7 @@ pub fn convert(
         .unwrap_or_else(|| EdgeFormat::from_path(input));
     let (mut reader, size) = open_input(input)?;
     let mut sorter = EdgeSorter::new(options.sort.clone())?;
-    progress.start("reading", size);
+    progress.start("reading", Unit::Bytes, size);
     let ignore_weights = options.ignore_weights;
     let mut sink = |s, d, w: Option<f32>| sorter.push(s, d, w.filter(|_| !ignore_weights));
     let relabel = options.sort.relabel;
@@ -153,9 +153,9 @@ pub fn convert(
         EdgeFormat::Snap => parse::parse_text(&mut reader, input, relabel, progress, &mut sink)?,
         EdgeFormat::Bin => {
             if relabel {
-                return Err(Error::InvalidArgument(
-                    "binary edge lists hold u32 ids already; --relabel applies to text input"
-                        .into(),
+                return Err(Error::invalid("relabel", 
+                    "binary edge lists hold u32 ids already; relabelling applies to text input only"
+                        ,
                 ));
             }
             parse::parse_binary(
@@ -168,8 +168,9 @@ pub fn convert(
         }
         EdgeFormat::Mtx => {
             if relabel {
-                return Err(Error::InvalidArgument(
-                    "Matrix Market ids are dense already; --relabel applies to text input".into(),
+                return Err(Error::invalid(
+                    "relabel",
+                    "Matrix Market ids are dense already; relabelling applies to text input only",
                 ));
             }
             parse::parse_matrix_market(&mut reader, input, progress, &mut sink)?

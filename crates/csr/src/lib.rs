@@ -35,7 +35,7 @@ mod write;
 
 pub use blocks::{Block, BlockId, Blocks, Extent};
 pub use error::{Error, Result};
-pub use generate::{generate_to_file, GraphSpec, GRAPH500};
+pub use generate::{generate_to_file, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
 pub use ingest::{
     convert, export, export_file, open_input, ConvertOptions, ConvertReport, EdgeFormat,
@@ -43,20 +43,8 @@ pub use ingest::{
 pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
 pub use write::{write_graph, CsrWriter};
 
-/// Receives progress of long operations (the driver draws bars from it).
-/// Both methods default to doing nothing.
-pub trait Progress: Sync {
-    /// A new phase begins; `total` is its amount of work (bytes or edges) if known.
-    fn start(&self, _phase: &'static str, _total: Option<u64>) {}
-    /// `delta` more units of the current phase are done.
-    fn advance(&self, _delta: u64) {}
-}
-
-/// A [`Progress`] that ignores everything.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoProgress;
-
-impl Progress for NoProgress {}
+// The one progress contract, re-exported for callers that know only this crate.
+pub use quiver_run::{NoProgress, Progress, Unit};
 
 /// Converts a file offset or count to `usize`; lossless on the 64-bit
 /// targets this crate compiles for.

@@ -20,7 +20,7 @@ use serde::Serialize;
 use tempfile::TempDir;
 
 use crate::write::CsrWriter;
-use crate::{to_usize, Error, Progress, Result};
+use crate::{to_usize, Error, Progress, Result, Unit};
 
 /// The largest vertex id a `.qcsr` file can hold (|V| must fit `u32`).
 pub const MAX_VERTEX_ID: u64 = u32::MAX as u64 - 1;
@@ -196,10 +196,13 @@ impl EdgeSorter {
     /// [`MIN_MEM_BUDGET`].
     pub fn new(options: SortOptions) -> Result<EdgeSorter> {
         if options.mem_budget < MIN_MEM_BUDGET {
-            return Err(Error::InvalidArgument(format!(
-                "memory budget of {} bytes is below the minimum of {MIN_MEM_BUDGET} (1 MiB)",
-                options.mem_budget
-            )));
+            return Err(Error::invalid(
+                "mem_budget",
+                format!(
+                    "memory budget of {} bytes is below the minimum of {MIN_MEM_BUDGET} (1 MiB)",
+                    options.mem_budget
+                ),
+            ));
         }
         Ok(EdgeSorter {
             ids: options.relabel.then(HashMap::new),
@@ -248,8 +251,9 @@ impl EdgeSorter {
             Keys::Weighted(runs) if weight.is_some() => {
                 runs.add(s, d, weight_bits, undirected, &mut self.spill)
             }
-            _ => Err(Error::InvalidArgument(
-                "an edge stream mixes weighted and unweighted edges".into(),
+            _ => Err(Error::invalid(
+                "edges",
+                "an edge stream mixes weighted and unweighted edges",
             )),
         }
     }
@@ -275,7 +279,10 @@ impl EdgeSorter {
             .ok()
             .filter(|&n| u64::from(n) <= MAX_VERTEX_ID + 1)
             .ok_or_else(|| {
-                Error::InvalidArgument(format!("{count} vertices exceed the u32 id space of .qcsr"))
+                Error::invalid(
+                    "num_vertices",
+                    format!("{count} vertices exceed the u32 id space of .qcsr"),
+                )
             })?;
         let undirected = self.spill.options.undirected;
         match std::mem::replace(&mut self.keys, Keys::Empty) {
@@ -360,7 +367,7 @@ impl<K: Key> Runs<K> {
     ) -> Result<()> {
         if self.spilled.is_empty() {
             self.sort_buffer(spill);
-            progress.start("writing", Some(self.buffer.len() as u64));
+            progress.start("writing", Unit::Edges, Some(self.buffer.len() as u64));
             let keys = std::mem::take(&mut self.buffer);
             return write_keys(keys.into_iter().map(Ok), writer, spill, progress);
         }
@@ -371,7 +378,11 @@ impl<K: Key> Runs<K> {
         let fan_in = (to_usize(spill.options.mem_budget) / 2 / MERGE_BUF).clamp(2, 256);
         while self.spilled.len() > fan_in {
             let group: Vec<Run> = self.spilled.drain(..fan_in).collect();
-            progress.start("merging runs", Some(group.iter().map(|r| r.records).sum()));
+            progress.start(
+                "merging runs",
+                Unit::Edges,
+                Some(group.iter().map(|r| r.records).sum()),
+            );
             let mut dropped = 0;
             let merged = Dedup::new(merge::<K>(&group)?, spill.options.dedupe, &mut dropped);
             let run = spill.write_run(merged)?;
@@ -386,6 +397,7 @@ impl<K: Key> Runs<K> {
         }
         progress.start(
             "merging into the graph",
+            Unit::Edges,
             Some(self.spilled.iter().map(|r| r.records).sum()),
         );
         spill.stats.merge_passes += 1;
@@ -561,7 +573,10 @@ fn dense_id(ids: &mut HashMap<u64, u32>, id: u64) -> Result<u32> {
         .ok()
         .filter(|&d| u64::from(d) <= MAX_VERTEX_ID)
         .ok_or_else(|| {
-            Error::InvalidArgument("more distinct ids than a u32 vertex id space holds".into())
+            Error::invalid(
+                "vertex ids",
+                "more distinct ids than a u32 vertex id space holds",
+            )
         })?;
     ids.insert(id, dense);
     Ok(dense)

@@ -102,10 +102,13 @@ impl CsrWriter {
     /// ignored for an unweighted graph.
     pub fn push(&mut self, source: u32, target: u32, weight: f32) -> Result<()> {
         if source < self.last_source || source >= self.num_vertices || target >= self.num_vertices {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid(
+                "edge",
+                format!(
                 "edge {source} -> {target} out of order or out of range (|V| = {}, last source {})",
                 self.num_vertices, self.last_source
-            )));
+            ),
+            ));
         }
         self.repeated |=
             self.num_edges > 0 && source == self.last_source && target == self.last_target;

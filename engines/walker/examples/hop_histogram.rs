@@ -56,6 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         scale: 14,
         edge_factor: 8,
         probabilities: GRAPH500,
+        permute: true,
     };
     let shape = SortOptions {
         undirected: true,

@@ -514,7 +514,7 @@ pub fn write_corpus(
     let per_vertex = walks_per_vertex.max(1) * (u64::from(spec.length) + 1) * 4;
     let round = u32::try_from(max_bytes / per_vertex).unwrap_or(u32::MAX);
     if round == 0 {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::invalid("max_bytes", format!(
             "{max_bytes} bytes cannot hold the paths of one vertex's {walks_per_vertex} walks ({per_vertex} bytes)"
         )));
     }
@@ -572,7 +572,7 @@ pub fn write_corpus(
     let temp = file.writer.into_inner().map_err(|e| err(e.into_error()))?;
     temp.as_file().sync_all().map_err(err)?;
     temp.persist(output).map_err(|e| err(e.error))?;
-    let total = total.ok_or_else(|| Error::InvalidArgument("the graph has no vertices".into()))?;
+    let total = total.ok_or_else(|| Error::invalid("graph", "the graph has no vertices"))?;
     Ok(total.with_result(CorpusOutput {
         path: output.to_owned(),
         walks: file.walks,

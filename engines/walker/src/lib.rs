@@ -7,7 +7,7 @@
 //! the I/O and step counts the paper measures and the app's result.
 //!
 //! Invariants:
-//! - Every random choice goes through [`spec::step`] with a counter-based
+//! - Every random choice goes through one step function with a counter-based
 //!   generator: in exact mode keyed by (seed, walk id, hop), so every mode,
 //!   block size, budget and thread count gives the same walks.
 //! - Every walk is visited at every position exactly once, hop 0 included,
@@ -21,13 +21,18 @@
 
 pub mod app;
 pub mod apps;
+mod config;
 mod engine;
 mod loaded;
-pub mod rng;
-pub mod spec;
+mod report;
+mod rng;
+mod spec;
 
 pub use app::{Visit, WalkApp};
-pub use engine::{run, run_with_progress, Config, IoMode, Mode, Progress, Report};
+pub use config::{Config, IoMode, Mode};
+pub use engine::{run, run_with_progress};
+pub use quiver_run::{NoProgress, Progress, RunSummary, Unit};
+pub use report::Report;
 pub use spec::{DeadEnd, Kind, Node2Vec, Starts, WalkSpec};
 
 /// Everything that can go wrong in a walk run.
@@ -49,9 +54,9 @@ pub enum Error {
     /// Walk state could not be encoded or spilled.
     #[error(transparent)]
     Walks(#[from] quiver_walkstate::Error),
-    /// A setting or argument makes no sense for this graph.
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
+    /// A setting or argument makes no sense (for this graph).
+    #[error("invalid argument")]
+    InvalidArgument(#[from] quiver_run::InvalidArgument),
     /// Writing an application's output failed.
     #[error("writing {}", path.display())]
     Output {
@@ -61,6 +66,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// The argument `parameter` makes no sense because of `reason`.
+    pub(crate) fn invalid(parameter: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument(quiver_run::InvalidArgument::new(parameter, reason))
+    }
 }
 
 /// Result with [`Error`] as the default error.

@@ -196,6 +196,7 @@ fn exported_edge_lists_convert_back_identically() {
         scale: 10,
         edge_factor: 8,
         probabilities: quiver_csr::GRAPH500,
+        permute: true,
     };
     for weights in [None, Some((1, 100))] {
         let original = dir.path().join("g.qcsr");

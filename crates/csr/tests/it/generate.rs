@@ -19,6 +19,7 @@ fn same_seed_same_graph_other_seed_other_graph() {
             scale: 8,
             edge_factor: 4,
             probabilities: GRAPH500,
+            permute: true,
         },
         GraphSpec::ErdosRenyi {
             vertices: 300,
@@ -69,6 +70,7 @@ fn rmat_is_skewed_and_undirected_output_is_symmetric() {
         scale: 12,
         edge_factor: 8,
         probabilities: GRAPH500,
+        permute: true,
     };
     let options = SortOptions {
         undirected: true,
@@ -108,11 +110,13 @@ fn bad_specs_are_refused() {
             scale: 0,
             edge_factor: 1,
             probabilities: GRAPH500,
+            permute: true,
         },
         GraphSpec::Rmat {
             scale: 4,
             edge_factor: 1,
             probabilities: (0.9, 0.9, 0.1),
+            permute: true,
         },
         GraphSpec::ErdosRenyi {
             vertices: 0,
@@ -131,4 +135,66 @@ fn bad_specs_are_refused() {
             .is_err(),
         "empty weight range accepted"
     );
+}
+
+mod permutation {
+    use proptest::prelude::*;
+    use quiver_csr::{GraphSpec, Permutation, GRAPH500};
+
+    use super::edges_of;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Graph500's relabelling is a permutation of the id space.
+        #[test]
+        fn every_id_gets_a_distinct_label(bits in 1u32..=14, seed in any::<u64>()) {
+            let p = Permutation::new(bits, seed);
+            let n = 1u32 << bits;
+            let mut seen = vec![false; n as usize];
+            for v in 0..n {
+                let label = p.apply(v);
+                prop_assert!(label < n, "{} -> {} escapes {} ids", v, label, n);
+                prop_assert!(!seen[label as usize], "two ids map to {}", label);
+                seen[label as usize] = true;
+            }
+        }
+    }
+
+    fn rmat(permute: bool) -> GraphSpec {
+        GraphSpec::Rmat {
+            scale: 12,
+            edge_factor: 8,
+            probabilities: GRAPH500,
+            permute,
+        }
+    }
+
+    /// The permuted graph is the raw one with every id relabelled, and the
+    /// hubs no longer sit at the lowest ids.
+    #[test]
+    fn permuted_graphs_are_the_raw_graph_relabelled() {
+        let seed = 3;
+        let raw = edges_of(&rmat(false), seed);
+        let permuted = edges_of(&rmat(true), seed);
+        let p = Permutation::new(12, seed);
+        let relabelled: Vec<_> = raw
+            .iter()
+            .map(|&(s, t, w)| (p.apply(s), p.apply(t), w))
+            .collect();
+        assert_eq!(permuted, relabelled);
+        let degree = |edges: &[(u32, u32, f32)]| {
+            let mut d = vec![0u64; 1 << 12];
+            edges.iter().for_each(|&(s, _, _)| d[s as usize] += 1);
+            d
+        };
+        let (raw, permuted) = (degree(&raw), degree(&permuted));
+        let low = |d: &[u64]| d[..64].iter().sum::<u64>();
+        assert!(
+            low(&raw) > 4 * low(&permuted),
+            "the lowest 64 ids hold {} out-edges raw and {} permuted",
+            low(&raw),
+            low(&permuted)
+        );
+    }
 }

@@ -11,7 +11,7 @@ fn convert_text(
     let input = dir.path().join(name);
     std::fs::write(&input, text).unwrap();
     let out = dir.path().join("out.qcsr");
-    let result = convert(&input, &out, &options, &NoProgress).map_err(|e| e.to_string());
+    let result = convert(&input, &out, &options, &NoProgress).map_err(|e| quiver_run::chain(&e));
     if result.is_err() {
         assert!(!out.exists(), "a failed conversion left {}", out.display());
     }

@@ -51,80 +51,161 @@ fn memory_mode(base: &Config) -> Config {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+/// Cases of [`every_mode_walks_the_same_paths`].
+const SAME_PATHS_CASES: u32 = 40;
 
-    #[test]
-    fn every_mode_walks_the_same_paths(
-        graph in arb_graph(120, 600),
-        spec in arb_spec(2),
-        weighted_walk in any::<bool>(),
-        block_size in 32u64..2000,
-        threads in 1usize..4,
-        pool_capacity in 1usize..6,
-        vertex_threshold in prop_oneof![Just(0u64), 0u64..200],
-        p_slowest in 0.0f64..1.0,
-        buffered in any::<bool>(),
-        mem_budget in prop_oneof![24u64 << 10..256 << 10, Just(1u64 << 20)],
-        adaptive in any::<bool>(),
-        partition_bytes in prop_oneof![Just(1u64 << 20), 8u64..2048],
-    ) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), &graph);
-        let mut spec = spec;
-        if weighted_walk && graph.is_weighted() {
-            spec.kind = Kind::Weighted;
-        }
-        let app = Recorder(spec);
-        let base = Config { exact: true, seed: 7, threads: 1, work_dir: dir.path().to_owned(), ..Config::default() };
-        let reference = run(&path, &memory_mode(&base), &app).unwrap();
-        let walks = reference.walks;
-        // Conservation: every walk visits hops 0, 1, ... without gaps or repeats.
-        let mut next_hop = vec![0u32; walks as usize];
-        for &(id, hop, _) in &reference.result {
-            prop_assert_eq!(hop, next_hop[id as usize], "walk {} skipped or repeated a hop", id);
-            next_hop[id as usize] += 1;
-        }
-        prop_assert!(next_hop.iter().all(|&h| h >= 1), "every walk is visited at its start");
-        prop_assert_eq!(reference.steps, reference.result.len() as u64 - walks);
-        // Memory mode again with small partitions (many of them) and
-        // several threads; then out of core.
-        for mode in [Mode::Memory, Mode::GraphWalker, Mode::Iteration] {
-            let config = Config {
-                mode,
-                threads,
-                partition_bytes,
-                block_size: Some(block_size),
-                adaptive,
-                mem_budget,
-                pool_capacity,
-                vertex_threshold,
-                p_slowest,
-                io: if buffered { IoMode::Buffered } else { IoMode::Direct },
-                ..base.clone()
-            };
-            let report = match run(&path, &config, &app) {
-                Ok(report) => report,
-                // A tiny budget may not hold a block and the pools: that must be said, not ignored.
-                Err(e) if e.to_string().contains("cannot hold") => {
-                    if std::env::var_os("WALKER_TEST_VERBOSE").is_some() {
-                        eprintln!("{mode:?}: skipped, {e}");
-                    }
-                    continue;
-                }
-                Err(e) => panic!("{mode:?}: {e}"),
-            };
-            prop_assert!(report.result == reference.result, "{:?} walked differently from memory", mode);
-            prop_assert_eq!(report.steps, reference.steps);
-            prop_assert!(report.peak_mem_bytes <= config.mem_budget, "peak {} over budget", report.peak_mem_bytes);
-            // The runs really were out of core: several blocks, each read at least once
-            // unless every walk was served vertex by vertex.
-            prop_assert!(report.blocks_loaded + report.vertex_loads > 0);
-            if std::env::var_os("WALKER_TEST_VERBOSE").is_some() {
-                eprintln!("{mode:?}: {} blocks, {} loads, {} vertex loads, {} spill bytes", report.blocks, report.blocks_loaded, report.vertex_loads, report.bytes_written);
+#[test]
+fn every_mode_walks_the_same_paths() {
+    let strategy = (
+        arb_graph(120, 600),
+        arb_spec(2),
+        any::<bool>(),
+        32u64..2000,
+        1usize..4,
+        1usize..6,
+        prop_oneof![Just(0u64), 0u64..200],
+        0.0f64..1.0,
+        any::<bool>(),
+        prop_oneof![24u64 << 10..256 << 10, Just(1u64 << 20)],
+        any::<bool>(),
+        prop_oneof![Just(1u64 << 20), 8u64..2048],
+    );
+    // Out-of-core runs whose tiny budget could not hold a block and the
+    // pools, and those that ran: the property must have been tested.
+    let refused = std::cell::Cell::new(0u32);
+    let ran_out_of_core = std::cell::Cell::new(0u32);
+    let mut runner =
+        proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(SAME_PATHS_CASES));
+    let outcome = runner.run(
+        &strategy,
+        |(
+            graph,
+            spec,
+            weighted_walk,
+            block_size,
+            threads,
+            pool_capacity,
+            vertex_threshold,
+            p_slowest,
+            buffered,
+            mem_budget,
+            adaptive,
+            partition_bytes,
+        )| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = write(dir.path(), &graph);
+            let mut spec = spec;
+            if weighted_walk && graph.is_weighted() {
+                spec.kind = Kind::Weighted;
             }
-        }
+            let app = Recorder(spec);
+            let base = Config {
+                exact: true,
+                seed: 7,
+                threads: 1,
+                work_dir: dir.path().to_owned(),
+                ..Config::default()
+            };
+            let reference = run(&path, &memory_mode(&base), &app).unwrap();
+            let walks = reference.walks;
+            // Conservation: every walk visits hops 0, 1, ... without gaps or repeats.
+            let mut next_hop = vec![0u32; walks as usize];
+            for &(id, hop, _) in &reference.result {
+                prop_assert_eq!(
+                    hop,
+                    next_hop[id as usize],
+                    "walk {} skipped or repeated a hop",
+                    id
+                );
+                next_hop[id as usize] += 1;
+            }
+            prop_assert!(
+                next_hop.iter().all(|&h| h >= 1),
+                "every walk is visited at its start"
+            );
+            prop_assert_eq!(reference.steps, reference.result.len() as u64 - walks);
+            // Memory mode again with small partitions (many of them) and
+            // several threads; then out of core.
+            for mode in [Mode::Memory, Mode::GraphWalker, Mode::Iteration] {
+                let config = Config {
+                    mode,
+                    threads,
+                    partition_bytes,
+                    block_size: Some(block_size),
+                    adaptive,
+                    mem_budget,
+                    pool_capacity,
+                    vertex_threshold,
+                    p_slowest,
+                    io: if buffered {
+                        IoMode::Buffered
+                    } else {
+                        IoMode::Direct
+                    },
+                    ..base.clone()
+                };
+                let report = match run(&path, &config, &app) {
+                    Ok(report) => report,
+                    // A tiny budget may not hold a block and the pools: that
+                    // must be said (naming the budget), and is counted.
+                    Err(quiver_walker::Error::InvalidArgument(e))
+                        if e.parameter == "mem_budget" && mode != Mode::Memory =>
+                    {
+                        refused.set(refused.get() + 1);
+                        if std::env::var_os("WALKER_TEST_VERBOSE").is_some() {
+                            eprintln!("{mode:?}: refused, {e}");
+                        }
+                        continue;
+                    }
+                    Err(e) => panic!("{mode:?}: {e}"),
+                };
+                if mode != Mode::Memory {
+                    ran_out_of_core.set(ran_out_of_core.get() + 1);
+                }
+                prop_assert!(
+                    report.result == reference.result,
+                    "{:?} walked differently from memory",
+                    mode
+                );
+                prop_assert_eq!(report.steps, reference.steps);
+                prop_assert!(
+                    report.summary.peak_mem_bytes <= config.mem_budget,
+                    "peak {} over budget",
+                    report.summary.peak_mem_bytes
+                );
+                // The runs really were out of core: several blocks, each read at least once
+                // unless every walk was served vertex by vertex.
+                prop_assert!(report.blocks_loaded + report.vertex_loads > 0);
+                if std::env::var_os("WALKER_TEST_VERBOSE").is_some() {
+                    eprintln!(
+                        "{mode:?}: {} blocks, {} loads, {} vertex loads, {} spill bytes",
+                        report.blocks,
+                        report.blocks_loaded,
+                        report.vertex_loads,
+                        report.summary.bytes_written
+                    );
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Err(failure) = outcome {
+        panic!("{failure}");
     }
+    let (refused, ran) = (refused.get(), ran_out_of_core.get());
+    assert_eq!(
+        refused + ran,
+        2 * SAME_PATHS_CASES,
+        "every out-of-core run either ran or was refused"
+    );
+    eprintln!(
+        "out of core: {ran} runs compared with memory mode, {refused} refused by their budget"
+    );
+    assert!(
+        ran >= SAME_PATHS_CASES,
+        "only {ran} of {} out-of-core runs fit their budget: the property is barely tested",
+        2 * SAME_PATHS_CASES
+    );
 }
 
 /// `n` vertices, of which `0..hubs` are hubs: every other vertex `v` links
@@ -195,13 +276,13 @@ fn second_order_walks_on_hubs_stay_within_the_budget() {
             eprintln!(
                 "{mode:?} adaptive {adaptive} threshold {vertex_threshold}: peak {} of {}, {} blocks, \
                  {} loads, {} vertex loads, {} bytes read, {} spilled",
-                report.peak_mem_bytes,
+                report.summary.peak_mem_bytes,
                 config.mem_budget,
                 report.blocks,
                 report.blocks_loaded,
                 report.vertex_loads,
-                report.bytes_read,
-                report.bytes_written
+                report.summary.bytes_read,
+                report.summary.bytes_written
             );
         }
         let what = format!("{mode:?} (adaptive {adaptive}, vertex threshold {vertex_threshold})");
@@ -211,9 +292,9 @@ fn second_order_walks_on_hubs_stay_within_the_budget() {
         );
         assert_eq!(report.steps, reference.steps, "{what}");
         assert!(
-            report.peak_mem_bytes <= config.mem_budget,
+            report.summary.peak_mem_bytes <= config.mem_budget,
             "{what}: peak {} over the budget of {}",
-            report.peak_mem_bytes,
+            report.summary.peak_mem_bytes,
             config.mem_budget
         );
         assert!(report.vertex_loads > 0, "{what} read no previous vertex");
@@ -266,15 +347,15 @@ fn second_order_walks_move_on_block_pairs() {
             "{what}: walked differently from memory"
         );
         assert!(
-            report.peak_mem_bytes <= config.mem_budget,
+            report.summary.peak_mem_bytes <= config.mem_budget,
             "{what}: peak {} over the budget of {}",
-            report.peak_mem_bytes,
+            report.summary.peak_mem_bytes,
             config.mem_budget
         );
         if paired {
             assert!(report.blocks >= 4, "{what}");
             assert_eq!(report.vertex_loads, 0, "{what}: lists read on their own");
-            assert!(report.bytes_written > 0, "{what}: no pool spilled");
+            assert!(report.summary.bytes_written > 0, "{what}: no pool spilled");
         } else {
             assert!(report.vertex_loads > 0, "{what}: no previous list read");
         }
@@ -319,9 +400,9 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
     let report = run(&path, &config, &app).unwrap();
     assert!(report.result == reference.result);
     assert!(
-        report.peak_mem_bytes <= config.mem_budget,
+        report.summary.peak_mem_bytes <= config.mem_budget,
         "peak {} over the budget of {}",
-        report.peak_mem_bytes,
+        report.summary.peak_mem_bytes,
         config.mem_budget
     );
 }

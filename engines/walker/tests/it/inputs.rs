@@ -23,8 +23,12 @@ fn a_source_out_of_range_is_named() {
         &VisitFrequency::ppr(9, 10, 5, 0.15, 5),
     )
     .unwrap_err();
+    let quiver_walker::Error::InvalidArgument(err) = err else {
+        panic!("not a usage error: {err}")
+    };
+    assert_eq!(err.parameter, "sources");
     assert!(
-        err.to_string().contains("source vertex 9 is out of range"),
+        err.reason.contains("source vertex 9 is out of range"),
         "{err}"
     );
 }
@@ -38,7 +42,11 @@ fn a_zero_budget_is_refused() {
         ..Config::default()
     };
     let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
-    assert!(err.to_string().contains("memory budget"), "{err}");
+    let quiver_walker::Error::InvalidArgument(err) = err else {
+        panic!("not a usage error: {err}")
+    };
+    assert_eq!(err.parameter, "mem_budget");
+    assert!(err.reason.contains("memory budget"), "{err}");
 }
 
 #[test]

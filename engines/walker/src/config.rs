@@ -1,0 +1,212 @@
+//! What a walk run is asked to do: scheduling, budget, blocks, I/O,
+//! threads and seed, with their defaults (defined here once) and their
+//! validation (separate from running).
+
+use std::path::PathBuf;
+
+use quiver_run::InvalidArgument;
+use serde::Serialize;
+
+use crate::spec::WalkSpec;
+
+/// How walks are scheduled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// GraphWalker: load the block with the most walks (or, with
+    /// probability p, the one holding the slowest walk), keep blocks cached,
+    /// move each walk until it leaves the loaded range; read single vertices
+    /// once few walks remain.
+    #[default]
+    GraphWalker,
+    /// DrunkardMob: each pass loads every block in order, with no cache
+    /// across passes, and moves each walk exactly one step.
+    Iteration,
+    /// The whole graph in memory; each walk runs to its end. The reference.
+    Memory,
+}
+
+/// How graph blocks are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    /// io_uring with O_DIRECT: the page cache cannot hide I/O.
+    #[default]
+    Direct,
+    /// Through the page cache, as GraphWalker's C++ reads.
+    Buffered,
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Scheduling.
+    pub mode: Mode,
+    /// Key every random draw by (seed, walk id, hop): every mode, thread
+    /// count and block size then gives the same walks.
+    pub exact: bool,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+    /// Memory for cached blocks, walk pools and walks in flight.
+    pub mem_budget: u64,
+    /// Block size in bytes. With `adaptive`, the fine blocks that loads
+    /// group (default 2 MiB); otherwise the fixed block size (default: the
+    /// paper's static rule, `2^(floor(log10 walks) + 2)` MiB, at most a
+    /// quarter of the budget).
+    pub block_size: Option<u64>,
+    /// The paper's self-adaptive block size: before each load, group
+    /// `2^(floor(log2 live walks) + 1)` KiB worth of consecutive fine blocks
+    /// (capped by the cache), so loads shrink as walks finish.
+    /// GraphWalker mode and first-order walks only: Node2Vec walks use the
+    /// static rule's blocks (loaded in pairs when two fit the cache).
+    pub adaptive: bool,
+    /// How blocks are read.
+    pub io: IoMode,
+    /// Probability of loading the block with the slowest walk instead of
+    /// the one with the most walks.
+    pub p_slowest: f64,
+    /// Walks buffered per block before spilling (shared among a block's
+    /// pairs when Node2Vec walks are pooled by block pair).
+    pub pool_capacity: usize,
+    /// Below this many walks, read single vertices instead of blocks.
+    pub vertex_threshold: u64,
+    /// Directory for walk spill files.
+    pub work_dir: PathBuf,
+    /// Memory mode, first-order walks: graph data per partition that walks
+    /// are sorted into each hop (a share of a core's L2 cache).
+    pub partition_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::GraphWalker,
+            exact: false,
+            seed: 1,
+            threads: 0,
+            mem_budget: 512 << 20,
+            block_size: None,
+            adaptive: true,
+            io: IoMode::Direct,
+            p_slowest: 0.2,
+            pool_capacity: 1024,
+            vertex_threshold: 100_000,
+            work_dir: std::env::temp_dir(),
+            partition_bytes: PARTITION_BYTES,
+        }
+    }
+}
+
+/// Graph data per partition of in-memory walking by default: a core's L2
+/// cache here (1 MiB), which measured fastest on this machine (a quarter
+/// of it was slower), with the L3 behind it.
+pub const PARTITION_BYTES: u64 = 1 << 20;
+
+impl Config {
+    /// Checks the settings on their own, before any graph is opened: every
+    /// error names the parameter that makes no sense.
+    pub fn validate(&self) -> Result<(), InvalidArgument> {
+        if self.mem_budget == 0 {
+            return Err(InvalidArgument::new(
+                "mem_budget",
+                "the memory budget must be more than zero bytes",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.p_slowest) {
+            return Err(InvalidArgument::new(
+                "p_slowest",
+                format!("p must be a probability, got {}", self.p_slowest),
+            ));
+        }
+        if self.partition_bytes == 0 {
+            return Err(InvalidArgument::new(
+                "partition_bytes",
+                "the partition size of memory mode must be more than zero bytes",
+            ));
+        }
+        if self.block_size == Some(0) {
+            return Err(InvalidArgument::new(
+                "block_size",
+                "blocks must be at least one byte",
+            ));
+        }
+        if self.pool_capacity == 0 {
+            return Err(InvalidArgument::new(
+                "pool_capacity",
+                "walk pools must hold at least one walk",
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Config::validate`], then the walk description: Node2Vec's `p` and
+    /// `q` must be finite and above 0.
+    pub fn validate_for(&self, spec: &WalkSpec) -> Result<(), InvalidArgument> {
+        self.validate()?;
+        if let Some(bias) = spec.node2vec {
+            for (name, value) in [("node2vec.p", bias.p), ("node2vec.q", bias.q)] {
+                if !(value.is_finite() && value > 0.0) {
+                    let short = &name["node2vec.".len()..];
+                    return Err(InvalidArgument::new(
+                        name,
+                        format!("Node2Vec's {short} must be a finite number above 0, got {value}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Node2Vec;
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_nonsense_setting_names_its_parameter() {
+        let cases: [(fn(&mut Config), &str); 6] = [
+            (|c| c.mem_budget = 0, "mem_budget"),
+            (|c| c.p_slowest = 1.5, "p_slowest"),
+            (|c| c.p_slowest = f64::NAN, "p_slowest"),
+            (|c| c.partition_bytes = 0, "partition_bytes"),
+            (|c| c.block_size = Some(0), "block_size"),
+            (|c| c.pool_capacity = 0, "pool_capacity"),
+        ];
+        for (break_it, parameter) in cases {
+            let mut config = Config::default();
+            break_it(&mut config);
+            let err = config.validate().expect_err(parameter);
+            assert_eq!(err.parameter, parameter, "{err}");
+        }
+    }
+
+    #[test]
+    fn node2vec_biases_must_be_positive_and_finite() {
+        let config = Config::default();
+        let mut spec = WalkSpec {
+            starts: crate::spec::Starts::Uniform { walks: 1 },
+            length: 10,
+            stop_probability: 0.0,
+            restart_probability: 0.0,
+            kind: crate::spec::Kind::Unbiased,
+            node2vec: None,
+            dead_end: crate::spec::DeadEnd::Stop,
+        };
+        for (p, q, bad) in [
+            (0.0, 1.0, Some("node2vec.p")),
+            (1.0, f64::INFINITY, Some("node2vec.q")),
+            (0.5, 2.0, None),
+        ] {
+            spec.node2vec = Some(Node2Vec { p, q });
+            assert_eq!(config.validate_for(&spec).err().map(|e| e.parameter), bad);
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Sharing the memory budget: between cached blocks, walk pools and walks
+//! in flight; how waiting walks are pooled (by block, or by block pair for
+//! Node2Vec); the block cache and its eviction; and the paper's static and
+//! self-adaptive block sizes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quiver_walkstate::{WalkPools, WalkWord};
+
+use super::walks::PooledWalk;
+use super::{Engine, InFlight};
+use crate::app::WalkApp;
+use crate::loaded::{LoadedBlock, Vertices};
+
+/// Whole blocks kept in memory between loads.
+#[derive(Default)]
+pub(super) struct BlockCache {
+    pub(super) map: HashMap<usize, Arc<LoadedBlock>>,
+    pub(super) bytes: u64,
+}
+
+impl BlockCache {
+    /// Evicts the cached blocks with the fewest waiting walks (`walks`, per
+    /// block; never those in `keep`) until at most `limit` bytes are cached
+    /// or nothing else can go. Returns the bytes freed.
+    pub(super) fn shrink_to(&mut self, limit: u64, walks: &[u64], keep: &[usize]) -> u64 {
+        let mut freed = 0;
+        while self.bytes > limit {
+            let Some(victim) = self
+                .map
+                .keys()
+                .copied()
+                .filter(|c| !keep.contains(c))
+                .min_by_key(|&c| (walks[c], c))
+            else {
+                break;
+            };
+            let evicted = self.map.remove(&victim).expect("victim is cached");
+            self.bytes -= evicted.memory_bytes();
+            freed += evicted.memory_bytes();
+        }
+        freed
+    }
+}
+
+/// Graph data kept in memory between loads: whole blocks, and adjacency
+/// lists read vertex by vertex (dropped first when room is needed, since
+/// they are the cheapest to read again).
+#[derive(Default)]
+pub(super) struct Cache {
+    pub(super) blocks: BlockCache,
+    pub(super) lists: Vertices,
+}
+
+impl Cache {
+    /// Bytes held in all.
+    pub(super) fn total(&self) -> u64 {
+        self.blocks.bytes + self.lists.memory_bytes()
+    }
+
+    /// Drops the vertex lists, then evicts blocks (never those in `keep`),
+    /// until at most `limit` bytes are held or nothing else can go (blocks
+    /// with the fewest `walks` first). Returns the bytes freed.
+    pub(super) fn shrink_to(&mut self, limit: u64, walks: &[u64], keep: &[usize]) -> u64 {
+        let mut freed = 0;
+        if self.total() > limit {
+            freed += self.lists.memory_bytes();
+            self.lists.clear();
+        }
+        freed + self.blocks.shrink_to(limit, walks, keep)
+    }
+}
+
+/// How the memory budget is shared out: the pools' buffers, room to read
+/// the largest previous vertex's list (second-order walks, see
+/// `Engine::prev_reserve`), then a quarter of the rest for walks in flight
+/// and the remainder for cached graph data.
+///
+/// Whenever a batch starts moving, the cache holds at most `cache` bytes
+/// (offsets section included), so at least the previous-list reserve is
+/// free: the previous vertices' lists are read a group at a time, each
+/// group (at least one list) fitting what is free.
+pub(super) struct Budget {
+    /// Bytes of the pools' buffers.
+    pub(super) pools: u64,
+    /// Bytes for walks in flight.
+    pub(super) in_flight: u64,
+    /// Walks taken out of the pools at once.
+    pub(super) batch_walks: usize,
+    /// Bytes of cached graph data: blocks, vertex lists and the offsets.
+    pub(super) cache: u64,
+}
+
+/// How walks are pooled while they wait: by the block they stand in, or
+/// (second-order walks in GraphWalker mode, when two blocks fit the cache)
+/// by that block and the block of the vertex they came from. A loaded
+/// pair of blocks then holds both lists each step of its walks needs, as
+/// in GraSorw's bi-block execution, instead of one read of a previous
+/// vertex's list per walk that crossed blocks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pooling {
+    pub(super) blocks: usize,
+    pub(super) pairs: bool,
+}
+
+impl Pooling {
+    /// Number of pools.
+    pub(super) fn len(self) -> usize {
+        if self.pairs {
+            self.blocks * self.blocks
+        } else {
+            self.blocks
+        }
+    }
+
+    /// The pool of walks standing in `block` that came from `prev_block`
+    /// (`None`: no previous vertex, or it does not matter).
+    pub(super) fn pool(self, block: usize, prev_block: Option<usize>) -> usize {
+        if self.pairs {
+            block * self.blocks + prev_block.unwrap_or(block)
+        } else {
+            block
+        }
+    }
+
+    /// The block where `pool`'s walks stand.
+    pub(super) fn block(self, pool: usize) -> usize {
+        if self.pairs {
+            pool / self.blocks
+        } else {
+            pool
+        }
+    }
+
+    /// The block holding `pool`'s walks' previous vertices (their own
+    /// block when pools are not paired).
+    pub(super) fn prev_block(self, pool: usize) -> usize {
+        if self.pairs {
+            pool % self.blocks
+        } else {
+            pool
+        }
+    }
+
+    /// Walks each block's data would serve: those standing in it and,
+    /// with pairs, those that came from it.
+    pub(super) fn walks_per_block<W: WalkWord>(self, pools: &WalkPools<W>) -> Vec<u64> {
+        let mut walks = vec![0; self.blocks];
+        for pool in (0..self.len()).filter(|&p| pools.count(p) > 0) {
+            let (block, prev) = (self.block(pool), self.prev_block(pool));
+            walks[block] += pools.count(pool);
+            if prev != block {
+                walks[prev] += pools.count(pool);
+            }
+        }
+        walks
+    }
+}
+
+/// Bytes each pool takes besides its buffer: the buffer's header, counts
+/// and minimum hop.
+pub(super) const POOL_BOOKKEEPING: usize = 48;
+
+/// Most blocks whose pairs second-order walks are pooled by (their pools
+/// number the square, and the scheduler weighs every pair per load).
+pub(super) const MAX_PAIRED_BLOCKS: usize = 256;
+
+/// Fewest walks a pair's pool buffers before it spills (fewer would make
+/// every spill a file append of a few walks).
+pub(super) const MIN_PAIR_POOL: usize = 16;
+
+/// Fine blocks of the adaptive rule, as in the paper.
+pub(super) const FINE_BLOCK: u64 = 2 << 20;
+
+/// The adaptive rule's ceiling on one load.
+pub(super) const MAX_ADAPTIVE_LOAD: u64 = 4 << 30;
+
+/// The paper's self-adaptive load size for `live` unfinished walks:
+/// `2^(floor(log2 live) + 1)` KiB, at most 4 GiB.
+pub(super) fn adaptive_load_bytes(live: u64) -> u64 {
+    let exponent = live.max(1).ilog2() + 1;
+    (1u64 << exponent.min(40))
+        .saturating_mul(1 << 10)
+        .min(MAX_ADAPTIVE_LOAD)
+}
+
+/// The paper's static block size rule, `2^(floor(log10 R) + 2)` MiB for R
+/// walks, bounded so that at least four blocks fit the budget.
+pub(super) fn default_block_size(walks: u64, mem_budget: u64) -> u64 {
+    let digits = walks.max(1).ilog10();
+    let rule = (1u64 << (digits + 2).min(42)) << 20;
+    rule.min(mem_budget / 4).max(64 << 10)
+}
+
+impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
+    /// Shares the budget out (see [`Budget`]) given `pooling`'s pools of
+    /// `capacity` walks each.
+    pub(super) fn share_budget(&self, pooling: Pooling, capacity: usize) -> Budget {
+        let pools =
+            (pooling.len() * (capacity * std::mem::size_of::<W>() + POOL_BOOKKEEPING)) as u64;
+        let rest = self
+            .config
+            .mem_budget
+            .saturating_sub(pools + self.prev_reserve);
+        let in_flight = rest / 4;
+        // A walk in flight takes its slot and one for where it moves. (The
+        // previous vertices' lists of second-order walks are read in rounds
+        // that fit what is free, at least the reserve, so they do not
+        // shrink batches.)
+        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64;
+        Budget {
+            pools,
+            in_flight,
+            batch_walks: usize::try_from(in_flight / per_walk)
+                .unwrap_or(usize::MAX)
+                .max(1),
+            cache: rest - in_flight,
+        }
+    }
+
+    /// Evicts cached data (never the blocks in `keep`), and drops the
+    /// offsets section if that is not enough, until the cache and the
+    /// offsets leave `need` bytes of the cache's share free.
+    pub(super) fn fit_cache(
+        &mut self,
+        cache: &mut Cache,
+        pools: &WalkPools<W>,
+        budget: &Budget,
+        keep: &[usize],
+        need: u64,
+    ) {
+        let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
+        let freed = cache.shrink_to(limit, &self.pooling.walks_per_block(pools), keep);
+        self.stats.release(freed);
+        if cache.total() + self.offsets_bytes() + need > budget.cache {
+            // The next vertex pass reads them again.
+            self.stats.release(self.offsets_bytes());
+            self.offsets = None;
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! GraphWalker's state-aware scheduler: load the block (or block pair)
+//! serving the most walks, or with probability p the slowest walk's; keep
+//! blocks cached; move walks until they leave the loaded range; switch to
+//! vertex passes once few walks remain.
+
+use std::sync::Arc;
+
+use quiver_walkstate::WalkPools;
+
+use super::budget::{
+    adaptive_load_bytes, Budget, Cache, Pooling, MAX_PAIRED_BLOCKS, MIN_PAIR_POOL,
+};
+use super::vertex::VERTEX_READ_BYTES;
+use super::walks::PooledWalk;
+use super::Engine;
+use crate::app::WalkApp;
+use crate::config::Mode;
+use crate::loaded::Executing;
+use crate::rng::KeyedRng;
+use crate::{Error, Result};
+
+impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
+    pub(super) fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
+        let largest = (0..self.blocks.len())
+            .map(|b| self.block_memory(b))
+            .max()
+            .unwrap_or(0);
+        // Second-order walks in GraphWalker mode are pooled by block pair
+        // when there are at most `MAX_PAIRED_BLOCKS` blocks and two of the
+        // largest, with the pairs' pools, fit the cache. Each block's pool
+        // buffer is then shared among its pairs (at least
+        // `MIN_PAIR_POOL` walks each), and every pool's bookkeeping is
+        // budgeted.
+        let blocks = self.blocks.len();
+        let mut pooling = Pooling {
+            blocks,
+            pairs: self.spec.node2vec.is_some()
+                && self.config.mode == Mode::GraphWalker
+                && blocks <= MAX_PAIRED_BLOCKS,
+        };
+        let capacity = |pooling: Pooling| {
+            if pooling.pairs {
+                self.config
+                    .pool_capacity
+                    .div_ceil(blocks)
+                    .max(MIN_PAIR_POOL.min(self.config.pool_capacity))
+            } else {
+                self.config.pool_capacity
+            }
+        };
+        let mut budget = self.share_budget(pooling, capacity(pooling));
+        if pooling.pairs && 2 * largest > budget.cache {
+            pooling.pairs = false;
+            budget = self.share_budget(pooling, capacity(pooling));
+        }
+        self.pooling = pooling;
+        let mut pools =
+            WalkPools::<W>::new(pooling.len(), capacity(pooling), &self.config.work_dir)?;
+        if largest > budget.cache {
+            let lists = if self.prev_reserve > 0 {
+                format!(
+                    ", the largest previous vertex's list ({} bytes)",
+                    self.prev_reserve
+                )
+            } else {
+                String::new()
+            };
+            return Err(Error::invalid("mem_budget", format!(
+                "a memory budget of {} bytes cannot hold the walk pools ({} pools of {} walks: {} \
+                 bytes){lists}, walks in flight ({} bytes) and one block ({largest} bytes); raise the \
+                 budget or lower the block size",
+                self.config.mem_budget,
+                pooling.len(),
+                capacity(pooling),
+                budget.pools,
+                budget.in_flight,
+            )));
+        }
+        for id in 0..self.spec.starts.total(self.num_vertices) {
+            let walk = self.start(id);
+            self.push(&mut pools, walk)?;
+        }
+        self.stats.hold(budget.pools);
+        tracing::info!(
+            blocks = self.blocks.len(),
+            block_size = self.block_size,
+            paired = pooling.pairs,
+            pool_bytes = budget.pools,
+            batch_walks = budget.batch_walks,
+            cache_bytes = budget.cache,
+            "walks started"
+        );
+        let mut state = self.app.new_state();
+        match self.config.mode {
+            Mode::Iteration => self.iterate(&mut pools, &mut state, &budget)?,
+            _ => self.schedule(&mut pools, &mut state, &budget)?,
+        }
+        Ok((state, pools.stats()))
+    }
+
+    /// GraphWalker's state-aware scheduling.
+    pub(super) fn schedule(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        budget: &Budget,
+    ) -> Result<()> {
+        let mut cache = Cache::default();
+        let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
+        // A step by single-vertex reads reads the walk's list, and a
+        // second-order walk's previous list too.
+        let read_bytes = if self.spec.node2vec.is_some() {
+            2 * VERTEX_READ_BYTES
+        } else {
+            VERTEX_READ_BYTES
+        };
+        while pools.total() > 0 {
+            if pools.total() <= self.config.vertex_threshold {
+                // State-aware: read single vertices for the pools whose few
+                // walks cost fewer bytes that way than their block (or
+                // whose block is cached anyway).
+                // With block pairs, a pool's walks are weighed with the
+                // rest of its pair's, which one pair load would serve.
+                let candidates: Vec<usize> = (0..pools.num_blocks())
+                    .filter(|&p| pools.count(p) > 0)
+                    .filter(|&p| {
+                        let (block, prev) = (self.pooling.block(p), self.pooling.prev_block(p));
+                        if self.pooling.pairs {
+                            self.pair_walks(pools, block, prev) * read_bytes
+                                < self.bytes_to_load(&cache, block, prev)
+                        } else {
+                            pools.count(p) * read_bytes < self.block_bytes(block)
+                                || cache.blocks.map.contains_key(&block)
+                        }
+                    })
+                    .collect();
+                if !candidates.is_empty()
+                    && self.vertex_pass(pools, state, &mut cache, budget, &candidates)?
+                {
+                    continue;
+                }
+            }
+            let slowest = coin.chance(self.config.p_slowest);
+            let (group, served) = if self.pooling.pairs {
+                self.choose_pair(pools, &cache, slowest)
+            } else {
+                let group = self.choose_group(pools, budget, slowest);
+                (group.clone(), group)
+            };
+            self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
+            let mut loaded = Vec::with_capacity(group.len());
+            for &g in &group {
+                if let Some(block) = cache.blocks.map.get(&g) {
+                    self.stats.cache_hits += 1;
+                    loaded.push(Arc::clone(block));
+                    continue;
+                }
+                // Make room first, so memory never holds more than the budget.
+                self.fit_cache(&mut cache, pools, budget, &group, self.block_memory(g));
+                let block = self.load(g)?;
+                cache.blocks.bytes += block.memory_bytes();
+                self.stats.hold(block.memory_bytes());
+                cache.blocks.map.insert(g, Arc::clone(&block));
+                loaded.push(block);
+            }
+            // Lists kept from a vertex pass may have left the cache over its
+            // share even when every block of the group was cached already.
+            self.fit_cache(&mut cache, pools, budget, &group, 0);
+            let exec = Executing::new(loaded);
+            // Walks moving inside the loaded data stay in flight, so none is
+            // filed back into a pool it serves: draining them in batches
+            // terminates.
+            // Batches draw from every pool served, so that small pools
+            // still fill the worker threads.
+            loop {
+                let waiting: u64 = served.iter().map(|&p| pools.count(p)).sum();
+                let mut walks = Vec::with_capacity(
+                    usize::try_from(waiting)
+                        .map_or(budget.batch_walks, |w| w.min(budget.batch_walks)),
+                );
+                for &pool in &served {
+                    let room = budget.batch_walks - walks.len();
+                    if room == 0 {
+                        break;
+                    }
+                    if pools.count(pool) > 0 {
+                        walks.extend(self.take(pools, pool, room)?);
+                    }
+                }
+                if walks.is_empty() {
+                    break;
+                }
+                self.advance_and_file(pools, state, &exec, walks, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks to load for first-order walks: the fullest block (or
+    /// the slowest's), alone or with the adaptive rule in the aligned group
+    /// of consecutive fine blocks around it.
+    pub(super) fn choose_group(
+        &self,
+        pools: &WalkPools<W>,
+        budget: &Budget,
+        slowest: bool,
+    ) -> Vec<usize> {
+        let b = if slowest {
+            pools.slowest()
+        } else {
+            pools.fullest()
+        }
+        .expect("some block holds a walk");
+        let k = if self.adaptive() {
+            let fine = self.block_size.max(1);
+            let fit = (budget.cache / (fine + quiver_io::ALIGN as u64 * 3)).max(1);
+            (adaptive_load_bytes(pools.total()) / fine)
+                .clamp(1, fit)
+                .min(self.blocks.len() as u64)
+        } else {
+            1
+        };
+        let mut k = usize::try_from(k).expect("a group size fits usize");
+        // Blocks holding a vertex with a list larger than a fine block are
+        // larger than one: halve the group until it fits the cache (one
+        // block always does).
+        loop {
+            let first = b / k * k;
+            let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
+            let bytes: u64 = group.iter().map(|&g| self.block_memory(g)).sum();
+            if k == 1 || bytes <= budget.cache {
+                return group;
+            }
+            k /= 2;
+        }
+    }
+
+    /// The block pair to load for second-order walks, and the pools it
+    /// serves (walks standing in either block that came from either): the
+    /// pair serving the most walks per byte it must read (none for blocks
+    /// cached already), or the pair of the pool holding the slowest walk.
+    pub(super) fn choose_pair(
+        &self,
+        pools: &WalkPools<W>,
+        cache: &Cache,
+        slowest: bool,
+    ) -> (Vec<usize>, Vec<usize>) {
+        let pooling = self.pooling;
+        let pair = |a: usize, b: usize| {
+            let (a, b) = (a.min(b), a.max(b));
+            let group = if a == b { vec![a] } else { vec![a, b] };
+            let mut served = self.pair_pools(a, b);
+            served.retain(|&p| pools.count(p) > 0);
+            (group, served)
+        };
+        if slowest {
+            let p = pools.slowest().expect("some pool holds a walk");
+            return pair(pooling.block(p), pooling.prev_block(p));
+        }
+        let mut best = (0.0, 0, 0);
+        for a in 0..self.blocks.len() {
+            for b in a..self.blocks.len() {
+                let walks = self.pair_walks(pools, a, b);
+                let bytes = self.bytes_to_load(cache, a, b);
+                #[allow(clippy::cast_precision_loss)] // A ranking.
+                let score = walks as f64 / (bytes + 1) as f64;
+                if score > best.0 {
+                    best = (score, a, b);
+                }
+            }
+        }
+        assert!(best.0 > 0.0, "some pool holds a walk");
+        pair(best.1, best.2)
+    }
+
+    /// Walks that loading blocks `a` and `b` (the same block: just it)
+    /// would serve with paired pools: those standing in either that came
+    /// from either.
+    pub(super) fn pair_walks(&self, pools: &WalkPools<W>, a: usize, b: usize) -> u64 {
+        self.pair_pools(a, b)
+            .into_iter()
+            .map(|p| pools.count(p))
+            .sum()
+    }
+
+    /// The pools of walks standing in block `a` or `b` that came from
+    /// either (one pool when `a == b`).
+    pub(super) fn pair_pools(&self, a: usize, b: usize) -> Vec<usize> {
+        let pool = |x: usize, y: usize| self.pooling.pool(x, Some(y));
+        if a == b {
+            vec![pool(a, a)]
+        } else {
+            vec![pool(a, a), pool(a, b), pool(b, a), pool(b, b)]
+        }
+    }
+
+    /// Bytes reading blocks `a` and `b` would take, not counting cached ones.
+    pub(super) fn bytes_to_load(&self, cache: &Cache, a: usize, b: usize) -> u64 {
+        let cost = |x: usize| {
+            if cache.blocks.map.contains_key(&x) {
+                0
+            } else {
+                self.block_bytes(x)
+            }
+        };
+        cost(a) + if a == b { 0 } else { cost(b) }
+    }
+}

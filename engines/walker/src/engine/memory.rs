@@ -1,0 +1,270 @@
+//! The in-memory reference: the whole graph loaded once; first-order walks
+//! move hop by hop through cache-sized partitions (FlashMob's design),
+//! Node2Vec walks in interleaved lanes.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::walks::PooledWalk;
+use super::{Engine, InFlight, CHUNK};
+use crate::app::{Visit, WalkApp};
+use crate::loaded::{Executing, LoadedBlock};
+use crate::rng::KeyedRng;
+use crate::spec::{step, Step};
+use crate::Result;
+use quiver_run::Stopwatch;
+
+/// Walks that in-memory walking sorts and moves together (it holds two
+/// copies of them).
+pub(super) const PARTITIONED_BATCH: u64 = 1 << 24;
+
+/// Pieces the first hop's sort counts in parallel.
+pub(super) const FIRST_RUNS: usize = 64;
+
+/// A partition's data is swept into cache when it has at least one walk
+/// per this many of its cache lines.
+pub(super) const WARM_LINES_PER_WALK: u64 = 8;
+
+/// Which partition holds a vertex: the first candidate for each 64
+/// consecutive vertices, then a short scan.
+pub(super) struct Locator<'a> {
+    pub(super) bounds: &'a [u32],
+    pub(super) first: Vec<u32>,
+}
+
+impl<'a> Locator<'a> {
+    const SHIFT: u32 = 6;
+
+    /// For partitions with `bounds` (from 0 to |V|).
+    pub(super) fn new(bounds: &'a [u32]) -> Locator<'a> {
+        let end = *bounds.last().expect("bounds are never empty");
+        let mut p = 0;
+        let first = (0..=end >> Self::SHIFT)
+            .map(|chunk| {
+                while p + 2 < bounds.len() && bounds[p + 1] <= chunk << Self::SHIFT {
+                    p += 1;
+                }
+                u32::try_from(p).expect("partitions are fewer than vertices")
+            })
+            .collect();
+        Locator { bounds, first }
+    }
+
+    pub(super) fn partition(&self, v: u32) -> usize {
+        let mut p = self.first[(v >> Self::SHIFT) as usize] as usize;
+        while self.bounds[p + 1] <= v {
+            p += 1;
+        }
+        p
+    }
+}
+
+impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
+    pub(super) fn run_in_memory(&mut self) -> Result<A::State> {
+        let block = self.blocks.get(quiver_csr::BlockId(0)).clone();
+        let reading = Stopwatch::start();
+        let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
+        self.load_ns += reading.elapsed_ns();
+        self.stats.blocks_loaded += 1;
+        self.stats.hold(loaded.memory_bytes());
+        if self.spec.node2vec.is_none() {
+            return self.run_partitioned(&loaded);
+        }
+        // Second-order walks read their previous vertex's list too, which
+        // partitions by the current vertex do not keep close: they move in
+        // batches of interleaved lanes.
+        let exec = Executing::new(vec![Arc::new(loaded)]);
+        let total = self.spec.starts.total(self.num_vertices);
+        let mut state = self.app.new_state();
+        let batch = (CHUNK * 256) as u64;
+        let mut first = 0;
+        while first < total {
+            let last = (first + batch).min(total);
+            let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+            let bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+            self.stats.hold(bytes);
+            let (moved, s) = self.advance(&exec, walks, false)?;
+            assert!(
+                moved.is_empty(),
+                "no walk can leave a block holding every vertex"
+            );
+            self.app.merge(&mut state, s);
+            self.stats.release(bytes);
+            first = last;
+            self.report_progress(total - last);
+        }
+        Ok(state)
+    }
+
+    /// In memory, first-order walks move hop by hop in partition order
+    /// (FlashMob's design): each hop, a counting sort groups a batch's walks
+    /// by the partition (about [`Config::partition_bytes`] of graph data) holding
+    /// their vertex, then each partition's data is swept into the CPU's
+    /// caches and its walks step there, partitions in parallel. Walks keep
+    /// their draws (exact: keyed by walk id and hop; compact: by the hop's
+    /// pass and the walk's place in it, which the stable sort fixes), so
+    /// thread counts change nothing.
+    pub(super) fn run_partitioned(&mut self, graph: &LoadedBlock) -> Result<A::State> {
+        let bounds = graph.partitions(self.config.partition_bytes);
+        let locator = Locator::new(&bounds);
+        let parts = bounds.len() - 1;
+        let total = self.spec.starts.total(self.num_vertices);
+        let mut state = self.app.new_state();
+        let mut first = 0;
+        while first < total {
+            let last = (first + PARTITIONED_BATCH).min(total);
+            let mut walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+            let mut sorted = walks.clone();
+            let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+            self.stats.hold(bytes);
+            // The walks still going, as runs of `walks`: equal pieces at
+            // first, then each partition's survivors.
+            let piece = walks.len().div_ceil(FIRST_RUNS);
+            let mut runs: Vec<(usize, usize)> = (0..walks.len())
+                .step_by(piece)
+                .map(|start| (start, piece.min(walks.len() - start)))
+                .collect();
+            for hop in 0..=u64::from(self.spec.length) {
+                if runs.is_empty() {
+                    break;
+                }
+                // Each run's walks per partition, then a stable scatter of
+                // every run into its share of each partition.
+                let counts: Vec<Vec<usize>> = runs
+                    .par_iter()
+                    .map(|&(start, len)| {
+                        let mut count = vec![0; parts];
+                        for &(_, v) in &walks[start..start + len] {
+                            count[locator.partition(v)] += 1;
+                        }
+                        count
+                    })
+                    .collect();
+                let sizes: Vec<usize> = (0..parts)
+                    .map(|p| counts.iter().map(|c| c[p]).sum())
+                    .collect();
+                let mut targets: Vec<Vec<&mut [InFlight<W>]>> =
+                    runs.iter().map(|_| Vec::with_capacity(parts)).collect();
+                let mut rest = &mut sorted[..];
+                for p in 0..parts {
+                    for (run, count) in counts.iter().enumerate() {
+                        let (share, tail) = rest.split_at_mut(count[p]);
+                        targets[run].push(share);
+                        rest = tail;
+                    }
+                }
+                runs.par_iter()
+                    .zip(targets)
+                    .for_each(|(&(start, len), mut shares)| {
+                        let mut filled = vec![0; parts];
+                        for &walk in &walks[start..start + len] {
+                            let p = locator.partition(walk.1);
+                            shares[p][filled[p]] = walk;
+                            filled[p] += 1;
+                        }
+                    });
+                // Then partition by partition, each on its own data.
+                self.stats.batches += 1;
+                let pass = self.stats.batches;
+                let mut partitions = Vec::with_capacity(parts);
+                let mut rest = &mut sorted[..];
+                let mut start = 0;
+                for (p, &size) in sizes.iter().enumerate() {
+                    let (these, tail) = rest.split_at_mut(size);
+                    partitions.push((p, start, these));
+                    rest = tail;
+                    start += size;
+                }
+                let this = &*self;
+                let moved: Vec<(usize, usize, u64, A::State)> = partitions
+                    .into_par_iter()
+                    .map(|(p, start, these)| {
+                        let (kept, steps, state) = this.step_partition(
+                            graph,
+                            bounds[p]..bounds[p + 1],
+                            these,
+                            hop,
+                            pass,
+                            start as u64,
+                        );
+                        (start, kept, steps, state)
+                    })
+                    .collect();
+                runs.clear();
+                for (start, kept, steps, s) in moved {
+                    self.stats.steps += steps;
+                    self.app.merge(&mut state, s);
+                    if kept > 0 {
+                        runs.push((start, kept));
+                    }
+                }
+                std::mem::swap(&mut walks, &mut sorted);
+            }
+            self.stats.release(bytes);
+            first = last;
+            self.report_progress(total - last);
+        }
+        Ok(state)
+    }
+
+    /// Visits and steps the walks standing in partition `vertices` (`walks`,
+    /// the `first`.. of the hop's pass), keeping those that go on at the
+    /// front of `walks`. Returns how many it kept, the steps taken and what
+    /// the app gathered.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn step_partition(
+        &self,
+        graph: &LoadedBlock,
+        vertices: std::ops::Range<u32>,
+        walks: &mut [InFlight<W>],
+        hop: u64,
+        pass: u64,
+        first: u64,
+    ) -> (usize, u64, A::State) {
+        // Sweeping the partition's data in pays when walks will touch most
+        // of its cache lines.
+        if walks.len() as u64 * WARM_LINES_PER_WALK >= self.config.partition_bytes / 64 {
+            graph.warm(vertices);
+        }
+        let mut state = self.app.new_state();
+        let (mut kept, mut steps) = (0, 0);
+        for (index, i) in (first..).zip(0..walks.len()) {
+            let (walk, vertex) = walks[i];
+            let source = self.word.source(walk.word());
+            let source_vertex = self.spec.starts.source_vertex(source);
+            #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+            let visit = Visit {
+                walk: walk.id(),
+                source,
+                source_vertex,
+                vertex,
+                hop: hop as u32,
+            };
+            self.app.visit(&mut state, &visit);
+            if hop == u64::from(self.spec.length) {
+                continue;
+            }
+            let mut rng = match walk.id() {
+                Some(id) => KeyedRng::new(self.config.seed, id, hop),
+                None => KeyedRng::new(self.config.seed, pass, index),
+            };
+            let next = match step(
+                &self.spec,
+                graph,
+                self.num_vertices,
+                source_vertex,
+                vertex,
+                None,
+                &mut rng,
+            ) {
+                Step::Stop => continue,
+                Step::Move(next) | Step::Teleport(next) => next,
+            };
+            steps += 1;
+            walks[kept] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
+            kept += 1;
+        }
+        (kept, steps, state)
+    }
+}

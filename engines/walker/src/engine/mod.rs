@@ -1,0 +1,491 @@
+//! The three ways to run walks: GraphWalker's state-aware out-of-core
+//! scheduler, DrunkardMob's iteration-based baseline, and the in-memory
+//! reference. They share blocks, I/O, walk pools, threads and the step
+//! function, so they differ only in scheduling. One `Engine` holds a run's
+//! state; its methods live beside the concern they serve:
+//! `budget` (sharing the memory budget, block caches, pooling),
+//! `graphwalker` (the out-of-core scheduler), `iteration` (the baseline),
+//! `memory` (the in-memory reference), `vertex` (single-vertex reads),
+//! `previous` (Node2Vec's previous lists), `lanes` (stepping batches of
+//! walks) and `walks` (walk words as pools hold them).
+
+mod budget;
+mod graphwalker;
+mod iteration;
+mod lanes;
+mod memory;
+mod previous;
+mod vertex;
+mod walks;
+
+use std::sync::Arc;
+
+use quiver_csr::{Blocks, Graph};
+use quiver_io::{AlignedBuf, BackendChoice, ReadFile, ReadOptions};
+use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools};
+use rayon::prelude::*;
+
+use crate::app::WalkApp;
+use crate::config::{Config, IoMode, Mode};
+use crate::loaded::{list_bytes, Executing, LoadedBlock};
+use crate::report::{ratio, Report};
+use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
+use crate::{Error, Result};
+use budget::{default_block_size, Pooling, FINE_BLOCK};
+use quiver_run::{NoProgress, Progress, RunSummary, Stopwatch, Unit};
+use std::sync::atomic::{AtomicU64, Ordering};
+use walks::{PooledWalk, SecondOrderWalk};
+
+/// Runs `app` on the `.qcsr` graph at `graph`.
+pub fn run<A: WalkApp>(
+    graph: &std::path::Path,
+    config: &Config,
+    app: &A,
+) -> Result<Report<A::Output>> {
+    run_with_progress(graph, config, app, &NoProgress)
+}
+
+/// [`run`], reporting progress after every batch of walks.
+pub fn run_with_progress<A: WalkApp>(
+    graph: &std::path::Path,
+    config: &Config,
+    app: &A,
+    progress: &dyn Progress,
+) -> Result<Report<A::Output>> {
+    let clock = Stopwatch::start();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build()
+        .map_err(|e| {
+            Error::invalid(
+                "threads",
+                format!("cannot start {} worker threads: {e}", config.threads),
+            )
+        })?;
+    let mut config = config.clone();
+    config.exact |= app.needs_walk_ids();
+    pool.install(|| {
+        if app.spec().node2vec.is_some() {
+            // Second-order walks carry their previous vertex and an id.
+            config.exact = true;
+            Engine::<A, SecondOrderWalk>::new(graph, &config, app, progress, clock)?.run()
+        } else if config.exact {
+            Engine::<A, ExactWalk>::new(graph, &config, app, progress, clock)?.run()
+        } else {
+            Engine::<A, u64>::new(graph, &config, app, progress, clock)?.run()
+        }
+    })
+}
+
+/// Walks per unit of parallel work; fixed so results do not depend on the
+/// number of threads.
+const CHUNK: usize = 4096;
+
+struct Engine<'a, A: WalkApp, W> {
+    app: &'a A,
+    progress: &'a dyn Progress,
+    total_walks: u64,
+    config: &'a Config,
+    spec: WalkSpec,
+    file: ReadFile,
+    layout: quiver_csr::format::Layout,
+    weighted: bool,
+    num_vertices: u32,
+    blocks: Arc<Blocks>,
+    block_size: u64,
+    word: WalkLayout,
+    /// Started when the run was called: wall time counts from here.
+    clock: Stopwatch,
+    /// Time spent reading the graph before walking (opening it, and in
+    /// memory mode reading it whole).
+    load_ns: u64,
+    /// Walks reported ended to `progress` so far.
+    reported: AtomicU64,
+    stats: Stats,
+    /// The whole offsets section, once vertex passes begin and if it takes
+    /// at most half of the cache: single-vertex reads then need only
+    /// their targets.
+    offsets: Option<AlignedBuf>,
+    /// For second-order walks, the bytes reading the largest adjacency
+    /// list vertex by vertex takes ([`list_bytes`]): kept free of cached
+    /// data so that a previous vertex's list can always be read.
+    prev_reserve: u64,
+    /// Whether no list holds a vertex twice (the graph's header says so).
+    distinct_targets: bool,
+    /// How waiting walks are pooled (decided once the budget is shared).
+    pooling: Pooling,
+    _walk: std::marker::PhantomData<W>,
+}
+
+#[derive(Default)]
+struct Stats {
+    largest_group: u64,
+    steps: u64,
+    blocks_loaded: u64,
+    cache_hits: u64,
+    vertex_loads: u64,
+    mem_now: u64,
+    mem_peak: u64,
+    batches: u64,
+}
+
+impl Stats {
+    fn hold(&mut self, bytes: u64) {
+        self.mem_now += bytes;
+        self.mem_peak = self.mem_peak.max(self.mem_now);
+    }
+
+    fn release(&mut self, bytes: u64) {
+        self.mem_now -= bytes;
+    }
+}
+
+/// A walk in flight: its pooled form (position field stale) and its vertex.
+type InFlight<W> = (W, u32);
+
+/// Whether graph data in memory covers a vertex.
+trait Contains {
+    /// Whether walks reaching `v` go on moving on this data.
+    fn contains(&self, v: u32) -> bool;
+
+    /// Whether `v`'s adjacency list is in this data.
+    fn holds(&self, v: u32) -> bool {
+        self.contains(v)
+    }
+}
+
+impl Contains for Executing {
+    fn contains(&self, v: u32) -> bool {
+        Executing::contains(self, v)
+    }
+}
+
+impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
+    fn new(
+        path: &std::path::Path,
+        config: &'a Config,
+        app: &'a A,
+        progress: &'a dyn Progress,
+        clock: Stopwatch,
+    ) -> Result<Self> {
+        let spec = app.spec();
+        config.validate_for(&spec)?;
+        let graph = Graph::open(path)?;
+        let num_vertices = graph.num_vertices();
+        if num_vertices == 0 {
+            return Err(Error::invalid(
+                "graph",
+                format!("{} has no vertices to walk", path.display()),
+            ));
+        }
+        if let Starts::Sources { sources, .. } = &spec.starts {
+            if let Some(&bad) = sources.iter().find(|&&s| s >= num_vertices) {
+                return Err(Error::invalid("sources", format!(
+                    "source vertex {bad} is out of range: the graph has {num_vertices} vertices (0..{num_vertices})"
+                )));
+            }
+        }
+        let weighted = spec.kind == Kind::Weighted;
+        if weighted && !graph.is_weighted() {
+            return Err(Error::invalid(
+                "kind",
+                format!(
+                    "weighted walks need edge weights, and {} has none",
+                    path.display()
+                ),
+            ));
+        }
+        let walks = spec.starts.total(num_vertices);
+        let block_size = match (config.mode, config.block_size) {
+            (Mode::Memory, _) => u64::MAX,
+            (_, Some(size)) => size,
+            (Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => FINE_BLOCK,
+            (_, None) => default_block_size(walks, config.mem_budget),
+        };
+        let blocks = Blocks::by_bytes(&graph, block_size)?;
+        let largest = blocks
+            .iter()
+            .map(|b| u64::from(b.num_vertices()))
+            .max()
+            .unwrap_or(1);
+        let word = WalkLayout::new(
+            spec.starts.num_sources(num_vertices),
+            largest,
+            u64::from(spec.length),
+        )?;
+        let layout = graph.layout();
+        let prev_reserve = if spec.node2vec.is_some() {
+            let max_degree = graph
+                .offsets()
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .max()
+                .unwrap_or(0);
+            list_bytes(max_degree, false)
+        } else {
+            0
+        };
+        let distinct_targets = graph.has_distinct_targets();
+        drop(graph);
+        let blocks_len = blocks.len();
+        let options = ReadOptions {
+            backend: BackendChoice::Auto,
+            direct: config.io == IoMode::Direct,
+            ..ReadOptions::default()
+        };
+        let file = ReadFile::open(path, &options).map_err(|source| Error::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Engine {
+            app,
+            progress,
+            total_walks: walks,
+            config,
+            spec,
+            file,
+            layout,
+            weighted,
+            num_vertices,
+            blocks: Arc::new(blocks),
+            block_size,
+            word,
+            clock,
+            load_ns: clock.elapsed_ns(),
+            reported: AtomicU64::new(0),
+            stats: Stats::default(),
+            offsets: None,
+            prev_reserve,
+            distinct_targets,
+            pooling: Pooling {
+                blocks: blocks_len,
+                pairs: false,
+            },
+            _walk: std::marker::PhantomData,
+        })
+    }
+
+    fn run(mut self) -> Result<Report<A::Output>> {
+        self.progress
+            .start("walking", Unit::Walks, Some(self.total_walks));
+        let computing = Stopwatch::start();
+        let loaded_before = self.load_ns;
+        let (state, pool_stats) = match self.config.mode {
+            Mode::Memory => (self.run_in_memory()?, Default::default()),
+            Mode::GraphWalker | Mode::Iteration => self.run_out_of_core()?,
+        };
+        let result = self.app.finish(state)?;
+        // Memory mode reads the whole graph inside its run: that is loading.
+        let compute_ns = computing
+            .elapsed_ns()
+            .saturating_sub(self.load_ns - loaded_before);
+        let io = self.file.stats().snapshot();
+        let wall_ns = self.clock.elapsed_ns();
+        let stats = &self.stats;
+        let pool_stats: quiver_walkstate::PoolStats = pool_stats;
+        Ok(Report {
+            mode: self.config.mode,
+            exact: self.config.exact,
+            walks: self.spec.starts.total(self.num_vertices),
+            steps: stats.steps,
+            blocks: self.blocks.len(),
+            block_size: self.block_size,
+            adaptive: self.adaptive(),
+            paired: self.pooling.pairs,
+            largest_group: stats.largest_group,
+            blocks_loaded: stats.blocks_loaded,
+            cache_hits: stats.cache_hits,
+            vertex_loads: stats.vertex_loads,
+            steps_per_block_io: ratio(stats.steps, stats.blocks_loaded),
+            steps_per_sec: ratio(stats.steps, wall_ns) * 1e9,
+            summary: RunSummary {
+                wall_ns,
+                load_ns: self.load_ns,
+                compute_ns,
+                peak_mem_bytes: stats.mem_peak,
+                threads: rayon::current_num_threads(),
+                read_calls: io.read_calls + pool_stats.reloads,
+                bytes_read: io.read_bytes + pool_stats.bytes_read,
+                write_calls: pool_stats.spills,
+                bytes_written: pool_stats.bytes_written,
+            },
+            mem_budget: self.config.mem_budget,
+            io_backend: match self.file.fallback_reason() {
+                None => format!(
+                    "{}{}",
+                    self.file.backend(),
+                    if self.file.is_direct() {
+                        " + O_DIRECT"
+                    } else {
+                        ""
+                    }
+                ),
+                Some(why) => format!("{} ({why})", self.file.backend()),
+            },
+            walk_word_bits: (
+                self.word.source_bits(),
+                self.word.position_bits(),
+                self.word.hop_bits(),
+            ),
+            result,
+        })
+    }
+
+    /// Tells `progress` that `live` walks have not ended yet.
+    #[allow(clippy::cast_precision_loss)] // figures for people to read
+    fn report_progress(&self, live: u64) {
+        let done = self.total_walks - live;
+        // Relaxed: only this run's thread reports; the atomic is for `&self`.
+        let before = self.reported.swap(done, Ordering::Relaxed);
+        self.progress.advance(done.saturating_sub(before));
+        let read = self.file.stats().snapshot().read_bytes;
+        self.progress.note(&format!(
+            "{:.1}M steps, {:.1} MiB read",
+            self.stats.steps as f64 / 1e6,
+            read as f64 / f64::from(1 << 20)
+        ));
+    }
+
+    /// The in-flight form of walk `id` at its start.
+    fn start(&self, id: u64) -> InFlight<W> {
+        let source = self
+            .spec
+            .starts
+            .source_of(id, self.config.seed, self.num_vertices);
+        let vertex = self.spec.starts.source_vertex(source);
+        (W::make(self.word.encode(source, 0, 0), id), vertex)
+    }
+
+    /// Files a walk in the pool of the block holding its vertex (and, with
+    /// paired pools, its previous vertex).
+    fn push(&self, pools: &mut WalkPools<W>, walk: InFlight<W>) -> Result<()> {
+        let (pool, walk, hop) = self.filed(walk);
+        pools.push(pool, walk, hop)?;
+        Ok(())
+    }
+
+    /// Where a walk is filed (the pool of the block holding its vertex
+    /// and, with paired pools, its previous vertex), in the form it is
+    /// filed in (its position within that block), and its hop.
+    fn filed(&self, (walk, vertex): InFlight<W>) -> (usize, W, u64) {
+        let block = self.blocks.find(vertex);
+        let start = self.blocks.get(block).vertices.start;
+        let word = walk.word();
+        let hop = self.word.hop(word);
+        let rewritten = walk.with_word(self.word.encode(
+            self.word.source(word),
+            u64::from(vertex - start),
+            hop,
+        ));
+        let prev_block = if self.pooling.pairs {
+            walk.prev().map(|p| self.blocks.find(p).0 as usize)
+        } else {
+            None
+        };
+        (
+            self.pooling.pool(block.0 as usize, prev_block),
+            rewritten,
+            hop,
+        )
+    }
+
+    /// Takes up to `max` of `pool`'s walks out of the pools, as walks in
+    /// flight.
+    fn take(&self, pools: &mut WalkPools<W>, pool: usize, max: usize) -> Result<Vec<InFlight<W>>> {
+        #[allow(clippy::cast_possible_truncation)] // Block ids are u32.
+        let start = self
+            .blocks
+            .get(quiver_csr::BlockId(self.pooling.block(pool) as u32))
+            .vertices
+            .start;
+        Ok(pools
+            .take_at_most(pool, max)?
+            .into_iter()
+            .map(|w| {
+                #[allow(clippy::cast_possible_truncation)]
+                // Positions are below a block's vertex count.
+                let v = start + self.word.position(w.word()) as u32;
+                (w, v)
+            })
+            .collect())
+    }
+
+    /// Whether loads group fine blocks adaptively: GraphWalker mode, and
+    /// first-order walks (second-order walks load block pairs instead).
+    fn adaptive(&self) -> bool {
+        self.config.adaptive
+            && self.config.mode == Mode::GraphWalker
+            && self.spec.node2vec.is_none()
+    }
+
+    /// Bytes block `b` takes in memory once loaded: its aligned extents,
+    /// plus cumulative weights for weighted walks.
+    fn block_memory(&self, b: usize) -> u64 {
+        #[allow(clippy::cast_possible_truncation)]
+        let block = self.blocks.get(quiver_csr::BlockId(b as u32));
+        // An aligned buffer takes at least a page.
+        let buffer = |len: u64| len.max(quiver_io::ALIGN as u64);
+        let targets_and_offsets =
+            buffer(block.offsets_extent.len) + buffer(block.targets_extent.len);
+        if self.weighted {
+            targets_and_offsets
+                + buffer(block.weights_extent.map_or(0, |e| e.len))
+                + 4 * block.num_edges()
+        } else {
+            targets_and_offsets
+        }
+    }
+
+    /// Bytes a whole read of block `b` transfers.
+    fn block_bytes(&self, b: usize) -> u64 {
+        #[allow(clippy::cast_possible_truncation)]
+        self.blocks
+            .get(quiver_csr::BlockId(b as u32))
+            .extent_bytes()
+    }
+
+    fn load(&mut self, b: usize) -> Result<Arc<LoadedBlock>> {
+        #[allow(clippy::cast_possible_truncation)]
+        let block = self.blocks.get(quiver_csr::BlockId(b as u32)).clone();
+        let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
+        self.stats.blocks_loaded += 1;
+        tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loaded a block");
+        Ok(Arc::new(loaded))
+    }
+
+    /// Moves a batch on `exec`, files the walks that left, and accounts for
+    /// the batch's memory while it is in flight.
+    fn advance_and_file<X: Adjacency + Sync + Contains>(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        exec: &X,
+        walks: Vec<InFlight<W>>,
+        one_step: bool,
+    ) -> Result<()> {
+        // Room for the batch and for as many walks leaving it.
+        let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        self.stats.hold(bytes);
+        let (mut moved, s) = self.advance(exec, walks, one_step)?;
+        self.app.merge(state, s);
+        // Where each goes, worked out on all threads (two block searches
+        // and a word each); then filed in order.
+        let this = &*self;
+        let pools_of: Vec<u32> = moved
+            .par_iter_mut()
+            .with_min_len(CHUNK)
+            .map(|walk| {
+                let (pool, rewritten, _) = this.filed(*walk);
+                walk.0 = rewritten;
+                u32::try_from(pool).expect("pools are counted in u32")
+            })
+            .collect();
+        for ((walk, _), pool) in moved.into_iter().zip(pools_of) {
+            let hop = self.word.hop(walk.word());
+            pools.push(pool as usize, walk, hop)?;
+        }
+        self.stats.release(bytes);
+        self.report_progress(pools.total());
+        Ok(())
+    }
+}
