@@ -102,6 +102,24 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A page of graph data does not match its checksum.
+    #[error(
+        "{} is corrupt: the page at byte {offset} ({section}) has CRC-32C {computed:#010x}, \
+         its checksum says {stored:#010x}",
+        path.display()
+    )]
+    PageChecksum {
+        /// The file.
+        path: PathBuf,
+        /// The section holding the page.
+        section: &'static str,
+        /// File offset of the page.
+        offset: u64,
+        /// Checksum in the file.
+        stored: u32,
+        /// Checksum of the bytes read.
+        computed: u32,
+    },
     /// An argument makes no sense (zero budget, zero chunks, an empty graph shape...).
     #[error("invalid argument")]
     InvalidArgument(#[from] quiver_run::InvalidArgument),

@@ -5,12 +5,20 @@
 //! offsets       u64[|V| + 1]   at a 4 KiB boundary
 //! targets       u32[|E|]       at a 4 KiB boundary
 //! weights       f32[|E|]       at a 4 KiB boundary (weighted graphs only)
+//! pages         u32[P]         at a 4 KiB boundary (version 2): the CRC-32C
+//!                              of each of the P pages from offsets to the
+//!                              end of weights
 //! ```
 //!
 //! Each section is padded with zeros to a 4 KiB boundary, and its checksum
 //! (CRC-32C) covers the padded extent, so every byte of a file is covered by
-//! exactly one checksum: the header's or a section's. The file length is the
-//! end of the last padded section.
+//! a checksum: the header's or a section's. Version 2 adds a checksum per
+//! 4 KiB page of graph data ([`PageChecksums`]): every read is of whole
+//! aligned pages, so a reader verifies exactly the bytes it reads, whether
+//! it maps the file, loads it whole, or reads it block by block or vertex by
+//! vertex. Version 1 files (no page checksums) still open: they are verified
+//! whole, section by section. The file length is the end of the last padded
+//! section.
 
 use std::path::Path;
 
@@ -22,7 +30,9 @@ use crate::{Error, Result};
 /// catch files mangled by text-mode transfers, as PNG's signature does.
 pub const MAGIC: [u8; 8] = *b"QVCSR\r\n\x1a";
 /// The format version this build writes and the newest it reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// Bytes of graph data one page checksum covers: one aligned read unit.
+pub const PAGE: u64 = ALIGN as u64;
 /// Bytes of the header page.
 pub const HEADER_LEN: u64 = ALIGN as u64;
 
@@ -35,11 +45,18 @@ pub const FLAG_UNDIRECTED: u32 = 1 << 1;
 pub const FLAG_DISTINCT_TARGETS: u32 = 1 << 2;
 const KNOWN_FLAGS: u32 = FLAG_WEIGHTED | FLAG_UNDIRECTED | FLAG_DISTINCT_TARGETS;
 
-const SECTION_NAMES: [&str; 3] = ["offsets section", "targets section", "weights section"];
+const SECTION_NAMES: [&str; 4] = [
+    "offsets section",
+    "targets section",
+    "weights section",
+    "page checksums section",
+];
 const SECTIONS_AT: usize = 32;
 const SECTION_RECORD: usize = 24;
 const FILE_LEN_AT: usize = SECTIONS_AT + 3 * SECTION_RECORD;
 const HEADER_CRC_AT: usize = FILE_LEN_AT + 8;
+/// Version 2's fourth section record (the page checksums), after the CRC.
+const PAGES_AT: usize = 128;
 
 /// Where one section lies in the file: `offset` is 4 KiB aligned and `len`
 /// counts data bytes, without padding.
@@ -68,11 +85,19 @@ pub struct Layout {
     pub targets: Section,
     /// `f32[|E|]`, empty for an unweighted graph.
     pub weights: Section,
+    /// `u32` per page of graph data (version 2; empty in version 1).
+    pub pages: Section,
 }
 
 impl Layout {
-    /// Lays out a graph with `num_vertices` vertices and `num_edges` edges.
+    /// Lays out a graph with `num_vertices` vertices and `num_edges` edges
+    /// in the current format version.
     pub fn new(num_vertices: u32, num_edges: u64, weighted: bool) -> Layout {
+        Layout::of_version(VERSION, num_vertices, num_edges, weighted)
+    }
+
+    /// The layout format `version` gives such a graph.
+    pub fn of_version(version: u32, num_vertices: u32, num_edges: u64, weighted: bool) -> Layout {
         let offsets = Section {
             offset: HEADER_LEN,
             len: (u64::from(num_vertices) + 1) * 8,
@@ -85,26 +110,50 @@ impl Layout {
             offset: targets.padded_end(),
             len: if weighted { num_edges * 4 } else { 0 },
         };
+        let data_pages = (weights.padded_end() - offsets.offset) / PAGE;
+        let pages = Section {
+            offset: weights.padded_end(),
+            len: if version >= 2 { data_pages * 4 } else { 0 },
+        };
         Layout {
             offsets,
             targets,
             weights,
+            pages,
         }
     }
 
     /// Total file length.
     pub fn file_len(&self) -> u64 {
+        self.pages.padded_end()
+    }
+
+    /// The end of graph data (offsets, targets and weights, padded): the
+    /// range page checksums cover starts at the offsets and ends here.
+    pub fn data_end(&self) -> u64 {
         self.weights.padded_end()
     }
 
-    fn sections(&self) -> [Section; 3] {
-        [self.offsets, self.targets, self.weights]
+    fn sections(&self) -> [Section; 4] {
+        [self.offsets, self.targets, self.weights, self.pages]
     }
+}
+
+/// The section of `layout` holding byte `offset`, for messages.
+pub(crate) fn section_at(layout: &Layout, offset: u64) -> &'static str {
+    let i = layout
+        .sections()
+        .iter()
+        .position(|s| offset < s.padded_end())
+        .unwrap_or(3);
+    SECTION_NAMES[i]
 }
 
 /// The decoded header of a `.qcsr` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Format version of the file (1 or 2).
+    pub version: u32,
     /// `FLAG_*` bits.
     pub flags: u32,
     /// |V|.
@@ -113,8 +162,9 @@ pub struct Header {
     pub num_edges: u64,
     /// Where the sections are.
     pub layout: Layout,
-    /// CRC-32C of each section's padded extent, in layout order.
-    pub checksums: [u32; 3],
+    /// CRC-32C of each section's padded extent, in layout order (the page
+    /// checksums' is 0 in version 1, which has none).
+    pub checksums: [u32; 4],
 }
 
 impl Header {
@@ -127,18 +177,20 @@ impl Header {
     pub fn encode(&self) -> Vec<u8> {
         let mut page = vec![0u8; ALIGN];
         page[0..8].copy_from_slice(&MAGIC);
-        page[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        page[8..12].copy_from_slice(&self.version.to_le_bytes());
         page[12..16].copy_from_slice(&self.flags.to_le_bytes());
         page[16..24].copy_from_slice(&u64::from(self.num_vertices).to_le_bytes());
         page[24..32].copy_from_slice(&self.num_edges.to_le_bytes());
+        let records = if self.version >= 2 { 4 } else { 3 };
         for (i, (section, crc)) in self
             .layout
             .sections()
             .iter()
             .zip(self.checksums)
             .enumerate()
+            .take(records)
         {
-            let at = SECTIONS_AT + i * SECTION_RECORD;
+            let at = record_at(i);
             page[at..at + 8].copy_from_slice(&section.offset.to_le_bytes());
             page[at + 8..at + 16].copy_from_slice(&section.len.to_le_bytes());
             page[at + 16..at + 20].copy_from_slice(&crc.to_le_bytes());
@@ -205,10 +257,12 @@ impl Header {
         if num_edges > u64::MAX / 8 {
             return Err(corrupt(format!("edge count {num_edges} is impossible")));
         }
-        let layout = Layout::new(num_vertices, num_edges, flags & FLAG_WEIGHTED != 0);
-        let mut checksums = [0u32; 3];
-        for (i, expected) in layout.sections().iter().enumerate() {
-            let at = SECTIONS_AT + i * SECTION_RECORD;
+        let layout =
+            Layout::of_version(version, num_vertices, num_edges, flags & FLAG_WEIGHTED != 0);
+        let mut checksums = [0u32; 4];
+        let records = if version >= 2 { 4 } else { 3 };
+        for (i, expected) in layout.sections().iter().enumerate().take(records) {
+            let at = record_at(i);
             let found = Section {
                 offset: le_u64(page, at),
                 len: le_u64(page, at + 8),
@@ -242,12 +296,152 @@ impl Header {
             )));
         }
         Ok(Header {
+            version,
             flags,
             num_vertices,
             num_edges,
             layout,
             checksums,
         })
+    }
+}
+
+/// Where the header keeps section `i`'s record.
+fn record_at(i: usize) -> usize {
+    if i < 3 {
+        SECTIONS_AT + i * SECTION_RECORD
+    } else {
+        PAGES_AT
+    }
+}
+
+/// A CRC-32C for every 4 KiB page of a file's graph data (offsets, targets
+/// and weights): what lets a reader verify exactly the pages it reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageChecksums {
+    path: std::path::PathBuf,
+    layout: Layout,
+    crcs: Vec<u32>,
+}
+
+impl PageChecksums {
+    /// Checksums of every page of `data`, the graph data of the file at
+    /// `path` from the offsets section on (the writer's side, and version 1
+    /// files once verified whole).
+    pub fn compute(path: &Path, layout: Layout, data: &[u8]) -> PageChecksums {
+        PageChecksums {
+            path: path.to_owned(),
+            layout,
+            crcs: data.chunks(ALIGN).map(crc32c::crc32c).collect(),
+        }
+    }
+
+    /// Decodes the page checksums section `bytes` (padded), checking it
+    /// against `header`'s checksum of it.
+    pub fn decode(path: &Path, header: &Header, bytes: &[u8]) -> Result<PageChecksums> {
+        let computed = crc32c::crc32c(bytes);
+        if computed != header.checksums[3] {
+            return Err(Error::Checksum {
+                path: path.to_owned(),
+                section: SECTION_NAMES[3],
+                stored: header.checksums[3],
+                computed,
+            });
+        }
+        let len = crate::to_usize(header.layout.pages.len);
+        Ok(PageChecksums {
+            path: path.to_owned(),
+            layout: header.layout,
+            crcs: bytes[..len]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("chunks of 4 bytes")))
+                .collect(),
+        })
+    }
+
+    /// The section bytes: one little-endian `u32` per page.
+    pub fn encode(&self) -> Vec<u8> {
+        self.crcs.iter().flat_map(|c| c.to_le_bytes()).collect()
+    }
+
+    /// Checks `bytes`, read from file offset `offset`: both must be page
+    /// aligned (every aligned read is) and inside the graph data.
+    pub fn verify(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let start = self.layout.offsets.offset;
+        let len = bytes.len() as u64;
+        let inside = offset >= start
+            && offset % PAGE == 0
+            && len % PAGE == 0
+            && offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.layout.data_end());
+        if !inside {
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                detail: format!(
+                    "a read of {len} bytes at {offset} is not whole pages of graph data"
+                ),
+            });
+        }
+        let first = crate::to_usize((offset - start) / PAGE);
+        for (i, page) in bytes.chunks(ALIGN).enumerate() {
+            let stored = self.crcs[first + i];
+            let computed = crc32c::crc32c(page);
+            if computed != stored {
+                let at = offset + i as u64 * PAGE;
+                return Err(Error::PageChecksum {
+                    path: self.path.clone(),
+                    section: section_at(&self.layout, at),
+                    offset: at,
+                    stored,
+                    computed,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes the table holds in memory.
+    pub fn memory_bytes(&self) -> u64 {
+        self.crcs.len() as u64 * 4
+    }
+}
+
+/// A `.qcsr` file opened for reading again, block by block or vertex by
+/// vertex: every read is checked against the page checksums before the
+/// caller sees it.
+#[derive(Debug)]
+pub struct VerifiedFile {
+    file: quiver_io::ReadFile,
+    pages: PageChecksums,
+}
+
+impl VerifiedFile {
+    /// Reads `file` (whose graph data `pages` describes) through checks.
+    pub fn new(file: quiver_io::ReadFile, pages: PageChecksums) -> VerifiedFile {
+        VerifiedFile { file, pages }
+    }
+
+    /// Reads every request in one batch and verifies each: no byte reaches
+    /// the caller unchecked.
+    pub fn read_batch(&self, requests: &mut [quiver_io::ReadRequest<'_>]) -> Result<()> {
+        self.file.read_batch(requests).map_err(|source| Error::Io {
+            path: self.pages.path.clone(),
+            source,
+        })?;
+        requests
+            .iter()
+            .try_for_each(|r| self.pages.verify(r.offset, r.buf))
+    }
+
+    /// The file underneath, for its backend and I/O counters.
+    pub fn file(&self) -> &quiver_io::ReadFile {
+        &self.file
+    }
+
+    /// The page checksums (their memory counts against a budget).
+    pub fn pages(&self) -> &PageChecksums {
+        &self.pages
     }
 }
 

@@ -8,7 +8,8 @@ use quiver_io::{AlignedBuf, Mmap, ReadFile, ReadOptions, ReadRequest};
 use serde::Serialize;
 
 use crate::format::{
-    section_name, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, HEADER_LEN,
+    section_name, Header, Layout, PageChecksums, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED,
+    FLAG_WEIGHTED, HEADER_LEN,
 };
 use crate::{to_usize, Error, Result};
 
@@ -39,6 +40,7 @@ enum Storage {
         path: PathBuf,
         header: Header,
         bytes: FileBytes,
+        pages: PageChecksums,
     },
 }
 
@@ -211,9 +213,23 @@ impl Graph {
         Graph::from_file_bytes(path, FileBytes::Loaded(buf))
     }
 
+    /// Checks every byte of `bytes` before any accessor can see it: the
+    /// header, every page (version 2) or section (version 1) checksum, the
+    /// offsets and that every target names a vertex.
     fn from_file_bytes(path: &Path, bytes: FileBytes) -> Result<Graph> {
         let data = bytes.as_slice();
         let header = Header::decode(path, data, data.len() as u64)?;
+        let layout = header.layout;
+        let graph_data = &data[to_usize(layout.offsets.offset)..to_usize(layout.data_end())];
+        let pages = if header.version >= 2 {
+            let table = &data[to_usize(layout.pages.offset)..to_usize(layout.pages.padded_end())];
+            let pages = PageChecksums::decode(path, &header, table)?;
+            pages.verify(layout.offsets.offset, graph_data)?;
+            pages
+        } else {
+            verify_sections(path, &header, data)?;
+            PageChecksums::compute(path, layout, graph_data)
+        };
         let graph = Graph {
             num_vertices: header.num_vertices,
             flags: header.flags,
@@ -221,36 +237,29 @@ impl Graph {
                 path: path.to_owned(),
                 header,
                 bytes,
+                pages,
             },
         };
         check_offsets(path, graph.offsets(), graph.num_edges())?;
+        check_targets(path, graph.targets(), graph.num_vertices)?;
         Ok(graph)
     }
 
-    /// Checks what opening does not: every section checksum, and that every
-    /// target names a vertex and every weight is finite.
+    /// The checksum of every page of the file's graph data, for engines
+    /// that read the file again block by block or vertex by vertex; `None`
+    /// for a graph built in memory.
+    pub fn page_checksums(&self) -> Option<&PageChecksums> {
+        match &self.storage {
+            Storage::File { pages, .. } => Some(pages),
+            Storage::Owned { .. } => None,
+        }
+    }
+
+    /// Checks what opening does not: that a list holds no target twice when
+    /// the header says so, and that every weight is finite. (Opening a file
+    /// already checked every checksum, offset and target.)
     pub fn verify(&self) -> Result<()> {
         let path = self.path().unwrap_or(Path::new("<memory>"));
-        if let Storage::File { header, bytes, .. } = &self.storage {
-            let data = bytes.as_slice();
-            let sections = [
-                header.layout.offsets,
-                header.layout.targets,
-                header.layout.weights,
-            ];
-            for (i, section) in sections.iter().enumerate() {
-                let extent = &data[to_usize(section.offset)..to_usize(section.padded_end())];
-                let computed = crc32c::crc32c(extent);
-                if computed != header.checksums[i] {
-                    return Err(Error::Checksum {
-                        path: path.to_owned(),
-                        section: section_name(i),
-                        stored: header.checksums[i],
-                        computed,
-                    });
-                }
-            }
-        }
         check_targets(path, self.targets(), self.num_vertices)?;
         if self.has_distinct_targets() {
             let (offsets, targets) = (self.offsets(), self.targets());
@@ -405,6 +414,27 @@ impl Graph {
 fn section<T: bytemuck::Pod>(bytes: &FileBytes, section: crate::format::Section) -> &[T] {
     let data = bytes.as_slice();
     bytemuck::cast_slice(&data[to_usize(section.offset)..to_usize(section.offset + section.len)])
+}
+
+/// Checks each section of a version 1 file against its checksum.
+fn verify_sections(path: &Path, header: &Header, data: &[u8]) -> Result<()> {
+    let layout = header.layout;
+    for (i, section) in [layout.offsets, layout.targets, layout.weights]
+        .iter()
+        .enumerate()
+    {
+        let extent = &data[to_usize(section.offset)..to_usize(section.padded_end())];
+        let computed = crc32c::crc32c(extent);
+        if computed != header.checksums[i] {
+            return Err(Error::Checksum {
+                path: path.to_owned(),
+                section: section_name(i),
+                stored: header.checksums[i],
+                computed,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn check_offsets(path: &Path, offsets: &[u64], num_edges: u64) -> Result<()> {

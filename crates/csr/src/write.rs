@@ -9,7 +9,14 @@ use std::path::{Path, PathBuf};
 use quiver_io::align_up;
 use tempfile::NamedTempFile;
 
-use crate::format::{Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED};
+use std::os::unix::fs::FileExt;
+
+use crate::format::{
+    Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, PAGE, VERSION,
+};
+
+/// [`PAGE`] as a slice length.
+const PAGE_BYTES: usize = PAGE as usize;
 use crate::{to_usize, Error, Graph, Result};
 
 const BUF_BYTES: usize = 256 << 10;
@@ -157,9 +164,11 @@ impl CsrWriter {
     pub fn finish(mut self) -> Result<Header> {
         let layout = Layout::new(self.num_vertices, self.num_edges, self.weights.is_some());
         let result = self.finish_sections(&layout);
-        let mut checksums = result?;
-        checksums[1] = self.targets_crc;
+        let sections = result?;
+        let pages_crc = self.write_page_checksums(&layout)?;
+        let checksums = [sections[0], self.targets_crc, sections[2], pages_crc];
         let header = Header {
+            version: VERSION,
             flags: self.flags
                 | if self.repeated {
                     0
@@ -195,6 +204,38 @@ impl CsrWriter {
             }
         }
         Ok(header)
+    }
+
+    /// Reads the graph data back (from the page cache, as just written),
+    /// appends a checksum per page of it, and returns the checksum of that
+    /// section.
+    fn write_page_checksums(&mut self, layout: &Layout) -> Result<u32> {
+        let path = self.path.clone();
+        let write_err = |source| Error::Write {
+            path: path.clone(),
+            source,
+        };
+        self.file.flush().map_err(write_err)?;
+        let mut crcs = Vec::with_capacity(to_usize(layout.pages.len / 4));
+        let mut chunk = vec![0u8; BUF_BYTES];
+        let mut at = layout.offsets.offset;
+        while at < layout.data_end() {
+            let n = to_usize((layout.data_end() - at).min(BUF_BYTES as u64));
+            self.file
+                .get_ref()
+                .as_file()
+                .read_exact_at(&mut chunk[..n], at)
+                .map_err(write_err)?;
+            crcs.extend(chunk[..n].chunks(PAGE_BYTES).map(crc32c::crc32c));
+            at += n as u64;
+        }
+        let bytes: Vec<u8> = crcs.iter().flat_map(|c| c.to_le_bytes()).collect();
+        self.file
+            .seek(SeekFrom::Start(layout.pages.offset))
+            .map_err(write_err)?;
+        self.file.write_all(&bytes).map_err(write_err)?;
+        let crc = crc32c::crc32c(&bytes);
+        pad(&mut self.file, layout.pages.offset + layout.pages.len, crc).map_err(write_err)
     }
 
     /// Pads the targets, copies the weights in and writes the offsets;

@@ -6,11 +6,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use quiver_csr::format::Layout;
+use quiver_csr::format::VerifiedFile;
 use quiver_csr::Block;
-use quiver_io::{AlignedBuf, ReadFile, ReadRequest, ALIGN};
+use quiver_io::{AlignedBuf, ReadRequest, ALIGN};
 
 use crate::spec::{cumulative_weights, Adjacency};
-use crate::{Error, Result};
+use crate::Result;
 
 /// One block's offsets and targets (and cumulative weights), as read.
 #[derive(Debug)]
@@ -34,7 +35,7 @@ impl LoadedBlock {
     /// Reads `block` of the graph in `file` (offsets and targets, and the
     /// weights when `weighted`), with all requests in flight at once.
     pub fn read(
-        file: &ReadFile,
+        file: &VerifiedFile,
         block: &Block,
         weighted: bool,
         layout: &Layout,
@@ -61,10 +62,7 @@ impl LoadedBlock {
                 });
             }
             requests.retain(|r| !r.buf.is_empty());
-            file.read_batch(&mut requests).map_err(|source| Error::Io {
-                path: file.path().to_owned(),
-                source,
-            })?;
+            file.read_batch(&mut requests)?;
         }
         let offsets_skip = index(
             (layout.offsets.offset + u64::from(block.vertices.start) * 8
@@ -250,7 +248,7 @@ impl Adjacency for Executing {
 
 /// Reads every `(offset, buffer)` in one batch.
 fn read_all<'a>(
-    file: &ReadFile,
+    file: &VerifiedFile,
     bufs: impl Iterator<Item = &'a mut (u64, AlignedBuf)>,
 ) -> Result<()> {
     let mut requests: Vec<ReadRequest<'_>> = bufs
@@ -259,10 +257,7 @@ fn read_all<'a>(
             buf,
         })
         .collect();
-    file.read_batch(&mut requests).map_err(|source| Error::Io {
-        path: file.path().to_owned(),
-        source,
-    })
+    Ok(file.read_batch(&mut requests)?)
 }
 
 /// Bytes each list held by [`Vertices`] takes besides its vectors' contents.
@@ -305,7 +300,7 @@ fn covering(start: u64, end: u64) -> (u64, u64) {
 /// holding its two offsets, all in flight at once. Returns the ranges and
 /// the bytes of I/O buffers the reads took (up to two pages a vertex).
 pub fn edge_ranges(
-    file: &ReadFile,
+    file: &VerifiedFile,
     layout: &Layout,
     vertices: &[u32],
     offsets: Option<&[u64]>,
@@ -351,7 +346,7 @@ impl Vertices {
     /// none) to read.
     pub fn read_into(
         &mut self,
-        file: &ReadFile,
+        file: &VerifiedFile,
         vertices: &[u32],
         weighted: bool,
         layout: &Layout,
@@ -379,7 +374,7 @@ impl Vertices {
     /// which take at most the sum of their [`list_bytes`].
     pub fn read_lists(
         &mut self,
-        file: &ReadFile,
+        file: &VerifiedFile,
         layout: &Layout,
         weighted: bool,
         vertices: &[u32],

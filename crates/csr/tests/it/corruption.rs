@@ -73,15 +73,22 @@ fn written(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
-/// Sets target `index` of a small graph's file (targets start at 8192 for
-/// up to 511 vertices) to `value`, with the targets section's and the
-/// header's checksums rewritten, so only the edit can be objected to.
+/// Sets target `index` of a small unweighted graph's file (targets fill
+/// the page at 8192 for up to 511 vertices and 1024 edges; the page
+/// checksums follow at 12288) to `value`, with the targets section's, the
+/// page's, the page table's and the header's checksums rewritten, so only
+/// the edit can be objected to.
 fn set_target(bytes: &mut [u8], index: usize, value: u32) {
     let at = 8192 + 4 * index;
     bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[8192..12288]);
-    let checksum = 32 + 24 + 16;
-    bytes[checksum..checksum + 4].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[8192..12288]).to_le_bytes();
+    let targets_checksum = 32 + 24 + 16;
+    bytes[targets_checksum..targets_checksum + 4].copy_from_slice(&crc);
+    // The targets page is the second page of graph data.
+    bytes[12288 + 4..12288 + 8].copy_from_slice(&crc);
+    let table_crc = crc32c::crc32c(&bytes[12288..16384]);
+    let table_checksum = 128 + 16;
+    bytes[table_checksum..table_checksum + 4].copy_from_slice(&table_crc.to_le_bytes());
     reseal(bytes);
 }
 
@@ -156,15 +163,78 @@ fn a_resealed_header_with_bad_counts_is_still_caught() {
 }
 
 #[test]
-fn a_target_out_of_range_is_found_by_verify() {
+fn a_target_out_of_range_is_refused_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let (path, mut bytes) = written(dir.path());
-    // Only the range check can object.
+    // Every checksum matches: only the range check can object, on every
+    // read path.
     set_target(&mut bytes, 0, 99);
     std::fs::write(&path, &bytes).unwrap();
-    let graph = Graph::open(&path).expect("structure is intact");
-    let err = graph.verify().unwrap_err();
-    assert!(err.to_string().contains("targets vertex 99"), "{err}");
+    let (mapped, loaded) = open_all(&path);
+    for err in [mapped.unwrap_err(), loaded.unwrap_err()] {
+        assert!(err.to_string().contains("targets vertex 99"), "{err}");
+    }
+}
+
+/// Version 1 files (no page checksums) still open, verified whole, and
+/// their page checksums are worked out for the readers that need them.
+#[test]
+fn version_1_files_open_verified_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut bytes) = written(dir.path());
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    bytes[128..152].fill(0);
+    bytes[104..112].copy_from_slice(&12288u64.to_le_bytes());
+    bytes.truncate(12288);
+    reseal(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let graph = Graph::open(&path).expect("a version 1 file opens");
+    assert_eq!(graph.neighbors(1), &[2]);
+    let pages = graph.page_checksums().expect("computed for a file");
+    pages.verify(8192, &bytes[8192..12288]).unwrap();
+    // A flipped target is caught by its section checksum.
+    bytes[8192] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let (mapped, loaded) = open_all(&path);
+    for err in [mapped.unwrap_err(), loaded.unwrap_err()] {
+        assert!(
+            matches!(
+                err,
+                Error::Checksum {
+                    section: "targets section",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
+
+/// Block-by-block readers verify exactly the pages they read.
+#[test]
+fn page_checksums_name_the_corrupt_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut bytes) = written(dir.path());
+    let graph = Graph::open(&path).unwrap();
+    let pages = graph.page_checksums().unwrap().clone();
+    pages.verify(4096, &bytes[4096..12288]).unwrap();
+    bytes[8200] ^= 4;
+    let err = pages.verify(4096, &bytes[4096..12288]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::PageChecksum {
+                offset: 8192,
+                section: "targets section",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("g.qcsr"), "{err}");
+    // Reads that are not whole pages of graph data are refused, not guessed.
+    assert!(pages.verify(4097, &bytes[4097..8193]).is_err());
+    assert!(pages.verify(12288, &bytes[12288..16384]).is_err());
 }
 
 #[test]

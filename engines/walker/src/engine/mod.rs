@@ -20,6 +20,7 @@ mod walks;
 
 use std::sync::Arc;
 
+use quiver_csr::format::VerifiedFile;
 use quiver_csr::{Blocks, Graph};
 use quiver_io::{AlignedBuf, BackendChoice, ReadFile, ReadOptions};
 use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools};
@@ -87,7 +88,8 @@ struct Engine<'a, A: WalkApp, W> {
     total_walks: u64,
     config: &'a Config,
     spec: WalkSpec,
-    file: ReadFile,
+    /// The graph, every read checked against its page checksums.
+    file: VerifiedFile,
     layout: quiver_csr::format::Layout,
     weighted: bool,
     num_vertices: u32,
@@ -226,6 +228,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             0
         };
         let distinct_targets = graph.has_distinct_targets();
+        let pages = graph
+            .page_checksums()
+            .expect("a graph opened from a file has page checksums")
+            .clone();
         drop(graph);
         let blocks_len = blocks.len();
         let options = ReadOptions {
@@ -237,6 +243,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             path: path.to_owned(),
             source,
         })?;
+        let file = VerifiedFile::new(file, pages);
         Ok(Engine {
             app,
             progress,
@@ -279,7 +286,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let compute_ns = computing
             .elapsed_ns()
             .saturating_sub(self.load_ns - loaded_before);
-        let io = self.file.stats().snapshot();
+        let io = self.file.file().stats().snapshot();
         let wall_ns = self.clock.elapsed_ns();
         let stats = &self.stats;
         let pool_stats: quiver_walkstate::PoolStats = pool_stats;
@@ -310,17 +317,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 bytes_written: pool_stats.bytes_written,
             },
             mem_budget: self.config.mem_budget,
-            io_backend: match self.file.fallback_reason() {
+            io_backend: match self.file.file().fallback_reason() {
                 None => format!(
                     "{}{}",
-                    self.file.backend(),
-                    if self.file.is_direct() {
+                    self.file.file().backend(),
+                    if self.file.file().is_direct() {
                         " + O_DIRECT"
                     } else {
                         ""
                     }
                 ),
-                Some(why) => format!("{} ({why})", self.file.backend()),
+                Some(why) => format!("{} ({why})", self.file.file().backend()),
             },
             walk_word_bits: (
                 self.word.source_bits(),
@@ -338,7 +345,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         // Relaxed: only this run's thread reports; the atomic is for `&self`.
         let before = self.reported.swap(done, Ordering::Relaxed);
         self.progress.advance(done.saturating_sub(before));
-        let read = self.file.stats().snapshot().read_bytes;
+        let read = self.file.file().stats().snapshot().read_bytes;
         self.progress.note(&format!(
             "{:.1}M steps, {:.1} MiB read",
             self.stats.steps as f64 / 1e6,

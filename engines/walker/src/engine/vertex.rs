@@ -15,7 +15,7 @@ use super::{Contains, Engine, InFlight};
 use crate::app::WalkApp;
 use crate::loaded::{LoadedBlock, Vertices};
 use crate::spec::Adjacency;
-use crate::{Error, Result};
+use crate::Result;
 
 /// What moving one walk one step by single-vertex reads is taken to cost,
 /// against a whole block read that moves each of its walks several steps:
@@ -112,12 +112,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 buf: chunk,
             })
             .collect();
-        self.file
-            .read_batch(&mut requests)
-            .map_err(|source| Error::Io {
-                path: self.file.path().to_owned(),
-                source,
-            })?;
+        self.file.read_batch(&mut requests)?;
         drop(requests);
         self.stats.hold(buf.capacity() as u64);
         self.offsets = Some(buf);
