@@ -14,6 +14,8 @@
 
 mod bench;
 mod report;
+#[cfg(test)]
+mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
