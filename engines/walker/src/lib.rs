@@ -14,6 +14,43 @@
 //!   and ends after at most `length` steps.
 //! - No walk is lost or duplicated: walks wait in quiver-walkstate pools.
 //!
+//! # The algorithm
+//!
+//! Three modes share the
+//! blocks, I/O, pools, threads and the one step function (`spec::step`):
+//! `GraphWalker` (load the fullest block or, with probability p, the slowest;
+//! cache evicting the block with the fewest walks; walks move until they leave
+//! the loaded range; the paper's self-adaptive load size over 2 MiB fine
+//! blocks; single-vertex reads for blocks whose few walks cost less that way,
+//! served from cached blocks in place, from lists kept between passes, or by
+//! reading just those lists, with the offsets held in memory when they fit),
+//! `Iteration` (DrunkardMob: every pass loads every block and moves each walk one
+//! step) and `Memory` (the reference: first-order walks move hop by hop, a
+//! counting sort per hop grouping them by the ~1 MiB partition of graph data
+//! holding their vertex, each partition swept into cache and stepped on its
+//! own core, as FlashMob does; Node2Vec walks use the interleaved lanes below).
+//! Exact mode keys every draw by (seed, walk
+//! id, hop), so all modes walk identically; walks of a batch step a few at a
+//! time in round robin with a prefetch of the next vertex, so memory latency
+//! overlaps. Memory accounting (`Report::peak_mem_bytes`) covers pools, cached
+//! blocks and lists, walks in flight and I/O buffers, and stays within `--mem`.
+//! Second-order (Node2Vec) walks in GraphWalker mode wait in pools keyed by
+//! (block, previous vertex's block) and move on loaded block pairs, chosen by
+//! walks served per byte to read (GraSorw's bi-block execution), so a step
+//! finds both lists in memory; blocks follow the static rule, not the adaptive
+//! one. When two blocks do not fit the cache (or the pairs' pools do not fit
+//! the budget, or there are more than 256 blocks), and in iteration mode and
+//! vertex passes, previous vertices' lists are read on their own, in rounds that fit what is free beside a
+//! reserve for the largest list. The Node2Vec sampler folds the return edges'
+//! excess weight into an outlier area (KnightKing; sized without a search when
+//! the header says lists hold no target twice), accepts below the smallest
+//! bias without a search, and a batch's lanes look up their first candidates
+//! in the previous lists side by side (`spec::contains_all`).
+//! Walk kinds: unbiased, weighted (O(log d)), Node2Vec (p, q; runs exact, since
+//! each walk carries its previous vertex), restart and stop probabilities, and a
+//! dead-end policy. Built-in apps: raw walks, RWD, PPR, RWR, SimRank, triangle
+//! concentration, corpus; `examples/hop_histogram.rs` writes a new one.
+//!
 //! No features; no `unsafe`.
 
 #![forbid(unsafe_code)]
