@@ -40,6 +40,10 @@ pub mod env {
     pub const SPAWNED: &str = "QUIVER_SPAWNED";
     /// Failure-detection timeout in milliseconds.
     pub const TIMEOUT_MS: &str = "QUIVER_TIMEOUT_MS";
+    /// The name of the task a spawned node runs ([`crate::job::serve`]).
+    pub const TASK: &str = "QUIVER_TASK";
+    /// The task's configuration, as JSON.
+    pub const TASK_CONFIG: &str = "QUIVER_TASK_CONFIG";
 }
 
 /// Launcher variables read for rank and size, in order of precedence.
