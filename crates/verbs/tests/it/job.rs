@@ -85,7 +85,11 @@ const TASKS: &[Entry] = &[Entry::of::<Probe>()];
 #[test]
 #[ignore = "entry point of node processes spawned by the job tests"]
 fn node_entry() {
-    job::serve(TASKS).unwrap();
+    if let Err(err) = job::serve(TASKS) {
+        // A node that fails exits as a driver's would, without a panic.
+        eprintln!("node failed: {err}");
+        std::process::exit(1);
+    }
 }
 
 fn this_test_binary() -> Program {
