@@ -203,22 +203,31 @@ impl Job {
             (&Nodes::Local(nodes), Fabric::Loopback { cost }) => {
                 self.in_threads::<T>(nodes, cost, config).map(Some)
             }
-            (&Nodes::Local(nodes), _) => self.spawn::<T>(nodes, config).map(Some),
+            (&Nodes::Local(nodes), Fabric::Tcp) => self.spawn::<T>(nodes, config).map(Some),
             (
                 Nodes::Member {
                     rank,
                     size,
                     coordinator,
                 },
-                fabric,
+                Fabric::Tcp | Fabric::Ibverbs,
             ) => {
-                let launch = || Launch::resolve(*rank, *size, coordinator.clone(), self.timeout);
-                let node = match fabric {
-                    Fabric::Mpi => join_mpi(self.timeout)?,
-                    Fabric::Ibverbs => join_ibverbs(&launch()?)?,
-                    _ => tcp::join(&launch()?)?,
+                let launch = Launch::resolve(*rank, *size, coordinator.clone(), self.timeout)?;
+                let node = if self.fabric == Fabric::Tcp {
+                    tcp::join(&launch)?
+                } else {
+                    join_ibverbs(&launch)?
                 };
                 as_member::<T>(&node, config)
+            }
+            (Nodes::Member { .. }, Fabric::Mpi) => as_member::<T>(&join_mpi(self.timeout)?, config),
+            (Nodes::Local(_), Fabric::Mpi | Fabric::Ibverbs)
+            | (Nodes::Member { .. }, Fabric::Loopback { .. }) => {
+                unreachable!(
+                    "validate refuses {:?} on {}",
+                    self.nodes,
+                    self.fabric.name()
+                )
             }
         }
     }

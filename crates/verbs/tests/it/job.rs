@@ -87,7 +87,13 @@ const TASKS: &[Entry] = &[Entry::of::<Probe>()];
 fn node_entry() {
     if let Err(err) = job::serve(TASKS) {
         // A node that fails exits as a driver's would, without a panic.
-        eprintln!("node failed: {err}");
+        let mut chain = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            chain = format!("{chain}: {cause}");
+            source = cause.source();
+        }
+        eprintln!("node failed: {chain}");
         std::process::exit(1);
     }
 }
