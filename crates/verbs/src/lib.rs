@@ -29,7 +29,7 @@
 //! on every node of a job formed any of those ways and collects the
 //! nodes' reports, which is all a distributed engine needs of it.
 //! [`conformance`] is the contract as a test suite, run against every
-//! fabric, and [`bench`] measures a fabric's latency and bandwidth.
+//! fabric, and [`bench`](mod@bench) measures a fabric's latency and bandwidth.
 //!
 //! Features (both off by default): `mpi` (the mpi fabric, Open MPI) and
 //! `rdma` (the ibverbs fabric, libibverbs).

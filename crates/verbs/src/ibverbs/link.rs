@@ -1,7 +1,6 @@
 //! Links: one RC queue pair to one node, its staging and receive buffers,
 //! and the bookkeeping of the requests on it, from posting to release.
-//! Posting hands staging memory to the NIC, which is why this file (with
-//! `resources`) holds the fabric's `unsafe`.
+//! Posting hands staging memory to the NIC, the one `unsafe` step here.
 
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_uint};

@@ -83,6 +83,15 @@
 //! - `fabric`: the node's resources, the life of a request from posting to
 //!   release, the completion poller. `unsafe` only to copy staging memory
 //!   that the NIC is done with.
+//!
+//! [`VerbError::UnknownKey`]: crate::VerbError::UnknownKey
+//! [`VerbError::OutOfBounds`]: crate::VerbError::OutOfBounds
+//! [`VerbError::Misaligned`]: crate::VerbError::Misaligned
+//! [`VerbError::PeerLost`]: crate::VerbError::PeerLost
+//! [`VerbError::Fabric`]: crate::VerbError::Fabric
+//! [`Op::Recv`]: crate::Op::Recv
+//! [`Region::compare_swap`]: crate::Region::compare_swap
+//! [`Region::fetch_add`]: crate::Region::fetch_add
 
 mod fabric;
 mod keys;

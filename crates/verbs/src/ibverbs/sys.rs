@@ -4,7 +4,7 @@
 //! declared whole. Sizes and offsets are asserted against the header
 //! (rdma-core, `IBVERBS_1.1`, x86-64 and aarch64 alike). The safe `ibverbs`
 //! crate exposes neither raw handles nor RDMA READ, WRITE or atomics, hence
-//! these. Nothing here is called outside `resources` and `link`.
+//! these. Its functions are called from `resources` only.
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
