@@ -97,12 +97,10 @@ Inputs larger than --mem are sorted externally: sorted runs are spilled to
         #[command(subcommand)]
         task: crate::verbs::VerbsCommand,
     },
-    /// One node of a job spawned by `quiver verbs --nodes N` (internal).
-    #[command(name = "verbs-node", hide = true)]
-    VerbsNode {
-        #[command(subcommand)]
-        task: crate::verbs::VerbsCommand,
-    },
+    /// One node of a local job that a command spawned (internal): runs the task named in the
+    /// environment the job set, from the registry in main.rs.
+    #[command(name = crate::verbs::NODE_ENTRY, hide = true)]
+    Node,
     /// Generate a small graph, round-trip it through an edge list, and show it; no set-up needed.
     Demo(DemoArgs),
 }

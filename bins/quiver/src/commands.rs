@@ -34,7 +34,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info(args) => info(&args, json),
         Command::Demo(args) => demo(&args, json),
         Command::Verbs { task } => crate::verbs::verbs(task, json),
-        Command::VerbsNode { task } => crate::verbs::node(task),
+        Command::Node => Ok(quiver_verbs::job::serve(crate::TASKS)?),
         Command::Walk { app } => crate::walk::walk(app, json, !std::io::stderr().is_terminal()),
     }
 }

@@ -14,6 +14,14 @@ mod walk;
 use std::process::ExitCode;
 
 use clap::Parser;
+use quiver_verbs::job::Entry;
+
+/// Every task that a local job's spawned nodes can run, by name: the hidden
+/// node entry looks the task up here. A distributed engine adds its tasks.
+const TASKS: &[Entry] = &[
+    Entry::of::<quiver_verbs::conformance::Suite>(),
+    Entry::of::<quiver_verbs::bench::Bench>(),
+];
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

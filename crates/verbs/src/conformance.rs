@@ -2,23 +2,27 @@
 //! every fabric: by this crate's tests (loopback threads, tcp processes, mpi
 //! under `mpirun`), and by `quiver verbs check` on a user's own cluster.
 //!
-//! Every node of a job calls [`run`] (SPMD); checks meet in barriers and
-//! agree on their outcome, so a check that fails on one node fails on all
-//! and the suite goes on to the next one. Every check registers its regions
-//! in the same order on every node (what the `mpi` fabric needs).
+//! Every node of a job calls [`run`] (SPMD), directly or as the job task
+//! [`Suite`]; checks meet in barriers and agree on their outcome, so a check
+//! that fails on one node fails on all and the suite goes on to the next
+//! one. Every check registers its regions in the same order on every node
+//! (what the `mpi` fabric needs).
 
 use std::collections::BTreeSet;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result, VerbError};
+use crate::job::Task;
 use crate::wr::{Completion, Op, Output, Verb, WorkRequest};
-use crate::{Node, NodeRank, Queue, Reduce, RemoteRegion};
+use crate::{Counters, Node, NodeRank, Queue, Reduce, RemoteRegion};
 
 /// The outcome of one check on one node.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     /// The check's name.
-    pub check: &'static str,
+    pub check: String,
     /// Whether it passed on every node.
     pub passed: bool,
     /// What went wrong on this node (empty if nothing did here).
@@ -39,10 +43,10 @@ impl fmt::Display for Outcome {
 /// A check's own verdict: `Err` says what did not hold.
 type Verdict = std::result::Result<(), String>;
 
-type Check = fn(&Node) -> Result<Verdict>;
+type CheckFn = fn(&Node) -> Result<Verdict>;
 
 /// The checks, in the order they run.
-pub const CHECKS: [(&str, Check); 7] = [
+pub const CHECKS: [(&str, CheckFn); 7] = [
     ("read_write", read_write),
     ("fetch_add", fetch_add),
     ("compare_swap", compare_swap),
@@ -69,12 +73,43 @@ pub fn run(node: &Node) -> Result<Vec<Outcome>> {
         };
         let failures = node.all_reduce(u64::from(!detail.is_empty()), Reduce::Sum)?;
         outcomes.push(Outcome {
-            check,
+            check: check.to_owned(),
             passed: failures == 0,
             detail,
         });
     }
     Ok(outcomes)
+}
+
+/// What one node of a [`Suite`] job reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// The node.
+    pub rank: NodeRank,
+    /// Every check's outcome on it, in [`CHECKS`] order.
+    pub checks: Vec<Outcome>,
+    /// The verbs it initiated during the suite.
+    pub counters: Counters,
+}
+
+/// The suite as a job task (`verbs-check`): every node runs [`run`] and
+/// reports its outcomes and counters.
+#[derive(Debug, Clone, Copy)]
+pub struct Suite;
+
+impl Task for Suite {
+    const NAME: &'static str = "verbs-check";
+    type Config = ();
+    type Report = NodeReport;
+    type Error = Error;
+
+    fn run(node: &Node, _: &()) -> Result<NodeReport> {
+        Ok(NodeReport {
+            rank: node.rank(),
+            checks: run(node)?,
+            counters: node.counters(),
+        })
+    }
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {

@@ -2,13 +2,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::collections::BTreeMap;
+
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::wr::Verb;
 use crate::NodeRank;
 
 /// Operations, bytes and modelled time of one verb towards one peer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VerbCount {
     /// Work requests posted (receives: messages received).
     pub ops: u64,
@@ -103,6 +105,34 @@ impl serde::Serialize for Counters {
         )?;
         map.serialize_entry("total", &ByVerb(&total))?;
         map.end()
+    }
+}
+
+/// Read back from what [`Counters`] serializes to (the totals are derived,
+/// so they are not read); a verb a peer's entry leaves out counts zero.
+impl<'de> serde::Deserialize<'de> for Counters {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            peers: Vec<BTreeMap<String, VerbCount>>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        let per_peer = wire
+            .peers
+            .into_iter()
+            .map(|mut by_name| {
+                let counts = std::array::from_fn(|verb| {
+                    by_name.remove(Verb::ALL[verb].name()).unwrap_or_default()
+                });
+                match by_name.into_keys().next() {
+                    Some(unknown) => Err(serde::de::Error::custom(format!(
+                        "unknown verb {unknown:?} in counters"
+                    ))),
+                    None => Ok(counts),
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Counters { per_peer })
     }
 }
 

@@ -10,6 +10,9 @@ use crate::NodeRank;
 /// Result of a quiver-verbs call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Any error, as a job's task may return it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A failed call into quiver-verbs.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -65,6 +68,25 @@ pub enum Error {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// A node's task returned an error (see [`crate::job`]).
+    #[error("the task failed on node {node}")]
+    Task {
+        /// The node whose task failed.
+        node: NodeRank,
+        /// The task's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A task's configuration or report could not be carried between
+    /// nodes as JSON.
+    #[error("{what} could not be carried as JSON")]
+    Json {
+        /// What was carried.
+        what: String,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
     },
     /// The fabric cannot run on this machine (no RDMA device, no MPI launcher,
     /// feature not compiled in).

@@ -25,10 +25,17 @@
 //! Fabrics: [`loopback`] (threads of one process), [`tcp`] (one process per
 //! node), `mpi` (feature `mpi`) and `ibverbs` (feature `rdma`). The
 //! [`cluster`] module finds rank and size (flags, Slurm, Open MPI, PMI),
-//! runs the rendezvous, and spawns local jobs; [`conformance`] is the
-//! contract as a test suite, run against every fabric.
+//! runs the rendezvous, and spawns local processes; [`job`] runs one task
+//! on every node of a job formed any of those ways and collects the
+//! nodes' reports, which is all a distributed engine needs of it.
+//! [`conformance`] is the contract as a test suite, run against every
+//! fabric, and [`bench`](mod@bench) measures a fabric's latency and bandwidth.
+//!
+//! Features (both off by default): `mpi` (the mpi fabric, Open MPI) and
+//! `rdma` (the ibverbs fabric, libibverbs).
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod cluster;
 pub mod conformance;
 mod cost;
@@ -36,6 +43,7 @@ mod counters;
 mod error;
 #[cfg(feature = "rdma")]
 pub mod ibverbs;
+pub mod job;
 pub mod loopback;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -47,7 +55,7 @@ mod wr;
 
 pub use cost::CostModel;
 pub use counters::{Counters, VerbCount};
-pub use error::{Error, Result, VerbError};
+pub use error::{BoxError, Error, Result, VerbError};
 pub use node::{Node, Reduce};
 pub use queue::Queue;
 pub use region::{Region, RemoteRegion};

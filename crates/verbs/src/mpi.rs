@@ -252,63 +252,33 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
-// The MPI constants below are `extern` statics of the rsmpi C shim,
-// initialised when the library is loaded and never written; reading them
-// has no precondition.
-
-fn datatype_u8() -> ffi::MPI_Datatype {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_UINT8_T }
+/// Defines one getter per MPI constant. The constants are `extern` statics
+/// of the rsmpi C shim, initialised when the library is loaded and never
+/// written, so reading them has no precondition.
+macro_rules! mpi_constants {
+    ($($getter:ident: $ty:ty = $constant:ident;)*) => {
+        $(
+            fn $getter() -> $ty {
+                // SAFETY: a constant of the shim: an `extern` static that is
+                // initialised at load time and never written.
+                unsafe { ffi::$constant }
+            }
+        )*
+    };
 }
 
-fn datatype_u64() -> ffi::MPI_Datatype {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_UINT64_T }
-}
-
-fn op_sum() -> ffi::MPI_Op {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_SUM }
-}
-
-fn any_source() -> c_int {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_ANY_SOURCE }
-}
-
-fn status_ignore() -> *mut ffi::MPI_Status {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_STATUS_IGNORE }
-}
-
-fn request_null() -> ffi::MPI_Request {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_REQUEST_NULL }
-}
-
-fn comm_world() -> ffi::MPI_Comm {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_COMM_WORLD }
-}
-
-fn comm_type_shared() -> c_int {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_COMM_TYPE_SHARED }
-}
-
-fn info_null() -> ffi::MPI_Info {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_INFO_NULL }
-}
-
-fn errors_return() -> ffi::MPI_Errhandler {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_ERRORS_RETURN }
-}
-
-fn errors_are_fatal() -> ffi::MPI_Errhandler {
-    // SAFETY: a constant of the shim (see above).
-    unsafe { ffi::RSMPI_ERRORS_ARE_FATAL }
+mpi_constants! {
+    datatype_u8: ffi::MPI_Datatype = RSMPI_UINT8_T;
+    datatype_u64: ffi::MPI_Datatype = RSMPI_UINT64_T;
+    op_sum: ffi::MPI_Op = RSMPI_SUM;
+    any_source: c_int = RSMPI_ANY_SOURCE;
+    status_ignore: *mut ffi::MPI_Status = RSMPI_STATUS_IGNORE;
+    request_null: ffi::MPI_Request = RSMPI_REQUEST_NULL;
+    comm_world: ffi::MPI_Comm = RSMPI_COMM_WORLD;
+    comm_type_shared: c_int = RSMPI_COMM_TYPE_SHARED;
+    info_null: ffi::MPI_Info = RSMPI_INFO_NULL;
+    errors_return: ffi::MPI_Errhandler = RSMPI_ERRORS_RETURN;
+    errors_are_fatal: ffi::MPI_Errhandler = RSMPI_ERRORS_ARE_FATAL;
 }
 
 /// `len` zero bytes in a real allocation. An empty `Vec` points to the

@@ -90,7 +90,7 @@ impl Memory {
         }
     }
 
-    fn word(&self, offset: usize) -> &AtomicU64 {
+    pub(crate) fn word(&self, offset: usize) -> &AtomicU64 {
         &self.words[offset / 8]
     }
 }
