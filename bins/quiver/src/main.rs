@@ -44,10 +44,6 @@ fn main() -> ExitCode {
 fn is_usage_error(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         quiver_run::is_invalid_argument(cause)
-            || matches!(
-                cause.downcast_ref::<quiver_verbs::Error>(),
-                Some(quiver_verbs::Error::InvalidArgument(_))
-            )
             || cause.downcast_ref::<commands::UsageError>().is_some()
     })
 }

@@ -25,10 +25,13 @@
 //! The crate has no features.
 #![warn(missing_docs)]
 
+#[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod buf;
+#[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod read;
 pub mod size;
 mod stats;
+#[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod uring;
 mod write;
 
@@ -208,6 +211,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// beyond a shrunken end of file raise `SIGBUS` when touched, which kills the
 /// process, and writes by others show through the `&[u8]`. Callers document
 /// that their files are immutable while mapped.
+#[allow(unsafe_code)] // argued at the block
 pub fn map_readonly(file: &File) -> Result<Mmap> {
     // SAFETY: `Mmap::map` is unsafe because the mapping aliases the file: the
     // returned `&[u8]` is only sound while nobody truncates or writes the
@@ -224,6 +228,7 @@ pub fn map_readonly(file: &File) -> Result<Mmap> {
 /// the next buffered read goes to the disk (benchmarks use this to be honest).
 ///
 /// Dirty pages are not dropped: call [`WriteFile::sync`] first.
+#[allow(unsafe_code)] // argued at the block
 pub fn drop_page_cache(file: &File) -> Result<()> {
     let fd = file.as_raw_fd();
     // SAFETY: `fd` is an open descriptor, borrowed from `file` for the whole
@@ -242,6 +247,7 @@ pub fn drop_page_cache(file: &File) -> Result<()> {
 /// Hints the CPU to start bringing the cache line holding `data` into the
 /// cache, so a later read does not wait on memory. A hint only: it never
 /// faults, never changes a value, and does nothing on other architectures.
+#[allow(unsafe_code)] // argued at the block
 #[inline]
 pub fn prefetch<T>(data: &T) {
     #[cfg(target_arch = "x86_64")]

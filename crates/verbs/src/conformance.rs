@@ -269,9 +269,10 @@ fn fetch_add(node: &Node) -> Result<Verdict> {
                             match completion.result {
                                 Ok(Output::Value(old)) => olds.push(old),
                                 other => {
-                                    return Err(Error::InvalidArgument(format!(
-                                        "FETCH_ADD completed with {other:?}"
-                                    )))
+                                    return Err(Error::invalid(
+                                        "fetch_add",
+                                        format!("FETCH_ADD completed with {other:?}"),
+                                    ))
                                 }
                             }
                         }

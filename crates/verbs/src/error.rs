@@ -7,6 +7,13 @@ use std::time::Duration;
 use crate::wr::Verb;
 use crate::NodeRank;
 
+impl Error {
+    /// The argument `parameter` makes no sense because of `reason`.
+    pub(crate) fn invalid(parameter: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument(quiver_run::InvalidArgument::new(parameter, reason))
+    }
+}
+
 /// Result of a quiver-verbs call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -19,8 +26,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub enum Error {
     /// An argument that cannot be right (a peer out of range, a zero-sized
     /// region, a flag that makes no sense).
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
+    #[error("invalid argument")]
+    InvalidArgument(#[from] quiver_run::InvalidArgument),
     /// A blocking verb completed with an error status.
     #[error("{verb} failed")]
     Completion {

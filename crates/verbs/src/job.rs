@@ -166,22 +166,27 @@ impl Job {
     /// # Errors
     /// [`Error::InvalidArgument`] naming the parameter that does not fit.
     pub fn validate(&self) -> Result<()> {
-        let invalid = |reason: &str| Err(Error::InvalidArgument(reason.into()));
+        let invalid =
+            |parameter: &'static str, reason: &str| Err(Error::invalid(parameter, reason));
         match (&self.nodes, self.fabric) {
-            (Nodes::Local(0), _) => invalid("nodes: a job needs at least one node"),
+            (Nodes::Local(0), _) => invalid("nodes", "a job needs at least one node"),
             (Nodes::Local(_), Fabric::Mpi) => invalid(
-                "nodes: the mpi fabric's nodes are started by the MPI launcher \
+                "nodes",
+                "the mpi fabric's nodes are started by the MPI launcher \
                  (mpirun -n N), not spawned by the job",
             ),
             (Nodes::Local(_), Fabric::Ibverbs) => invalid(
-                "nodes: ibverbs nodes run one per RDMA host; start them with a launcher \
+                "nodes",
+                "ibverbs nodes run one per RDMA host; start them with a launcher \
                  (srun, mpirun) or give each its rank, size and coordinator",
             ),
-            (Nodes::Local(_), Fabric::Tcp) if self.program.is_none() => {
-                invalid("program: a local tcp job spawns its nodes by running a program")
-            }
+            (Nodes::Local(_), Fabric::Tcp) if self.program.is_none() => invalid(
+                "program",
+                "a local tcp job spawns its nodes by running a program",
+            ),
             (Nodes::Member { .. }, Fabric::Loopback { .. }) => invalid(
-                "nodes: loopback nodes are threads of one process, so a loopback job \
+                "nodes",
+                "loopback nodes are threads of one process, so a loopback job \
                  is always local",
             ),
             _ => Ok(()),

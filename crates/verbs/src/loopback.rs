@@ -45,9 +45,7 @@ impl Config {
 /// [`Error::InvalidArgument`] for zero nodes.
 pub fn cluster(config: &Config) -> Result<Vec<Node>> {
     if config.nodes == 0 {
-        return Err(Error::InvalidArgument(
-            "a job needs at least one node".into(),
-        ));
+        return Err(Error::invalid("nodes", "a job needs at least one node"));
     }
     let n = config.nodes as usize;
     let shared = Arc::new(Shared {

@@ -516,10 +516,13 @@ impl State {
         request: &mut ffi::MPI_Request,
     ) -> Result<()> {
         let count = c_int::try_from(send.len()).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "an all_gather of {} bytes exceeds what MPI moves in one call",
-                send.len()
-            ))
+            Error::invalid(
+                "all_gather",
+                format!(
+                    "an all_gather of {} bytes exceeds what MPI moves in one call",
+                    send.len()
+                ),
+            )
         })?;
         // SAFETY: the buffers are valid until completion (the caller's
         // contract); the communicator is live; the lock is held.
@@ -557,7 +560,10 @@ impl State {
         }
         let bytes = memory.len().div_ceil(8) * 8;
         let size = ffi::MPI_Aint::try_from(bytes).map_err(|_| {
-            Error::InvalidArgument(format!("a region of {bytes} bytes is too large for MPI"))
+            Error::invalid(
+                "len",
+                format!("a region of {bytes} bytes is too large for MPI"),
+            )
         })?;
         let mut win = ffi::MPI_Win(std::ptr::null_mut());
         // A library without a one-sided component that accepts this window
@@ -1250,10 +1256,13 @@ impl MpiFabric {
                 .ok()
                 .filter(|count| total.checked_add(*count).is_some())
                 .ok_or_else(|| {
-                    Error::InvalidArgument(format!(
+                    Error::invalid(
+                        "all_gather",
+                        format!(
                         "an all_gather collecting {len} bytes from node {rank} exceeds what MPI \
                          moves in one call"
-                    ))
+                    ),
+                    )
                 })?;
             g.counts.push(count);
             g.displs.push(total);

@@ -25,8 +25,9 @@ pub(crate) trait Fabric: Send + Sync + fmt::Debug {
     fn all_gather(&self, data: Vec<u8>) -> Result<Vec<Vec<u8>>>;
     /// Hands this node's report to whoever collects the job's results.
     fn report(&self, _report: String) -> Result<()> {
-        Err(Error::InvalidArgument(
-            "this fabric has no coordinator to collect reports; return results directly".into(),
+        Err(Error::invalid(
+            "report",
+            "this fabric has no coordinator to collect reports; return results directly",
         ))
     }
 }
@@ -120,9 +121,7 @@ impl Node {
     /// [`Error::InvalidArgument`] for `len == 0`, or the fabric's error.
     pub fn register(&self, len: usize) -> Result<Region> {
         if len == 0 {
-            return Err(Error::InvalidArgument(
-                "cannot register a region of 0 bytes".into(),
-            ));
+            return Err(Error::invalid("len", "cannot register a region of 0 bytes"));
         }
         self.inner.fabric.register(len)
     }

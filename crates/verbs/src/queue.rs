@@ -215,20 +215,26 @@ impl Queue {
         let size = self.node.size();
         for wr in &wrs {
             if wr.op.payload_len() > u64::from(u32::MAX) {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::invalid(
+                    "work_requests",
+                    format!(
                     "work request {} ({}) moves {} bytes; one operation moves at most 4 GiB - 1",
                     wr.wr_id,
                     wr.op.verb(),
                     wr.op.payload_len()
-                )));
+                ),
+                ));
             }
             if let Some(target) = wr.op.target() {
                 if target.0 >= size {
-                    return Err(Error::InvalidArgument(format!(
+                    return Err(Error::invalid(
+                        "work_requests",
+                        format!(
                         "work request {} ({}) targets node {target}, but the job has {size} nodes",
                         wr.wr_id,
                         wr.op.verb()
-                    )));
+                    ),
+                    ));
                 }
             }
         }
@@ -259,15 +265,19 @@ impl Queue {
     /// outstanding or `min > max`.
     pub fn wait(&mut self, out: &mut Vec<Completion>, min: usize, max: usize) -> Result<usize> {
         if min > max {
-            return Err(Error::InvalidArgument(format!(
-                "waiting for at least {min} but at most {max} completions"
-            )));
+            return Err(Error::invalid(
+                "min",
+                format!("waiting for at least {min} but at most {max} completions"),
+            ));
         }
         if min > self.outstanding {
-            return Err(Error::InvalidArgument(format!(
-                "waiting for {min} completions with {} work requests outstanding",
-                self.outstanding
-            )));
+            return Err(Error::invalid(
+                "min",
+                format!(
+                    "waiting for {min} completions with {} work requests outstanding",
+                    self.outstanding
+                ),
+            ));
         }
         let deadline = Instant::now() + self.node.timeout();
         let mut got = self.poll(out, max);

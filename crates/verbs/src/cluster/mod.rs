@@ -15,6 +15,7 @@
 
 mod control;
 mod coordinator;
+#[allow(unsafe_code)] // the spawned nodes' parent-death signal, argued at the block
 mod local;
 
 use std::io::{BufRead, BufReader, Write};

@@ -193,9 +193,10 @@ pub fn join_launch(launch: &crate::cluster::Launch) -> Result<Node> {
 /// exchange's own errors.
 pub fn join(rank: NodeRank, size: u32, timeout: Duration, exchange: Exchange) -> Result<Node> {
     if rank.0 >= size {
-        return Err(Error::InvalidArgument(format!(
-            "rank {rank} is outside a job of {size} nodes"
-        )));
+        return Err(Error::invalid(
+            "rank",
+            format!("rank {rank} is outside a job of {size} nodes"),
+        ));
     }
     let n = size as usize;
     let device = Device::open()?;

@@ -300,9 +300,10 @@ fn choose_gid(
     let to_index = |index: u32| u8::try_from(index).ok();
     if let Ok(text) = std::env::var("QUIVER_IBV_GID_INDEX") {
         let index: u8 = text.trim().parse().map_err(|_| {
-            Error::InvalidArgument(format!(
-                "QUIVER_IBV_GID_INDEX={text} is not a GID index (0..=255)"
-            ))
+            Error::invalid(
+                "QUIVER_IBV_GID_INDEX",
+                format!("QUIVER_IBV_GID_INDEX={text} is not a GID index (0..=255)"),
+            )
         })?;
         let entry = query(u32::from(index)).ok_or_else(|| {
             unavailable(format!(
