@@ -99,7 +99,7 @@ Inputs larger than --mem are sorted externally: sorted runs are spilled to
     },
     /// One node of a local job that a command spawned (internal): runs the task named in the
     /// environment the job set, from the registry in main.rs.
-    #[command(name = crate::verbs::NODE_ENTRY, hide = true)]
+    #[command(name = crate::NODE_ENTRY, hide = true)]
     Node,
     /// Generate a small graph, round-trip it through an edge list, and show it; no set-up needed.
     Demo(DemoArgs),

@@ -16,6 +16,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use quiver_verbs::job::Entry;
 
+/// The hidden subcommand that a local job's spawned nodes run: this program
+/// re-executed, to run the task the job names.
+const NODE_ENTRY: &str = "__node";
+
 /// Every task that a local job's spawned nodes can run, by name: the hidden
 /// node entry looks the task up here. A distributed engine adds its tasks.
 const TASKS: &[Entry] = &[

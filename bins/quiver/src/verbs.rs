@@ -14,9 +14,6 @@ use quiver_verbs::CostModel;
 use crate::commands::UsageError;
 use crate::units::parse_duration;
 
-/// The hidden subcommand a spawned node runs (see `cli::Command::Node`).
-pub const NODE_ENTRY: &str = "__node";
-
 #[derive(Debug, Subcommand)]
 pub enum VerbsCommand {
     /// Run the conformance suite (every verb, error completions, atomics under contention,
@@ -79,7 +76,7 @@ pub struct JobArgs {
 
 impl JobArgs {
     /// The job these flags describe; its local nodes re-execute this program
-    /// through [`NODE_ENTRY`].
+    /// through [`crate::NODE_ENTRY`].
     pub fn job(&self) -> Result<Job> {
         if self.cost_model && self.fabric != FabricArg::Loopback {
             bail!(UsageError(
@@ -112,7 +109,7 @@ impl JobArgs {
             fabric,
             nodes,
             timeout: self.timeout,
-            program: Some(Program::this_executable([NODE_ENTRY])?),
+            program: Some(Program::this_executable([crate::NODE_ENTRY])?),
         })
     }
 }

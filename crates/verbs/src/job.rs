@@ -258,17 +258,14 @@ impl Job {
             outcome.map_err(|err| (failures.fetch_add(1, Ordering::Relaxed), err))
         })?;
         let mut reports = Vec::with_capacity(outcomes.len());
-        let mut first: Option<(u64, Error)> = None;
+        let mut failures = Vec::new();
         for outcome in outcomes {
             match outcome {
                 Ok(report) => reports.push(report),
-                Err((order, err)) if first.as_ref().is_none_or(|(o, _)| order < *o) => {
-                    first = Some((order, err));
-                }
-                Err(_) => {}
+                Err(failure) => failures.push(failure),
             }
         }
-        match first {
+        match failures.into_iter().min_by_key(|(order, _)| *order) {
             Some((_, err)) => Err(err),
             None => Ok(reports),
         }

@@ -90,6 +90,7 @@ impl Memory {
         }
     }
 
+    /// The word holding byte `offset` (callers pass multiples of 8).
     pub(crate) fn word(&self, offset: usize) -> &AtomicU64 {
         &self.words[offset / 8]
     }
