@@ -457,7 +457,7 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        (state % bound as u64) as usize
+        usize::try_from(state % bound as u64).expect("below a usize bound")
     };
     for copy in 0..20 {
         let mut bytes = original.clone();
@@ -465,7 +465,7 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
         let mut at = Vec::new();
         for _ in 0..flips {
             let i = next(bytes.len());
-            bytes[i] ^= 1 + next(255) as u8;
+            bytes[i] ^= 1 + u8::try_from(next(255)).expect("below 255");
             at.push(i);
         }
         std::fs::write(&bad, &bytes).unwrap();

@@ -12,11 +12,9 @@ use tempfile::NamedTempFile;
 use std::os::unix::fs::FileExt;
 
 use crate::format::{
-    Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, PAGE, VERSION,
+    Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, VERSION,
 };
 
-/// [`PAGE`] as a slice length.
-const PAGE_BYTES: usize = PAGE as usize;
 use crate::{to_usize, Error, Graph, Result};
 
 const BUF_BYTES: usize = 256 << 10;
@@ -226,7 +224,7 @@ impl CsrWriter {
                 .as_file()
                 .read_exact_at(&mut chunk[..n], at)
                 .map_err(write_err)?;
-            crcs.extend(chunk[..n].chunks(PAGE_BYTES).map(crc32c::crc32c));
+            crcs.extend(chunk[..n].chunks(quiver_io::ALIGN).map(crc32c::crc32c));
             at += n as u64;
         }
         let bytes: Vec<u8> = crcs.iter().flat_map(|c| c.to_le_bytes()).collect();

@@ -172,7 +172,8 @@ mod tests {
 
     #[test]
     fn each_nonsense_setting_names_its_parameter() {
-        let cases: [(fn(&mut Config), &str); 6] = [
+        type Breaks = fn(&mut Config);
+        let cases: [(Breaks, &str); 6] = [
             (|c| c.mem_budget = 0, "mem_budget"),
             (|c| c.p_slowest = 1.5, "p_slowest"),
             (|c| c.p_slowest = f64::NAN, "p_slowest"),

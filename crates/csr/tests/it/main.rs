@@ -10,6 +10,8 @@
     clippy::cast_sign_loss
 )]
 
+// A counting global allocator (to measure peak heap) needs `unsafe`; test code only.
+#[allow(unsafe_code)]
 mod alloc;
 mod blocks;
 mod convert;

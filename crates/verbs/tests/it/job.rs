@@ -294,7 +294,9 @@ fn jobs_a_fabric_cannot_form_are_refused() {
     let refused = |fabric, nodes, says: &str| {
         let err = Job::new(fabric, nodes).run::<Probe>(&Probe::default());
         match err {
-            Err(Error::InvalidArgument(reason)) => assert!(reason.contains(says), "{reason}"),
+            Err(Error::InvalidArgument(invalid)) => {
+                assert!(invalid.to_string().contains(says), "{invalid}")
+            }
             other => panic!("expected {says:?}, got {other:?}"),
         }
     };
