@@ -234,15 +234,14 @@ fn bad_arguments_are_refused() {
         )])
         .unwrap_err();
     assert!(
-        err.to_string()
-            .contains("targets node 5, but the job has 2 nodes"),
+        quiver_run::chain(&err).contains("targets node 5, but the job has 2 nodes"),
         "{err}"
     );
     assert_eq!(queue.outstanding(), 0);
     assert!(loopback::cluster(&Config::new(0)).is_err());
     let err = queue.wait(&mut Vec::new(), 2, 1).unwrap_err();
     assert!(
-        err.to_string().contains("at least 2 but at most 1"),
+        quiver_run::chain(&err).contains("at least 2 but at most 1"),
         "{err}"
     );
 }
