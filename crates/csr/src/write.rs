@@ -6,10 +6,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use quiver_io::align_up;
+use quiver_io::{align_up, ALIGN};
 use tempfile::NamedTempFile;
-
-use std::os::unix::fs::FileExt;
 
 use crate::format::{
     Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, VERSION,
@@ -56,7 +54,7 @@ pub struct CsrWriter {
     num_edges: u64,
     /// Target bytes not yet checksummed and written.
     pending: Vec<u8>,
-    targets_crc: u32,
+    targets: SectionSums,
 }
 
 impl CsrWriter {
@@ -98,7 +96,7 @@ impl CsrWriter {
             repeated: false,
             num_edges: 0,
             pending: Vec::with_capacity(BUF_BYTES),
-            targets_crc: 0,
+            targets: SectionSums::default(),
         })
     }
 
@@ -139,7 +137,7 @@ impl CsrWriter {
     /// Checksums and writes the buffered targets (checksumming a buffer at
     /// a time is several times faster than four bytes at a time).
     fn flush_targets(&mut self) -> Result<()> {
-        self.targets_crc = crc32c::crc32c_append(self.targets_crc, &self.pending);
+        self.targets.feed(&self.pending);
         let result = self.file.write_all(&self.pending);
         self.pending.clear();
         result.map_err(|source| self.write_err(source))
@@ -161,10 +159,9 @@ impl CsrWriter {
     /// place. Returns the header written.
     pub fn finish(mut self) -> Result<Header> {
         let layout = Layout::new(self.num_vertices, self.num_edges, self.weights.is_some());
-        let result = self.finish_sections(&layout);
-        let sections = result?;
-        let pages_crc = self.write_page_checksums(&layout)?;
-        let checksums = [sections[0], self.targets_crc, sections[2], pages_crc];
+        let [offsets, targets, weights] = self.finish_sections(&layout)?;
+        let pages_crc = self.write_page_checksums(&layout, [&offsets, &targets, &weights])?;
+        let checksums = [offsets.crc, targets.crc, weights.crc, pages_crc];
         let header = Header {
             version: VERSION,
             flags: self.flags
@@ -204,75 +201,65 @@ impl CsrWriter {
         Ok(header)
     }
 
-    /// Reads the graph data back (from the page cache, as just written),
-    /// appends a checksum per page of it, and returns the checksum of that
-    /// section.
-    fn write_page_checksums(&mut self, layout: &Layout) -> Result<u32> {
+    /// Appends the page checksums the sections gathered as they were
+    /// written (in file order) and returns the checksum of that section.
+    fn write_page_checksums(
+        &mut self,
+        layout: &Layout,
+        sections: [&SectionSums; 3],
+    ) -> Result<u32> {
         let path = self.path.clone();
         let write_err = |source| Error::Write {
             path: path.clone(),
             source,
         };
-        self.file.flush().map_err(write_err)?;
-        let mut crcs = Vec::with_capacity(to_usize(layout.pages.len / 4));
-        let mut chunk = vec![0u8; BUF_BYTES];
-        let mut at = layout.offsets.offset;
-        while at < layout.data_end() {
-            let n = to_usize((layout.data_end() - at).min(BUF_BYTES as u64));
-            self.file
-                .get_ref()
-                .as_file()
-                .read_exact_at(&mut chunk[..n], at)
-                .map_err(write_err)?;
-            crcs.extend(chunk[..n].chunks(quiver_io::ALIGN).map(crc32c::crc32c));
-            at += n as u64;
-        }
-        let bytes: Vec<u8> = crcs.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let bytes: Vec<u8> = sections
+            .iter()
+            .flat_map(|section| &section.pages)
+            .flat_map(|crc| crc.to_le_bytes())
+            .collect();
+        debug_assert_eq!(bytes.len() as u64, layout.pages.len);
         self.file
             .seek(SeekFrom::Start(layout.pages.offset))
             .map_err(write_err)?;
         self.file.write_all(&bytes).map_err(write_err)?;
-        let crc = crc32c::crc32c(&bytes);
-        pad(&mut self.file, layout.pages.offset + layout.pages.len, crc).map_err(write_err)
+        let mut table = SectionSums::default();
+        table.feed(&bytes);
+        pad(
+            &mut self.file,
+            layout.pages.offset + layout.pages.len,
+            &mut table,
+        )
+        .map_err(write_err)?;
+        Ok(table.crc)
     }
 
     /// Pads the targets, copies the weights in and writes the offsets;
-    /// returns the section checksums (the targets' is filled in by the caller).
-    fn finish_sections(&mut self, layout: &Layout) -> Result<[u32; 3]> {
+    /// returns the checksums of the offsets, targets and weights sections.
+    fn finish_sections(&mut self, layout: &Layout) -> Result<[SectionSums; 3]> {
         let path = self.path.clone();
         let write_err = |source| Error::Write {
             path: path.clone(),
             source,
         };
-        let mut checksums = [0u32; 3];
         self.flush_targets()?;
-        self.targets_crc = pad(
-            &mut self.file,
-            layout.targets.offset + layout.targets.len,
-            self.targets_crc,
-        )
-        .map_err(write_err)?;
-        if let Some(weights) = self.weights.take() {
-            let mut side = weights
-                .into_inner()
-                .map_err(|e| write_err(e.into_error()))?;
+        let targets_end = layout.targets.offset + layout.targets.len;
+        pad(&mut self.file, targets_end, &mut self.targets).map_err(write_err)?;
+        let mut weights = SectionSums::default();
+        if let Some(side) = self.weights.take() {
+            let mut side = side.into_inner().map_err(|e| write_err(e.into_error()))?;
             side.seek(SeekFrom::Start(0)).map_err(write_err)?;
-            let mut crc = 0;
             let mut chunk = vec![0u8; BUF_BYTES];
             loop {
                 let n = side.read(&mut chunk).map_err(write_err)?;
                 if n == 0 {
                     break;
                 }
-                crc = crc32c::crc32c_append(crc, &chunk[..n]);
+                weights.feed(&chunk[..n]);
                 self.file.write_all(&chunk[..n]).map_err(write_err)?;
             }
-            checksums[2] = pad(
-                &mut self.file,
-                layout.weights.offset + layout.weights.len,
-                crc,
-            )
-            .map_err(write_err)?;
+            let weights_end = layout.weights.offset + layout.weights.len;
+            pad(&mut self.file, weights_end, &mut weights).map_err(write_err)?;
         }
         for v in 1..self.degrees.len() {
             self.degrees[v] += self.degrees[v - 1];
@@ -280,28 +267,54 @@ impl CsrWriter {
         self.file
             .seek(SeekFrom::Start(layout.offsets.offset))
             .map_err(write_err)?;
-        let mut crc = 0;
+        let mut offsets = SectionSums::default();
         for chunk in self.degrees.chunks(BUF_BYTES / 8) {
             let bytes: Vec<u8> = chunk.iter().flat_map(|o| o.to_le_bytes()).collect();
-            crc = crc32c::crc32c_append(crc, &bytes);
+            offsets.feed(&bytes);
             self.file.write_all(&bytes).map_err(write_err)?;
         }
-        checksums[0] = pad(
-            &mut self.file,
-            layout.offsets.offset + layout.offsets.len,
-            crc,
-        )
-        .map_err(write_err)?;
-        Ok(checksums)
+        let offsets_end = layout.offsets.offset + layout.offsets.len;
+        pad(&mut self.file, offsets_end, &mut offsets).map_err(write_err)?;
+        Ok([offsets, std::mem::take(&mut self.targets), weights])
     }
 }
 
-/// Writes zeros from `end` (the current position) to the next 4 KiB boundary,
-/// extending `crc` over them.
-fn pad(out: &mut impl Write, end: u64, crc: u32) -> io::Result<u32> {
+/// The checksums of one section, gathered as its bytes are written: the
+/// CRC-32C of the whole padded section, and one per 4 KiB page (a section
+/// starts page aligned and padding ends it on a page boundary).
+#[derive(Debug, Default)]
+struct SectionSums {
+    crc: u32,
+    pages: Vec<u32>,
+    page_crc: u32,
+    page_filled: usize,
+}
+
+impl SectionSums {
+    /// Extends both checksums over the next `bytes` of the section.
+    fn feed(&mut self, mut bytes: &[u8]) {
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        while !bytes.is_empty() {
+            let n = (ALIGN - self.page_filled).min(bytes.len());
+            self.page_crc = crc32c::crc32c_append(self.page_crc, &bytes[..n]);
+            self.page_filled += n;
+            bytes = &bytes[n..];
+            if self.page_filled == ALIGN {
+                self.pages.push(self.page_crc);
+                (self.page_crc, self.page_filled) = (0, 0);
+            }
+        }
+    }
+}
+
+/// Writes zeros from `end` (the current position) to the next 4 KiB
+/// boundary, extending `sums` over them.
+fn pad(out: &mut impl Write, end: u64, sums: &mut SectionSums) -> io::Result<()> {
     let zeros = vec![0u8; to_usize(align_up(end) - end)];
     out.write_all(&zeros)?;
-    Ok(crc32c::crc32c_append(crc, &zeros))
+    sums.feed(&zeros);
+    debug_assert_eq!(sums.page_filled, 0, "padding ends a section on a page");
+    Ok(())
 }
 
 /// A temporary file in `path`'s directory, removed on drop unless persisted.

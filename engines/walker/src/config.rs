@@ -146,12 +146,13 @@ impl Config {
     pub fn validate_for(&self, spec: &WalkSpec) -> Result<(), InvalidArgument> {
         self.validate()?;
         if let Some(bias) = spec.node2vec {
-            for (name, value) in [("node2vec.p", bias.p), ("node2vec.q", bias.q)] {
+            for (parameter, name, value) in
+                [("node2vec.p", "p", bias.p), ("node2vec.q", "q", bias.q)]
+            {
                 if !(value.is_finite() && value > 0.0) {
-                    let short = &name["node2vec.".len()..];
                     return Err(InvalidArgument::new(
-                        name,
-                        format!("Node2Vec's {short} must be a finite number above 0, got {value}"),
+                        parameter,
+                        format!("Node2Vec's {name} must be a finite number above 0, got {value}"),
                     ));
                 }
             }

@@ -3,11 +3,13 @@
 //! members given their rank), and the failures it must name.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use quiver_verbs::job::{self, Entry, Fabric, Job, Nodes, Program, Task};
+
+use crate::{scratch, wait_for};
 use quiver_verbs::{Error, Node, NodeRank, Reduce};
 use serde::{Deserialize, Serialize};
 
@@ -125,13 +127,6 @@ fn assert_three_reports(reports: &[ProbeReport], fabric: &str) {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("quiver-job-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn three_loopback_threads_report() {
     let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(3));
@@ -237,22 +232,10 @@ fn a_failing_task_is_named() {
     assert_eq!(err.to_string(), "the task failed on node 1");
 }
 
-fn wait_for(path: &Path, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} did not appear",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// A spawned node killed in its task fails the job, naming it, promptly.
 #[test]
 fn a_killed_node_is_named() {
-    let dir = scratch("killed");
+    let dir = scratch("job-killed");
     let job = Job {
         timeout: Duration::from_secs(20),
         program: Some(this_test_binary()),

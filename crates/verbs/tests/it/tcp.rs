@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use quiver_verbs::cluster::{Coordinator, Launch, LocalJob};
 use quiver_verbs::{conformance, tcp, Error, Node, NodeRank};
 
+use crate::{scratch, wait_for};
+
 fn launch(rank: u32, size: u32, coordinator: &str, timeout: Duration) -> Launch {
     Launch {
         rank: NodeRank(rank),
@@ -237,13 +239,6 @@ fn node_command(scenario: &str, dir: &Path) -> Command {
     cmd
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("quiver-verbs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Body of a node process (run by the tests below, not on its own).
 #[test]
 #[ignore = "entry point of node processes spawned by the multi-process tests"]
@@ -324,18 +319,6 @@ fn conformance_in_processes() {
             .map(|rank| Some(format!("{rank}:{}", conformance::CHECKS.len())))
             .collect();
         assert_eq!(reports, want);
-    }
-}
-
-fn wait_for(path: &Path, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} did not appear",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
