@@ -23,6 +23,7 @@
 use std::path::Path;
 
 use quiver_io::{align_up, ALIGN};
+use rayon::prelude::*;
 
 use crate::{Error, Result};
 
@@ -384,21 +385,26 @@ impl PageChecksums {
             });
         }
         let first = crate::to_usize((offset - start) / PAGE);
-        for (i, page) in bytes.chunks(ALIGN).enumerate() {
-            let stored = self.crcs[first + i];
-            let computed = crc32c::crc32c(page);
-            if computed != stored {
+        let stored = &self.crcs[first..first + bytes.len() / ALIGN];
+        // Pages are checked on every core: a block load otherwise leaves the
+        // other threads idle while one computes its checksums.
+        let bad = bytes
+            .par_chunks(ALIGN)
+            .zip(stored)
+            .position_first(|(page, &crc)| crc32c::crc32c(page) != crc);
+        match bad {
+            None => Ok(()),
+            Some(i) => {
                 let at = offset + i as u64 * PAGE;
-                return Err(Error::PageChecksum {
+                Err(Error::PageChecksum {
                     path: self.path.clone(),
                     section: section_at(&self.layout, at),
                     offset: at,
-                    stored,
-                    computed,
-                });
+                    stored: stored[i],
+                    computed: crc32c::crc32c(&bytes[i * ALIGN..(i + 1) * ALIGN]),
+                })
             }
         }
-        Ok(())
     }
 
     /// Bytes the table holds in memory.
