@@ -1,14 +1,16 @@
 //! `cargo xtask`: Quiver's developer tasks, in Rust so they run wherever
 //! cargo does. `ci` runs the CI gates exactly as CI does; `bench` builds the
 //! release binaries, runs the end-to-end benchmarks against their baselines
-//! (`io`, `ingest`, `walker`) and writes JSON, a Markdown summary and SVG
+//! (the registry in `bench`) and writes JSON, a Markdown summary and SVG
 //! charts to `target/bench/`.
 //!
-//! Invariants: xtask drives other programs (`bash .ci/run`, `cargo`, the
-//! driver, `bench-io`, `bench-latency`) as child processes and links no
-//! workspace crate, so it builds in seconds and measures exactly what users
-//! run. Exit codes: 0 success, 1 failure, 2 bad usage; `ci` passes on the
-//! exit code of `.ci/run`.
+//! Invariants: xtask measures by driving other programs (`bash .ci/run`,
+//! `cargo`, the driver, `bench-io`, `bench-latency`) as child processes, so
+//! it measures exactly what users run; it links workspace libraries only for
+//! their parsers and defaults (`quiver_io::size`, the walker's `Config`), so
+//! that a benchmark never restates a default that may drift. Exit codes: 0
+//! success, 1 failure, 2 bad usage; `ci` passes on the exit code of
+//! `.ci/run`.
 
 #![forbid(unsafe_code)]
 

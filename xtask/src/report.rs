@@ -13,9 +13,6 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The benchmarks, in summary order.
-const BENCHES: [&str; 5] = ["io", "ingest", "walker", "walker-systems", "verbs"];
-
 /// What a ratio (engine / baseline) should be.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -114,14 +111,14 @@ fn show(x: f64) -> String {
     }
 }
 
-/// Rewrites `summary.md` and `ratios.svg` in `out` from every benchmark's
-/// JSON there, and returns the Markdown table.
-pub fn regenerate(out: &Path) -> Result<String> {
+/// Rewrites `summary.md` and `ratios.svg` in `out` from the JSON reports of
+/// `benchmarks` found there, in that order, and returns the Markdown table.
+pub fn regenerate<'a>(out: &Path, benchmarks: impl Iterator<Item = &'a str>) -> Result<String> {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
     let mut sources = Vec::new();
     let mut sections = Vec::new();
-    for name in BENCHES {
+    for name in benchmarks {
         let path = out.join(format!("{name}.json"));
         if !path.exists() {
             continue;

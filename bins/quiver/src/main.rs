@@ -6,6 +6,7 @@
 
 mod cli;
 mod commands;
+mod job;
 mod progress;
 mod units;
 mod verbs;

@@ -1,18 +1,12 @@
 //! `quiver verbs`: check and measure the RDMA verbs fabrics on this machine
-//! or on a cluster, the way `ib_read_lat`/`ib_write_bw` check a NIC. The
-//! job flags ([`JobArgs`]) are the ones every distributed engine takes.
-
-use std::time::Duration;
+//! or on a cluster, the way `ib_read_lat`/`ib_write_bw` check a NIC.
 
 use anyhow::{bail, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use quiver_verbs::bench::{self, Bench};
 use quiver_verbs::conformance::{NodeReport, Suite};
-use quiver_verbs::job::{Fabric, Job, Nodes, Program};
-use quiver_verbs::CostModel;
 
-use crate::commands::UsageError;
-use crate::units::parse_duration;
+use crate::job::JobArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum VerbsCommand {
@@ -31,87 +25,6 @@ pub enum VerbsCommand {
   quiver verbs bench --fabric loopback --cost-model
   quiver verbs bench --nodes 2 --ops 50000 --json")]
     Bench(BenchArgs),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FabricArg {
-    /// Nodes are threads of this process; remote memory is shared memory.
-    Loopback,
-    /// One process per node over TCP.
-    Tcp,
-    /// The ranks of an MPI job (run under mpirun/srun; needs a build with --features mpi).
-    Mpi,
-    /// Real RDMA RC queue pairs (needs an RDMA device and a build with --features rdma).
-    Ibverbs,
-}
-
-/// How to form the job.
-#[derive(Debug, Args, Clone)]
-pub struct JobArgs {
-    /// The fabric.
-    #[arg(long, value_enum, default_value_t = FabricArg::Tcp)]
-    pub fabric: FabricArg,
-    /// Run this many nodes on this machine: processes on 127.0.0.1 spawned by this command
-    /// (loopback: threads). Omit it under srun or mpirun, or with --rank/--size, where this
-    /// process is one node of the job.
-    #[arg(long)]
-    pub nodes: Option<u32>,
-    /// This node's rank (default: from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK).
-    #[arg(long)]
-    pub rank: Option<u32>,
-    /// Number of nodes (default: from SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE).
-    #[arg(long)]
-    pub size: Option<u32>,
-    /// HOST:PORT where rank 0 runs the coordinator (default: QUIVER_COORDINATOR).
-    #[arg(long)]
-    pub coordinator: Option<String>,
-    /// How long to wait for a node before declaring it failed.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub timeout: Duration,
-    /// Loopback only: give every operation a modelled time (ConnectX-3 class numbers) and
-    /// report it beside wall time.
-    #[arg(long)]
-    pub cost_model: bool,
-}
-
-impl JobArgs {
-    /// The job these flags describe; its local nodes re-execute this program
-    /// through [`crate::NODE_ENTRY`].
-    pub fn job(&self) -> Result<Job> {
-        if self.cost_model && self.fabric != FabricArg::Loopback {
-            bail!(UsageError(
-                "--cost-model applies to --fabric loopback only".into()
-            ));
-        }
-        if self.nodes.is_some() && (self.rank.is_some() || self.size.is_some()) {
-            bail!(UsageError(
-                "--nodes spawns a local job; --rank/--size join an existing one".into()
-            ));
-        }
-        let fabric = match self.fabric {
-            FabricArg::Loopback => Fabric::Loopback {
-                cost: self.cost_model.then(CostModel::default),
-            },
-            FabricArg::Tcp => Fabric::Tcp,
-            FabricArg::Mpi => Fabric::Mpi,
-            FabricArg::Ibverbs => Fabric::Ibverbs,
-        };
-        let nodes = match (self.fabric, self.nodes) {
-            (FabricArg::Loopback, nodes) => Nodes::Local(nodes.unwrap_or(2)),
-            (_, Some(nodes)) => Nodes::Local(nodes),
-            (_, None) => Nodes::Member {
-                rank: self.rank,
-                size: self.size,
-                coordinator: self.coordinator.clone(),
-            },
-        };
-        Ok(Job {
-            fabric,
-            nodes,
-            timeout: self.timeout,
-            program: Some(Program::this_executable([crate::NODE_ENTRY])?),
-        })
-    }
 }
 
 #[derive(Debug, Args, Clone)]

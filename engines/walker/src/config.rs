@@ -52,7 +52,7 @@ pub struct Config {
     /// Memory for cached blocks, walk pools and walks in flight.
     pub mem_budget: u64,
     /// Block size in bytes. With `adaptive`, the fine blocks that loads
-    /// group (default 2 MiB); otherwise the fixed block size (default: the
+    /// group (default [`FINE_BLOCK`]); otherwise the fixed block size (default: the
     /// paper's static rule, `2^(floor(log10 walks) + 2)` MiB, at most a
     /// quarter of the budget).
     pub block_size: Option<u64>,
@@ -103,6 +103,10 @@ impl Default for Config {
 /// cache here (1 MiB), which measured fastest on this machine (a quarter
 /// of it was slower), with the L3 behind it.
 pub const PARTITION_BYTES: u64 = 1 << 20;
+
+/// The fine blocks that GraphWalker's self-adaptive loads group, as in the
+/// paper: the default block size of adaptive first-order walks.
+pub const FINE_BLOCK: u64 = 2 << 20;
 
 impl Config {
     /// Checks the settings on their own, before any graph is opened: every

@@ -66,7 +66,7 @@ mod rng;
 mod spec;
 
 pub use app::{Visit, WalkApp};
-pub use config::{Config, IoMode, Mode};
+pub use config::{Config, IoMode, Mode, FINE_BLOCK};
 pub use engine::{run, run_with_progress};
 pub use quiver_run::{NoProgress, Progress, RunSummary, Unit};
 pub use report::Report;

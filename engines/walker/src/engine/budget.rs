@@ -170,9 +170,6 @@ pub(super) const MAX_PAIRED_BLOCKS: usize = 256;
 /// every spill a file append of a few walks).
 pub(super) const MIN_PAIR_POOL: usize = 16;
 
-/// Fine blocks of the adaptive rule, as in the paper.
-pub(super) const FINE_BLOCK: u64 = 2 << 20;
-
 /// The adaptive rule's ceiling on one load.
 pub(super) const MAX_ADAPTIVE_LOAD: u64 = 4 << 30;
 

@@ -27,12 +27,12 @@ use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools};
 use rayon::prelude::*;
 
 use crate::app::WalkApp;
-use crate::config::{Config, IoMode, Mode};
+use crate::config::{Config, IoMode, Mode, FINE_BLOCK};
 use crate::loaded::{list_bytes, Executing, LoadedBlock};
 use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
-use budget::{default_block_size, Pooling, FINE_BLOCK};
+use budget::{default_block_size, Pooling};
 use quiver_run::{NoProgress, Progress, RunSummary, Stopwatch, Unit};
 use std::sync::atomic::{AtomicU64, Ordering};
 use walks::{PooledWalk, SecondOrderWalk};

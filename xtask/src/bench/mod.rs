@@ -1,0 +1,340 @@
+//! `cargo xtask bench`: end-to-end comparisons, engine against baseline, run
+//! as child processes of release builds, each writing `target/bench/<name>.json`
+//! (and `summary.md` and `ratios.svg` regenerated from all of them).
+//!
+//! Every benchmark is one module here and one entry of [`BENCHMARKS`]: its
+//! name, its help line and its `run` function, which returns the JSON report
+//! with its `rows`. Adding a benchmark touches only those two places.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, ensure, Context as _, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::Args;
+use quiver_io::size::parse_bytes;
+use serde_json::Value;
+
+use crate::report;
+use crate::{cargo, workspace_root};
+
+/// An array of command-line arguments as `OsString`s, from strings and paths alike.
+macro_rules! argv {
+    ($($arg:expr),* $(,)?) => {
+        [$(OsString::from($arg)),*]
+    };
+}
+
+mod ingest;
+mod io;
+mod verbs;
+mod walker;
+mod walker_systems;
+
+/// One benchmark: `cargo xtask bench <name>` runs it and writes its report
+/// to `target/bench/<name>.json`.
+pub struct Benchmark {
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub help: &'static str,
+    pub run: fn(&Context) -> Result<Value>,
+}
+
+/// Every benchmark, in the order `all` runs them and the summary lists them.
+pub const BENCHMARKS: &[Benchmark] = &[
+    Benchmark {
+        name: "io",
+        help: "quiver-io block loading against dd and pread (bench-io)",
+        run: io::run,
+    },
+    Benchmark {
+        name: "ingest",
+        help: "Edge-list conversion with the release driver: throughput, peak memory",
+        run: ingest::run,
+    },
+    Benchmark {
+        name: "walker",
+        help: "The walker engine: GraphWalker against iteration out of core, memory mode against dependent reads",
+        run: walker::run,
+    },
+    Benchmark {
+        name: "walker-systems",
+        help: "The walker on the Kronecker graph of scale 20 against other systems' figures",
+        run: walker_systems::run,
+    },
+    Benchmark {
+        name: "verbs",
+        help: "quiver-verbs: latency and bandwidth per fabric, tcp against a plain TCP ping-pong",
+        run: verbs::run,
+    },
+];
+
+/// What a benchmark's `run` gets: the release binaries, where to put data
+/// and output, and the command line.
+pub struct Context<'a> {
+    pub bins: &'a Bins,
+    /// `target/bench/data`: generated graphs and scratch files, reused across runs.
+    pub data: &'a Path,
+    /// `target/bench`: reports and charts.
+    pub out: &'a Path,
+    pub args: &'a BenchArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmark to run (`all`: every one, in order).
+    #[arg(default_value = "all", value_parser = benchmark_names())]
+    which: String,
+    /// io: size of the test file (on the real disk, in target/bench/data).
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    pub size: u64,
+    /// io, verbs, walker-systems: repetitions of every method, interleaved (verbs, walker-systems: the median run is kept).
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// io: 8 MiB blocks per io_uring batch in the sequential runs (bench-io's default if omitted).
+    #[arg(long)]
+    pub seq_batch: Option<u32>,
+    /// io: random 4 KiB reads per run (bench-io's default if omitted).
+    #[arg(long)]
+    pub rand_reads: Option<u32>,
+    /// ingest, walker: R-MAT scale of the generated graph (2^scale vertices, 16 edges per vertex).
+    #[arg(long, default_value_t = 22)]
+    pub scale: u32,
+    /// ingest: memory budget of the conversion (--mem of quiver convert).
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    pub mem: u64,
+    /// walker: walks of the length-80 raw workload, as a share of |V| (0 < share <= 1).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_share)]
+    pub l80_share: f64,
+}
+
+/// The accepted benchmark names, with their help, for clap.
+fn benchmark_names() -> PossibleValuesParser {
+    let all = PossibleValue::new("all").help("Every benchmark, in order");
+    PossibleValuesParser::new(
+        BENCHMARKS
+            .iter()
+            .map(|b| PossibleValue::new(b.name).help(b.help))
+            .chain([all]),
+    )
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("{text:?} is not a share in (0, 1]")),
+    }
+}
+
+const EDGE_FACTOR: u32 = 16;
+const SEED: u32 = 1;
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let root = workspace_root();
+    let target = target_dir(&root)?;
+    let out = target.join("bench");
+    let data = out.join("data");
+    fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    let bins = build(&root)?;
+    let context = Context {
+        bins: &bins,
+        data: &data,
+        out: &out,
+        args,
+    };
+    for benchmark in BENCHMARKS
+        .iter()
+        .filter(|b| args.which == "all" || args.which == b.name)
+    {
+        let report = (benchmark.run)(&context)?;
+        write_json(&out.join(format!("{}.json", benchmark.name)), &report)?;
+    }
+    let table = report::regenerate(&out, BENCHMARKS.iter().map(|b| b.name))?;
+    println!("{table}");
+    println!(
+        "wrote {} and {}",
+        out.join("summary.md").display(),
+        out.join("ratios.svg").display()
+    );
+    Ok(())
+}
+
+fn target_dir(root: &Path) -> Result<PathBuf> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo metadata")?;
+    ensure!(
+        out.status.success(),
+        "cargo metadata failed ({})",
+        out.status
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).context("parsing cargo metadata")?;
+    let dir = meta["target_directory"]
+        .as_str()
+        .context("cargo metadata names no target_directory")?;
+    Ok(PathBuf::from(dir))
+}
+
+/// The release binaries the benchmarks run.
+pub struct Bins {
+    pub quiver: PathBuf,
+    pub bench_io: PathBuf,
+    pub bench_latency: PathBuf,
+}
+
+/// Builds the driver and quiver-benches' binaries with `--release` and
+/// returns where cargo put them.
+fn build(root: &Path) -> Result<Bins> {
+    eprintln!("xtask: building the release binaries (quiver, bench-io, bench-latency)");
+    let out = cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "quiver",
+            "-p",
+            "quiver-benches",
+            "--bins",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo build")?;
+    ensure!(
+        out.status.success(),
+        "cargo build --release failed ({})",
+        out.status
+    );
+    let mut exes = BTreeMap::new();
+    for line in out.stdout.split(|&b| b == b'\n') {
+        let Ok(msg) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if msg["reason"] == "compiler-artifact" {
+            if let (Some(name), Some(exe)) =
+                (msg["target"]["name"].as_str(), msg["executable"].as_str())
+            {
+                exes.insert(name.to_owned(), PathBuf::from(exe));
+            }
+        }
+    }
+    let mut take = |name: &str| {
+        exes.remove(name)
+            .with_context(|| format!("cargo build reported no executable named {name}"))
+    };
+    Ok(Bins {
+        quiver: take("quiver")?,
+        bench_io: take("bench-io")?,
+        bench_latency: take("bench-latency")?,
+    })
+}
+
+/// Runs `program args`, echoing the command; its stderr passes through and
+/// its stdout is returned.
+fn capture(program: &Path, args: &[OsString]) -> Result<Vec<u8>> {
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let name = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    eprintln!("xtask: {name} {}", shown.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", program.display()))?;
+    if !out.status.success() {
+        bail!("{name} {} failed ({})", shown.join(" "), out.status);
+    }
+    Ok(out.stdout)
+}
+
+/// Runs a command that prints a JSON report on stdout and parses it.
+fn capture_json(program: &Path, args: &[OsString]) -> Result<Value> {
+    let stdout = capture(program, args)?;
+    serde_json::from_slice(&stdout).with_context(|| {
+        format!(
+            "parsing the JSON report of {} {}",
+            program.display(),
+            args.iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })
+}
+
+fn write_json(path: &Path, value: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("serialising a report")?;
+    fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// A number inside a report, by JSON pointer.
+fn num(report: &Value, pointer: &str) -> Result<f64> {
+    report
+        .pointer(pointer)
+        .and_then(Value::as_f64)
+        .with_context(|| format!("the report has no number at {pointer}"))
+}
+
+/// Writes the R-MAT graph of `scale` (16 edges per vertex, seed 1) to
+/// `graph`: as generated, or `symmetric` (undirected, deduplicated, without
+/// self-loops, within a 4 GiB budget), as the walker benchmarks use it.
+fn generate_rmat(bins: &Bins, graph: &Path, scale: u32, symmetric: bool) -> Result<Value> {
+    // The driver writes under a temporary name and renames: a graph that
+    // exists is complete.
+    let mut args = Vec::from(argv![
+        "--json",
+        "generate",
+        "rmat",
+        "--scale",
+        scale.to_string(),
+        "--edge-factor",
+        EDGE_FACTOR.to_string(),
+        "--seed",
+        SEED.to_string(),
+        "-o",
+        graph,
+    ]);
+    if symmetric {
+        args.extend(argv![
+            "--undirected",
+            "--dedupe",
+            "--drop-self-loops",
+            "--mem",
+            "4GiB"
+        ]);
+    }
+    capture_json(&bins.quiver, &args)
+}
+
+/// Runs `make` unless `path` exists already, in which case it is reused
+/// (and a note says so). Data made by the driver is written under a
+/// temporary name and renamed, so a file that exists is complete; its name
+/// carries its parameters.
+pub(crate) fn reuse_or(
+    path: &Path,
+    bench: &str,
+    notes: &mut Vec<String>,
+    make: impl FnOnce() -> Result<Value>,
+) -> Result<Value> {
+    if path.exists() {
+        notes.push(format!(
+            "{bench}: reused {} (delete it to regenerate)",
+            path.display()
+        ));
+        eprintln!("xtask: reusing {}", path.display());
+        return Ok(Value::Null);
+    }
+    make()
+}
