@@ -31,6 +31,8 @@ mod graph;
 mod ingest;
 pub mod parse;
 mod sort;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod write;
 
 pub use blocks::{Block, BlockId, Blocks, Extent};

@@ -5,11 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use quiver_csr::{convert, ConvertOptions, Graph, NoProgress, SortOptions};
+use quiver_csr::{convert, testing, ConvertOptions, Graph, NoProgress, SortOptions};
 
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
-}
+use crate::assert_same_graph;
 
 /// One `<name>.expected` file.
 #[derive(Debug)]
@@ -29,7 +27,7 @@ struct Expected {
 
 /// Every `*.expected` file in `fixtures/`, sorted by name.
 fn expected_files() -> Vec<PathBuf> {
-    let dir = fixtures_dir();
+    let dir = testing::fixture("");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot read the fixtures folder {}: {e}", dir.display()))
         .map(|entry| entry.expect("fixtures dir entry").path())
@@ -94,7 +92,7 @@ fn parse_expected(path: &Path) -> Expected {
     };
 
     let input = match take("input") {
-        Some(file) => fixtures_dir().join(file),
+        Some(file) => testing::fixture(&file),
         None => input_by_stem(path, &name),
     };
     let (mut undirected, mut dedupe, mut drop_self_loops) = (false, false, false);
@@ -243,7 +241,7 @@ fn every_fixture_converts_to_its_expected_graph() {
 /// over members 0..34, with the well-known degrees of members 1, 33 and 34.
 #[test]
 fn karate_fixture_is_the_simple_undirected_edge_list() {
-    let path = fixtures_dir().join("karate.txt");
+    let path = testing::fixture("karate.txt");
     let text = std::fs::read_to_string(&path).expect("karate: fixture is readable");
     let mut pairs = std::collections::BTreeSet::new();
     let mut degree = [0u32; 34];
@@ -275,11 +273,38 @@ fn karate_fixture_is_the_simple_undirected_edge_list() {
     );
 }
 
+/// The shared fixture (`quiver_csr::testing::karate`) is the karate file as
+/// `quiver convert` reads it, undirected and as listed.
+#[test]
+fn testing_karate_is_the_converted_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    for undirected in [true, false] {
+        let output = dir.path().join(format!("karate-{undirected}.qcsr"));
+        let options = ConvertOptions {
+            sort: SortOptions {
+                undirected,
+                work_dir: Some(dir.path().to_owned()),
+                ..SortOptions::default()
+            },
+            ..ConvertOptions::default()
+        };
+        convert(
+            &testing::fixture("karate.txt"),
+            &output,
+            &options,
+            &NoProgress,
+        )
+        .unwrap();
+        let converted = Graph::open(&output).unwrap();
+        assert_same_graph(&testing::karate(undirected), &converted);
+    }
+}
+
 /// The ingest fixture must keep what it exercises, whatever an editor or git
 /// does to it: CRLF line ends, tabs, a `%` comment.
 #[test]
 fn tiny_weighted_fixture_keeps_crlf_tabs_and_comments() {
-    let bytes = std::fs::read(fixtures_dir().join("tiny-weighted.txt"))
+    let bytes = std::fs::read(testing::fixture("tiny-weighted.txt"))
         .expect("tiny-weighted: fixture is readable");
     let text = String::from_utf8(bytes).expect("tiny-weighted: fixture is UTF-8");
     assert!(

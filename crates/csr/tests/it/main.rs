@@ -24,7 +24,7 @@ mod roundtrip;
 use std::path::Path;
 
 use proptest::prelude::*;
-use quiver_csr::Graph;
+use quiver_csr::{testing, Graph};
 
 #[global_allocator]
 static ALLOC: alloc::CountingAlloc = alloc::CountingAlloc;
@@ -32,15 +32,7 @@ static ALLOC: alloc::CountingAlloc = alloc::CountingAlloc;
 /// A random graph: up to `max_v` vertices, up to `max_e` edges, maybe
 /// weighted, with zero-degree vertices and duplicate edges likely.
 pub fn arb_graph(max_v: u32, max_e: usize) -> impl Strategy<Value = Graph> {
-    (1..=max_v, any::<bool>(), any::<bool>()).prop_flat_map(move |(n, weighted, undirected)| {
-        prop::collection::vec((0..n, 0..n, 0u32..1000), 0..=max_e).prop_map(move |edges| {
-            let edges: Vec<(u32, u32, f32)> = edges
-                .into_iter()
-                .map(|(s, t, w)| (s, t, w as f32 / 8.0))
-                .collect();
-            Graph::from_edges(n, &edges, weighted, undirected).expect("edges are in range")
-        })
-    })
+    testing::arb_graph(testing::Shape::new(max_v, max_e))
 }
 
 /// Asserts two graphs hold the same CSR arrays and flags.

@@ -10,31 +10,20 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use quiver_csr::{convert, ConvertOptions, Graph, NoProgress, SortOptions};
+use quiver_csr::{testing, write_graph, Graph};
 use quiver_walker::apps::{write_corpus, Domination, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{run, Config, DeadEnd, Mode, Report, WalkApp};
 
 use crate::{write, Recorder};
 
-/// Zachary's karate club from `fixtures/karate.txt`, converted (undirected:
-/// 34 vertices, 156 edges; or as listed, `u -> v` for `u < v`, which leaves
-/// dead ends) into `dir`.
+/// Zachary's karate club ([`testing::karate`]) written into `dir`.
 pub fn karate(dir: &Path, undirected: bool) -> PathBuf {
-    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/karate.txt");
     let output = dir.join(if undirected {
         "karate.qcsr"
     } else {
         "karate-directed.qcsr"
     });
-    let options = ConvertOptions {
-        sort: SortOptions {
-            undirected,
-            work_dir: Some(dir.to_owned()),
-            ..SortOptions::default()
-        },
-        ..ConvertOptions::default()
-    };
-    convert(&input, &output, &options, &NoProgress).unwrap();
+    write_graph(&testing::karate(undirected), &output).unwrap();
     output
 }
 

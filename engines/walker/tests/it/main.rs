@@ -15,7 +15,7 @@ mod inputs;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use quiver_csr::{write_graph, Graph};
+use quiver_csr::{testing, write_graph, Graph};
 use quiver_walker::{Visit, WalkApp, WalkSpec};
 
 /// Records every visit: (walk id, hop, vertex), sorted at the end.
@@ -47,19 +47,9 @@ impl WalkApp for Recorder {
     }
 }
 
-/// A random graph with dead ends likely: up to `max_v` vertices.
+/// A random directed graph with dead ends likely: up to `max_v` vertices.
 pub fn arb_graph(max_v: u32, max_e: usize) -> impl Strategy<Value = Graph> {
-    (2..=max_v, any::<bool>()).prop_flat_map(move |(n, weighted)| {
-        prop::collection::vec((0..n, 0..n, 1u32..20), 1..=max_e).prop_map(move |edges| {
-            // Leave the top fifth of the vertices without out-edges.
-            let edges: Vec<(u32, u32, f32)> = edges
-                .into_iter()
-                .filter(|&(s, _, _)| s < n - n / 5)
-                .map(|(s, t, w)| (s, t, w as f32))
-                .collect();
-            Graph::from_edges(n, &edges, weighted, false).unwrap()
-        })
-    })
+    testing::arb_graph(testing::Shape::new(max_v, max_e).directed_with_dead_ends())
 }
 
 /// Writes `graph` into `dir` and returns its path.

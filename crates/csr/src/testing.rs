@@ -1,0 +1,135 @@
+//! What the tests of every crate share (feature `testing`, for
+//! dev-dependencies only): a proptest strategy for random graphs and the
+//! repository's small reference graphs in `fixtures/`.
+//!
+//! One place for these keeps every engine's property tests drawing from the
+//! same kinds of graphs (empty vertices, duplicate edges, dead ends, weights)
+//! and every engine's fixture tests reading the same files.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+
+use crate::Graph;
+
+/// The shape of the random graphs [`arb_graph`] draws.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    /// Fewest vertices (at least 1).
+    pub min_vertices: u32,
+    /// Most vertices.
+    pub max_vertices: u32,
+    /// Fewest edges drawn (before `sinks` drops some).
+    pub min_edges: usize,
+    /// Most edges drawn.
+    pub max_edges: usize,
+    /// `Some(u)`: only undirected (`true`) or only directed graphs;
+    /// `None`: either.
+    pub undirected: Option<bool>,
+    /// Leave the top fifth of the vertices without out-edges, so that
+    /// directed graphs have dead ends.
+    pub sinks: bool,
+}
+
+impl Shape {
+    /// Graphs of 1 to `max_vertices` vertices and 0 to `max_edges` edges
+    /// drawn uniformly (duplicates and self-loops likely), weighted or not,
+    /// directed or not.
+    pub fn new(max_vertices: u32, max_edges: usize) -> Shape {
+        Shape {
+            min_vertices: 1,
+            max_vertices,
+            min_edges: 0,
+            max_edges,
+            undirected: None,
+            sinks: false,
+        }
+    }
+
+    /// Directed graphs with at least 2 vertices and 1 edge drawn, whose top
+    /// fifth of vertices has no out-edges: walks reach dead ends.
+    #[must_use]
+    pub fn directed_with_dead_ends(self) -> Shape {
+        Shape {
+            min_vertices: self.min_vertices.max(2),
+            min_edges: self.min_edges.max(1),
+            undirected: Some(false),
+            sinks: true,
+            ..self
+        }
+    }
+}
+
+/// Random graphs of `shape`. An undirected graph holds every drawn edge
+/// in both directions (a self-loop once). Weights, when the graph is weighted, are
+/// positive multiples of 1/8 up to 125, exact in `f32`.
+pub fn arb_graph(shape: Shape) -> impl Strategy<Value = Graph> {
+    assert!(
+        1 <= shape.min_vertices && shape.min_vertices <= shape.max_vertices,
+        "a shape needs 1 <= min_vertices <= max_vertices"
+    );
+    let undirected = match shape.undirected {
+        Some(u) => Just(u).boxed(),
+        None => any::<bool>().boxed(),
+    };
+    let edges = shape.min_edges..=shape.max_edges.max(shape.min_edges);
+    (
+        shape.min_vertices..=shape.max_vertices,
+        any::<bool>(),
+        undirected,
+    )
+        .prop_flat_map(move |(n, weighted, undirected)| {
+            let sinks = shape.sinks;
+            prop::collection::vec((0..n, 0..n, 1u32..=1000), edges.clone()).prop_map(move |drawn| {
+                let keep_below = if sinks { n - n / 5 } else { n };
+                let edges: Vec<(u32, u32, f32)> = drawn
+                    .into_iter()
+                    .filter(|&(s, _, _)| s < keep_below)
+                    .map(|(s, t, w)| (s, t, w as f32 / 8.0))
+                    .collect();
+                Graph::from_edges(n, &edges, weighted, undirected)
+                    .expect("drawn edges are in range")
+            })
+        })
+}
+
+/// The path of `name` in the repository's `fixtures/` folder.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures")).join(name)
+}
+
+/// Zachary's karate club (`fixtures/karate.txt`: 78 pairs `u v`, u < v):
+/// undirected, 34 vertices and 156 directed edges; or directed as listed,
+/// `u -> v` for `u < v`, which leaves dead ends.
+pub fn karate(undirected: bool) -> Graph {
+    let text = include_str!("../../../fixtures/karate.txt");
+    let edges: Vec<(u32, u32, f32)> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            let mut ids = line
+                .split_whitespace()
+                .map(|id| id.parse::<u32>().expect("karate.txt holds vertex ids"));
+            let (Some(u), Some(v)) = (ids.next(), ids.next()) else {
+                panic!("karate.txt: line {line:?} is not `u v`")
+            };
+            (u, v, 1.0)
+        })
+        .collect();
+    build(34, edges, false, undirected)
+}
+
+/// The graph of `edges`, each also reversed (self-loops excepted) when
+/// `undirected`: [`Graph::from_edges`] stores the edges it is given.
+fn build(n: u32, mut edges: Vec<(u32, u32, f32)>, weighted: bool, undirected: bool) -> Graph {
+    if undirected {
+        let reversed: Vec<_> = edges
+            .iter()
+            .filter(|&&(s, t, _)| s != t)
+            .map(|&(s, t, w)| (t, s, w))
+            .collect();
+        edges.extend(reversed);
+    }
+    Graph::from_edges(n, &edges, weighted, undirected).expect("edges are in range")
+}
