@@ -87,8 +87,7 @@ pub fn arb_graph(shape: Shape) -> impl Strategy<Value = Graph> {
                     .filter(|&(s, _, _)| s < keep_below)
                     .map(|(s, t, w)| (s, t, w as f32 / 8.0))
                     .collect();
-                Graph::from_edges(n, &edges, weighted, undirected)
-                    .expect("drawn edges are in range")
+                build(n, edges, weighted, undirected)
             })
         })
 }

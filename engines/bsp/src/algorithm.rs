@@ -1,0 +1,151 @@
+//! The six LDBC Graphalytics algorithms as a user asks for them, their
+//! parameters' validation, and the per-vertex values they produce.
+
+use quiver_csr::Graph;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Depth of a vertex BFS never reaches: Graphalytics' `9223372036854775807`.
+pub const UNREACHED: u64 = i64::MAX as u64;
+
+/// One algorithm with its parameters. Vertex ids are dense (`0..|V|`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "algorithm")]
+pub enum Algorithm {
+    /// Breadth-first search: each vertex's depth from `source` along
+    /// out-edges ([`UNREACHED`] if none).
+    Bfs {
+        /// The root.
+        source: u32,
+    },
+    /// PageRank for a fixed number of iterations from 1/|V|, rank of
+    /// vertices without out-edges spread over all vertices.
+    PageRank {
+        /// The damping factor `d` in [0, 1].
+        damping: f64,
+        /// Iterations (at least 1).
+        iterations: u32,
+    },
+    /// Weakly connected components: each vertex labelled with the smallest
+    /// vertex id of its component, edges taken in both directions.
+    Wcc,
+    /// Single-source shortest paths over the edge weights (`+∞` when
+    /// unreachable). Needs a weighted graph with non-negative weights.
+    Sssp {
+        /// The root.
+        source: u32,
+    },
+    /// Community detection by synchronous label propagation: each vertex
+    /// takes the most frequent label among its in- and out-neighbours, ties
+    /// to the smallest, for a fixed number of iterations.
+    Cdlp {
+        /// Iterations (at least 1).
+        iterations: u32,
+    },
+    /// Local clustering coefficient: edges among a vertex's neighbours (in
+    /// either direction) over `d·(d − 1)`, 0 when `d < 2`.
+    Lcc,
+}
+
+impl Algorithm {
+    /// The algorithm's Graphalytics name (`BFS`, `PR`, ...), as its
+    /// reference output files are suffixed.
+    pub fn graphalytics_name(&self) -> &'static str {
+        match self {
+            Algorithm::Bfs { .. } => "BFS",
+            Algorithm::PageRank { .. } => "PR",
+            Algorithm::Wcc => "WCC",
+            Algorithm::Sssp { .. } => "SSSP",
+            Algorithm::Cdlp { .. } => "CDLP",
+            Algorithm::Lcc => "LCC",
+        }
+    }
+
+    /// Checks the parameters against `graph`: sources are vertices, SSSP
+    /// has non-negative weights, counts are positive.
+    pub fn validate(&self, graph: &Graph) -> Result<()> {
+        let num_vertices = graph.num_vertices();
+        let source_ok = |source: u32| {
+            if source < num_vertices {
+                Ok(())
+            } else {
+                Err(Error::invalid(
+                    "source",
+                    format!("vertex {source} is not in the graph (|V| = {num_vertices})"),
+                ))
+            }
+        };
+        match *self {
+            Algorithm::Bfs { source } => source_ok(source),
+            Algorithm::Sssp { source } => {
+                let Some(weights) = graph.weights() else {
+                    return Err(Error::invalid(
+                        "algorithm",
+                        "SSSP needs edge weights, and this graph has none",
+                    ));
+                };
+                if let Some(w) = weights.iter().find(|w| **w < 0.0) {
+                    return Err(Error::invalid(
+                        "algorithm",
+                        format!("SSSP needs non-negative weights, and this graph has {w}"),
+                    ));
+                }
+                source_ok(source)
+            }
+            Algorithm::PageRank {
+                damping,
+                iterations,
+            } => {
+                if !(0.0..=1.0).contains(&damping) {
+                    return Err(Error::invalid(
+                        "damping",
+                        format!("the damping factor must be in [0, 1], got {damping}"),
+                    ));
+                }
+                positive_iterations(iterations)
+            }
+            Algorithm::Cdlp { iterations } => positive_iterations(iterations),
+            Algorithm::Wcc | Algorithm::Lcc => Ok(()),
+        }
+    }
+}
+
+fn positive_iterations(iterations: u32) -> Result<()> {
+    if iterations == 0 {
+        Err(Error::invalid(
+            "iterations",
+            "at least 1 iteration is needed",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// One value per vertex, by dense id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Values {
+    /// BFS depths ([`UNREACHED`] for unreached vertices).
+    Depths(Vec<u64>),
+    /// WCC and CDLP labels: dense vertex ids.
+    Labels(Vec<u32>),
+    /// PageRank, SSSP distances (`+∞` unreachable) and LCC.
+    Reals(Vec<f64>),
+}
+
+impl Values {
+    /// Number of vertices.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::Depths(v) => v.len(),
+            Values::Labels(v) => v.len(),
+            Values::Reals(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no vertices.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,127 @@
+//! The engine equals the reference: BFS depths, WCC and CDLP labels
+//! exactly; PageRank, SSSP and LCC within 1e-9 relative (summation order
+//! is the schedule's).
+
+use proptest::prelude::*;
+use quiver_bsp::{reference, run, Algorithm, Config, Direction, Values};
+use quiver_csr::testing::{arb_graph, Shape};
+use quiver_csr::Graph;
+use quiver_run::NoProgress;
+
+fn assert_close(engine: &Values, reference: &Values, what: &str) {
+    match (engine, reference) {
+        (Values::Reals(a), Values::Reals(b)) => {
+            assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+            for (v, (x, y)) in a.iter().zip(b).enumerate() {
+                let close = x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+                assert!(close, "{what}: vertex {v}: engine {x}, reference {y}");
+            }
+        }
+        _ => assert_eq!(engine, reference, "{what}"),
+    }
+}
+
+fn algorithms(graph: &Graph, source: u32) -> Vec<Algorithm> {
+    let mut all = vec![
+        Algorithm::Bfs { source },
+        Algorithm::PageRank {
+            damping: 0.85,
+            iterations: 5,
+        },
+        Algorithm::Wcc,
+        Algorithm::Cdlp { iterations: 4 },
+        Algorithm::Lcc,
+    ];
+    if graph.is_weighted() {
+        all.push(Algorithm::Sssp { source });
+    }
+    all
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_direction_and_thread_count_matches_the_reference(
+        graph in arb_graph(Shape::new(60, 300)),
+        source in any::<prop::sample::Index>(),
+    ) {
+        let source = u32::try_from(source.index(graph.num_vertices() as usize)).unwrap();
+        for algorithm in algorithms(&graph, source) {
+            let expected = reference::run(&graph, &algorithm).unwrap();
+            for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
+                for threads in [1, 2] {
+                    let config = Config { threads, direction };
+                    let (values, report) = run(&graph, &algorithm, &config, &NoProgress).unwrap();
+                    assert_close(&values, &expected, &format!("{algorithm:?} {direction:?} x{threads}"));
+                    if direction != Direction::Auto && !matches!(algorithm, Algorithm::Cdlp { .. } | Algorithm::Lcc) {
+                        prop_assert!(report.supersteps.iter().all(|s| s.direction == direction));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Auto pulls a dense frontier and pushes a sparse one: WCC starts with
+/// every vertex active (pull), BFS from a leaf of a star starts sparse.
+#[test]
+fn auto_switches_by_the_frontiers_edges() {
+    let n = 200u32;
+    let edges: Vec<(u32, u32, f32)> = (1..n).flat_map(|v| [(0, v, 1.0), (v, 0, 1.0)]).collect();
+    let star = Graph::from_edges(n, &edges, false, true).unwrap();
+    let config = Config::default();
+    let (_, report) = run(&star, &Algorithm::Wcc, &config, &NoProgress).unwrap();
+    assert_eq!(report.supersteps[0].direction, Direction::Pull);
+    let (depths, report) = run(&star, &Algorithm::Bfs { source: 5 }, &config, &NoProgress).unwrap();
+    let steps: Vec<Direction> = report.supersteps.iter().map(|s| s.direction).collect();
+    // From the leaf: push to the hub (1 edge), then the hub's 199 edges
+    // are above |E|/20 = 19.9: pull.
+    assert_eq!(steps[..2], [Direction::Push, Direction::Pull]);
+    let Values::Depths(depths) = depths else {
+        panic!("BFS gives depths")
+    };
+    assert_eq!((depths[5], depths[0], depths[7]), (0, 1, 2));
+    assert!(report.teps > 0.0);
+}
+
+#[test]
+fn bad_parameters_are_named() {
+    let graph = Graph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false, false).unwrap();
+    let config = Config::default();
+    let cases = [
+        (Algorithm::Bfs { source: 3 }, "source"),
+        (Algorithm::Sssp { source: 0 }, "algorithm"),
+        (
+            Algorithm::PageRank {
+                damping: 0.85,
+                iterations: 0,
+            },
+            "iterations",
+        ),
+        (
+            Algorithm::PageRank {
+                damping: 1.5,
+                iterations: 2,
+            },
+            "damping",
+        ),
+        (Algorithm::Cdlp { iterations: 0 }, "iterations"),
+    ];
+    for (algorithm, parameter) in cases {
+        let err = run(&graph, &algorithm, &config, &NoProgress).unwrap_err();
+        let quiver_bsp::Error::InvalidArgument(invalid) = &err else {
+            panic!("{algorithm:?}: expected an invalid argument, got {err}")
+        };
+        assert_eq!(invalid.parameter, parameter, "{algorithm:?}: {invalid}");
+        assert!(reference::run(&graph, &algorithm).is_err());
+    }
+    let negative = Graph::from_edges(2, &[(0, 1, -1.0)], true, false).unwrap();
+    assert!(run(
+        &negative,
+        &Algorithm::Sssp { source: 0 },
+        &config,
+        &NoProgress
+    )
+    .is_err());
+}
