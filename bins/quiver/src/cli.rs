@@ -88,6 +88,17 @@ Inputs larger than --mem are sorted externally: sorted runs are spilled to
         #[command(subcommand)]
         app: crate::walk::WalkCommand,
     },
+    /// Graph analytics in BSP supersteps (RGraph): the LDBC Graphalytics algorithms.
+    #[command(after_help = "Examples:
+  quiver bsp bfs g.qcsr --source 0
+  quiver bsp pagerank g.qcsr --iterations 20 --threads 2 --json
+  quiver bsp wcc g.qcsr --direction push
+  quiver bsp sssp weighted.qcsr --source 1 -o distances.txt
+  quiver bsp cdlp g.qcsr --iterations 10 --reference")]
+    Bsp {
+        #[command(subcommand)]
+        algorithm: crate::bsp::BspCommand,
+    },
     /// Check and measure the RDMA verbs fabrics that the distributed engines run on.
     #[command(after_help = "Examples:
   quiver verbs check --nodes 4

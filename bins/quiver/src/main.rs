@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bsp;
 mod cli;
 mod commands;
 mod job;

@@ -1,0 +1,315 @@
+//! `quiver bsp`: RGraph's BSP analytics, the six LDBC Graphalytics
+//! algorithms, with the sequential reference beside them (`--reference`).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use quiver_bsp::{reference, Algorithm, Config, Direction, Values, UNREACHED};
+use quiver_csr::Graph;
+use serde::Serialize;
+
+use crate::progress::Bar;
+
+/// Flags every algorithm takes.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The .qcsr graph.
+    pub graph: PathBuf,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = Config::default().threads)]
+    pub threads: usize,
+    /// Superstep direction: push from active vertices (RGraph's), pull into every vertex
+    /// (Gemini's dense mode), or auto: pull when the frontier holds more than |E|/20 edges.
+    #[arg(long, value_enum, default_value_t = DirectionArg::Auto)]
+    pub direction: DirectionArg,
+    /// Run the simple single-thread implementation instead (the COST yardstick and test oracle).
+    #[arg(long)]
+    pub reference: bool,
+    /// Write every vertex's value to FILE as `id value` lines, in the Graphalytics reference
+    /// outputs' format (written to a temporary name and renamed when complete).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DirectionArg {
+    /// Active vertices write to their neighbours.
+    Push,
+    /// Every vertex reads from its active in-neighbours.
+    Pull,
+    /// Per superstep by the frontier's edges.
+    Auto,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BspCommand {
+    /// Breadth-first search: each vertex's depth from --source along out-edges.
+    Bfs {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The root vertex.
+        #[arg(long)]
+        source: u32,
+    },
+    /// PageRank for a fixed number of iterations (Graphalytics' definition: rank of vertices
+    /// without out-edges is spread over all vertices).
+    Pagerank {
+        #[command(flatten)]
+        run: RunArgs,
+        /// Iterations.
+        #[arg(long, default_value_t = 20)]
+        iterations: u32,
+        /// Damping factor.
+        #[arg(long, default_value_t = 0.85)]
+        damping: f64,
+    },
+    /// Weakly connected components: each vertex labelled with its component's smallest vertex.
+    Wcc {
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Single-source shortest paths over the edge weights (needs a weighted graph).
+    Sssp {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The root vertex.
+        #[arg(long)]
+        source: u32,
+    },
+    /// Community detection by label propagation over in- and out-neighbours.
+    Cdlp {
+        #[command(flatten)]
+        run: RunArgs,
+        /// Iterations.
+        #[arg(long, default_value_t = 10)]
+        iterations: u32,
+    },
+    /// Local clustering coefficient of every vertex.
+    Lcc {
+        #[command(flatten)]
+        run: RunArgs,
+    },
+}
+
+/// What `--json` prints.
+#[derive(Debug, Serialize)]
+struct JsonReport<'a> {
+    graph: &'a Path,
+    vertices: u32,
+    edges: u64,
+    /// The engine's report; absent with `--reference`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<&'a quiver_bsp::Report>,
+    /// With `--reference`: its time, in nanoseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference_ns: Option<u64>,
+    summary: &'a str,
+    output: Option<&'a Path>,
+}
+
+/// `quiver bsp ...` as typed by the user.
+pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
+    let (run, algorithm) = match command {
+        BspCommand::Bfs { run, source } => (run, Algorithm::Bfs { source }),
+        BspCommand::Pagerank {
+            run,
+            iterations,
+            damping,
+        } => (
+            run,
+            Algorithm::PageRank {
+                damping,
+                iterations,
+            },
+        ),
+        BspCommand::Wcc { run } => (run, Algorithm::Wcc),
+        BspCommand::Sssp { run, source } => (run, Algorithm::Sssp { source }),
+        BspCommand::Cdlp { run, iterations } => (run, Algorithm::Cdlp { iterations }),
+        BspCommand::Lcc { run } => (run, Algorithm::Lcc),
+    };
+    let graph =
+        Graph::open(&run.graph).with_context(|| format!("opening {}", run.graph.display()))?;
+    let what = || {
+        format!(
+            "{} on {}",
+            algorithm.graphalytics_name(),
+            run.graph.display()
+        )
+    };
+    let (values, report, reference_ns) = if run.reference {
+        let started = quiver_run::Stopwatch::start();
+        let values = reference::run(&graph, &algorithm).with_context(what)?;
+        (values, None, Some(started.elapsed_ns()))
+    } else {
+        let config = Config {
+            threads: run.threads,
+            direction: match run.direction {
+                DirectionArg::Push => Direction::Push,
+                DirectionArg::Pull => Direction::Pull,
+                DirectionArg::Auto => Direction::Auto,
+            },
+        };
+        let bar = Bar::new(json || hidden);
+        let (values, report) =
+            quiver_bsp::run(&graph, &algorithm, &config, &bar).with_context(what)?;
+        drop(bar);
+        (values, Some(report), None)
+    };
+    if let Some(path) = &run.output {
+        write_output(path, &values).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let summary = summarize(&values);
+    if json {
+        let report = JsonReport {
+            graph: &run.graph,
+            vertices: graph.num_vertices(),
+            edges: graph.num_edges(),
+            engine: report.as_ref(),
+            reference_ns,
+            summary: &summary,
+            output: run.output.as_deref(),
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("algorithm  {}", algorithm.graphalytics_name());
+    println!(
+        "graph      {} ({} vertices, {} edges)",
+        run.graph.display(),
+        graph.num_vertices(),
+        graph.num_edges()
+    );
+    println!("result     {summary}");
+    match (&report, reference_ns) {
+        (Some(report), _) => print_engine(report),
+        (None, Some(ns)) => println!("reference  {:.3} s on one thread", seconds(ns)),
+        (None, None) => {}
+    }
+    if let Some(path) = &run.output {
+        println!("output     {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_engine(report: &quiver_bsp::Report) {
+    let pulls = report
+        .supersteps
+        .iter()
+        .filter(|s| s.direction == Direction::Pull)
+        .count();
+    println!(
+        "supersteps {} ({} push, {} pull), {} edges read",
+        report.supersteps.len(),
+        report.supersteps.len() - pulls,
+        pulls,
+        report.edges_read
+    );
+    println!(
+        "time       {:.3} s compute, {:.3} s building in-edges, {:.3} s wall, {} threads",
+        seconds(report.summary.compute_ns),
+        seconds(report.summary.load_ns),
+        seconds(report.summary.wall_ns),
+        report.summary.threads
+    );
+    if report.teps > 0.0 {
+        println!("TEPS       {:.3e}", report.teps);
+    }
+}
+
+#[allow(clippy::cast_precision_loss)] // Nanoseconds shown as seconds.
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// One line about the values: reach, components, communities, extremes.
+fn summarize(values: &Values) -> String {
+    match values {
+        Values::Depths(depths) => {
+            let reached: Vec<u64> = depths.iter().copied().filter(|&d| d != UNREACHED).collect();
+            format!(
+                "{} vertices reached, deepest at depth {}",
+                reached.len(),
+                reached.iter().max().unwrap_or(&0)
+            )
+        }
+        Values::Labels(labels) => {
+            let mut distinct = labels.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            format!("{} distinct labels", distinct.len())
+        }
+        Values::Reals(reals) => {
+            let finite: Vec<f64> = reals.iter().copied().filter(|x| x.is_finite()).collect();
+            let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = finite.iter().sum();
+            format!(
+                "{} finite values, largest {max:.6e}, sum {sum:.6e}",
+                finite.len()
+            )
+        }
+    }
+}
+
+/// Writes `id value` lines for every vertex, to a temporary file beside
+/// `path` renamed over it once complete.
+fn write_output(path: &Path, values: &Values) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    {
+        let mut out = std::io::BufWriter::new(file.as_file_mut());
+        let mut line = String::new();
+        for v in 0..values.len() {
+            line.clear();
+            match values {
+                Values::Depths(d) => write!(line, "{v} {}", d[v]),
+                Values::Labels(l) => write!(line, "{v} {}", l[v]),
+                Values::Reals(r) => write!(line, "{v} {}", graphalytics_real(r[v])),
+            }
+            .expect("writing to a String cannot fail");
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+    }
+    file.as_file().sync_all()?;
+    file.persist(path)?;
+    Ok(())
+}
+
+/// A real as Graphalytics' reference outputs print it:
+/// `1.477629166666667e-01`, `Infinity`.
+fn graphalytics_real(x: f64) -> String {
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let text = format!("{x:.15e}");
+    let (mantissa, exponent) = text.split_once('e').expect("{:e} has an exponent");
+    let (sign, digits) = match exponent.strip_prefix('-') {
+        Some(digits) => ('-', digits),
+        None => ('+', exponent),
+    };
+    format!("{mantissa}e{sign}{digits:0>2}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::graphalytics_real;
+
+    #[test]
+    fn reals_print_as_the_reference_outputs() {
+        assert_eq!(
+            graphalytics_real(0.1477629166666667),
+            "1.477629166666667e-01"
+        );
+        assert_eq!(graphalytics_real(0.0), "0.000000000000000e+00");
+        assert_eq!(graphalytics_real(0.83), "8.300000000000000e-01");
+        assert_eq!(graphalytics_real(f64::INFINITY), "Infinity");
+        assert_eq!(graphalytics_real(12.5), "1.250000000000000e+01");
+    }
+}
