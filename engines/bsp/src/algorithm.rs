@@ -130,8 +130,25 @@ pub enum Values {
     Depths(Vec<u64>),
     /// WCC and CDLP labels: dense vertex ids.
     Labels(Vec<u32>),
-    /// PageRank, SSSP distances (`+∞` unreachable) and LCC.
-    Reals(Vec<f64>),
+    /// PageRank, SSSP distances (`+∞` unreachable) and LCC. Serialized as
+    /// the numbers' bits, so that infinities (which JSON has not) and every
+    /// digit survive a node's report.
+    Reals(#[serde(with = "bits")] Vec<f64>),
+}
+
+/// `f64`s (de)serialized as their bit patterns.
+mod bits {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(reals: &[f64], serializer: S) -> Result<S::Ok, S::Error> {
+        let bits: Vec<u64> = reals.iter().map(|x| x.to_bits()).collect();
+        bits.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<f64>, D::Error> {
+        let bits = Vec::<u64>::deserialize(deserializer)?;
+        Ok(bits.into_iter().map(f64::from_bits).collect())
+    }
 }
 
 impl Values {

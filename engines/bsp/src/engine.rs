@@ -1,23 +1,32 @@
 //! The BSP engine of one node: the paper's `process_vertices` and
-//! `process_edges` over a frontier, run by worker threads that grab 64
-//! vertices at a time from one shared counter (RGraph's task grabbing).
+//! `process_edges` over a frontier of the vertices this node owns, run by
+//! worker threads that grab 64 vertices at a time from one shared counter
+//! (RGraph's task grabbing), with messages to the other nodes' masters.
 //!
 //! `process_edges` runs one superstep in either direction. Push: every
-//! active vertex relaxes its edges and activates the targets it changed
-//! (RGraph's only mode). Pull: every vertex that wants an update reads its
-//! in-edges from active sources (Gemini's dense mode, Beamer's bottom-up
-//! step). Under [`Direction::Auto`] a superstep pulls when the frontier's
-//! edges exceed |E|/20 (Gemini's threshold), and pushes otherwise.
+//! active owned vertex signals along its edges (RGraph's only mode). Pull:
+//! for every destination its owned sources reach, the node gathers what
+//! the active ones contribute (Gemini's dense mode, Beamer's bottom-up
+//! step). Either way the result is reduced into the destination: its
+//! master when this node owns it, otherwise its mirror here, which forwards
+//! to the master: at once when it changed for a min-like program (so a
+//! mirror sends only improvements), or once at the end of the superstep for
+//! a sum. Under [`Direction::Auto`] a superstep pulls when the frontier's
+//! edges, over all nodes, exceed |E|/20 (Gemini's threshold).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use quiver_csr::Graph;
 use quiver_run::Progress;
+use quiver_verbs::{Node, Reduce};
 use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
 
-use crate::transpose::InEdges;
+use crate::local::LocalGraph;
+use crate::partition::Partition;
+use crate::rings::{Rings, Traffic};
+use crate::{Error, Result};
 
 /// Vertices a worker claims per grab: RGraph's and Gemini's `min_work`.
 pub const GRAB: usize = 64;
@@ -38,14 +47,23 @@ pub enum Direction {
     Auto,
 }
 
-/// The edges a program reads: out-edges (push along them, pull from the
-/// in-edges), or both directions (the graph taken as undirected).
+/// The edges a program reads: out-edges, or every edge in both directions
+/// (the graph taken as undirected).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
     /// Edges as stored.
     Out,
     /// Every edge in both directions.
     Both,
+}
+
+/// How messages to one vertex combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// Idempotent (a minimum): a mirror forwards each improvement at once.
+    Min,
+    /// A sum: a mirror accumulates and forwards once per superstep.
+    Sum,
 }
 
 /// A set of vertices bit by bit, set concurrently.
@@ -78,8 +96,8 @@ impl Bitmap {
     }
 }
 
-/// The active vertices of a superstep: a bitmap for pulling and lookups,
-/// and the same vertices as a list for pushing.
+/// The active vertices of a superstep that this node owns: a bitmap for
+/// pulling and lookups, and the same vertices as a list for pushing.
 #[derive(Debug)]
 pub struct Frontier {
     bits: Bitmap,
@@ -87,24 +105,19 @@ pub struct Frontier {
 }
 
 impl Frontier {
-    /// The frontier holding `vertices` (distinct) of a graph of `n`.
+    /// The frontier holding `vertices` (of a graph of `n`).
     pub fn of(n: u32, vertices: impl IntoIterator<Item = u32>) -> Frontier {
         let bits = Bitmap::new(n);
         let list = vertices.into_iter().filter(|&v| bits.insert(v)).collect();
         Frontier { bits, list }
     }
 
-    /// Every vertex of a graph of `n`.
-    pub fn all(n: u32) -> Frontier {
-        Frontier::of(n, 0..n)
-    }
-
-    /// Number of active vertices.
+    /// Number of active vertices here.
     pub fn len(&self) -> usize {
         self.list.len()
     }
 
-    /// Whether no vertex is active.
+    /// Whether no vertex is active here.
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
@@ -126,13 +139,17 @@ impl Frontier {
 pub struct Superstep {
     /// The direction it ran in.
     pub direction: Direction,
-    /// Active vertices at its start.
+    /// Active vertices at its start, over all nodes.
     pub active: u64,
-    /// Edges it read.
+    /// Edges this node read.
     pub edges: u64,
+    /// Messages this node sent to other nodes.
+    pub messages: u64,
+    /// Bytes this node wrote into other nodes' rings.
+    pub bytes_sent: u64,
 }
 
-/// One vertex's edges on the side a program reads.
+/// One vertex's edges.
 #[derive(Clone, Copy, Debug)]
 pub struct Edges<'a> {
     /// Neighbours.
@@ -141,84 +158,144 @@ pub struct Edges<'a> {
     pub weights: Option<&'a [f32]>,
 }
 
-/// A superstep's computation along edges, in both directions: the paper's
-/// `compute`/`reduce` pair as push and pull.
+impl Edges<'_> {
+    /// The `i`-th edge's weight (1 on an unweighted graph).
+    #[inline]
+    pub fn weight(&self, i: usize) -> f32 {
+        self.weights.map_or(1.0, |w| w[i])
+    }
+}
+
+/// A superstep's computation along edges, as messages: the paper's
+/// `compute` (here `signal` for pushing and `gather` for pulling) and
+/// `reduce`. Messages are `u64`s (a depth, a label, the bits of an `f64`).
 pub trait EdgeProgram: Sync {
     /// The edges this program reads.
     fn side(&self) -> Side {
         Side::Out
     }
 
-    /// Whether the program can push at all (default: yes). One that cannot
-    /// (CDLP needs every neighbour's label at once) always pulls.
-    fn can_push(&self) -> bool {
-        true
+    /// How messages to one vertex combine.
+    fn combine(&self) -> Combine {
+        Combine::Min
     }
 
-    /// Push: active `src` relaxes its `edges` (one list per side read);
-    /// `activate` each target it changed (duplicates are dropped).
-    fn push(&self, src: u32, edges: &[Edges<'_>], activate: &mut dyn FnMut(u32));
+    /// The message that active `src` sends to `dst` along an edge of
+    /// `weight`, if any.
+    fn signal(&self, src: u32, dst: u32, weight: f32) -> Option<u64>;
 
     /// Whether `dst` takes part in a pull superstep at all (default: yes).
     fn wants_pull(&self, _dst: u32) -> bool {
         true
     }
 
-    /// Pull: `dst` reads its incoming `edges` (one list per side read)
-    /// from sources in `active`; returns whether `dst` becomes active.
-    fn pull(&self, dst: u32, edges: &[Edges<'_>], active: &Frontier) -> bool;
+    /// Pull: the message that `dst` gets from its incoming `edges` whose
+    /// sources are in `active`, combined, if any.
+    fn gather(&self, dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64>;
+
+    /// Applies a message to `dst`'s value (master or mirror); returns
+    /// whether the value changed.
+    fn reduce(&self, dst: u32, message: u64) -> bool;
+
+    /// A sum's mirror: its accumulated message, reset to empty.
+    fn take(&self, _mirror: u32) -> u64 {
+        unreachable!("only Combine::Sum programs forward mirrors at the end")
+    }
 }
 
-/// The engine of one node: the graph, its in-edges and the worker threads.
+/// The other nodes of a job and how to reach them.
+#[derive(Debug)]
+pub struct Peers {
+    node: Node,
+    partition: Partition,
+    rings: Rings,
+}
+
+impl Peers {
+    /// This node's view of a job partitioned by `partition`, with
+    /// `workers` workers on every node. Every node calls it.
+    pub fn new(node: &Node, partition: Partition, workers: usize) -> Result<Peers> {
+        let rings = Rings::new(node, workers)?;
+        Ok(Peers {
+            node: node.clone(),
+            partition,
+            rings,
+        })
+    }
+
+    /// The job's node handle.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Bytes of this node's receive rings.
+    pub fn ring_bytes(&self) -> u64 {
+        self.rings.bytes()
+    }
+}
+
+/// The engine of one node: its edges, its workers, its peers.
 pub struct Engine<'g> {
     graph: &'g Graph,
+    local: LocalGraph<'g>,
+    peers: Option<Peers>,
     progress: &'g dyn Progress,
-    /// In-edges; `None` when the graph is undirected (they are the out-edges).
-    inbound: Option<InEdges>,
     pool: ThreadPool,
     direction: Direction,
     supersteps: Vec<Superstep>,
 }
 
 impl<'g> Engine<'g> {
-    /// An engine over `graph` with `threads` workers (at least 1) running
-    /// supersteps in `direction`, telling `progress` of each. Builds the
-    /// in-edges of a directed graph.
+    /// An engine over the vertices `local` owns of `graph`, with `threads`
+    /// workers (at least 1) running supersteps in `direction`, reaching the
+    /// other nodes through `peers` (`None`: this node is the whole job).
     pub fn new(
         graph: &'g Graph,
+        local: LocalGraph<'g>,
+        peers: Option<Peers>,
         threads: usize,
         direction: Direction,
         progress: &'g dyn Progress,
-    ) -> crate::Result<Self> {
+    ) -> Result<Self> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("bsp-worker-{i}"))
             .build()
-            .map_err(crate::Error::Threads)?;
-        let inbound = (!graph.is_undirected()).then(|| pool.install(|| InEdges::of(graph)));
+            .map_err(Error::Threads)?;
         Ok(Engine {
             graph,
+            local,
+            peers,
             progress,
-            inbound,
             pool,
             direction,
             supersteps: Vec::new(),
         })
     }
 
-    /// The graph.
+    /// The whole graph (its mapped file).
     pub fn graph(&self) -> &'g Graph {
         self.graph
     }
 
-    /// Number of vertices.
+    /// This node's edges.
+    pub fn local(&self) -> &LocalGraph<'g> {
+        &self.local
+    }
+
+    /// Number of vertices of the graph.
     pub fn num_vertices(&self) -> u32 {
         self.graph.num_vertices()
     }
 
-    /// Number of worker threads.
-    pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+    /// The vertices this node owns.
+    pub fn owned(&self) -> Range<u32> {
+        self.local.owned()
+    }
+
+    /// The job's peers, if any.
+    pub fn peers(&self) -> Option<&Peers> {
+        self.peers.as_ref()
     }
 
     /// The supersteps run so far.
@@ -226,28 +303,69 @@ impl<'g> Engine<'g> {
         &self.supersteps
     }
 
-    /// Out-edges of `v`.
-    pub fn out_edges(&self, v: u32) -> Edges<'_> {
-        Edges {
-            vertices: self.graph.neighbors(v),
-            weights: self.graph.edge_weights(v),
+    /// Every owned vertex as a frontier.
+    pub fn all_owned(&self) -> Frontier {
+        Frontier::of(self.num_vertices(), self.owned())
+    }
+
+    /// `value` summed over all nodes.
+    pub fn sum(&self, value: u64) -> Result<u64> {
+        match &self.peers {
+            Some(peers) => peers
+                .node
+                .all_reduce(value, Reduce::Sum)
+                .map_err(Error::Verbs),
+            None => Ok(value),
         }
     }
 
-    /// In-edges of `v`.
-    pub fn in_edges(&self, v: u32) -> Edges<'_> {
-        match &self.inbound {
-            Some(inbound) => Edges {
-                vertices: inbound.sources(v),
-                weights: inbound.weights(v),
-            },
-            None => self.out_edges(v),
+    /// `value` summed over all nodes.
+    pub fn sum_f64(&self, value: f64) -> Result<f64> {
+        match self.peers() {
+            Some(peers) => {
+                let all = peers
+                    .node()
+                    .all_gather(&value.to_le_bytes())
+                    .map_err(Error::Verbs)?;
+                all.iter()
+                    .map(|bytes| {
+                        let word: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
+                            Error::Corrupt(format!("a node sent {} bytes for an f64", bytes.len()))
+                        })?;
+                        Ok(f64::from_le_bytes(word))
+                    })
+                    .sum()
+            }
+            None => Ok(value),
         }
+    }
+
+    /// Every node's `mine` (its owned vertices' values, in order), joined
+    /// into one array over all vertices.
+    pub fn gather_owned(&self, mine: &[u32]) -> Result<Vec<u32>> {
+        let Some(peers) = self.peers() else {
+            return Ok(mine.to_vec());
+        };
+        let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let all = peers.node().all_gather(&bytes).map_err(Error::Verbs)?;
+        let joined: Vec<u32> = all
+            .iter()
+            .flat_map(|part| part.chunks_exact(4))
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        if joined.len() != self.num_vertices() as usize {
+            return Err(Error::Corrupt(format!(
+                "the nodes' parts hold {} values for {} vertices",
+                joined.len(),
+                self.num_vertices()
+            )));
+        }
+        Ok(joined)
     }
 
     /// The paper's `process_vertices`: `work` on every vertex of `active`
-    /// (all vertices when `None`), in parallel; returns the sum of its
-    /// results.
+    /// (every owned vertex when `None`), in parallel; returns the sum of
+    /// its results on this node.
     pub fn process_vertices<R>(
         &self,
         active: Option<&Frontier>,
@@ -256,15 +374,16 @@ impl<'g> Engine<'g> {
     where
         R: Default + Send + std::ops::AddAssign,
     {
+        let owned = self.owned();
         let sums = match active {
-            Some(frontier) => self.grab(frontier.len(), |range, sum: &mut R| {
+            Some(frontier) => self.grab(frontier.len(), |range, sum: &mut R, _| {
                 for &v in &frontier.vertices()[range] {
                     *sum += work(v);
                 }
             }),
-            None => self.grab(self.num_vertices() as usize, |range, sum: &mut R| {
-                for v in range {
-                    *sum += work(vertex(v));
+            None => self.grab(owned.len(), |range, sum: &mut R, _| {
+                for i in range {
+                    *sum += work(owned.start + vertex(i));
                 }
             }),
         };
@@ -276,25 +395,18 @@ impl<'g> Engine<'g> {
     }
 
     /// The paper's `process_edges`: one superstep of `program` from
-    /// `active`, in the engine's direction (or the one `Auto` picks);
-    /// returns the frontier it activated.
-    pub fn process_edges(&mut self, active: &Frontier, program: &impl EdgeProgram) -> Frontier {
-        let side = program.side();
-        let active_edges: u64 = self.pool.install(|| {
-            use rayon::prelude::*;
-            active
-                .vertices()
-                .par_iter()
-                .map(|&v| self.degree(v, side))
-                .sum::<u64>()
-        });
+    /// `active`; returns this node's part of the frontier it activated.
+    pub fn process_edges(
+        &mut self,
+        active: &Frontier,
+        program: &impl EdgeProgram,
+    ) -> Result<Frontier> {
+        let local_edges: u64 = self.process_vertices(Some(active), |v| self.local.degree(v));
+        let active_edges = self.sum(local_edges)?;
+        let active_count = self.sum(active.len() as u64)?;
         let direction = match self.direction {
-            _ if !program.can_push() => Direction::Pull,
             Direction::Auto => {
-                let total = match side {
-                    Side::Out => self.graph.num_edges(),
-                    Side::Both => 2 * self.graph.num_edges(),
-                };
+                let total = self.sum(self.local.num_edges())?;
                 if active_edges > total / PULL_THRESHOLD {
                     Direction::Pull
                 } else {
@@ -304,99 +416,169 @@ impl<'g> Engine<'g> {
             fixed => fixed,
         };
         let next = Bitmap::new(self.num_vertices());
-        let (lists, edges) = match direction {
-            Direction::Push => {
-                let parts = self.grab(active.len(), |range, local: &mut Vec<u32>| {
-                    for &src in &active.vertices()[range] {
-                        let (sides, count) = self.sides(src, side, false);
-                        program.push(src, &sides[..count], &mut |dst| {
-                            if next.insert(dst) {
-                                local.push(dst);
-                            }
-                        });
+        let combine = program.combine();
+        // Mirrors of a sum that took messages this superstep.
+        let touched = (combine == Combine::Sum).then(|| Bitmap::new(self.num_vertices()));
+        let edges_read = AtomicU64::new(0);
+
+        let outcome: Result<Traffic> = {
+            let this = &*self;
+            let next = &next;
+            let deliver = |dst: u32, message: u64| {
+                if program.reduce(dst, message) {
+                    next.insert(dst);
+                }
+            };
+            // Applies a message to `dst` here, forwarding a mirror's change.
+            let apply = |worker: usize, dst: u32, message: u64| -> Result<()> {
+                let changed = program.reduce(dst, message);
+                if this.local.owns(dst) {
+                    if changed {
+                        next.insert(dst);
                     }
-                });
-                (parts, active_edges)
-            }
-            Direction::Pull | Direction::Auto => {
-                let read = AtomicU64::new(0);
-                let parts = self.grab(
-                    self.num_vertices() as usize,
-                    |range, local: &mut Vec<u32>| {
-                        let mut edges_read = 0;
-                        for dst in range.map(vertex) {
-                            if !program.wants_pull(dst) {
-                                continue;
-                            }
-                            let (sides, count) = self.sides(dst, side, true);
-                            edges_read += sides[..count]
-                                .iter()
-                                .map(|e| e.vertices.len() as u64)
-                                .sum::<u64>();
-                            if program.pull(dst, &sides[..count], active) && next.insert(dst) {
-                                local.push(dst);
-                            }
+                    return Ok(());
+                }
+                match (&touched, &this.peers) {
+                    (Some(touched), _) => {
+                        touched.insert(dst);
+                        Ok(())
+                    }
+                    (None, Some(peers)) if changed => {
+                        let owner = peers.partition.owner(dst);
+                        peers.rings.send(worker, owner, dst, message, &deliver)
+                    }
+                    _ => Ok(()),
+                }
+            };
+            let poll = |worker: usize| -> Result<()> {
+                match &this.peers {
+                    Some(peers) => peers.rings.poll(worker, &deliver),
+                    None => Ok(()),
+                }
+            };
+            let compute = match direction {
+                Direction::Push => {
+                    this.grab(active.len(), |range, failed: &mut Option<Error>, worker| {
+                        if failed.is_some() {
+                            return;
                         }
-                        read.fetch_add(edges_read, Ordering::Relaxed);
+                        *failed = (|| {
+                            let mut read = 0;
+                            for &src in &active.vertices()[range] {
+                                let edges = this.local.out_edges(src);
+                                read += edges.vertices.len() as u64;
+                                for (i, &dst) in edges.vertices.iter().enumerate() {
+                                    if let Some(message) = program.signal(src, dst, edges.weight(i))
+                                    {
+                                        apply(worker, dst, message)?;
+                                    }
+                                }
+                            }
+                            edges_read.fetch_add(read, Ordering::Relaxed);
+                            poll(worker)
+                        })()
+                        .err();
+                    })
+                }
+                Direction::Pull | Direction::Auto => this.grab(
+                    this.local.pull_len(),
+                    |range, failed: &mut Option<Error>, worker| {
+                        if failed.is_some() {
+                            return;
+                        }
+                        *failed = (|| {
+                            let mut read = 0;
+                            for i in range {
+                                let (dst, edges) = this.local.pull_entry(i);
+                                if !program.wants_pull(dst) {
+                                    continue;
+                                }
+                                read += edges.vertices.len() as u64;
+                                if let Some(message) = program.gather(dst, edges, active) {
+                                    apply(worker, dst, message)?;
+                                }
+                            }
+                            edges_read.fetch_add(read, Ordering::Relaxed);
+                            poll(worker)
+                        })()
+                        .err();
                     },
-                );
-                (parts, read.into_inner())
+                ),
+            };
+            if let Some(error) = compute.into_iter().flatten().next() {
+                return Err(error);
+            }
+            // Sums forward their mirrors once, then every worker ends the
+            // superstep with the other nodes.
+            match &this.peers {
+                Some(peers) => {
+                    let forward = touched.as_ref().map(|touched| {
+                        this.mirrors()
+                            .filter(|&v| touched.contains(v))
+                            .collect::<Vec<u32>>()
+                    });
+                    let forward = forward.unwrap_or_default();
+                    let finished = this.pool.broadcast(|context| -> Result<()> {
+                        let worker = context.index();
+                        let workers = context.num_threads();
+                        for &v in forward.iter().skip(worker).step_by(workers) {
+                            let owner = peers.partition.owner(v);
+                            peers
+                                .rings
+                                .send(worker, owner, v, program.take(v), &deliver)?;
+                        }
+                        peers.rings.finish(worker, &deliver)
+                    });
+                    finished.into_iter().collect::<Result<Vec<()>>>()?;
+                    // The superstep's barrier: no node leaves while another
+                    // may still return ring space to it.
+                    peers.node.barrier().map_err(Error::Verbs)?;
+                    Ok(peers.rings.take_traffic())
+                }
+                None => Ok(Traffic::default()),
             }
         };
+        let traffic = outcome?;
+        let list = self.owned().filter(|&v| next.contains(v)).collect();
         self.supersteps.push(Superstep {
             direction,
-            active: active.len() as u64,
-            edges,
+            active: active_count,
+            edges: edges_read.into_inner(),
+            messages: traffic.messages,
+            bytes_sent: traffic.bytes,
         });
         self.progress.advance(1);
-        Frontier {
-            bits: next,
-            list: lists.concat(),
-        }
+        Ok(Frontier { bits: next, list })
     }
 
-    fn degree(&self, v: u32, side: Side) -> u64 {
-        match side {
-            Side::Out => self.graph.degree(v),
-            Side::Both => self.graph.degree(v) + self.in_edges(v).vertices.len() as u64,
-        }
-    }
-
-    /// `v`'s edge lists on `side`, the first `count` of the pair valid:
-    /// out-edges to push along or in-edges to pull from (`inbound`), and
-    /// the other direction too when the program reads both sides of a
-    /// directed graph.
-    fn sides(&self, v: u32, side: Side, inbound: bool) -> ([Edges<'_>; 2], usize) {
-        let (first, second) = if inbound {
-            (self.in_edges(v), self.out_edges(v))
-        } else {
-            (self.out_edges(v), self.in_edges(v))
-        };
-        let count = if side == Side::Both && self.inbound.is_some() {
-            2
-        } else {
-            1
-        };
-        ([first, second], count)
+    /// Vertices this node does not own (its possible mirrors).
+    fn mirrors(&self) -> impl Iterator<Item = u32> + '_ {
+        let owned = self.owned();
+        (0..owned.start).chain(owned.end..self.num_vertices())
     }
 
     /// Task grabbing: every worker claims [`GRAB`] consecutive items of
     /// `0..total` from one shared counter until none are left, running
-    /// `work` on each claim with its own `S`; returns every worker's `S`.
+    /// `work` on each claim with its own `S` and its worker index; returns
+    /// every worker's `S`.
     fn grab<S: Default + Send>(
         &self,
         total: usize,
-        work: impl Fn(Range<usize>, &mut S) + Sync,
+        work: impl Fn(Range<usize>, &mut S, usize) + Sync,
     ) -> Vec<S> {
         let next = AtomicUsize::new(0);
-        self.pool.broadcast(|_| {
+        self.pool.broadcast(|context| {
             let mut state = S::default();
             loop {
                 let start = next.fetch_add(GRAB, Ordering::Relaxed);
                 if start >= total {
                     break;
                 }
-                work(start..(start + GRAB).min(total), &mut state);
+                work(
+                    start..(start + GRAB).min(total),
+                    &mut state,
+                    context.index(),
+                );
             }
             state
         })
@@ -406,8 +588,8 @@ impl<'g> Engine<'g> {
 impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("vertices", &self.num_vertices())
-            .field("threads", &self.threads())
+            .field("owned", &self.owned())
+            .field("threads", &self.pool.current_num_threads())
             .field("direction", &self.direction)
             .field("supersteps", &self.supersteps.len())
             .finish_non_exhaustive()

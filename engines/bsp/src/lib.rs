@@ -29,13 +29,19 @@
 
 pub mod algorithm;
 pub mod engine;
+pub mod job;
+mod local;
 pub mod partition;
 mod programs;
 pub mod reference;
+mod rings;
 mod transpose;
+
+use std::ops::Range;
 
 use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
+use quiver_verbs::{Node, Reduce};
 use serde::{Deserialize, Serialize};
 
 pub use algorithm::{Algorithm, Values, UNREACHED};
@@ -50,6 +56,15 @@ pub enum Error {
     /// The worker threads could not be started.
     #[error("starting the worker threads")]
     Threads(#[source] rayon::ThreadPoolBuildError),
+    /// Talking to the other nodes failed.
+    #[error("talking to the other nodes")]
+    Verbs(#[source] quiver_verbs::Error),
+    /// Another node stopped taking part (its messages never came).
+    #[error("{0}")]
+    Stalled(String),
+    /// What arrived from another node makes no sense.
+    #[error("a message from another node is corrupt: {0}")]
+    Corrupt(String),
 }
 
 impl Error {
@@ -64,7 +79,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// How to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {
-    /// Worker threads (0: one per core).
+    /// Worker threads per node (0: one per core).
     pub threads: usize,
     /// Push, pull, or chosen per superstep.
     pub direction: Direction,
@@ -79,30 +94,63 @@ impl Default for Config {
     }
 }
 
-/// What a run did.
-#[derive(Clone, Debug, Serialize)]
+/// What a run did on one node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// The algorithm and its parameters.
     pub algorithm: Algorithm,
     /// The direction asked for.
     pub direction: Direction,
-    /// Times and threads. `load_ns` builds the in-edges of a directed
-    /// graph (the graph itself is opened by the caller); `compute_ns` is
-    /// the algorithm alone.
+    /// This node's rank and the job's size.
+    pub node: (u32, u32),
+    /// The vertices this node owns.
+    pub owned: Range<u32>,
+    /// Edges this node holds (on the algorithm's side).
+    pub edges: u64,
+    /// Times and threads. `load_ns` builds this node's edge layouts (and
+    /// registers its rings); `compute_ns` is the algorithm alone.
+    /// `peak_mem_bytes` counts its edge layouts, state arrays and rings.
     #[serde(flatten)]
     pub summary: RunSummary,
     /// Every superstep of `process_edges`, in order.
     pub supersteps: Vec<Superstep>,
     /// Edges read over all supersteps.
     pub edges_read: u64,
-    /// BFS: edges of the reached vertices per second of compute (Graph500's
-    /// TEPS); 0 for the other algorithms.
+    /// Messages this node sent to other nodes.
+    pub messages: u64,
+    /// Bytes this node wrote into other nodes' rings.
+    pub bytes_sent: u64,
+    /// BFS: edges of the reached vertices (over the whole graph) per second
+    /// of compute (Graph500's TEPS); 0 for the other algorithms.
     pub teps: f64,
 }
 
-/// Runs `algorithm` on `graph` with `config`, telling `progress` of every
-/// superstep.
+/// Runs `algorithm` on `graph` on this machine alone, with `config`,
+/// telling `progress` of every superstep.
 pub fn run(
+    graph: &Graph,
+    algorithm: &Algorithm,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<(Values, Report)> {
+    run_on(None, graph, algorithm, config, progress)
+}
+
+/// Runs `algorithm` on this node's part of `graph` as one node of a job
+/// (every node calls it with the same arguments); returns the values of
+/// the vertices it owns.
+pub fn run_node(
+    node: &Node,
+    graph: &Graph,
+    algorithm: &Algorithm,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<(Values, Report)> {
+    run_on(Some(node), graph, algorithm, config, progress)
+}
+
+fn run_on(
+    node: Option<&Node>,
     graph: &Graph,
     algorithm: &Algorithm,
     config: &Config,
@@ -110,33 +158,55 @@ pub fn run(
 ) -> Result<(Values, Report)> {
     let wall = Stopwatch::start();
     algorithm.validate(graph)?;
-    let threads = if config.threads == 0 {
+    let mut threads = if config.threads == 0 {
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
     } else {
         config.threads
     };
     let load = Stopwatch::start();
-    let mut engine = engine::Engine::new(graph, threads, config.direction, progress)?;
+    let (rank, size) = node.map_or((0, 1), |n| (n.rank().0, n.size()));
+    let partition = partition::Partition::rgraph(graph.offsets(), size);
+    let owned = partition.range(rank as usize);
+    let local = local::LocalGraph::new(graph, owned.clone(), programs::side(algorithm));
+    let peers = match node {
+        Some(node) if size > 1 => {
+            // Every node runs as many workers as the largest asks for: the
+            // rings pair each worker with its namesake on every node.
+            let most = node
+                .all_reduce(threads as u64, Reduce::Max)
+                .map_err(Error::Verbs)?;
+            threads = usize::try_from(most).expect("a thread count fits usize");
+            Some(engine::Peers::new(node, partition, threads)?)
+        }
+        _ => None,
+    };
+    let memory = local.bytes()
+        + 16 * u64::from(graph.num_vertices())
+        + peers.as_ref().map_or(0, engine::Peers::ring_bytes);
+    let edges = local.num_edges();
+    let mut engine = engine::Engine::new(graph, local, peers, threads, config.direction, progress)?;
     let load_ns = load.elapsed_ns();
     progress.start("supersteps", Unit::Rounds, None);
     let compute = Stopwatch::start();
-    let values = programs::run(&mut engine, algorithm);
+    let values = programs::run(&mut engine, algorithm)?;
     let compute_ns = compute.elapsed_ns();
     let supersteps = engine.supersteps().to_vec();
-    let edges_read = supersteps.iter().map(|s| s.edges).sum();
     let mut summary = RunSummary {
         load_ns,
         compute_ns,
         threads,
+        peak_mem_bytes: memory,
         ..RunSummary::default()
     };
     let teps = match &values {
-        Values::Depths(depths) if matches!(algorithm, Algorithm::Bfs { .. }) => {
-            let traversed: u64 = (0..graph.num_vertices())
-                .filter(|&v| depths[v as usize] != UNREACHED)
-                .map(|v| graph.degree(v))
+        Values::Depths(depths) => {
+            let reached: u64 = owned
+                .clone()
+                .zip(depths)
+                .filter(|&(_, &d)| d != UNREACHED)
+                .map(|(v, _)| graph.degree(v))
                 .sum();
-            summary.per_compute_second(traversed)
+            summary.per_compute_second(engine.sum(reached)?)
         }
         _ => 0.0,
     };
@@ -146,9 +216,14 @@ pub fn run(
         Report {
             algorithm: *algorithm,
             direction: config.direction,
+            node: (rank, size),
+            owned,
+            edges,
             summary,
+            edges_read: supersteps.iter().map(|s| s.edges).sum(),
+            messages: supersteps.iter().map(|s| s.messages).sum(),
+            bytes_sent: supersteps.iter().map(|s| s.bytes_sent).sum(),
             supersteps,
-            edges_read,
             teps,
         },
     ))

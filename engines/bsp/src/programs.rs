@@ -1,37 +1,66 @@
 //! The six Graphalytics algorithms written with the engine's API: BFS,
-//! SSSP and WCC as edge programs over a shrinking frontier (push or pull
-//! per superstep), PageRank as an edge program over all vertices, CDLP as a
-//! pull over both sides, LCC with `process_vertices`.
+//! SSSP and WCC as min-combining edge programs over a shrinking frontier,
+//! PageRank as a sum-combining edge program over all vertices, CDLP and
+//! LCC with `process_vertices` over the owned vertices' neighbourhoods.
 //!
-//! Values that threads update concurrently are atomics: depths and labels
-//! by `fetch_min`, distances as the bits of non-negative `f64`s (whose bit
-//! patterns order as the numbers do, so `fetch_min` on the bits is a min on
-//! the distances), PageRank sums by compare-and-swap.
+//! State arrays span all of V on every node: a node's entries for the
+//! vertices it owns are masters, the others mirrors. Values that threads
+//! update concurrently are atomics: depths and labels by `fetch_min`,
+//! distances as the bits of non-negative `f64`s (whose bit patterns order
+//! as the numbers do, so `fetch_min` on the bits is a min on the
+//! distances), PageRank sums by compare-and-swap.
+//!
+//! CDLP needs every neighbour's label, which a Reduce-only model cannot
+//! give: after each iteration the nodes exchange their masters' labels
+//! (an all-gather, |V| labels in all). LCC reads its neighbours' out-edges
+//! from the graph file, which every node maps.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::algorithm::{Algorithm, Values, UNREACHED};
-use crate::engine::{EdgeProgram, Edges, Engine, Frontier, Side};
+use crate::engine::{Combine, EdgeProgram, Edges, Engine, Frontier, Side};
+use crate::Result;
 
-/// Runs `algorithm` (already validated) on `engine`.
-pub fn run(engine: &mut Engine<'_>, algorithm: &Algorithm) -> Values {
-    match *algorithm {
-        Algorithm::Bfs { source } => Values::Depths(bfs(engine, source)),
-        Algorithm::Sssp { source } => Values::Reals(sssp(engine, source)),
-        Algorithm::Wcc => Values::Labels(wcc(engine)),
+/// The edges `algorithm` reads.
+pub fn side(algorithm: &Algorithm) -> Side {
+    match algorithm {
+        Algorithm::Bfs { .. } | Algorithm::Sssp { .. } | Algorithm::PageRank { .. } => Side::Out,
+        Algorithm::Wcc | Algorithm::Cdlp { .. } | Algorithm::Lcc => Side::Both,
+    }
+}
+
+/// Runs `algorithm` (already validated) on `engine`; returns the values of
+/// the vertices this node owns.
+pub fn run(engine: &mut Engine<'_>, algorithm: &Algorithm) -> Result<Values> {
+    Ok(match *algorithm {
+        Algorithm::Bfs { source } => Values::Depths(bfs(engine, source)?),
+        Algorithm::Sssp { source } => Values::Reals(sssp(engine, source)?),
+        Algorithm::Wcc => Values::Labels(wcc(engine)?),
         Algorithm::PageRank {
             damping,
             iterations,
-        } => Values::Reals(pagerank(engine, damping, iterations)),
-        Algorithm::Cdlp { iterations } => Values::Labels(cdlp(engine, iterations)),
+        } => Values::Reals(pagerank(engine, damping, iterations)?),
+        Algorithm::Cdlp { iterations } => Values::Labels(cdlp(engine, iterations)?),
         Algorithm::Lcc => Values::Reals(lcc(engine)),
-    }
+    })
 }
 
 fn atomics<T>(n: u32, init: impl Fn(u32) -> T) -> Vec<T> {
     (0..n).map(init).collect()
+}
+
+/// The owned part of a state array.
+fn owned<T: Copy>(engine: &Engine<'_>, all: &[T]) -> Vec<T> {
+    let owned = engine.owned();
+    all[owned.start as usize..owned.end as usize].to_vec()
+}
+
+/// The frontier of `source` on the node that owns it.
+fn start(engine: &Engine<'_>, source: u32) -> Frontier {
+    let mine = engine.owned().contains(&source);
+    Frontier::of(engine.num_vertices(), mine.then_some(source))
 }
 
 struct Bfs<'a> {
@@ -40,58 +69,45 @@ struct Bfs<'a> {
 }
 
 impl EdgeProgram for Bfs<'_> {
-    fn push(&self, _src: u32, edges: &[Edges<'_>], activate: &mut dyn FnMut(u32)) {
-        for &dst in edges.iter().flat_map(|e| e.vertices) {
-            let slot = &self.depth[dst as usize];
-            if slot.load(Ordering::Relaxed) == UNREACHED
-                && slot
-                    .compare_exchange(
-                        UNREACHED,
-                        self.next_depth,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-            {
-                activate(dst);
-            }
-        }
+    fn signal(&self, _src: u32, dst: u32, _weight: f32) -> Option<u64> {
+        (self.depth[dst as usize].load(Ordering::Relaxed) == UNREACHED).then_some(self.next_depth)
     }
 
     fn wants_pull(&self, dst: u32) -> bool {
         self.depth[dst as usize].load(Ordering::Relaxed) == UNREACHED
     }
 
-    fn pull(&self, dst: u32, edges: &[Edges<'_>], active: &Frontier) -> bool {
+    fn gather(&self, _dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64> {
         // Beamer's bottom-up step: the first active parent settles it.
-        let found = edges
+        edges
+            .vertices
             .iter()
-            .flat_map(|e| e.vertices)
-            .any(|&src| active.contains(src));
-        if found {
-            self.depth[dst as usize].store(self.next_depth, Ordering::Relaxed);
-        }
-        found
+            .any(|&src| active.contains(src))
+            .then_some(self.next_depth)
+    }
+
+    fn reduce(&self, dst: u32, depth: u64) -> bool {
+        self.depth[dst as usize]
+            .compare_exchange(UNREACHED, depth, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 }
 
-fn bfs(engine: &mut Engine<'_>, source: u32) -> Vec<u64> {
-    let n = engine.num_vertices();
-    let depth = atomics(n, |_| AtomicU64::new(UNREACHED));
+fn bfs(engine: &mut Engine<'_>, source: u32) -> Result<Vec<u64>> {
+    let depth = atomics(engine.num_vertices(), |_| AtomicU64::new(UNREACHED));
     depth[source as usize].store(0, Ordering::Relaxed);
-    let mut frontier = Frontier::of(n, [source]);
+    let mut frontier = start(engine, source);
     let mut next_depth = 1;
-    while !frontier.is_empty() {
-        frontier = engine.process_edges(
-            &frontier,
-            &Bfs {
-                depth: &depth,
-                next_depth,
-            },
-        );
+    while engine.sum(frontier.len() as u64)? > 0 {
+        let program = Bfs {
+            depth: &depth,
+            next_depth,
+        };
+        frontier = engine.process_edges(&frontier, &program)?;
         next_depth += 1;
     }
-    depth.into_iter().map(AtomicU64::into_inner).collect()
+    let all: Vec<u64> = depth.into_iter().map(AtomicU64::into_inner).collect();
+    Ok(owned(engine, &all))
 }
 
 struct Sssp<'a> {
@@ -103,53 +119,44 @@ impl Sssp<'_> {
     fn get(&self, v: u32) -> f64 {
         f64::from_bits(self.dist[v as usize].load(Ordering::Relaxed))
     }
-
-    /// Lowers `v`'s distance to `d`; returns whether it was higher.
-    fn lower(&self, v: u32, d: f64) -> bool {
-        let bits = d.to_bits();
-        self.dist[v as usize].fetch_min(bits, Ordering::Relaxed) > bits
-    }
 }
 
 impl EdgeProgram for Sssp<'_> {
-    fn push(&self, src: u32, edges: &[Edges<'_>], activate: &mut dyn FnMut(u32)) {
-        let d = self.get(src);
-        for e in edges {
-            let weights = e.weights.expect("SSSP runs on weighted graphs");
-            for (&dst, &w) in e.vertices.iter().zip(weights) {
-                let candidate = d + f64::from(w);
-                if candidate < self.get(dst) && self.lower(dst, candidate) {
-                    activate(dst);
-                }
-            }
-        }
+    fn signal(&self, src: u32, dst: u32, weight: f32) -> Option<u64> {
+        let candidate = self.get(src) + f64::from(weight);
+        (candidate < self.get(dst)).then(|| candidate.to_bits())
     }
 
-    fn pull(&self, dst: u32, edges: &[Edges<'_>], active: &Frontier) -> bool {
-        let mut best = self.get(dst);
-        for e in edges {
-            let weights = e.weights.expect("SSSP runs on weighted graphs");
-            for (&src, &w) in e.vertices.iter().zip(weights) {
-                if active.contains(src) {
-                    best = best.min(self.get(src) + f64::from(w));
-                }
-            }
-        }
-        best < self.get(dst) && self.lower(dst, best)
+    fn gather(&self, _dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64> {
+        edges
+            .vertices
+            .iter()
+            .enumerate()
+            .filter(|&(_, &src)| active.contains(src))
+            .map(|(i, &src)| self.get(src) + f64::from(edges.weight(i)))
+            .min_by(f64::total_cmp)
+            .map(f64::to_bits)
+    }
+
+    fn reduce(&self, dst: u32, bits: u64) -> bool {
+        self.dist[dst as usize].fetch_min(bits, Ordering::Relaxed) > bits
     }
 }
 
-fn sssp(engine: &mut Engine<'_>, source: u32) -> Vec<f64> {
-    let n = engine.num_vertices();
-    let dist = atomics(n, |_| AtomicU64::new(f64::INFINITY.to_bits()));
+fn sssp(engine: &mut Engine<'_>, source: u32) -> Result<Vec<f64>> {
+    let dist = atomics(engine.num_vertices(), |_| {
+        AtomicU64::new(f64::INFINITY.to_bits())
+    });
     dist[source as usize].store(0f64.to_bits(), Ordering::Relaxed);
-    let mut frontier = Frontier::of(n, [source]);
-    while !frontier.is_empty() {
-        frontier = engine.process_edges(&frontier, &Sssp { dist: &dist });
+    let mut frontier = start(engine, source);
+    while engine.sum(frontier.len() as u64)? > 0 {
+        frontier = engine.process_edges(&frontier, &Sssp { dist: &dist })?;
     }
-    dist.into_iter()
+    let all: Vec<f64> = dist
+        .into_iter()
         .map(|d| f64::from_bits(d.into_inner()))
-        .collect()
+        .collect();
+    Ok(owned(engine, &all))
 }
 
 struct Wcc<'a> {
@@ -161,38 +168,34 @@ impl EdgeProgram for Wcc<'_> {
         Side::Both
     }
 
-    fn push(&self, src: u32, edges: &[Edges<'_>], activate: &mut dyn FnMut(u32)) {
+    fn signal(&self, src: u32, dst: u32, _weight: f32) -> Option<u64> {
         let mine = self.label[src as usize].load(Ordering::Relaxed);
-        for &dst in edges.iter().flat_map(|e| e.vertices) {
-            let slot = &self.label[dst as usize];
-            if mine < slot.load(Ordering::Relaxed) && slot.fetch_min(mine, Ordering::Relaxed) > mine
-            {
-                activate(dst);
-            }
-        }
+        (mine < self.label[dst as usize].load(Ordering::Relaxed)).then_some(u64::from(mine))
     }
 
-    fn pull(&self, dst: u32, edges: &[Edges<'_>], active: &Frontier) -> bool {
-        let slot = &self.label[dst as usize];
-        let best = edges
+    fn gather(&self, _dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64> {
+        edges
+            .vertices
             .iter()
-            .flat_map(|e| e.vertices)
             .filter(|&&src| active.contains(src))
-            .map(|&src| self.label[src as usize].load(Ordering::Relaxed))
+            .map(|&src| u64::from(self.label[src as usize].load(Ordering::Relaxed)))
             .min()
-            .unwrap_or(u32::MAX);
-        best < slot.load(Ordering::Relaxed) && slot.fetch_min(best, Ordering::Relaxed) > best
+    }
+
+    fn reduce(&self, dst: u32, label: u64) -> bool {
+        let label = u32::try_from(label).expect("labels are vertex ids");
+        self.label[dst as usize].fetch_min(label, Ordering::Relaxed) > label
     }
 }
 
-fn wcc(engine: &mut Engine<'_>) -> Vec<u32> {
-    let n = engine.num_vertices();
-    let label = atomics(n, AtomicU32::new);
-    let mut frontier = Frontier::all(n);
-    while !frontier.is_empty() {
-        frontier = engine.process_edges(&frontier, &Wcc { label: &label });
+fn wcc(engine: &mut Engine<'_>) -> Result<Vec<u32>> {
+    let label = atomics(engine.num_vertices(), AtomicU32::new);
+    let mut frontier = engine.all_owned();
+    while engine.sum(frontier.len() as u64)? > 0 {
+        frontier = engine.process_edges(&frontier, &Wcc { label: &label })?;
     }
-    label.into_iter().map(AtomicU32::into_inner).collect()
+    let all: Vec<u32> = label.into_iter().map(AtomicU32::into_inner).collect();
+    Ok(owned(engine, &all))
 }
 
 /// One PageRank iteration's edge phase: every vertex gathers the
@@ -203,9 +206,27 @@ struct PageRank<'a> {
     sum: &'a [AtomicU64],
 }
 
-impl PageRank<'_> {
-    fn add(&self, v: u32, x: f64) {
-        let slot = &self.sum[v as usize];
+impl EdgeProgram for PageRank<'_> {
+    fn combine(&self) -> Combine {
+        Combine::Sum
+    }
+
+    fn signal(&self, src: u32, _dst: u32, _weight: f32) -> Option<u64> {
+        Some(self.contribution[src as usize].to_bits())
+    }
+
+    fn gather(&self, _dst: u32, edges: Edges<'_>, _active: &Frontier) -> Option<u64> {
+        let gathered: f64 = edges
+            .vertices
+            .iter()
+            .map(|&src| self.contribution[src as usize])
+            .sum();
+        Some(gathered.to_bits())
+    }
+
+    fn reduce(&self, dst: u32, bits: u64) -> bool {
+        let x = f64::from_bits(bits);
+        let slot = &self.sum[dst as usize];
         let mut old = slot.load(Ordering::Relaxed);
         while let Err(seen) = slot.compare_exchange_weak(
             old,
@@ -215,53 +236,39 @@ impl PageRank<'_> {
         ) {
             old = seen;
         }
-    }
-}
-
-impl EdgeProgram for PageRank<'_> {
-    fn push(&self, src: u32, edges: &[Edges<'_>], activate: &mut dyn FnMut(u32)) {
-        let x = self.contribution[src as usize];
-        for &dst in edges.iter().flat_map(|e| e.vertices) {
-            self.add(dst, x);
-            activate(dst);
-        }
-    }
-
-    fn pull(&self, dst: u32, edges: &[Edges<'_>], _active: &Frontier) -> bool {
-        let gathered: f64 = edges
-            .iter()
-            .flat_map(|e| e.vertices)
-            .map(|&src| self.contribution[src as usize])
-            .sum();
-        self.sum[dst as usize].store(gathered.to_bits(), Ordering::Relaxed);
         true
     }
+
+    fn take(&self, mirror: u32) -> u64 {
+        self.sum[mirror as usize].swap(0f64.to_bits(), Ordering::Relaxed)
+    }
 }
 
-fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Vec<f64> {
+fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Vec<f64>> {
     let graph = engine.graph();
     let n = engine.num_vertices();
     let size = f64::from(n);
-    let all = Frontier::all(n);
+    let all = engine.all_owned();
     let mut rank = vec![1.0 / size; n as usize];
     let mut contribution = vec![0.0; n as usize];
     for _ in 0..iterations {
-        let sink_sum: f64 = engine.process_vertices(None, |v| {
+        let sinks: f64 = engine.process_vertices(None, |v| {
             if graph.degree(v) == 0 {
                 rank[v as usize]
             } else {
                 0.0
             }
         });
-        for (v, c) in contribution.iter_mut().enumerate() {
-            let degree = graph.degree(u32::try_from(v).expect("vertex ids fit u32"));
+        let sink_sum = engine.sum_f64(sinks)?;
+        for v in engine.owned() {
+            let degree = graph.degree(v);
             #[allow(clippy::cast_precision_loss)] // Degrees far below 2^52.
             let share = if degree == 0 {
                 0.0
             } else {
-                rank[v] / degree as f64
+                rank[v as usize] / degree as f64
             };
-            *c = share;
+            contribution[v as usize] = share;
         }
         let sum = atomics(n, |_| AtomicU64::new(0f64.to_bits()));
         engine.process_edges(
@@ -270,79 +277,51 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Vec<f64> 
                 contribution: &contribution,
                 sum: &sum,
             },
-        );
+        )?;
         let base = (1.0 - damping) / size + damping / size * sink_sum;
-        for (r, s) in rank.iter_mut().zip(sum) {
-            *r = base + damping * f64::from_bits(s.into_inner());
+        for v in engine.owned() {
+            let gathered = f64::from_bits(sum[v as usize].load(Ordering::Relaxed));
+            rank[v as usize] = base + damping * gathered;
         }
     }
-    rank
+    Ok(owned(engine, &rank))
 }
 
-struct Cdlp<'a> {
-    labels: &'a [u32],
-    next: &'a [AtomicU32],
-}
-
-impl EdgeProgram for Cdlp<'_> {
-    fn side(&self) -> Side {
-        Side::Both
-    }
-
-    fn can_push(&self) -> bool {
-        false
-    }
-
-    fn push(&self, _src: u32, _edges: &[Edges<'_>], _activate: &mut dyn FnMut(u32)) {
-        unreachable!("CDLP declares it cannot push; the engine always pulls it")
-    }
-
-    fn pull(&self, dst: u32, edges: &[Edges<'_>], _active: &Frontier) -> bool {
-        let mut histogram: HashMap<u32, u64> = HashMap::new();
-        for &src in edges.iter().flat_map(|e| e.vertices) {
-            *histogram.entry(self.labels[src as usize]).or_default() += 1;
-        }
-        let label = histogram
-            .into_iter()
-            .max_by_key(|&(label, count)| (count, Reverse(label)))
-            .map_or(self.labels[dst as usize], |(label, _)| label);
-        self.next[dst as usize].store(label, Ordering::Relaxed);
-        true
-    }
-}
-
-fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Vec<u32> {
+fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
     let n = engine.num_vertices();
-    let all = Frontier::all(n);
+    let owned_range = engine.owned();
     let mut labels: Vec<u32> = (0..n).collect();
     for _ in 0..iterations {
-        let next = atomics(n, |_| AtomicU32::new(0));
-        engine.process_edges(
-            &all,
-            &Cdlp {
-                labels: &labels,
-                next: &next,
-            },
-        );
-        labels = next.into_iter().map(AtomicU32::into_inner).collect();
+        let next = atomics(owned_range.end - owned_range.start, |_| AtomicU32::new(0));
+        let local = engine.local();
+        engine.process_vertices(None, |v| {
+            let mut histogram: HashMap<u32, u64> = HashMap::new();
+            for &u in local.out_edges(v).vertices {
+                *histogram.entry(labels[u as usize]).or_default() += 1;
+            }
+            // Most frequent, then smallest; no neighbours: keep the label.
+            let label = histogram
+                .into_iter()
+                .max_by_key(|&(label, count)| (count, Reverse(label)))
+                .map_or(labels[v as usize], |(label, _)| label);
+            next[(v - owned_range.start) as usize].store(label, Ordering::Relaxed);
+            0u64
+        });
+        let mine: Vec<u32> = next.into_iter().map(AtomicU32::into_inner).collect();
+        labels = engine.gather_owned(&mine)?;
     }
-    labels
+    Ok(owned(engine, &labels))
 }
 
-fn lcc(engine: &mut Engine<'_>) -> Vec<f64> {
-    let n = engine.num_vertices();
+#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
+fn lcc(engine: &Engine<'_>) -> Vec<f64> {
     let graph = engine.graph();
+    let owned_range = engine.owned();
     let distinct = graph.has_distinct_targets();
-    let lcc = atomics(n, |_| AtomicU64::new(0));
-    let engine_ref = &*engine;
-    engine_ref.process_vertices(None, |v| {
-        let mut neighbours: Vec<u32> = engine_ref
-            .out_edges(v)
-            .vertices
-            .iter()
-            .chain(engine_ref.in_edges(v).vertices)
-            .copied()
-            .collect();
+    let local = engine.local();
+    let lcc = atomics(owned_range.end - owned_range.start, |_| AtomicU64::new(0));
+    engine.process_vertices(None, |v| {
+        let mut neighbours = local.out_edges(v).vertices.to_vec();
         neighbours.sort_unstable();
         neighbours.dedup();
         let d = neighbours.len() as u64;
@@ -365,9 +344,8 @@ fn lcc(engine: &mut Engine<'_>) -> Vec<f64> {
                 .filter(|w| neighbours.binary_search(w).is_ok())
                 .count() as u64;
         }
-        #[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
         let coefficient = links as f64 / (d * (d - 1)) as f64;
-        lcc[v as usize].store(coefficient.to_bits(), Ordering::Relaxed);
+        lcc[(v - owned_range.start) as usize].store(coefficient.to_bits(), Ordering::Relaxed);
         0u64
     });
     lcc.into_iter()

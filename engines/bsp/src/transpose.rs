@@ -1,16 +1,14 @@
-//! In-edges: the transpose of a CSR, for pulling along in-edges and for the
-//! algorithms that read both directions (WCC, CDLP, LCC).
+//! In-edges: the transpose of a CSR, for the reference implementations of
+//! the algorithms that read in-neighbours (PageRank, WCC, CDLP, LCC).
 
 use quiver_csr::Graph;
 
 /// The in-edges of every vertex: `sources[offsets[v]..offsets[v + 1]]` are
-/// the vertices with an edge to `v`, ascending, with the edges' weights
-/// beside them when the graph is weighted.
+/// the vertices with an edge to `v`, ascending.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InEdges {
     offsets: Vec<u64>,
     sources: Vec<u32>,
-    weights: Option<Vec<f32>>,
 }
 
 impl InEdges {
@@ -30,35 +28,21 @@ impl InEdges {
         }
         let mut fill: Vec<u64> = offsets[..n].to_vec();
         let mut sources = vec![0u32; targets.len()];
-        let mut weights = graph.weights().map(|_| vec![0f32; targets.len()]);
         for u in 0..n {
             let edges = index(out_offsets[u])..index(out_offsets[u + 1]);
             for e in edges {
                 let t = targets[e] as usize;
                 let slot = index(fill[t]);
                 sources[slot] = u32::try_from(u).expect("vertex ids fit u32");
-                if let (Some(out), Some(all)) = (weights.as_mut(), graph.weights()) {
-                    out[slot] = all[e];
-                }
                 fill[t] += 1;
             }
         }
-        InEdges {
-            offsets,
-            sources,
-            weights,
-        }
+        InEdges { offsets, sources }
     }
 
     /// The vertices with an edge to `v`.
     pub fn sources(&self, v: u32) -> &[u32] {
         &self.sources[self.range(v)]
-    }
-
-    /// The weights of `v`'s in-edges, beside [`InEdges::sources`].
-    pub fn weights(&self, v: u32) -> Option<&[f32]> {
-        let range = self.range(v);
-        self.weights.as_ref().map(|w| &w[range])
     }
 
     fn range(&self, v: u32) -> std::ops::Range<usize> {

@@ -8,20 +8,10 @@ use quiver_csr::testing::{arb_graph, Shape};
 use quiver_csr::Graph;
 use quiver_run::NoProgress;
 
-fn assert_close(engine: &Values, reference: &Values, what: &str) {
-    match (engine, reference) {
-        (Values::Reals(a), Values::Reals(b)) => {
-            assert_eq!(a.len(), b.len(), "{what}: lengths differ");
-            for (v, (x, y)) in a.iter().zip(b).enumerate() {
-                let close = x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
-                assert!(close, "{what}: vertex {v}: engine {x}, reference {y}");
-            }
-        }
-        _ => assert_eq!(engine, reference, "{what}"),
-    }
-}
+use crate::assert_close;
 
-fn algorithms(graph: &Graph, source: u32) -> Vec<Algorithm> {
+/// Every algorithm, SSSP only on weighted graphs.
+pub fn algorithms(graph: &Graph, source: u32) -> Vec<Algorithm> {
     let mut all = vec![
         Algorithm::Bfs { source },
         Algorithm::PageRank {
