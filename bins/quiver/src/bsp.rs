@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use quiver_bsp::job::{join, BspTask, JobConfig, NodeReport};
 use quiver_bsp::{reference, Algorithm, Config, Direction, Values, UNREACHED};
 use quiver_csr::Graph;
 use serde::Serialize;
 
+use crate::job::JobArgs;
 use crate::progress::Bar;
 
 /// Flags every algorithm takes.
@@ -32,6 +34,10 @@ pub struct RunArgs {
     /// outputs' format (written to a temporary name and renamed when complete).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// The job: without --nodes, a launcher or another fabric, one process computes alone;
+    /// with them, each node owns a chunk of the vertices and messages the others.
+    #[command(flatten)]
+    pub job: JobArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,9 +106,8 @@ struct JsonReport<'a> {
     graph: &'a Path,
     vertices: u32,
     edges: u64,
-    /// The engine's report; absent with `--reference`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    engine: Option<&'a quiver_bsp::Report>,
+    /// Every node's report, by rank; empty with `--reference`.
+    nodes: Vec<&'a quiver_bsp::Report>,
     /// With `--reference`: its time, in nanoseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     reference_ns: Option<u64>,
@@ -139,24 +144,38 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             run.graph.display()
         )
     };
-    let (values, report, reference_ns) = if run.reference {
+    let config = Config {
+        threads: run.threads,
+        direction: match run.direction {
+            DirectionArg::Push => Direction::Push,
+            DirectionArg::Pull => Direction::Pull,
+            DirectionArg::Auto => Direction::Auto,
+        },
+    };
+    let (values, reports, reference_ns) = if run.reference {
         let started = quiver_run::Stopwatch::start();
         let values = reference::run(&graph, &algorithm).with_context(what)?;
-        (values, None, Some(started.elapsed_ns()))
-    } else {
-        let config = Config {
-            threads: run.threads,
-            direction: match run.direction {
-                DirectionArg::Push => Direction::Push,
-                DirectionArg::Pull => Direction::Pull,
-                DirectionArg::Auto => Direction::Auto,
-            },
+        (values, Vec::new(), Some(started.elapsed_ns()))
+    } else if run.job.wants_job() {
+        let job = JobConfig {
+            graph: std::path::absolute(&run.graph)
+                .with_context(|| format!("resolving {}", run.graph.display()))?,
+            algorithm,
+            config,
         };
+        let Some(parts) = run.job.job()?.run::<BspTask>(&job).with_context(what)? else {
+            // Another member of the job prints.
+            return Ok(());
+        };
+        let values = join(&parts);
+        let reports = parts.into_iter().map(|NodeReport { report, .. }| report);
+        (values, reports.collect(), None)
+    } else {
         let bar = Bar::new(json || hidden);
         let (values, report) =
             quiver_bsp::run(&graph, &algorithm, &config, &bar).with_context(what)?;
         drop(bar);
-        (values, Some(report), None)
+        (values, vec![report], None)
     };
     if let Some(path) = &run.output {
         write_output(path, &values).with_context(|| format!("writing {}", path.display()))?;
@@ -167,7 +186,7 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             graph: &run.graph,
             vertices: graph.num_vertices(),
             edges: graph.num_edges(),
-            engine: report.as_ref(),
+            nodes: reports.iter().collect(),
             reference_ns,
             summary: &summary,
             output: run.output.as_deref(),
@@ -183,10 +202,11 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
         graph.num_edges()
     );
     println!("result     {summary}");
-    match (&report, reference_ns) {
-        (Some(report), _) => print_engine(report),
-        (None, Some(ns)) => println!("reference  {:.3} s on one thread", seconds(ns)),
-        (None, None) => {}
+    if let Some(ns) = reference_ns {
+        println!("reference  {:.3} s on one thread", seconds(ns));
+    }
+    for report in &reports {
+        print_engine(report);
     }
     if let Some(path) = &run.output {
         println!("output     {}", path.display());
@@ -195,6 +215,13 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
 }
 
 fn print_engine(report: &quiver_bsp::Report) {
+    let (rank, size) = report.node;
+    if size > 1 {
+        println!(
+            "node {rank}/{size}   vertices {}..{}, {} edges, {} messages ({} bytes) sent",
+            report.owned.start, report.owned.end, report.edges, report.messages, report.bytes_sent
+        );
+    }
     let pulls = report
         .supersteps
         .iter()

@@ -55,6 +55,19 @@ pub struct JobArgs {
 }
 
 impl JobArgs {
+    /// Whether these flags (or a launcher's environment) ask for a job of
+    /// several nodes rather than one process: a node count, a rank, size or
+    /// coordinator, a fabric other than the default, or a launcher's rank
+    /// variable.
+    pub fn wants_job(&self) -> bool {
+        self.nodes.is_some()
+            || self.rank.is_some()
+            || self.size.is_some()
+            || self.coordinator.is_some()
+            || self.fabric != FabricArg::Tcp
+            || quiver_verbs::cluster::launched()
+    }
+
     /// The job these flags describe; its local nodes re-execute this program
     /// through [`crate::NODE_ENTRY`].
     pub fn job(&self) -> Result<Job> {

@@ -27,6 +27,7 @@ const NODE_ENTRY: &str = "__node";
 const TASKS: &[Entry] = &[
     Entry::of::<quiver_verbs::conformance::Suite>(),
     Entry::of::<quiver_verbs::bench::Bench>(),
+    Entry::of::<quiver_bsp::job::BspTask>(),
 ];
 
 fn main() -> ExitCode {

@@ -63,6 +63,14 @@ const SIZE_VARS: [&str; 4] = [
     "PMI_SIZE",
 ];
 
+/// Whether this process was started by a launcher as one node of a job:
+/// one of the rank variables [`Launch::resolve`] reads is set.
+pub fn launched() -> bool {
+    RANK_VARS
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+}
+
 /// Who this node is in which job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
