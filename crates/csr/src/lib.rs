@@ -28,6 +28,8 @@ mod error;
 pub mod format;
 pub mod generate;
 mod graph;
+mod graphalytics;
+mod ids;
 mod ingest;
 pub mod parse;
 mod sort;
@@ -40,7 +42,8 @@ pub use error::{Error, Result};
 pub use generate::{generate_to_file, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
 pub use ingest::{
-    convert, export, export_file, open_input, ConvertOptions, ConvertReport, EdgeFormat,
+    convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,
+    EdgeFormat,
 };
 pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
 pub use write::{write_graph, CsrWriter};
