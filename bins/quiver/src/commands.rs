@@ -181,8 +181,8 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
         min_vertices: args.vertices,
         sort: sort_options(&args.shape, args.relabel),
     };
-    let report = quiver_csr::convert(&args.input, &output, &options, &bar(json))
-        .with_context(|| {
+    let report =
+        quiver_csr::convert(&args.input, &output, &options, &bar(json)).with_context(|| {
             format!(
                 "converting {} into {}",
                 args.input.display(),

@@ -203,7 +203,13 @@ impl Layout {
 
     /// The sections in the order of the header's records.
     fn sections(&self) -> [Section; 5] {
-        [self.offsets, self.targets, self.weights, self.pages, self.ids]
+        [
+            self.offsets,
+            self.targets,
+            self.weights,
+            self.pages,
+            self.ids,
+        ]
     }
 }
 
@@ -334,12 +340,7 @@ impl Header {
         }
         let layout = Layout::of_version(version, num_vertices, num_edges, flags);
         let mut checksums = [0u32; 5];
-        for (i, expected) in layout
-            .sections()
-            .iter()
-            .enumerate()
-            .take(records(version))
-        {
+        for (i, expected) in layout.sections().iter().enumerate().take(records(version)) {
             let at = record_at(i);
             let found = Section {
                 offset: le_u64(page, at),

@@ -159,7 +159,8 @@ impl Graph {
                 ),
             ));
         }
-        let index = IdIndex::build(&ids).map_err(|shared| Error::invalid("ids", shared.to_string()))?;
+        let index =
+            IdIndex::build(&ids).map_err(|shared| Error::invalid("ids", shared.to_string()))?;
         *slot = Some(ids);
         self.flags |= FLAG_ID_MAP;
         self.id_index = Some(index);

@@ -127,9 +127,6 @@ mod tests {
                 vertices: (1, 3)
             }
         );
-        assert_eq!(
-            err.to_string(),
-            "vertices 1 and 3 both have original id 5"
-        );
+        assert_eq!(err.to_string(), "vertices 1 and 3 both have original id 5");
     }
 }

@@ -10,8 +10,7 @@ use quiver_io::{align_up, ALIGN};
 use tempfile::NamedTempFile;
 
 use crate::format::{
-    version_for, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP, FLAG_UNDIRECTED,
-    FLAG_WEIGHTED,
+    version_for, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP, FLAG_UNDIRECTED, FLAG_WEIGHTED,
 };
 use crate::ids::IdIndex;
 use crate::{to_usize, Error, Graph, Result};
@@ -79,8 +78,8 @@ impl CsrWriter {
         };
         let temp = temp_beside(path).map_err(write_err)?;
         let mut file = BufWriter::with_capacity(BUF_BYTES, temp);
-        let flags = if weighted { FLAG_WEIGHTED } else { 0 }
-            | if undirected { FLAG_UNDIRECTED } else { 0 };
+        let flags =
+            if weighted { FLAG_WEIGHTED } else { 0 } | if undirected { FLAG_UNDIRECTED } else { 0 };
         // Where the targets start depends on |V| alone.
         let layout = Layout::new(num_vertices, 0, flags);
         file.seek(SeekFrom::Start(layout.targets.offset))
@@ -190,8 +189,7 @@ impl CsrWriter {
     pub fn finish(mut self) -> Result<Header> {
         let layout = Layout::new(self.num_vertices, self.num_edges, self.flags);
         let [offsets, targets, weights, ids] = self.finish_sections(&layout)?;
-        let pages_crc =
-            self.write_page_checksums(&layout, [&offsets, &targets, &weights, &ids])?;
+        let pages_crc = self.write_page_checksums(&layout, [&offsets, &targets, &weights, &ids])?;
         let checksums = [offsets.crc, targets.crc, weights.crc, pages_crc, ids.crc];
         let header = Header {
             version: version_for(self.flags),

@@ -312,7 +312,11 @@ fn only_graphs_with_an_id_map_are_version_3() {
     let graph = Graph::open(&path).unwrap();
     assert_eq!(graph.original_ids(), Some(&[70, 9, 1 << 40][..]));
     assert_eq!(graph.dense_id(9), Some(1));
-    assert_eq!(graph.id_index_bytes(), 12, "an unsorted map gets a permutation");
+    assert_eq!(
+        graph.id_index_bytes(),
+        12,
+        "an unsorted map gets a permutation"
+    );
     // The flag in a version 2 header is refused as what it is.
     mapped[8..12].copy_from_slice(&2u32.to_le_bytes());
     reseal(&mut mapped);

@@ -93,9 +93,10 @@ fn the_examples_convert_to_the_graphs_their_properties_describe() {
                 ends.push((t, s));
             }
             for (a, b) in ends {
-                let at = graph.neighbors(a).binary_search(&b).unwrap_or_else(|_| {
-                    panic!("{name}: edge {} -> {} missing", row[0], row[1])
-                });
+                let at = graph
+                    .neighbors(a)
+                    .binary_search(&b)
+                    .unwrap_or_else(|_| panic!("{name}: edge {} -> {} missing", row[0], row[1]));
                 assert_eq!(graph.edge_weights(a).unwrap()[at], weight);
             }
         }
@@ -268,7 +269,11 @@ fn properties_and_flags_decide_direction() {
     };
     // No properties file: the flag decides.
     assert_eq!((edges(false), edges(true)), (1, 2));
-    std::fs::write(dir.path().join("d.properties"), "graph.d.directed = false\n").unwrap();
+    std::fs::write(
+        dir.path().join("d.properties"),
+        "graph.d.directed = false\n",
+    )
+    .unwrap();
     assert_eq!((edges(false), edges(true)), (2, 2));
     std::fs::write(dir.path().join("d.properties"), "graph.d.directed = true\n").unwrap();
     assert_eq!(edges(false), 1);

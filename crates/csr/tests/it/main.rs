@@ -51,7 +51,9 @@ pub fn with_ids(graph: Graph, seed: u64, sorted: bool) -> Graph {
     if sorted {
         ids.sort_unstable();
     }
-    graph.with_original_ids(ids).expect("distinct ids, one per vertex")
+    graph
+        .with_original_ids(ids)
+        .expect("distinct ids, one per vertex")
 }
 
 /// Asserts two graphs hold the same CSR arrays and flags.
