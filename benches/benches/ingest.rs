@@ -55,7 +55,7 @@ fn parse(c: &mut Criterion, text: &[u8]) {
             quiver_csr::parse::parse_text(
                 &mut reader,
                 Path::new("rmat16.txt"),
-                false,
+                quiver_csr::parse::TextIds::Dense,
                 &NoProgress,
                 // Typed by the sink's signature, whatever the weight type is.
                 &mut |s, t, w| {

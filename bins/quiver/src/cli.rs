@@ -53,16 +53,27 @@ pub enum Command {
   quiver generate er --vertices 100000 --edges 1000000 -o er.qcsr
   quiver generate grid --rows 100 --cols 100 --undirected -o grid.qcsr")]
     Generate(GenerateArgs),
-    /// Convert an edge list (text, binary or Matrix Market; .gz or stdin) into a .qcsr graph.
+    /// Convert an edge list (text, binary, Matrix Market or LDBC Graphalytics; .gz or stdin) into
+    /// a .qcsr graph.
     #[command(after_help = "Examples:
   quiver convert edges.txt -o g.qcsr
   quiver convert web-Google.txt.gz -o google.qcsr --dedupe --drop-self-loops
   quiver convert twitter.bin --format bin -o twitter.qcsr --mem 4GiB
   quiver convert mesh.mtx -o mesh.qcsr
+  quiver convert datagen-7_5-fb.e --format graphalytics
   zcat big.txt.gz | quiver convert - -o big.qcsr --relabel
 
 Inputs larger than --mem are sorted externally: sorted runs are spilled to
---work-dir (default: the system temporary directory) and merged.")]
+--work-dir (default: the system temporary directory) and merged.
+
+LDBC Graphalytics datasets (--format graphalytics, guessed for NAME.e): the
+edges `src dst [weight]` come from NAME.e, the vertices from NAME.v beside it
+(any u64 ids, isolated vertices included, held in memory at 8 bytes a
+vertex). Vertices are numbered in increasing order of their ids, and the
+graph keeps the ids as its id map: `info` shows it, `export` writes them.
+If NAME.properties says `directed = false` the graph is undirected (every
+edge stored both ways); --undirected on a dataset it calls directed is an
+error.")]
     Convert(ConvertArgs),
     /// Write a .qcsr graph back out as an edge list (text or binary).
     #[command(after_help = "Examples:
@@ -245,10 +256,11 @@ pub enum Model {
 pub struct ConvertArgs {
     /// Input edge list; `-` reads standard input; a `.gz` name is decompressed.
     pub input: PathBuf,
-    /// Output .qcsr file.
+    /// Output .qcsr file (default: the input's name with .qcsr for its extension).
     #[arg(short, long)]
-    pub output: PathBuf,
-    /// Input format; guessed from the name when omitted (.mtx, .bin, else text).
+    pub output: Option<PathBuf>,
+    /// Input format: snap, bin, mtx or graphalytics; guessed from the name when omitted (.mtx,
+    /// .bin, .e, else snap text).
     #[arg(long)]
     pub format: Option<EdgeFormat>,
     /// Binary input holds (u32, u32, f32) triples instead of u32 pairs.

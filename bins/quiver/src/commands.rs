@@ -170,6 +170,13 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
     {
         return Err(UsageError("--weighted describes binary input; text and Matrix Market files say whether they carry weights".into()).into());
     }
+    let output = match args.output {
+        Some(output) => output,
+        None if args.input == Path::new("-") => {
+            return Err(UsageError("reading standard input needs -o OUTPUT".into()).into())
+        }
+        None => default_output(&args.input),
+    };
     let options = ConvertOptions {
         format: args.format,
         weighted_binary: args.weighted,
@@ -177,16 +184,16 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
         min_vertices: args.vertices,
         sort: sort_options(&args.shape, args.relabel),
     };
-    let report = quiver_csr::convert(&args.input, &args.output, &options, &bar(json))
-        .with_context(|| {
+    let report =
+        quiver_csr::convert(&args.input, &output, &options, &bar(json)).with_context(|| {
             format!(
                 "converting {} into {}",
                 args.input.display(),
-                args.output.display()
+                output.display()
             )
         })?;
     let summary = ConvertSummary {
-        output: args.output,
+        output,
         vertices: report.sort.vertices,
         edges: report.sort.edges_out,
         input_mb_per_s: report.input_bytes as f64 / 1e6 / seconds(report.wall_ns).max(1e-9),
@@ -227,6 +234,15 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `input` beside itself with `.qcsr` for its extension (and `.gz`).
+fn default_output(input: &Path) -> PathBuf {
+    let plain = match input.extension() {
+        Some(ext) if ext.eq_ignore_ascii_case("gz") => input.with_extension(""),
+        _ => input.to_owned(),
+    };
+    plain.with_extension("qcsr")
+}
+
 #[derive(Serialize)]
 struct ExportReport {
     graph: PathBuf,
@@ -243,10 +259,8 @@ fn export(args: ExportArgs, json: bool) -> Result<()> {
     let format = args
         .format
         .unwrap_or_else(|| EdgeFormat::from_path(&args.output));
-    if format == EdgeFormat::Mtx {
-        return Err(
-            UsageError("export writes snap or bin edge lists, not Matrix Market".into()).into(),
-        );
+    if let Some(why) = quiver_csr::export_refusal(&graph, format) {
+        return Err(UsageError(format!("{}: {why}", args.graph.display())).into());
     }
     let bytes = if args.output == Path::new("-") {
         quiver_csr::export(&graph, &mut std::io::stdout().lock(), format)
@@ -293,6 +307,8 @@ struct InfoReport {
     undirected: bool,
     /// No list holds a target twice (no parallel edges), as the header says.
     distinct_targets: bool,
+    /// The graph keeps its vertices' original ids (an id map).
+    id_map: bool,
     degrees: DegreeSummary,
     blocks: Option<BlockReport>,
     verified: bool,
@@ -353,6 +369,7 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
         weighted: graph.is_weighted(),
         undirected: graph.is_undirected(),
         distinct_targets: graph.has_distinct_targets(),
+        id_map: graph.original_ids().is_some(),
         degrees: graph.degree_summary(),
         blocks: blocks.map(|(rule, blocks)| BlockReport {
             rule,
@@ -389,6 +406,14 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
             ""
         }
     );
+    match graph.original_ids() {
+        Some(ids) => println!(
+            "ids        original ids from the input (id map), {} to {}",
+            ids.iter().min().unwrap_or(&0),
+            ids.iter().max().unwrap_or(&0)
+        ),
+        None => println!("ids        0..{} (no id map)", report.vertices),
+    }
     println!(
         "out-degree min {}, median {}, mean {:.2}, p99 {}, max {}; {} vertices with none",
         d.min, d.median, d.mean, d.p99, d.max, d.zero_out_degree

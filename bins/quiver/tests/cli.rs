@@ -1,7 +1,7 @@
 //! The driver as a user runs it: help, exit codes, reports, errors.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn quiver(args: &[&str]) -> Output {
@@ -38,6 +38,15 @@ fn stderr(output: &Output) -> String {
 
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// A file of the LDBC Graphalytics examples in the repository's fixtures.
+fn graphalytics(file: &str) -> PathBuf {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/graphalytics"
+    ))
+    .join(file)
 }
 
 #[test]
@@ -393,7 +402,11 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
         path(&good),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let original = std::fs::read(&good).unwrap();
+    // And a graph with an id map (and weights): a Graphalytics example.
+    let with_ids = dir.path().join("ids.qcsr");
+    let edges = graphalytics("example-directed.e");
+    let out = quiver(&["convert", path(&edges), "-o", path(&with_ids)]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let bad = dir.path().join("flipped.qcsr");
     let export = dir.path().join("edges.txt");
     // Every command that reads a graph, on the graph at `graph`.
@@ -417,14 +430,6 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
         commands
     };
     let run = |command: &[String]| quiver(&command.iter().map(String::as_str).collect::<Vec<_>>());
-    for command in commands(&good) {
-        let ok = run(&command);
-        assert!(
-            ok.status.success(),
-            "{command:?} on the intact file: {}",
-            stderr(&ok)
-        );
-    }
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = |bound: usize| {
         state ^= state << 13;
@@ -432,38 +437,103 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
         state ^= state << 17;
         usize::try_from(state % bound as u64).expect("below a usize bound")
     };
-    for copy in 0..20 {
-        let mut bytes = original.clone();
-        let flips = 1 + next(3);
-        let mut at = Vec::new();
-        for _ in 0..flips {
-            let i = next(bytes.len());
-            let xor = 1 + u8::try_from(next(255)).expect("below 255");
-            // A byte flipped twice could come back whole: one flip a byte.
-            if !at.contains(&i) {
-                bytes[i] ^= xor;
-                at.push(i);
+    for (good, copies) in [(&good, 20), (&with_ids, 10)] {
+        let original = std::fs::read(good).unwrap();
+        for command in commands(good) {
+            let ok = run(&command);
+            assert!(
+                ok.status.success(),
+                "{command:?} on the intact file: {}",
+                stderr(&ok)
+            );
+        }
+        for copy in 0..copies {
+            let mut bytes = original.clone();
+            let flips = 1 + next(3);
+            let mut at = Vec::new();
+            for _ in 0..flips {
+                let i = next(bytes.len());
+                let xor = 1 + u8::try_from(next(255)).expect("below 255");
+                // A byte flipped twice could come back whole: one flip a byte.
+                if !at.contains(&i) {
+                    bytes[i] ^= xor;
+                    at.push(i);
+                }
+            }
+            std::fs::write(&bad, &bytes).unwrap();
+            for command in commands(&bad) {
+                let _ = std::fs::remove_file(&export);
+                let out = run(&command);
+                let err = stderr(&out);
+                assert_eq!(
+                    out.status.code(),
+                    Some(1),
+                    "copy {copy} (bytes {at:?} flipped): {command:?} did not fail cleanly: {err}"
+                );
+                assert!(!err.contains("panicked"), "{command:?}: {err}");
+                assert!(
+                    err.contains("flipped.qcsr"),
+                    "{command:?} does not name the file: {err}"
+                );
+                assert!(
+                    !export.exists(),
+                    "{command:?} left an export of corrupted data"
+                );
             }
         }
-        std::fs::write(&bad, &bytes).unwrap();
-        for command in commands(&bad) {
-            let _ = std::fs::remove_file(&export);
-            let out = run(&command);
-            let err = stderr(&out);
-            assert_eq!(
-                out.status.code(),
-                Some(1),
-                "copy {copy} (bytes {at:?} flipped): {command:?} did not fail cleanly: {err}"
-            );
-            assert!(!err.contains("panicked"), "{command:?}: {err}");
-            assert!(
-                err.contains("flipped.qcsr"),
-                "{command:?} does not name the file: {err}"
-            );
-            assert!(
-                !export.exists(),
-                "{command:?} left an export of corrupted data"
-            );
+    }
+}
+
+/// A Graphalytics dataset converts beside itself, keeps its vertices'
+/// original ids (info shows them, export writes them), takes its direction
+/// from its properties, and refuses a contradicting --undirected.
+#[test]
+fn graphalytics_datasets_keep_their_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    for ext in ["v", "e", "properties"] {
+        for name in ["example-directed", "example-undirected"] {
+            let file = format!("{name}.{ext}");
+            std::fs::copy(graphalytics(&file), dir.path().join(&file)).unwrap();
         }
     }
+    let edges = dir.path().join("example-undirected.e");
+    let converted = json(&quiver(&["convert", path(&edges), "--json"]));
+    assert_eq!(converted["format"], "graphalytics");
+    assert_eq!(converted["vertices"], 9);
+    assert_eq!(converted["edges"], 24);
+    let g = dir.path().join("example-undirected.qcsr");
+    let info = json(&quiver(&["info", path(&g), "--verify", "--json"]));
+    assert_eq!(info["id_map"], true);
+    assert_eq!(info["undirected"], true);
+    let human = String::from_utf8_lossy(&quiver(&["info", path(&g)]).stdout).into_owned();
+    assert!(
+        human.contains("original ids from the input (id map), 2 to 10"),
+        "{human}"
+    );
+    let export = quiver(&["export", path(&g), "-o", "-"]);
+    let text = String::from_utf8_lossy(&export.stdout).into_owned();
+    assert!(
+        text.starts_with("2\t3\t0.9\n2\t4\t0.69\n3\t2\t0.9\n"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 24);
+    let out = quiver(&["export", path(&g), "-o", path(&dir.path().join("e.bin"))]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("original ids"), "{}", stderr(&out));
+    let directed = dir.path().join("example-directed.e");
+    let out = quiver(&["convert", path(&directed), "--undirected", "-o", path(&g)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("example-directed.properties"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(dir.path().join("example-directed.v")).unwrap();
+    let out = quiver(&["convert", path(&directed), "--format", "graphalytics"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("example-directed.v"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -5,9 +5,12 @@
 //! offsets       u64[|V| + 1]   at a 4 KiB boundary
 //! targets       u32[|E|]       at a 4 KiB boundary
 //! weights       f32[|E|]       at a 4 KiB boundary (weighted graphs only)
+//! ids           u64[|V|]       at a 4 KiB boundary (version 3, graphs with
+//!                              an id map only): the original id of each
+//!                              vertex
 //! pages         u32[P]         at a 4 KiB boundary (version 2): the CRC-32C
 //!                              of each of the P pages from offsets to the
-//!                              end of weights
+//!                              end of the id map (or of weights)
 //! ```
 //!
 //! Each section is padded with zeros to a 4 KiB boundary, and its checksum
@@ -19,6 +22,15 @@
 //! vertex. Version 1 files (no page checksums) still open: they are verified
 //! whole, section by section. The file length is the end of the last padded
 //! section.
+//!
+//! Version 3 adds the optional id map ([`FLAG_ID_MAP`]): the id each vertex
+//! had in the input (a Graphalytics `.v` file), as distinct `u64`s in any
+//! order. It is graph data like the other sections, covered by the page
+//! checksums, and opening checks that no two vertices share an id. A writer
+//! writes the oldest version that holds its graph ([`version_for`]): a graph
+//! without an id map is a version 2 file, byte for byte what earlier builds
+//! wrote, so they still read it; a graph with one is version 3, which
+//! earlier builds refuse by its version instead of misreading it.
 
 use std::path::Path;
 
@@ -30,8 +42,9 @@ use crate::{Error, Result};
 /// The first eight bytes of every `.qcsr` file. The CR LF and 0x1a bytes
 /// catch files mangled by text-mode transfers, as PNG's signature does.
 pub const MAGIC: [u8; 8] = *b"QVCSR\r\n\x1a";
-/// The format version this build writes and the newest it reads.
-pub const VERSION: u32 = 2;
+/// The newest format version this build reads and writes (it writes
+/// version 2 for graphs without an id map: see [`version_for`]).
+pub const VERSION: u32 = 3;
 /// Bytes of graph data one page checksum covers: one aligned read unit.
 pub const PAGE: u64 = ALIGN as u64;
 /// Bytes of the header page.
@@ -44,13 +57,18 @@ pub const FLAG_UNDIRECTED: u32 = 1 << 1;
 /// Header flag: no adjacency list holds a target twice (no parallel
 /// edges). Writers set it when it holds; `Graph::verify` checks it.
 pub const FLAG_DISTINCT_TARGETS: u32 = 1 << 2;
-const KNOWN_FLAGS: u32 = FLAG_WEIGHTED | FLAG_UNDIRECTED | FLAG_DISTINCT_TARGETS;
+/// Header flag (version 3): the file has an id map section, the original id
+/// of every vertex.
+pub const FLAG_ID_MAP: u32 = 1 << 3;
 
-const SECTION_NAMES: [&str; 4] = [
+/// Section names in the order of the header's records (and of
+/// [`Header::checksums`]), for messages.
+const SECTION_NAMES: [&str; 5] = [
     "offsets section",
     "targets section",
     "weights section",
     "page checksums section",
+    "id map section",
 ];
 const SECTIONS_AT: usize = 32;
 const SECTION_RECORD: usize = 24;
@@ -58,6 +76,37 @@ const FILE_LEN_AT: usize = SECTIONS_AT + 3 * SECTION_RECORD;
 const HEADER_CRC_AT: usize = FILE_LEN_AT + 8;
 /// Version 2's fourth section record (the page checksums), after the CRC.
 const PAGES_AT: usize = 128;
+/// Version 3's fifth section record (the id map), after the fourth.
+const IDS_AT: usize = PAGES_AT + SECTION_RECORD;
+
+/// The format version a file with these header flags is written in: the
+/// oldest that holds it, so older readers read every file they can.
+pub fn version_for(flags: u32) -> u32 {
+    if flags & FLAG_ID_MAP != 0 {
+        3
+    } else {
+        2
+    }
+}
+
+/// The flags files of `version` may set.
+fn known_flags(version: u32) -> u32 {
+    let flags = FLAG_WEIGHTED | FLAG_UNDIRECTED | FLAG_DISTINCT_TARGETS;
+    if version >= 3 {
+        flags | FLAG_ID_MAP
+    } else {
+        flags
+    }
+}
+
+/// Section records in a header of `version`.
+fn records(version: u32) -> usize {
+    match version {
+        1 => 3,
+        2 => 4,
+        _ => 5,
+    }
+}
 
 /// Where one section lies in the file: `offset` is 4 KiB aligned and `len`
 /// counts data bytes, without padding.
@@ -77,7 +126,8 @@ impl Section {
 }
 
 /// The placement of the sections for a graph of a given size: a pure function
-/// of |V|, |E| and whether the graph is weighted.
+/// of the format version, |V|, |E| and the flags that add sections (weighted,
+/// id map).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `u64[|V| + 1]`.
@@ -86,19 +136,21 @@ pub struct Layout {
     pub targets: Section,
     /// `f32[|E|]`, empty for an unweighted graph.
     pub weights: Section,
+    /// `u64[|V|]`, empty for a graph without an id map.
+    pub ids: Section,
     /// `u32` per page of graph data (version 2; empty in version 1).
     pub pages: Section,
 }
 
 impl Layout {
-    /// Lays out a graph with `num_vertices` vertices and `num_edges` edges
-    /// in the current format version.
-    pub fn new(num_vertices: u32, num_edges: u64, weighted: bool) -> Layout {
-        Layout::of_version(VERSION, num_vertices, num_edges, weighted)
+    /// Lays out a graph with `num_vertices` vertices, `num_edges` edges and
+    /// header `flags` in the version a writer gives it ([`version_for`]).
+    pub fn new(num_vertices: u32, num_edges: u64, flags: u32) -> Layout {
+        Layout::of_version(version_for(flags), num_vertices, num_edges, flags)
     }
 
     /// The layout format `version` gives such a graph.
-    pub fn of_version(version: u32, num_vertices: u32, num_edges: u64, weighted: bool) -> Layout {
+    pub fn of_version(version: u32, num_vertices: u32, num_edges: u64, flags: u32) -> Layout {
         let offsets = Section {
             offset: HEADER_LEN,
             len: (u64::from(num_vertices) + 1) * 8,
@@ -109,17 +161,30 @@ impl Layout {
         };
         let weights = Section {
             offset: targets.padded_end(),
-            len: if weighted { num_edges * 4 } else { 0 },
+            len: if flags & FLAG_WEIGHTED != 0 {
+                num_edges * 4
+            } else {
+                0
+            },
         };
-        let data_pages = (weights.padded_end() - offsets.offset) / PAGE;
-        let pages = Section {
+        let ids = Section {
             offset: weights.padded_end(),
+            len: if version >= 3 && flags & FLAG_ID_MAP != 0 {
+                u64::from(num_vertices) * 8
+            } else {
+                0
+            },
+        };
+        let data_pages = (ids.padded_end() - offsets.offset) / PAGE;
+        let pages = Section {
+            offset: ids.padded_end(),
             len: if version >= 2 { data_pages * 4 } else { 0 },
         };
         Layout {
             offsets,
             targets,
             weights,
+            ids,
             pages,
         }
     }
@@ -129,14 +194,22 @@ impl Layout {
         self.pages.padded_end()
     }
 
-    /// The end of graph data (offsets, targets and weights, padded): the
-    /// range page checksums cover starts at the offsets and ends here.
+    /// The end of graph data (offsets, targets, weights and id map,
+    /// padded): the range page checksums cover starts at the offsets and
+    /// ends here.
     pub fn data_end(&self) -> u64 {
-        self.weights.padded_end()
+        self.ids.padded_end()
     }
 
-    fn sections(&self) -> [Section; 4] {
-        [self.offsets, self.targets, self.weights, self.pages]
+    /// The sections in the order of the header's records.
+    fn sections(&self) -> [Section; 5] {
+        [
+            self.offsets,
+            self.targets,
+            self.weights,
+            self.pages,
+            self.ids,
+        ]
     }
 }
 
@@ -145,7 +218,7 @@ pub(crate) fn section_at(layout: &Layout, offset: u64) -> &'static str {
     let i = layout
         .sections()
         .iter()
-        .position(|s| offset < s.padded_end())
+        .position(|s| (s.offset..s.padded_end()).contains(&offset))
         .unwrap_or(3);
     SECTION_NAMES[i]
 }
@@ -153,7 +226,7 @@ pub(crate) fn section_at(layout: &Layout, offset: u64) -> &'static str {
 /// The decoded header of a `.qcsr` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// Format version of the file (1 or 2).
+    /// Format version of the file (1 to 3).
     pub version: u32,
     /// `FLAG_*` bits.
     pub flags: u32,
@@ -163,15 +236,21 @@ pub struct Header {
     pub num_edges: u64,
     /// Where the sections are.
     pub layout: Layout,
-    /// CRC-32C of each section's padded extent, in layout order (the page
-    /// checksums' is 0 in version 1, which has none).
-    pub checksums: [u32; 4],
+    /// CRC-32C of each section's padded extent, in the order of the
+    /// header's records: offsets, targets, weights, page checksums, id map
+    /// (0 for a record the version lacks).
+    pub checksums: [u32; 5],
 }
 
 impl Header {
     /// Whether the graph carries edge weights.
     pub fn weighted(&self) -> bool {
         self.flags & FLAG_WEIGHTED != 0
+    }
+
+    /// Whether the file holds an id map.
+    pub fn has_id_map(&self) -> bool {
+        self.flags & FLAG_ID_MAP != 0
     }
 
     /// Encodes the header page, computing the header checksum.
@@ -182,14 +261,13 @@ impl Header {
         page[12..16].copy_from_slice(&self.flags.to_le_bytes());
         page[16..24].copy_from_slice(&u64::from(self.num_vertices).to_le_bytes());
         page[24..32].copy_from_slice(&self.num_edges.to_le_bytes());
-        let records = if self.version >= 2 { 4 } else { 3 };
         for (i, (section, crc)) in self
             .layout
             .sections()
             .iter()
             .zip(self.checksums)
             .enumerate()
-            .take(records)
+            .take(records(self.version))
         {
             let at = record_at(i);
             page[at..at + 8].copy_from_slice(&section.offset.to_le_bytes());
@@ -249,8 +327,10 @@ impl Header {
             return Err(corrupt("format version 0 does not exist".into()));
         }
         let flags = le_u32(page, 12);
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(corrupt(format!("unknown header flags {flags:#x}")));
+        if flags & !known_flags(version) != 0 {
+            return Err(corrupt(format!(
+                "unknown header flags {flags:#x} for format version {version}"
+            )));
         }
         let num_vertices = u32::try_from(le_u64(page, 16))
             .map_err(|_| corrupt(format!("vertex count {} exceeds u32", le_u64(page, 16))))?;
@@ -258,11 +338,9 @@ impl Header {
         if num_edges > u64::MAX / 8 {
             return Err(corrupt(format!("edge count {num_edges} is impossible")));
         }
-        let layout =
-            Layout::of_version(version, num_vertices, num_edges, flags & FLAG_WEIGHTED != 0);
-        let mut checksums = [0u32; 4];
-        let records = if version >= 2 { 4 } else { 3 };
-        for (i, expected) in layout.sections().iter().enumerate().take(records) {
+        let layout = Layout::of_version(version, num_vertices, num_edges, flags);
+        let mut checksums = [0u32; 5];
+        for (i, expected) in layout.sections().iter().enumerate().take(records(version)) {
             let at = record_at(i);
             let found = Section {
                 offset: le_u64(page, at),
@@ -309,15 +387,15 @@ impl Header {
 
 /// Where the header keeps section `i`'s record.
 fn record_at(i: usize) -> usize {
-    if i < 3 {
-        SECTIONS_AT + i * SECTION_RECORD
-    } else {
-        PAGES_AT
+    match i {
+        0..=2 => SECTIONS_AT + i * SECTION_RECORD,
+        3 => PAGES_AT,
+        _ => IDS_AT,
     }
 }
 
-/// A CRC-32C for every 4 KiB page of a file's graph data (offsets, targets
-/// and weights): what lets a reader verify exactly the pages it reads.
+/// A CRC-32C for every 4 KiB page of a file's graph data (offsets, targets,
+/// weights and id map): what lets a reader verify exactly the pages it reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageChecksums {
     path: std::path::PathBuf,

@@ -8,9 +8,10 @@ use quiver_io::{AlignedBuf, Mmap, ReadFile, ReadOptions, ReadRequest};
 use serde::Serialize;
 
 use crate::format::{
-    section_name, Header, Layout, PageChecksums, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED,
-    FLAG_WEIGHTED, HEADER_LEN,
+    section_name, Header, Layout, PageChecksums, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP,
+    FLAG_UNDIRECTED, FLAG_WEIGHTED, HEADER_LEN,
 };
+use crate::ids::IdIndex;
 use crate::{to_usize, Error, Result};
 
 /// A directed graph in compressed sparse row form.
@@ -21,11 +22,19 @@ use crate::{to_usize, Error, Result};
 /// Adjacency lists are sorted by target and targets are `< |V|`: checked
 /// when a graph is built in memory, and when it is opened from a file
 /// (together with every page checksum), before any accessor sees a byte.
+///
+/// A graph may carry an id map ([`Graph::original_ids`]): the id each vertex
+/// had in the input, `|V|` distinct `u64`s. Its index for
+/// [`Graph::dense_id`] is built, and distinctness checked, when the graph is
+/// made or opened: a map in increasing order (as Graphalytics ingest writes
+/// it) is searched directly, any other costs 4 bytes a vertex.
 #[derive(Debug)]
 pub struct Graph {
     num_vertices: u32,
     flags: u32,
     storage: Storage,
+    /// Present exactly when the graph has an id map.
+    id_index: Option<IdIndex>,
 }
 
 #[derive(Debug)]
@@ -34,6 +43,7 @@ enum Storage {
         offsets: Vec<u64>,
         targets: Vec<u32>,
         weights: Option<Vec<f32>>,
+        ids: Option<Vec<u64>>,
     },
     File {
         path: PathBuf,
@@ -122,8 +132,39 @@ impl Graph {
                 offsets,
                 targets,
                 weights,
+                ids: None,
             },
+            id_index: None,
         })
+    }
+
+    /// Gives a graph built in memory an id map: `ids[v]` is the id vertex
+    /// `v` had in the input, one per vertex, all distinct, in any order. A
+    /// graph opened from a file keeps the map its file holds (this returns
+    /// an error for one).
+    pub fn with_original_ids(mut self, ids: Vec<u64>) -> Result<Graph> {
+        let Storage::Owned { ids: slot, .. } = &mut self.storage else {
+            return Err(Error::invalid(
+                "ids",
+                "a graph opened from a file keeps the id map of its file",
+            ));
+        };
+        if ids.len() as u64 != u64::from(self.num_vertices) {
+            return Err(Error::invalid(
+                "ids",
+                format!(
+                    "{} original ids for {} vertices",
+                    ids.len(),
+                    self.num_vertices
+                ),
+            ));
+        }
+        let index =
+            IdIndex::build(&ids).map_err(|shared| Error::invalid("ids", shared.to_string()))?;
+        *slot = Some(ids);
+        self.flags |= FLAG_ID_MAP;
+        self.id_index = Some(index);
+        Ok(self)
     }
 
     /// Builds a graph with `num_vertices` vertices from `(source, target,
@@ -213,8 +254,9 @@ impl Graph {
     }
 
     /// Checks every byte of `bytes` before any accessor can see it: the
-    /// header, every page (version 2) or section (version 1) checksum, the
-    /// offsets and that every target names a vertex.
+    /// header, every page (version 2 on) or section (version 1) checksum,
+    /// the offsets, that every target names a vertex, and that no two
+    /// vertices share an original id.
     fn from_file_bytes(path: &Path, bytes: FileBytes) -> Result<Graph> {
         let data = bytes.as_slice();
         let header = Header::decode(path, data, data.len() as u64)?;
@@ -229,7 +271,7 @@ impl Graph {
             verify_sections(path, &header, data)?;
             PageChecksums::compute(path, layout, graph_data)
         };
-        let graph = Graph {
+        let mut graph = Graph {
             num_vertices: header.num_vertices,
             flags: header.flags,
             storage: Storage::File {
@@ -238,9 +280,17 @@ impl Graph {
                 bytes,
                 pages,
             },
+            id_index: None,
         };
         check_offsets(path, graph.offsets(), graph.num_edges())?;
         check_targets(path, graph.targets(), graph.num_vertices)?;
+        if let Some(ids) = graph.original_ids() {
+            let index = IdIndex::build(ids).map_err(|shared| Error::Corrupt {
+                path: path.to_owned(),
+                detail: format!("the id map is not one to one: {shared}"),
+            })?;
+            graph.id_index = Some(index);
+        }
         Ok(graph)
     }
 
@@ -321,7 +371,7 @@ impl Graph {
 
     /// The on-disk layout of this graph (where a file of it puts each section).
     pub fn layout(&self) -> Layout {
-        Layout::new(self.num_vertices, self.num_edges(), self.is_weighted())
+        Layout::new(self.num_vertices, self.num_edges(), self.flags)
     }
 
     /// `offsets[v]..offsets[v + 1]` indexes `v`'s out-edges in [`Graph::targets`].
@@ -348,6 +398,47 @@ impl Graph {
                 .is_weighted()
                 .then(|| section(bytes, header.layout.weights)),
         }
+    }
+
+    /// The id map: `original_ids()[v]` is the id vertex `v` had in the
+    /// input; `None` when the graph has none (its ids are its own).
+    pub fn original_ids(&self) -> Option<&[u64]> {
+        match &self.storage {
+            Storage::Owned { ids, .. } => ids.as_deref(),
+            Storage::File { header, bytes, .. } => header
+                .has_id_map()
+                .then(|| section(bytes, header.layout.ids)),
+        }
+    }
+
+    /// The id vertex `v` had in the input: `v` itself without an id map.
+    /// Panics if `v >= |V|`.
+    pub fn original_id(&self, v: u32) -> u64 {
+        assert!(
+            v < self.num_vertices,
+            "vertex {v} out of range (|V| = {})",
+            self.num_vertices
+        );
+        self.original_ids()
+            .map_or(u64::from(v), |ids| ids[to_usize(u64::from(v))])
+    }
+
+    /// The vertex whose id in the input was `original`, if any: a binary
+    /// search of the id map (or of its index); without an id map,
+    /// `original` itself if it is below |V|.
+    pub fn dense_id(&self, original: u64) -> Option<u32> {
+        match (self.original_ids(), &self.id_index) {
+            (Some(ids), Some(index)) => index.find(ids, original),
+            _ => u32::try_from(original)
+                .ok()
+                .filter(|&v| v < self.num_vertices),
+        }
+    }
+
+    /// Bytes of memory the index behind [`Graph::dense_id`] takes on top of
+    /// the graph (0 without an id map, or with one in increasing order).
+    pub fn id_index_bytes(&self) -> u64 {
+        self.id_index.as_ref().map_or(0, IdIndex::memory_bytes)
     }
 
     /// Out-neighbours of `v`, sorted. Panics if `v >= |V|`.

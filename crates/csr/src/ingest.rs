@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::parse::{self, ParseSummary};
+use crate::graphalytics::Dataset;
+use crate::parse::{self, ParseSummary, TextIds};
 use crate::sort::{EdgeSorter, SortOptions, SortStats};
 use crate::{Error, Graph, Progress, Result, Unit};
 
@@ -24,11 +25,17 @@ pub enum EdgeFormat {
     Bin,
     /// Matrix Market coordinate (input only).
     Mtx,
+    /// LDBC Graphalytics (input only): the edge file `NAME.e`, lines
+    /// `source target [weight]` of ids listed in `NAME.v` beside it, and
+    /// optionally `NAME.properties`, whose `directed = false` makes the
+    /// graph undirected. The graph keeps the original ids as its id map.
+    Graphalytics,
 }
 
 impl EdgeFormat {
     /// Guesses the format from a file name: `.mtx` is Matrix Market, `.bin`
-    /// binary, anything else text; a trailing `.gz` is looked through.
+    /// binary, `.e` a Graphalytics edge file, anything else text; a
+    /// trailing `.gz` is looked through.
     pub fn from_path(path: &Path) -> EdgeFormat {
         let name = path
             .file_name()
@@ -39,6 +46,8 @@ impl EdgeFormat {
             EdgeFormat::Mtx
         } else if name.ends_with(".bin") {
             EdgeFormat::Bin
+        } else if name.ends_with(".e") {
+            EdgeFormat::Graphalytics
         } else {
             EdgeFormat::Snap
         }
@@ -53,8 +62,9 @@ impl FromStr for EdgeFormat {
             "snap" | "text" | "txt" => Ok(EdgeFormat::Snap),
             "bin" | "binary" => Ok(EdgeFormat::Bin),
             "mtx" | "matrix-market" => Ok(EdgeFormat::Mtx),
+            "graphalytics" | "ldbc" => Ok(EdgeFormat::Graphalytics),
             other => Err(format!(
-                "unknown edge-list format {other:?} (expected snap, bin or mtx)"
+                "unknown edge-list format {other:?} (expected snap, bin, mtx or graphalytics)"
             )),
         }
     }
@@ -66,6 +76,7 @@ impl fmt::Display for EdgeFormat {
             EdgeFormat::Snap => "snap",
             EdgeFormat::Bin => "bin",
             EdgeFormat::Mtx => "mtx",
+            EdgeFormat::Graphalytics => "graphalytics",
         })
     }
 }
@@ -133,6 +144,14 @@ pub fn open_input(path: &Path) -> Result<(Box<dyn Read>, Option<u64>)> {
 /// `.qcsr` file `output`, using at most the memory budget of
 /// `options.sort` for edges (spilling sorted runs beside the system's
 /// temporary files or in `options.sort.work_dir`).
+///
+/// A Graphalytics dataset ([`EdgeFormat::Graphalytics`]) is read from the
+/// edge file `input` (`NAME.e`) and the vertex file `NAME.v` beside it,
+/// which is held in memory (8 bytes a vertex, on top of the budget) and
+/// sorted: vertex `v` is the `v`-th smallest listed id, every edge is
+/// relabelled through it, and the sorted ids become the graph's id map.
+/// Undirected if `NAME.properties` says `directed = false`; asking for
+/// `sort.undirected` on a dataset it calls directed is an error.
 pub fn convert(
     input: &Path,
     output: &Path,
@@ -143,14 +162,34 @@ pub fn convert(
     let format = options
         .format
         .unwrap_or_else(|| EdgeFormat::from_path(input));
+    let mut sort_options = options.sort.clone();
+    let dataset = match format {
+        EdgeFormat::Graphalytics => {
+            let dataset = graphalytics_dataset(input, options)?;
+            sort_options.undirected = dataset.undirected(sort_options.undirected)?;
+            let ids = dataset.vertex_ids(progress)?;
+            Some((dataset, ids))
+        }
+        EdgeFormat::Snap | EdgeFormat::Bin | EdgeFormat::Mtx => None,
+    };
     let (mut reader, size) = open_input(input)?;
-    let mut sorter = EdgeSorter::new(options.sort.clone())?;
+    let mut sorter = EdgeSorter::new(sort_options)?;
     progress.start("reading", Unit::Bytes, size);
     let ignore_weights = options.ignore_weights;
     let mut sink = |s, d, w: Option<f32>| sorter.push(s, d, w.filter(|_| !ignore_weights));
     let relabel = options.sort.relabel;
+    let text_ids = match &dataset {
+        Some((dataset, ids)) => TextIds::Listed {
+            ids,
+            file: dataset.vertex_file(),
+        },
+        None if relabel => TextIds::Relabel,
+        None => TextIds::Dense,
+    };
     let summary: ParseSummary = match format {
-        EdgeFormat::Snap => parse::parse_text(&mut reader, input, relabel, progress, &mut sink)?,
+        EdgeFormat::Snap | EdgeFormat::Graphalytics => {
+            parse::parse_text(&mut reader, input, text_ids, progress, &mut sink)?
+        }
         EdgeFormat::Bin => {
             if relabel {
                 return Err(Error::invalid("relabel", 
@@ -178,6 +217,9 @@ pub fn convert(
     };
     let weighted = summary.weighted && !options.ignore_weights;
     let min_vertices = summary.declared_vertices.max(options.min_vertices);
+    if let Some((_, ids)) = dataset {
+        sorter.set_original_ids(ids)?;
+    }
     let sort = sorter.finish(output, min_vertices, progress)?;
     Ok(ConvertReport {
         input: input.to_owned(),
@@ -190,22 +232,47 @@ pub fn convert(
     })
 }
 
+/// The Graphalytics dataset of the edge file `input`, once the options
+/// that make no sense for one are ruled out.
+fn graphalytics_dataset(input: &Path, options: &ConvertOptions) -> Result<Dataset> {
+    if options.sort.relabel {
+        return Err(Error::invalid(
+            "relabel",
+            "a Graphalytics graph's vertices are numbered by its vertex file already",
+        ));
+    }
+    if options.min_vertices > 0 {
+        return Err(Error::invalid(
+            "min_vertices",
+            "a Graphalytics graph has the vertices its vertex file lists",
+        ));
+    }
+    Dataset::of_edge_file(input)
+}
+
 /// Writes `graph` as an edge list: text lines `source<TAB>target[<TAB>weight]`
 /// or binary pairs/triples (triples when the graph is weighted). Returns the
-/// bytes written.
+/// bytes written. Text names vertices by their original ids when the graph
+/// has an id map; binary records hold `u32` vertex ids, so a graph with an
+/// id map is refused (`Unsupported`) rather than written under other ids.
 pub fn export(graph: &Graph, output: &mut dyn Write, format: EdgeFormat) -> io::Result<u64> {
+    if let Some(why) = export_refusal(graph, format) {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+    }
     let mut out = CountingWriter {
         inner: BufWriter::with_capacity(1 << 20, output),
         bytes: 0,
     };
+    let ids = graph.original_ids();
+    let name = |v: u32| ids.map_or(u64::from(v), |ids| ids[crate::to_usize(u64::from(v))]);
     for v in 0..graph.num_vertices() {
         let weights = graph.edge_weights(v);
         for (i, &t) in graph.neighbors(v).iter().enumerate() {
             let w = weights.map(|w| w[i]);
             match format {
                 EdgeFormat::Snap => match w {
-                    Some(w) => writeln!(out, "{v}\t{t}\t{w}")?,
-                    None => writeln!(out, "{v}\t{t}")?,
+                    Some(w) => writeln!(out, "{}\t{}\t{w}", name(v), name(t))?,
+                    None => writeln!(out, "{}\t{}", name(v), name(t))?,
                 },
                 EdgeFormat::Bin => {
                     out.write_all(&v.to_le_bytes())?;
@@ -214,17 +281,31 @@ pub fn export(graph: &Graph, output: &mut dyn Write, format: EdgeFormat) -> io::
                         out.write_all(&w.to_le_bytes())?;
                     }
                 }
-                EdgeFormat::Mtx => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "export writes snap or bin edge lists, not Matrix Market",
-                    ))
+                EdgeFormat::Mtx | EdgeFormat::Graphalytics => {
+                    unreachable!("export_refusal refuses {format}")
                 }
             }
         }
     }
     out.flush()?;
     Ok(out.bytes)
+}
+
+/// Why [`export`] cannot write `graph` as `format`, if it cannot: for
+/// callers that check before they create an output.
+pub fn export_refusal(graph: &Graph, format: EdgeFormat) -> Option<String> {
+    match format {
+        EdgeFormat::Snap => None,
+        EdgeFormat::Bin if graph.original_ids().is_none() => None,
+        EdgeFormat::Bin => Some(
+            "binary edge lists hold u32 vertex ids, not this graph's original ids: \
+             export it as snap text"
+                .into(),
+        ),
+        EdgeFormat::Mtx | EdgeFormat::Graphalytics => Some(format!(
+            "export writes snap or bin edge lists, not {format}"
+        )),
+    }
 }
 
 struct CountingWriter<W> {

@@ -1,13 +1,17 @@
 //! quiver-csr: the graph every engine reads. It owns the `.qcsr` on-disk CSR
 //! format, the in-memory [`Graph`], vertex-range [`Blocks`], ingest of edge
-//! lists users bring (with an external sort for inputs larger than memory),
-//! export back to edge lists, and deterministic generators.
+//! lists users bring (SNAP text, binary, Matrix Market and LDBC Graphalytics
+//! datasets, with an external sort for inputs larger than memory), export
+//! back to edge lists, and deterministic generators.
 //!
 //! Invariants:
 //! - Vertex ids are `u32` below |V|; edge offsets are `u64`; weights `f32`.
+//! - A graph may keep the ids its vertices had in the input (an id map,
+//!   [`Graph::original_ids`]): `u64`s, one per vertex, no two alike.
 //! - A `.qcsr` file is a checksummed header page followed by the offsets,
-//!   targets and (optional) weights sections, each 4 KiB aligned and padded,
-//!   so any block can be read with O_DIRECT (see [`format`](mod@format)).
+//!   targets and (optional) weights and id map sections, each 4 KiB aligned
+//!   and padded, then the page checksums, so any block can be read with
+//!   O_DIRECT (see [`format`](mod@format)).
 //! - Opening a file validates its header and offsets, so no accessor can read
 //!   out of bounds; [`Graph::verify`] checks every checksum and target. No
 //!   input, however corrupt, makes this crate panic.
@@ -28,6 +32,8 @@ mod error;
 pub mod format;
 pub mod generate;
 mod graph;
+mod graphalytics;
+mod ids;
 mod ingest;
 pub mod parse;
 mod sort;
@@ -40,7 +46,8 @@ pub use error::{Error, Result};
 pub use generate::{generate_to_file, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
 pub use ingest::{
-    convert, export, export_file, open_input, ConvertOptions, ConvertReport, EdgeFormat,
+    convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,
+    EdgeFormat,
 };
 pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
 pub use write::{write_graph, CsrWriter};

@@ -1,7 +1,8 @@
-//! Parsers for the edge-list formats users bring: SNAP-style text, binary
-//! little-endian `u32` pairs or `(u32, u32, f32)` triples, and Matrix Market
-//! coordinate files. Each calls a sink once per edge and reports errors with
-//! the input's name and the line or record.
+//! Parsers for the edge-list formats users bring: SNAP-style text (and
+//! LDBC Graphalytics `.e` files, text whose ids are listed in a `.v` file),
+//! binary little-endian `u32` pairs or `(u32, u32, f32)` triples, and Matrix
+//! Market coordinate files. Each calls a sink once per edge and reports
+//! errors with the input's name and the line or record.
 
 use std::io::Read;
 use std::path::Path;
@@ -30,9 +31,27 @@ pub struct ParseSummary {
     pub declared_vertices: u64,
 }
 
+/// What the ids of a text edge list are.
+#[derive(Clone, Copy, Debug)]
+pub enum TextIds<'a> {
+    /// Vertex ids already: each at most [`MAX_VERTEX_ID`].
+    Dense,
+    /// Any `u64`, for the sorter to relabel.
+    Relabel,
+    /// LDBC Graphalytics: the ids listed in the vertex file `file`, sorted
+    /// ascending and distinct; an id's vertex is its index in `ids`. An id
+    /// not listed is an error, and so is a line of more than three fields.
+    Listed {
+        /// The vertex ids, sorted ascending, distinct.
+        ids: &'a [u64],
+        /// The vertex file they came from, for messages.
+        file: &'a Path,
+    },
+}
+
 struct Ctx<'a> {
     name: &'a Path,
-    relabel: bool,
+    ids: TextIds<'a>,
 }
 
 impl Ctx<'_> {
@@ -170,8 +189,16 @@ fn show(field: &[u8]) -> String {
 
 #[inline]
 fn parse_id(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<u64> {
-    match parse_u64(field) {
-        Some(id) if ctx.relabel || id <= MAX_VERTEX_ID => Ok(id),
+    match (parse_u64(field), ctx.ids) {
+        (Some(id), TextIds::Dense) if id <= MAX_VERTEX_ID => Ok(id),
+        (Some(id), TextIds::Relabel) => Ok(id),
+        (Some(id), TextIds::Listed { ids, file }) => match ids.binary_search(&id) {
+            Ok(v) => Ok(v as u64),
+            Err(_) => Err(ctx.line_error(
+                line,
+                format!("vertex id {id} is not listed in {}", file.display()),
+            )),
+        },
         _ => Err(id_error(ctx, field, line)),
     }
 }
@@ -219,15 +246,21 @@ fn is_comment_or_blank(line: &[u8]) -> bool {
 /// Parses a SNAP-style edge list: one `source target [weight]` per line,
 /// separated by spaces, tabs or commas; `#` and `%` start comment lines; CRLF
 /// line ends are accepted. The first edge line decides whether the file has a
-/// weight column, and every later line must agree.
+/// weight column, and every later line must agree. `ids` says what the ids
+/// are; the sink receives vertex ids (for [`TextIds::Listed`], indices into
+/// the list).
 pub fn parse_text(
     reader: &mut dyn Read,
     name: &Path,
-    relabel: bool,
+    ids: TextIds<'_>,
     progress: &dyn Progress,
     sink: &mut EdgeSink<'_>,
 ) -> Result<ParseSummary> {
-    let ctx = Ctx { name, relabel };
+    let ctx = Ctx { name, ids };
+    let max_fields = match ids {
+        TextIds::Listed { .. } => 3,
+        TextIds::Dense | TextIds::Relabel => usize::MAX,
+    };
     let mut columns: Option<usize> = None;
     let mut edges = 0u64;
     let bytes = for_each_line(reader, name, progress, |line_no, line| {
@@ -236,7 +269,7 @@ pub fn parse_text(
         }
         let mut fields: [&[u8]; 3] = [&[]; 3];
         let count = split_fields(line, &mut fields);
-        if count < 2 {
+        if count < 2 || count > max_fields {
             return Err(ctx.line_error(
                 line_no,
                 format!("expected 'source target [weight]', found {:?}", show(line)),
@@ -286,7 +319,7 @@ pub fn parse_binary(
 ) -> Result<ParseSummary> {
     let ctx = Ctx {
         name,
-        relabel: false,
+        ids: TextIds::Dense,
     };
     let record = if weighted { 12 } else { 8 };
     let mut buf = vec![0u8; CHUNK / record * record];
@@ -342,6 +375,36 @@ pub fn parse_binary(
     }
 }
 
+/// Parses an LDBC Graphalytics vertex file: one id (any `u64`) per line;
+/// blank and comment lines are skipped as in text edge lists. Returns the
+/// ids in file order.
+pub fn parse_vertex_ids(
+    reader: &mut dyn Read,
+    name: &Path,
+    progress: &dyn Progress,
+) -> Result<Vec<u64>> {
+    let ctx = Ctx {
+        name,
+        ids: TextIds::Relabel,
+    };
+    let mut ids = Vec::new();
+    for_each_line(reader, name, progress, |line_no, line| {
+        if is_comment_or_blank(line) {
+            return Ok(());
+        }
+        let mut fields: [&[u8]; 1] = [&[]];
+        if split_fields(line, &mut fields) != 1 {
+            return Err(ctx.line_error(
+                line_no,
+                format!("expected one vertex id, found {:?}", show(line)),
+            ));
+        }
+        ids.push(parse_id(&ctx, fields[0], line_no)?);
+        Ok(())
+    })?;
+    Ok(ids)
+}
+
 /// Parses a Matrix Market coordinate file (`pattern`, `real` or `integer`;
 /// `general` or `symmetric`). Entry `(i, j)` becomes edge `i-1 -> j-1`; a
 /// symmetric file also yields `j-1 -> i-1` for off-diagonal entries. |V| is
@@ -354,7 +417,7 @@ pub fn parse_matrix_market(
 ) -> Result<ParseSummary> {
     let ctx = Ctx {
         name,
-        relabel: false,
+        ids: TextIds::Dense,
     };
     #[derive(PartialEq)]
     enum State {

@@ -34,8 +34,8 @@ const MERGE_BUF: usize = 64 << 10;
 #[derive(Clone, Debug)]
 pub struct SortOptions {
     /// Bytes of memory for buffered edges, spill and merge buffers. The
-    /// writer's `8 * (|V| + 1)` bytes of offsets, and the id map when
-    /// relabelling, come on top.
+    /// writer's `8 * (|V| + 1)` bytes of offsets, the id map when
+    /// relabelling, and original ids given to the sorter, come on top.
     pub mem_budget: u64,
     /// Where spilled runs go (a fresh temporary directory inside it, removed
     /// on success and on error); `None` uses the system temporary directory.
@@ -189,6 +189,8 @@ pub struct EdgeSorter {
     /// First-appearance ids, when relabelling.
     ids: Option<HashMap<u64, u32>>,
     max_id: Option<u32>,
+    /// The id map to write with the graph, which then has one vertex per id.
+    original_ids: Option<Vec<u64>>,
 }
 
 impl EdgeSorter {
@@ -214,7 +216,23 @@ impl EdgeSorter {
             },
             keys: Keys::Empty,
             max_id: None,
+            original_ids: None,
         })
+    }
+
+    /// Gives the graph an id map (see [`CsrWriter::with_original_ids`]):
+    /// `ids[v]` is the original id of vertex `v`, and the graph has exactly
+    /// one vertex per id. Edges must use the dense ids, so relabelling
+    /// cannot be on.
+    pub fn set_original_ids(&mut self, ids: Vec<u64>) -> Result<()> {
+        if self.ids.is_some() {
+            return Err(Error::invalid(
+                "relabel",
+                "relabelling numbers vertices by first appearance, original ids by a given map",
+            ));
+        }
+        self.original_ids = Some(ids);
+        Ok(())
     }
 
     /// Adds the edge `src -> dst`, weighted or not; every edge of one
@@ -268,12 +286,23 @@ impl EdgeSorter {
         min_vertices: u64,
         progress: &dyn Progress,
     ) -> Result<SortStats> {
-        let count = match &self.ids {
-            Some(ids) => ids.len() as u64,
-            None => self
-                .max_id
-                .map_or(0, |m| u64::from(m) + 1)
-                .max(min_vertices),
+        let used = self.max_id.map_or(0, |m| u64::from(m) + 1);
+        let count = match (&self.ids, &self.original_ids) {
+            (Some(ids), _) => ids.len() as u64,
+            (None, Some(original)) => {
+                let listed = original.len() as u64;
+                if used.max(min_vertices) > listed {
+                    return Err(Error::invalid(
+                        "original_ids",
+                        format!(
+                            "{listed} original ids for a graph of {} vertices",
+                            used.max(min_vertices)
+                        ),
+                    ));
+                }
+                listed
+            }
+            (None, None) => used.max(min_vertices),
         };
         let num_vertices = u32::try_from(count)
             .ok()
@@ -285,19 +314,20 @@ impl EdgeSorter {
                 )
             })?;
         let undirected = self.spill.options.undirected;
+        let original_ids = self.original_ids.take();
+        let writer = |weighted| {
+            let writer = CsrWriter::create(output, num_vertices, weighted, undirected)?;
+            match original_ids {
+                Some(ids) => writer.with_original_ids(ids),
+                None => Ok(writer),
+            }
+        };
         match std::mem::replace(&mut self.keys, Keys::Empty) {
             Keys::Empty => {
-                let writer = CsrWriter::create(output, num_vertices, false, undirected)?;
-                writer.finish()?;
+                writer(false)?.finish()?;
             }
-            Keys::Plain(runs) => {
-                let writer = CsrWriter::create(output, num_vertices, false, undirected)?;
-                runs.finish(writer, &mut self.spill, progress)?;
-            }
-            Keys::Weighted(runs) => {
-                let writer = CsrWriter::create(output, num_vertices, true, undirected)?;
-                runs.finish(writer, &mut self.spill, progress)?;
-            }
+            Keys::Plain(runs) => runs.finish(writer(false)?, &mut self.spill, progress)?,
+            Keys::Weighted(runs) => runs.finish(writer(true)?, &mut self.spill, progress)?,
         }
         self.spill.stats.vertices = num_vertices;
         Ok(self.spill.stats)

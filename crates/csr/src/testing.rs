@@ -1,6 +1,8 @@
 //! What the tests of every crate share (feature `testing`, for
 //! dev-dependencies only): a proptest strategy for random graphs and the
-//! repository's small reference graphs in `fixtures/`.
+//! repository's small reference graphs in `fixtures/`, among them the LDBC
+//! Graphalytics examples with their reference outputs
+//! (`fixtures/graphalytics/`).
 //!
 //! One place for these keeps every engine's property tests drawing from the
 //! same kinds of graphs (empty vertices, duplicate edges, dead ends, weights)
@@ -10,7 +12,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 
-use crate::Graph;
+use crate::{ConvertOptions, EdgeFormat, Graph, NoProgress};
 
 /// The shape of the random graphs [`arb_graph`] draws.
 #[derive(Clone, Debug)]
@@ -95,6 +97,38 @@ pub fn arb_graph(shape: Shape) -> impl Strategy<Value = Graph> {
 /// The path of `name` in the repository's `fixtures/` folder.
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures")).join(name)
+}
+
+/// The path of `file` in `fixtures/graphalytics/`: a dataset's
+/// `example-directed.e`, `.v` or `.properties`, or a reference output such
+/// as `example-undirected-BFS`.
+pub fn graphalytics(file: &str) -> PathBuf {
+    fixture("graphalytics").join(file)
+}
+
+/// The Graphalytics example `name` (`example-directed` or
+/// `example-undirected`) converted as `quiver convert NAME.e` does (its
+/// properties decide whether it is undirected), loaded into memory with
+/// its id map.
+pub fn graphalytics_graph(name: &str) -> Graph {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let output = dir.path().join(format!("{name}.qcsr"));
+    let options = ConvertOptions {
+        format: Some(EdgeFormat::Graphalytics),
+        ..ConvertOptions::default()
+    };
+    crate::convert(
+        &graphalytics(&format!("{name}.e")),
+        &output,
+        &options,
+        &NoProgress,
+    )
+    .unwrap_or_else(|e| panic!("converting the Graphalytics example {name}: {e}"));
+    let read = quiver_io::ReadOptions {
+        direct: false,
+        ..quiver_io::ReadOptions::default()
+    };
+    Graph::load(&output, &read).expect("the converted example loads")
 }
 
 /// Zachary's karate club (`fixtures/karate.txt`: 78 pairs `u v`, u < v):

@@ -10,14 +10,14 @@ use quiver_io::{align_up, ALIGN};
 use tempfile::NamedTempFile;
 
 use crate::format::{
-    Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_UNDIRECTED, FLAG_WEIGHTED, VERSION,
+    version_for, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP, FLAG_UNDIRECTED, FLAG_WEIGHTED,
 };
-
+use crate::ids::IdIndex;
 use crate::{to_usize, Error, Graph, Result};
 
 const BUF_BYTES: usize = 256 << 10;
 
-/// Writes `graph` to `path` atomically.
+/// Writes `graph` (with its id map, if it has one) to `path` atomically.
 pub fn write_graph(graph: &Graph, path: impl AsRef<Path>) -> Result<()> {
     let mut writer = CsrWriter::create(
         path.as_ref(),
@@ -25,6 +25,9 @@ pub fn write_graph(graph: &Graph, path: impl AsRef<Path>) -> Result<()> {
         graph.is_weighted(),
         graph.is_undirected(),
     )?;
+    if let Some(ids) = graph.original_ids() {
+        writer = writer.with_original_ids(ids.to_vec())?;
+    }
     for v in 0..graph.num_vertices() {
         let weights = graph.edge_weights(v);
         for (i, &t) in graph.neighbors(v).iter().enumerate() {
@@ -36,8 +39,9 @@ pub fn write_graph(graph: &Graph, path: impl AsRef<Path>) -> Result<()> {
 }
 
 /// Streams edges, sorted by source, into a new `.qcsr` file. Memory use is
-/// `8 * (|V| + 1)` bytes for the offsets plus two 1 MiB buffers; targets go
-/// straight to the file and weights to a side file copied in at the end.
+/// `8 * (|V| + 1)` bytes for the offsets (and `8 * |V|` for an id map) plus
+/// two 1 MiB buffers; targets go straight to the file and weights to a side
+/// file copied in at the end.
 #[derive(Debug)]
 pub struct CsrWriter {
     path: PathBuf,
@@ -55,6 +59,8 @@ pub struct CsrWriter {
     /// Target bytes not yet checksummed and written.
     pending: Vec<u8>,
     targets: SectionSums,
+    /// The original id of each vertex, written after the weights.
+    ids: Option<Vec<u64>>,
 }
 
 impl CsrWriter {
@@ -72,7 +78,10 @@ impl CsrWriter {
         };
         let temp = temp_beside(path).map_err(write_err)?;
         let mut file = BufWriter::with_capacity(BUF_BYTES, temp);
-        let layout = Layout::new(num_vertices, 0, weighted);
+        let flags =
+            if weighted { FLAG_WEIGHTED } else { 0 } | if undirected { FLAG_UNDIRECTED } else { 0 };
+        // Where the targets start depends on |V| alone.
+        let layout = Layout::new(num_vertices, 0, flags);
         file.seek(SeekFrom::Start(layout.targets.offset))
             .map_err(write_err)?;
         let weights = if weighted {
@@ -88,8 +97,7 @@ impl CsrWriter {
             file,
             weights,
             num_vertices,
-            flags: if weighted { FLAG_WEIGHTED } else { 0 }
-                | if undirected { FLAG_UNDIRECTED } else { 0 },
+            flags,
             degrees: vec![0; to_usize(u64::from(num_vertices)) + 1],
             last_source: 0,
             last_target: 0,
@@ -97,7 +105,28 @@ impl CsrWriter {
             num_edges: 0,
             pending: Vec::with_capacity(BUF_BYTES),
             targets: SectionSums::default(),
+            ids: None,
         })
+    }
+
+    /// Gives the graph an id map: `ids[v]` is the id vertex `v` had in the
+    /// input. There must be one per vertex, all distinct, in any order
+    /// (increasing order lets readers find vertices without an index).
+    pub fn with_original_ids(mut self, ids: Vec<u64>) -> Result<CsrWriter> {
+        if ids.len() as u64 != u64::from(self.num_vertices) {
+            return Err(Error::invalid(
+                "ids",
+                format!(
+                    "{} original ids for {} vertices",
+                    ids.len(),
+                    self.num_vertices
+                ),
+            ));
+        }
+        IdIndex::build(&ids).map_err(|shared| Error::invalid("ids", shared.to_string()))?;
+        self.flags |= FLAG_ID_MAP;
+        self.ids = Some(ids);
+        Ok(self)
     }
 
     /// Appends the edge `source -> target`. Sources must come in
@@ -155,15 +184,15 @@ impl CsrWriter {
         }
     }
 
-    /// Writes offsets, weights and header, fsyncs, and renames the file into
-    /// place. Returns the header written.
+    /// Writes offsets, weights, id map and header, fsyncs, and renames the
+    /// file into place. Returns the header written.
     pub fn finish(mut self) -> Result<Header> {
-        let layout = Layout::new(self.num_vertices, self.num_edges, self.weights.is_some());
-        let [offsets, targets, weights] = self.finish_sections(&layout)?;
-        let pages_crc = self.write_page_checksums(&layout, [&offsets, &targets, &weights])?;
-        let checksums = [offsets.crc, targets.crc, weights.crc, pages_crc];
+        let layout = Layout::new(self.num_vertices, self.num_edges, self.flags);
+        let [offsets, targets, weights, ids] = self.finish_sections(&layout)?;
+        let pages_crc = self.write_page_checksums(&layout, [&offsets, &targets, &weights, &ids])?;
+        let checksums = [offsets.crc, targets.crc, weights.crc, pages_crc, ids.crc];
         let header = Header {
-            version: VERSION,
+            version: version_for(self.flags),
             flags: self.flags
                 | if self.repeated {
                     0
@@ -206,7 +235,7 @@ impl CsrWriter {
     fn write_page_checksums(
         &mut self,
         layout: &Layout,
-        sections: [&SectionSums; 3],
+        sections: [&SectionSums; 4],
     ) -> Result<u32> {
         let path = self.path.clone();
         let write_err = |source| Error::Write {
@@ -234,9 +263,10 @@ impl CsrWriter {
         Ok(table.crc)
     }
 
-    /// Pads the targets, copies the weights in and writes the offsets;
-    /// returns the checksums of the offsets, targets and weights sections.
-    fn finish_sections(&mut self, layout: &Layout) -> Result<[SectionSums; 3]> {
+    /// Pads the targets, copies the weights in, writes the id map and the
+    /// offsets; returns the checksums of the offsets, targets, weights and
+    /// id map sections.
+    fn finish_sections(&mut self, layout: &Layout) -> Result<[SectionSums; 4]> {
         let path = self.path.clone();
         let write_err = |source| Error::Write {
             path: path.clone(),
@@ -261,6 +291,15 @@ impl CsrWriter {
             let weights_end = layout.weights.offset + layout.weights.len;
             pad(&mut self.file, weights_end, &mut weights).map_err(write_err)?;
         }
+        let mut ids = SectionSums::default();
+        if let Some(map) = self.ids.take() {
+            self.file
+                .seek(SeekFrom::Start(layout.ids.offset))
+                .map_err(write_err)?;
+            write_words(&mut self.file, &map, &mut ids).map_err(write_err)?;
+            let ids_end = layout.ids.offset + layout.ids.len;
+            pad(&mut self.file, ids_end, &mut ids).map_err(write_err)?;
+        }
         for v in 1..self.degrees.len() {
             self.degrees[v] += self.degrees[v - 1];
         }
@@ -268,14 +307,10 @@ impl CsrWriter {
             .seek(SeekFrom::Start(layout.offsets.offset))
             .map_err(write_err)?;
         let mut offsets = SectionSums::default();
-        for chunk in self.degrees.chunks(BUF_BYTES / 8) {
-            let bytes: Vec<u8> = chunk.iter().flat_map(|o| o.to_le_bytes()).collect();
-            offsets.feed(&bytes);
-            self.file.write_all(&bytes).map_err(write_err)?;
-        }
+        write_words(&mut self.file, &self.degrees, &mut offsets).map_err(write_err)?;
         let offsets_end = layout.offsets.offset + layout.offsets.len;
         pad(&mut self.file, offsets_end, &mut offsets).map_err(write_err)?;
-        Ok([offsets, std::mem::take(&mut self.targets), weights])
+        Ok([offsets, std::mem::take(&mut self.targets), weights, ids])
     }
 }
 
@@ -305,6 +340,17 @@ impl SectionSums {
             }
         }
     }
+}
+
+/// Writes `words` little-endian at the current position, extending `sums`
+/// over them.
+fn write_words(out: &mut impl Write, words: &[u64], sums: &mut SectionSums) -> io::Result<()> {
+    for chunk in words.chunks(BUF_BYTES / 8) {
+        let bytes: Vec<u8> = chunk.iter().flat_map(|w| w.to_le_bytes()).collect();
+        sums.feed(&bytes);
+        out.write_all(&bytes)?;
+    }
+    Ok(())
 }
 
 /// Writes zeros from `end` (the current position) to the next 4 KiB

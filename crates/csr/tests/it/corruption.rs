@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use quiver_csr::{write_graph, Error, Graph};
 use quiver_io::ReadOptions;
 
-use crate::arb_graph;
+use crate::{arb_graph, with_ids};
 
 /// Opens and verifies both ways; returns the errors (both must agree on failure).
 fn open_all(path: &std::path::Path) -> (Result<(), Error>, Result<(), Error>) {
@@ -23,12 +23,18 @@ fn open_all(path: &std::path::Path) -> (Result<(), Error>, Result<(), Error>) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
-    /// Every byte of a file is covered by a checksum, so any change is caught.
+    /// Every byte of a file is covered by a checksum, so any change is
+    /// caught, in graphs with an id map (sorted or not) as in graphs without.
     #[test]
     fn flipped_bytes_anywhere_are_errors(
         graph in arb_graph(200, 1500),
+        ids in prop::option::of((any::<u64>(), any::<bool>())),
         flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
     ) {
+        let graph = match ids {
+            Some((seed, sorted)) => with_ids(graph, seed, sorted),
+            None => graph,
+        };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
         write_graph(&graph, &path).unwrap();
@@ -73,22 +79,44 @@ fn written(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
-/// Sets target `index` of a small unweighted graph's file (targets fill
-/// the page at 8192 for up to 511 vertices and 1024 edges; the page
-/// checksums follow at 12288) to `value`, with the targets section's, the
-/// page's, the page table's and the header's checksums rewritten, so only
-/// the edit can be objected to.
+/// Sets target `index` of a small graph's file (targets fill the page at
+/// 8192 for up to 511 vertices and 1024 edges) to `value`, with every
+/// checksum rewritten, so only the edit can be objected to.
 fn set_target(bytes: &mut [u8], index: usize, value: u32) {
     let at = 8192 + 4 * index;
     bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[8192..12288]).to_le_bytes();
-    let targets_checksum = 32 + 24 + 16;
-    bytes[targets_checksum..targets_checksum + 4].copy_from_slice(&crc);
-    // The targets page is the second page of graph data.
-    bytes[12288 + 4..12288 + 8].copy_from_slice(&crc);
-    let table_crc = crc32c::crc32c(&bytes[12288..16384]);
-    let table_checksum = 128 + 16;
-    bytes[table_checksum..table_checksum + 4].copy_from_slice(&table_crc.to_le_bytes());
+    reseal_all(bytes);
+}
+
+/// Rewrites every checksum of a version 2 or 3 file after an edit of its
+/// graph data: each section's (its record in the header names it), each
+/// page's, the page table's and the header's.
+fn reseal_all(bytes: &mut [u8]) {
+    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let pad = |end: u64| end.div_ceil(4096) * 4096;
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    // The records of the sections of graph data: offsets, targets, weights
+    // and (version 3) the id map; the page table's is at 128.
+    let records: &[usize] = if version >= 3 {
+        &[32, 56, 80, 152]
+    } else {
+        &[32, 56, 80]
+    };
+    let table = word(bytes, 128) as usize;
+    for &record in records {
+        let offset = word(bytes, record) as usize;
+        let end = pad(offset as u64 + word(bytes, record + 8)) as usize;
+        let crc = crc32c::crc32c(&bytes[offset..end]);
+        bytes[record + 16..record + 20].copy_from_slice(&crc.to_le_bytes());
+        for page in (offset..end).step_by(4096) {
+            let slot = table + (page - 4096) / 4096 * 4;
+            let crc = crc32c::crc32c(&bytes[page..page + 4096]);
+            bytes[slot..slot + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+    let table_end = pad(table as u64 + word(bytes, 136)) as usize;
+    let table_crc = crc32c::crc32c(&bytes[table..table_end]);
+    bytes[144..148].copy_from_slice(&table_crc.to_le_bytes());
     reseal(bytes);
 }
 
@@ -254,4 +282,87 @@ fn a_false_claim_of_distinct_targets_is_found_by_verify() {
     assert!(graph.has_distinct_targets());
     let err = graph.verify().unwrap_err();
     assert!(err.to_string().contains("vertex 0's does"), "{err}");
+}
+
+/// A small graph with an id map, written; `ids` in the given order.
+fn written_with_ids(dir: &std::path::Path, ids: Vec<u64>) -> (std::path::PathBuf, Vec<u8>) {
+    let graph = Graph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false, false)
+        .unwrap()
+        .with_original_ids(ids)
+        .unwrap();
+    let path = dir.join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+/// Graphs without an id map are the version 2 files earlier builds read;
+/// with one they are version 3, which those builds refuse by version.
+#[test]
+fn only_graphs_with_an_id_map_are_version_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, plain) = written(dir.path());
+    assert_eq!(plain[8..12], 2u32.to_le_bytes());
+    assert_eq!(plain.len(), 16384, "header, offsets, targets, page table");
+    let (path, mut mapped) = written_with_ids(dir.path(), vec![70, 9, 1 << 40]);
+    assert_eq!(mapped[8..12], 3u32.to_le_bytes());
+    // The id map sits after the targets (no weights) and before the table.
+    assert_eq!(mapped.len(), 20480);
+    assert_eq!(mapped[12288..12296], 70u64.to_le_bytes());
+    let graph = Graph::open(&path).unwrap();
+    assert_eq!(graph.original_ids(), Some(&[70, 9, 1 << 40][..]));
+    assert_eq!(graph.dense_id(9), Some(1));
+    assert_eq!(
+        graph.id_index_bytes(),
+        12,
+        "an unsorted map gets a permutation"
+    );
+    // The flag in a version 2 header is refused as what it is.
+    mapped[8..12].copy_from_slice(&2u32.to_le_bytes());
+    reseal(&mut mapped);
+    std::fs::write(&path, &mapped).unwrap();
+    let err = Graph::open(&path).unwrap_err();
+    assert!(err.to_string().contains("unknown header flags 0x"), "{err}");
+}
+
+/// A flipped id is caught by its page, and the message names the section.
+#[test]
+fn a_flipped_id_is_caught_by_its_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut bytes) = written_with_ids(dir.path(), vec![1, 2, 3]);
+    bytes[12288 + 8] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let (mapped, loaded) = open_all(&path);
+    for err in [mapped.unwrap_err(), loaded.unwrap_err()] {
+        assert!(
+            matches!(
+                err,
+                Error::PageChecksum {
+                    section: "id map section",
+                    offset: 12288,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
+
+/// Two vertices with one original id are refused at open even when every
+/// checksum was rewritten to match.
+#[test]
+fn a_shared_original_id_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut bytes) = written_with_ids(dir.path(), vec![5, 6, 7]);
+    bytes[12288 + 16..12288 + 24].copy_from_slice(&5u64.to_le_bytes());
+    reseal_all(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let (mapped, loaded) = open_all(&path);
+    for err in [mapped.unwrap_err(), loaded.unwrap_err()] {
+        assert!(
+            err.to_string()
+                .contains("vertices 0 and 2 both have original id 5"),
+            "{err}"
+        );
+    }
 }

@@ -18,6 +18,7 @@ mod convert;
 mod corruption;
 mod fixtures;
 mod generate;
+mod graphalytics;
 mod parse_errors;
 mod roundtrip;
 
@@ -35,12 +36,33 @@ pub fn arb_graph(max_v: u32, max_e: usize) -> impl Strategy<Value = Graph> {
     testing::arb_graph(testing::Shape::new(max_v, max_e))
 }
 
+/// `graph` with an id map drawn from `seed`: distinct ids (splitmix64 is a
+/// bijection of u64) in no order, or increasing if `sorted`.
+pub fn with_ids(graph: Graph, seed: u64, sorted: bool) -> Graph {
+    let mix = |x: u64| {
+        let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut ids: Vec<u64> = (0..u64::from(graph.num_vertices()))
+        .map(|v| mix(seed.wrapping_add(v)))
+        .collect();
+    if sorted {
+        ids.sort_unstable();
+    }
+    graph
+        .with_original_ids(ids)
+        .expect("distinct ids, one per vertex")
+}
+
 /// Asserts two graphs hold the same CSR arrays and flags.
 pub fn assert_same_graph(a: &Graph, b: &Graph) {
     assert_eq!(a.num_vertices(), b.num_vertices(), "vertex counts differ");
     assert_eq!(a.offsets(), b.offsets(), "offsets differ");
     assert_eq!(a.targets(), b.targets(), "targets differ");
     assert_eq!(a.weights(), b.weights(), "weights differ");
+    assert_eq!(a.original_ids(), b.original_ids(), "id maps differ");
     assert_eq!(a.is_weighted(), b.is_weighted(), "weighted flags differ");
     assert_eq!(
         a.is_undirected(),

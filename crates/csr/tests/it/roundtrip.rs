@@ -4,13 +4,22 @@ use proptest::prelude::*;
 use quiver_csr::{write_graph, Graph};
 use quiver_io::{BackendChoice, ReadOptions};
 
-use crate::{arb_graph, assert_same_graph, files_in};
+use crate::{arb_graph, assert_same_graph, files_in, with_ids};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
+    /// With or without an id map (sorted or not): the map comes back too,
+    /// and `dense_id` inverts `original_id`.
     #[test]
-    fn written_graphs_read_back_identically(graph in arb_graph(300, 2000)) {
+    fn written_graphs_read_back_identically(
+        graph in arb_graph(300, 2000),
+        ids in prop::option::of((any::<u64>(), any::<bool>())),
+    ) {
+        let graph = match ids {
+            Some((seed, sorted)) => with_ids(graph, seed, sorted),
+            None => graph,
+        };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
         write_graph(&graph, &path).unwrap();
@@ -28,6 +37,13 @@ proptest! {
         }
         prop_assert_eq!(std::fs::metadata(&path).unwrap().len(), graph.layout().file_len());
         prop_assert_eq!(std::fs::metadata(&path).unwrap().len() % 4096, 0);
+        for v in 0..mapped.num_vertices() {
+            prop_assert_eq!(mapped.dense_id(mapped.original_id(v)), Some(v));
+        }
+        if ids.is_none() {
+            prop_assert_eq!(mapped.original_id(0), 0);
+            prop_assert_eq!(mapped.dense_id(u64::from(mapped.num_vertices())), None);
+        }
     }
 
     #[test]
