@@ -12,6 +12,7 @@ use quiver_bsp::{reference, Algorithm, Config, Direction, Values, UNREACHED};
 use quiver_csr::Graph;
 use serde::Serialize;
 
+use crate::commands::UsageError;
 use crate::job::JobArgs;
 use crate::progress::Bar;
 
@@ -56,9 +57,9 @@ pub enum BspCommand {
     Bfs {
         #[command(flatten)]
         run: RunArgs,
-        /// The root vertex.
+        /// The root vertex, by its id in the input (a Graphalytics id when the graph keeps them).
         #[arg(long)]
-        source: u32,
+        source: u64,
     },
     /// PageRank for a fixed number of iterations (Graphalytics' definition: rank of vertices
     /// without out-edges is spread over all vertices).
@@ -81,9 +82,9 @@ pub enum BspCommand {
     Sssp {
         #[command(flatten)]
         run: RunArgs,
-        /// The root vertex.
+        /// The root vertex, by its id in the input (a Graphalytics id when the graph keeps them).
         #[arg(long)]
-        source: u32,
+        source: u64,
     },
     /// Community detection by label propagation over in- and out-neighbours.
     Cdlp {
@@ -117,26 +118,44 @@ struct JsonReport<'a> {
 
 /// `quiver bsp ...` as typed by the user.
 pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
-    let (run, algorithm) = match command {
-        BspCommand::Bfs { run, source } => (run, Algorithm::Bfs { source }),
-        BspCommand::Pagerank {
-            run,
-            iterations,
-            damping,
-        } => (
-            run,
-            Algorithm::PageRank {
-                damping,
-                iterations,
-            },
-        ),
-        BspCommand::Wcc { run } => (run, Algorithm::Wcc),
-        BspCommand::Sssp { run, source } => (run, Algorithm::Sssp { source }),
-        BspCommand::Cdlp { run, iterations } => (run, Algorithm::Cdlp { iterations }),
-        BspCommand::Lcc { run } => (run, Algorithm::Lcc),
+    let run = match &command {
+        BspCommand::Bfs { run, .. }
+        | BspCommand::Pagerank { run, .. }
+        | BspCommand::Wcc { run }
+        | BspCommand::Sssp { run, .. }
+        | BspCommand::Cdlp { run, .. }
+        | BspCommand::Lcc { run } => run,
     };
     let graph =
         Graph::open(&run.graph).with_context(|| format!("opening {}", run.graph.display()))?;
+    // Sources are named by the input's ids.
+    let dense = |source: u64| {
+        graph.dense_id(source).ok_or_else(|| {
+            UsageError(format!(
+                "--source {source} is not a vertex of {}",
+                run.graph.display()
+            ))
+        })
+    };
+    let algorithm = match command {
+        BspCommand::Bfs { source, .. } => Algorithm::Bfs {
+            source: dense(source)?,
+        },
+        BspCommand::Pagerank {
+            iterations,
+            damping,
+            ..
+        } => Algorithm::PageRank {
+            damping,
+            iterations,
+        },
+        BspCommand::Wcc { .. } => Algorithm::Wcc,
+        BspCommand::Sssp { source, .. } => Algorithm::Sssp {
+            source: dense(source)?,
+        },
+        BspCommand::Cdlp { iterations, .. } => Algorithm::Cdlp { iterations },
+        BspCommand::Lcc { .. } => Algorithm::Lcc,
+    };
     let what = || {
         format!(
             "{} on {}",
@@ -178,7 +197,8 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
         (values, vec![report], None)
     };
     if let Some(path) = &run.output {
-        write_output(path, &values).with_context(|| format!("writing {}", path.display()))?;
+        write_output(path, &graph, &values)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let summary = summarize(&values);
     if json {
@@ -280,9 +300,9 @@ fn summarize(values: &Values) -> String {
     }
 }
 
-/// Writes `id value` lines for every vertex, to a temporary file beside
-/// `path` renamed over it once complete.
-fn write_output(path: &Path, values: &Values) -> Result<()> {
+/// Writes `id value` lines for every vertex, by the input's ids (labels
+/// too), to a temporary file beside `path` renamed over it once complete.
+fn write_output(path: &Path, graph: &Graph, values: &Values) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -292,12 +312,13 @@ fn write_output(path: &Path, values: &Values) -> Result<()> {
     {
         let mut out = std::io::BufWriter::new(file.as_file_mut());
         let mut line = String::new();
-        for v in 0..values.len() {
+        for v in 0..graph.num_vertices() {
+            let (id, i) = (graph.original_id(v), v as usize);
             line.clear();
             match values {
-                Values::Depths(d) => write!(line, "{v} {}", d[v]),
-                Values::Labels(l) => write!(line, "{v} {}", l[v]),
-                Values::Reals(r) => write!(line, "{v} {}", graphalytics_real(r[v])),
+                Values::Depths(d) => write!(line, "{id} {}", d[i]),
+                Values::Labels(l) => write!(line, "{id} {}", graph.original_id(l[i])),
+                Values::Reals(r) => write!(line, "{id} {}", graphalytics_real(r[i])),
             }
             .expect("writing to a String cannot fail");
             writeln!(out, "{line}")?;

@@ -60,6 +60,7 @@ fn every_subcommand_explains_itself_with_examples() {
         &["verbs", "--help"],
         &["verbs", "check", "--help"],
         &["verbs", "bench", "--help"],
+        &["bsp", "--help"],
     ] {
         let out = quiver(args);
         assert!(out.status.success(), "{args:?}");
@@ -427,6 +428,14 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
             };
             commands.push(walk.iter().chain(blocks).map(|a| a.to_string()).collect());
         }
+        for bsp in [&["bsp", "wcc"][..], &["bsp", "pagerank", "--nodes", "2"]] {
+            commands.push(
+                bsp.iter()
+                    .map(|a| a.to_string())
+                    .chain([graph.clone()])
+                    .collect(),
+            );
+        }
         commands
     };
     let run = |command: &[String]| quiver(&command.iter().map(String::as_str).collect::<Vec<_>>());
@@ -533,6 +542,103 @@ fn graphalytics_datasets_keep_their_ids() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("example-directed.v"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `quiver bsp` on a Graphalytics example writes the benchmark's reference
+/// output byte for byte where it is exact (BFS, CDLP), alone and as a job of
+/// two node processes, and names bad requests.
+#[test]
+fn bsp_writes_the_graphalytics_reference_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("directed.qcsr");
+    let edges = graphalytics("example-directed.e");
+    let out = quiver(&["convert", path(&edges), "-o", path(&g)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let output = dir.path().join("out.txt");
+    let runs: [(&[&str], &str); 4] = [
+        (&["bfs", "--source", "1"], "BFS"),
+        (&["bfs", "--source", "1", "--nodes", "2"], "BFS"),
+        (&["cdlp", "--iterations", "2"], "CDLP"),
+        (
+            &[
+                "cdlp",
+                "--iterations",
+                "2",
+                "--nodes",
+                "2",
+                "--direction",
+                "push",
+            ],
+            "CDLP",
+        ),
+    ];
+    for (args, name) in runs {
+        let mut command = vec!["bsp"];
+        command.extend_from_slice(args);
+        command.extend([path(&g), "-o", path(&output)]);
+        let out = quiver(&command);
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        let ours = std::fs::read_to_string(&output).unwrap();
+        let theirs =
+            std::fs::read_to_string(graphalytics(&format!("example-directed-{name}"))).unwrap();
+        assert_eq!(ours, theirs, "{command:?}");
+    }
+    let json = json(&quiver(&[
+        "bsp",
+        "pagerank",
+        path(&g),
+        "--iterations",
+        "2",
+        "--nodes",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(json["nodes"].as_array().map(Vec::len), Some(2), "{json}");
+    assert!(
+        json["nodes"][0]["supersteps"]
+            .as_array()
+            .is_some_and(|s| s.len() == 2),
+        "{json}"
+    );
+    for (args, needle) in [
+        (
+            &["bfs", "--source", "99"][..],
+            "--source 99 is not a vertex",
+        ),
+        (&["pagerank", "--iterations", "0"], "iterations"),
+        (&["bfs", "--source", "1", "--nodes", "0"], "nodes"),
+        (&["nonsense"], "unrecognized subcommand"),
+    ] {
+        let mut command = vec!["bsp"];
+        command.extend_from_slice(args);
+        command.push(path(&g));
+        let out = quiver(&command);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(needle),
+            "{command:?}: {}",
+            stderr(&out)
+        );
+    }
+    let unweighted = dir.path().join("unweighted.qcsr");
+    let out = quiver(&[
+        "generate",
+        "grid",
+        "--rows",
+        "3",
+        "--cols",
+        "3",
+        "-o",
+        path(&unweighted),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = quiver(&["bsp", "sssp", path(&unweighted), "--source", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("SSSP needs edge weights"),
         "{}",
         stderr(&out)
     );

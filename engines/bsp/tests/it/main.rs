@@ -4,6 +4,7 @@
 
 mod distributed;
 mod engine;
+mod graphalytics;
 mod partition;
 
 use quiver_bsp::Values;
