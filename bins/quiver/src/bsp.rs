@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_bsp::job::{join, BspTask, JobConfig, NodeReport};
-use quiver_bsp::{reference, Algorithm, Config, Direction, Values, UNREACHED};
+use quiver_bsp::{reference, Algorithm, Config, Direction, Transport, Values, UNREACHED};
 use quiver_csr::Graph;
 use serde::Serialize;
 
@@ -28,6 +28,10 @@ pub struct RunArgs {
     /// (Gemini's dense mode), or auto: pull when the frontier holds more than |E|/20 edges.
     #[arg(long, value_enum, default_value_t = DirectionArg::Auto)]
     pub direction: DirectionArg,
+    /// How nodes message each other: one-sided WRITEs into receive rings (RGraph's), or
+    /// two-sided SEND/RECV (the baseline; over --fabric mpi, MPI point-to-point).
+    #[arg(long, value_enum, default_value_t = TransportArg::OneSided)]
+    pub transport: TransportArg,
     /// Run the simple single-thread implementation instead (the COST yardstick and test oracle).
     #[arg(long)]
     pub reference: bool,
@@ -49,6 +53,14 @@ pub enum DirectionArg {
     Pull,
     /// Per superstep by the frontier's edges.
     Auto,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// One-sided RDMA WRITEs into per-worker receive rings.
+    OneSided,
+    /// SEND into receives the target keeps posted.
+    TwoSided,
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,6 +181,10 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             DirectionArg::Push => Direction::Push,
             DirectionArg::Pull => Direction::Pull,
             DirectionArg::Auto => Direction::Auto,
+        },
+        transport: match run.transport {
+            TransportArg::OneSided => Transport::OneSided,
+            TransportArg::TwoSided => Transport::TwoSided,
         },
     };
     let (values, reports, reference_ns) = if run.reference {

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::local::LocalGraph;
 use crate::partition::Partition;
 use crate::rings::{Rings, Traffic};
+use crate::sends::Sends;
 use crate::{Error, Result};
 
 /// Vertices a worker claims per grab: RGraph's and Gemini's `min_work`.
@@ -203,23 +204,98 @@ pub trait EdgeProgram: Sync {
     }
 }
 
+/// How messages travel between nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// RGraph's: one-sided WRITEs into receive rings ([`crate::rings`]).
+    #[default]
+    OneSided,
+    /// The baseline: SEND into posted receives ([`crate::sends`]).
+    TwoSided,
+}
+
+/// A transport's state on one node.
+#[derive(Debug)]
+enum Channels {
+    OneSided(Rings),
+    TwoSided(Sends),
+}
+
+impl Channels {
+    fn send(
+        &self,
+        worker: usize,
+        to: usize,
+        dst: u32,
+        value: u64,
+        deliver: &dyn Fn(u32, u64),
+    ) -> Result<()> {
+        match self {
+            Channels::OneSided(rings) => rings.send(worker, to, dst, value, deliver),
+            Channels::TwoSided(sends) => sends.send(worker, to, dst, value, deliver),
+        }
+    }
+
+    fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
+        match self {
+            Channels::OneSided(rings) => rings.poll(worker, deliver),
+            Channels::TwoSided(sends) => sends.poll(worker, deliver),
+        }
+    }
+
+    fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
+        match self {
+            Channels::OneSided(rings) => rings.finish(worker, deliver),
+            Channels::TwoSided(sends) => sends.finish(worker, deliver),
+        }
+    }
+
+    /// After every worker finished: the traffic of the superstep.
+    fn end_superstep(&self) -> Traffic {
+        match self {
+            Channels::OneSided(rings) => rings.take_traffic(),
+            Channels::TwoSided(sends) => {
+                sends.reset();
+                sends.take_traffic()
+            }
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        match self {
+            Channels::OneSided(rings) => rings.bytes(),
+            Channels::TwoSided(sends) => sends.bytes(),
+        }
+    }
+}
+
 /// The other nodes of a job and how to reach them.
 #[derive(Debug)]
 pub struct Peers {
     node: Node,
     partition: Partition,
-    rings: Rings,
+    channels: Channels,
 }
 
 impl Peers {
     /// This node's view of a job partitioned by `partition`, with
-    /// `workers` workers on every node. Every node calls it.
-    pub fn new(node: &Node, partition: Partition, workers: usize) -> Result<Peers> {
-        let rings = Rings::new(node, workers)?;
+    /// `workers` workers on every node, messaging by `transport`. Every
+    /// node calls it.
+    pub fn new(
+        node: &Node,
+        partition: Partition,
+        workers: usize,
+        transport: Transport,
+    ) -> Result<Peers> {
+        let channels = match transport {
+            Transport::OneSided => Channels::OneSided(Rings::new(node, workers)?),
+            Transport::TwoSided => Channels::TwoSided(Sends::new(node, workers)?),
+        };
         Ok(Peers {
             node: node.clone(),
             partition,
-            rings,
+            channels,
         })
     }
 
@@ -228,9 +304,9 @@ impl Peers {
         &self.node
     }
 
-    /// Bytes of this node's receive rings.
-    pub fn ring_bytes(&self) -> u64 {
-        self.rings.bytes()
+    /// Bytes of this node's message buffers (rings or posted receives).
+    pub fn buffer_bytes(&self) -> u64 {
+        self.channels.bytes()
     }
 }
 
@@ -445,14 +521,14 @@ impl<'g> Engine<'g> {
                     }
                     (None, Some(peers)) if changed => {
                         let owner = peers.partition.owner(dst);
-                        peers.rings.send(worker, owner, dst, message, &deliver)
+                        peers.channels.send(worker, owner, dst, message, &deliver)
                     }
                     _ => Ok(()),
                 }
             };
             let poll = |worker: usize| -> Result<()> {
                 match &this.peers {
-                    Some(peers) => peers.rings.poll(worker, &deliver),
+                    Some(peers) => peers.channels.poll(worker, &deliver),
                     None => Ok(()),
                 }
             };
@@ -524,16 +600,18 @@ impl<'g> Engine<'g> {
                         for &v in forward.iter().skip(worker).step_by(workers) {
                             let owner = peers.partition.owner(v);
                             peers
-                                .rings
+                                .channels
                                 .send(worker, owner, v, program.take(v), &deliver)?;
                         }
-                        peers.rings.finish(worker, &deliver)
+                        peers.channels.finish(worker, &deliver)
                     });
                     finished.into_iter().collect::<Result<Vec<()>>>()?;
-                    // The superstep's barrier: no node leaves while another
-                    // may still return ring space to it.
+                    let traffic = peers.channels.end_superstep();
+                    // The superstep's barrier: no node starts the next one
+                    // (or leaves) while another may still return ring space
+                    // to it or count this one's ENDs.
                     peers.node.barrier().map_err(Error::Verbs)?;
-                    Ok(peers.rings.take_traffic())
+                    Ok(traffic)
                 }
                 None => Ok(Traffic::default()),
             }

@@ -35,6 +35,7 @@ pub mod partition;
 mod programs;
 pub mod reference;
 mod rings;
+mod sends;
 mod transpose;
 
 use std::ops::Range;
@@ -45,7 +46,7 @@ use quiver_verbs::{Node, Reduce};
 use serde::{Deserialize, Serialize};
 
 pub use algorithm::{Algorithm, Values, UNREACHED};
-pub use engine::{Direction, Superstep};
+pub use engine::{Direction, Superstep, Transport};
 
 /// What can go wrong in a run.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,8 @@ pub struct Config {
     pub threads: usize,
     /// Push, pull, or chosen per superstep.
     pub direction: Direction,
+    /// How messages travel between nodes.
+    pub transport: Transport,
 }
 
 impl Default for Config {
@@ -90,6 +93,7 @@ impl Default for Config {
         Config {
             threads: 0,
             direction: Direction::Auto,
+            transport: Transport::OneSided,
         }
     }
 }
@@ -101,6 +105,8 @@ pub struct Report {
     pub algorithm: Algorithm,
     /// The direction asked for.
     pub direction: Direction,
+    /// How messages travelled.
+    pub transport: Transport,
     /// This node's rank and the job's size.
     pub node: (u32, u32),
     /// The vertices this node owns.
@@ -118,7 +124,7 @@ pub struct Report {
     pub edges_read: u64,
     /// Messages this node sent to other nodes.
     pub messages: u64,
-    /// Bytes this node wrote into other nodes' rings.
+    /// Bytes of messages this node sent (into rings, or as SENDs).
     pub bytes_sent: u64,
     /// BFS: edges of the reached vertices (over the whole graph) per second
     /// of compute (Graph500's TEPS); 0 for the other algorithms.
@@ -176,13 +182,18 @@ fn run_on(
                 .all_reduce(threads as u64, Reduce::Max)
                 .map_err(Error::Verbs)?;
             threads = usize::try_from(most).expect("a thread count fits usize");
-            Some(engine::Peers::new(node, partition, threads)?)
+            Some(engine::Peers::new(
+                node,
+                partition,
+                threads,
+                config.transport,
+            )?)
         }
         _ => None,
     };
     let memory = local.bytes()
         + 16 * u64::from(graph.num_vertices())
-        + peers.as_ref().map_or(0, engine::Peers::ring_bytes);
+        + peers.as_ref().map_or(0, engine::Peers::buffer_bytes);
     let edges = local.num_edges();
     let mut engine = engine::Engine::new(graph, local, peers, threads, config.direction, progress)?;
     let load_ns = load.elapsed_ns();
@@ -216,6 +227,7 @@ fn run_on(
         Report {
             algorithm: *algorithm,
             direction: config.direction,
+            transport: config.transport,
             node: (rank, size),
             owned,
             edges,

@@ -10,7 +10,9 @@
 //!   destination any of them reaches, for pulling: a node gathers, for each
 //!   destination, what its own sources contribute and reduces it into the
 //!   destination's master (here) or mirror (forwarded to the owner), as
-//!   Gemini's dense mode does.
+//!   Gemini's dense mode does. A symmetric graph with sorted lists needs no
+//!   second layout: the edges into `v` from owned sources are a run of
+//!   `v`'s own sorted neighbours.
 //!
 //! Each node's edges are its own vertices' out-edges, so the sum over nodes
 //! is every edge exactly once (twice on the side `Both`).
@@ -25,9 +27,10 @@ use crate::engine::{Edges, Side};
 /// One node's edges.
 #[derive(Debug)]
 pub struct LocalGraph<'g> {
+    graph: &'g Graph,
     owned: Range<u32>,
     out: Csr<'g>,
-    pull: Csc,
+    pull: Pull,
     /// Edges of `out` (also of `pull`).
     edges: u64,
 }
@@ -40,6 +43,17 @@ struct Csr<'g> {
     offsets: Cow<'g, [u64]>,
     targets: Cow<'g, [u32]>,
     weights: Option<Cow<'g, [f32]>>,
+}
+
+/// How a node finds the edges into a destination from its own sources.
+#[derive(Debug)]
+enum Pull {
+    /// A symmetric graph with sorted adjacency lists: the edges into `v`
+    /// from owned sources are the owned run of `v`'s own sorted neighbours,
+    /// found by binary search, so no second layout is built.
+    Symmetric,
+    /// Otherwise, the transpose of the node's edges.
+    Transposed(Csc),
 }
 
 /// Edges by destination: `sources[offsets[i]..offsets[i + 1]]` (with their
@@ -65,9 +79,14 @@ impl<'g> LocalGraph<'g> {
                 weights: graph.weights().map(Cow::Borrowed),
             }
         };
-        let pull = Csc::of(&out, owned.clone(), graph.num_vertices());
+        let pull = if graph.is_undirected() && sorted_lists(graph) {
+            Pull::Symmetric
+        } else {
+            Pull::Transposed(Csc::of(&out, owned.clone(), graph.num_vertices()))
+        };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
         LocalGraph {
+            graph,
             owned,
             out,
             pull,
@@ -109,32 +128,51 @@ impl<'g> LocalGraph<'g> {
         self.out.offsets[i + 1] - self.out.offsets[i]
     }
 
-    /// Number of destinations to pull into.
+    /// Number of destinations to pull into (some may have no edges here).
     pub fn pull_len(&self) -> usize {
-        self.pull.destinations.len()
+        match &self.pull {
+            Pull::Symmetric => self.graph.num_vertices() as usize,
+            Pull::Transposed(csc) => csc.destinations.len(),
+        }
     }
 
     /// The `i`-th destination to pull into and its edges from owned sources.
     #[inline]
     pub fn pull_entry(&self, i: usize) -> (u32, Edges<'_>) {
-        let range = index(self.pull.offsets[i])..index(self.pull.offsets[i + 1]);
-        (
-            self.pull.destinations[i],
-            Edges {
-                vertices: &self.pull.sources[range.clone()],
-                weights: self.pull.weights.as_ref().map(|w| &w[range]),
-            },
-        )
+        match &self.pull {
+            Pull::Symmetric => {
+                let v = u32::try_from(i).expect("vertex indices fit u32");
+                let neighbours = self.graph.neighbors(v);
+                let from = neighbours.partition_point(|&u| u < self.owned.start);
+                let to = from + neighbours[from..].partition_point(|&u| u < self.owned.end);
+                let edges = Edges {
+                    vertices: &neighbours[from..to],
+                    weights: self.graph.edge_weights(v).map(|w| &w[from..to]),
+                };
+                (v, edges)
+            }
+            Pull::Transposed(csc) => {
+                let range = index(csc.offsets[i])..index(csc.offsets[i + 1]);
+                let edges = Edges {
+                    vertices: &csc.sources[range.clone()],
+                    weights: csc.weights.as_ref().map(|w| &w[range]),
+                };
+                (csc.destinations[i], edges)
+            }
+        }
     }
 
     /// Bytes this node holds of its own (borrowed arrays of a mapped graph
     /// are counted at their size too: their pages are touched).
     pub fn bytes(&self) -> u64 {
         let weights = u64::from(self.out.weights.is_some());
-        (self.out.offsets.len() as u64) * 8
-            + self.edges * (4 + 4 * weights)
-            + (self.pull.destinations.len() as u64) * 12
-            + self.edges * (4 + 4 * weights)
+        let out = (self.out.offsets.len() as u64) * 8 + self.edges * (4 + 4 * weights);
+        match &self.pull {
+            Pull::Symmetric => out,
+            Pull::Transposed(csc) => {
+                out + (csc.destinations.len() as u64) * 12 + self.edges * (4 + 4 * weights)
+            }
+        }
     }
 }
 
@@ -232,6 +270,12 @@ impl Csc {
             weights: pulled_weights,
         }
     }
+}
+
+/// Whether every adjacency list of `graph` is sorted (files written by
+/// Quiver always are; graphs built in memory need not be).
+fn sorted_lists(graph: &Graph) -> bool {
+    (0..graph.num_vertices()).all(|v| graph.neighbors(v).windows(2).all(|w| w[0] <= w[1]))
 }
 
 /// An edge offset as an index: edge counts fit memory, so `usize`.

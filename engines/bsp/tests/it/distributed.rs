@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use quiver_bsp::job::{join, BspTask, JobConfig};
-use quiver_bsp::{reference, Algorithm, Config, Direction};
+use quiver_bsp::{reference, Algorithm, Config, Direction, Transport};
 use quiver_csr::testing::{arb_graph, Shape};
 use quiver_csr::{write_graph, Graph};
 use quiver_verbs::job::{serve, Entry, Fabric, Job, Nodes, Program};
@@ -16,8 +16,9 @@ use crate::assert_close;
 use crate::engine::algorithms;
 
 /// Runs `algorithm` on the graph at `path` as `job` and checks the joined
-/// values and each node's report against the reference on `graph`.
-fn check(job: &Job, graph: &Graph, path: &Path, algorithm: Algorithm, config: Config) {
+/// values and each node's report against the reference on `graph`;
+/// returns the messages the nodes sent.
+fn check(job: &Job, graph: &Graph, path: &Path, algorithm: Algorithm, config: Config) -> u64 {
     let expected = reference::run(graph, &algorithm).unwrap();
     let what = format!("{algorithm:?} {config:?} on {:?}", job.nodes);
     let reports = job
@@ -35,6 +36,7 @@ fn check(job: &Job, graph: &Graph, path: &Path, algorithm: Algorithm, config: Co
         graph.num_vertices() as usize,
         "{what}: every vertex owned once"
     );
+    reports.iter().map(|r| r.report.messages).sum()
 }
 
 proptest! {
@@ -57,7 +59,9 @@ proptest! {
         };
         for algorithm in algorithms(&graph, source) {
             for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
-                check(&job, &graph, &path, algorithm, Config { threads, direction });
+                for transport in [Transport::OneSided, Transport::TwoSided] {
+                    check(&job, &graph, &path, algorithm, Config { threads, direction, transport });
+                }
             }
         }
     }
@@ -74,8 +78,9 @@ fn node_entry() {
     }
 }
 
-/// Two node processes over tcp, each algorithm in auto direction, on a
-/// graph large enough that several blocks of messages cross.
+/// Two node processes over tcp, each algorithm in auto direction over both
+/// transports, on a graph large enough that several blocks of messages
+/// cross.
 #[test]
 fn tcp_processes_match_the_reference() {
     let edges: Vec<(u32, u32, f32)> = (0..3000u32)
@@ -106,15 +111,21 @@ fn tcp_processes_match_the_reference() {
         ..Job::new(Fabric::Tcp, Nodes::Local(2))
     };
     for algorithm in algorithms(&graph, 3) {
-        check(
-            &job,
-            &graph,
-            &path,
-            algorithm,
-            Config {
+        for transport in [Transport::OneSided, Transport::TwoSided] {
+            let config = Config {
                 threads: 2,
                 direction: Direction::Auto,
-            },
-        );
+                transport,
+            };
+            let messages = check(&job, &graph, &path, algorithm, config);
+            // Edge programs message the other node's masters; CDLP and LCC
+            // exchange labels or read the file instead.
+            let messaging = !matches!(algorithm, Algorithm::Cdlp { .. } | Algorithm::Lcc);
+            assert_eq!(
+                messages > 0,
+                messaging,
+                "{algorithm:?} {transport:?}: {messages} messages"
+            );
+        }
     }
 }

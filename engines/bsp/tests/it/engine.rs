@@ -41,7 +41,7 @@ proptest! {
             let expected = reference::run(&graph, &algorithm).unwrap();
             for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
                 for threads in [1, 2] {
-                    let config = Config { threads, direction };
+                    let config = Config { threads, direction, ..Config::default() };
                     let (values, report) = run(&graph, &algorithm, &config, &NoProgress).unwrap();
                     assert_close(&values, &expected, &format!("{algorithm:?} {direction:?} x{threads}"));
                     if direction != Direction::Auto && !matches!(algorithm, Algorithm::Cdlp { .. } | Algorithm::Lcc) {
