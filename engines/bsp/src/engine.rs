@@ -208,10 +208,10 @@ pub trait EdgeProgram: Sync {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
-    /// RGraph's: one-sided WRITEs into receive rings ([`crate::rings`]).
+    /// RGraph's: one-sided WRITEs of message blocks into receive rings at the target.
     #[default]
     OneSided,
-    /// The baseline: SEND into posted receives ([`crate::sends`]).
+    /// The baseline: SEND of the same blocks into receives the target keeps posted.
     TwoSided,
 }
 

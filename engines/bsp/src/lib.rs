@@ -1,29 +1,41 @@
 //! quiver-bsp: RGraph's bulk-synchronous graph analytics (Cui et al.,
 //! *Journal of Software* 2022), the six LDBC Graphalytics algorithms (BFS,
 //! PageRank, WCC, SSSP, CDLP, LCC) with exactly the benchmark's
-//! definitions.
+//! definitions, on one process or on the nodes of a quiver-verbs job.
 //!
 //! What a user gets: [`run`] computes one [`Algorithm`] on a `quiver-csr`
 //! graph and returns its per-vertex [`Values`] and a [`Report`] (the shared
-//! run summary, and each superstep's direction, active vertices and edges
-//! read); [`reference::run`] computes the same values the simplest way on
-//! one thread, the test oracle and the COST yardstick.
+//! run summary, and each superstep's direction, active vertices, edges read
+//! and messages); [`run_node`] does the same as one node of a job, and
+//! [`job::BspTask`] is that as a task of quiver-verbs' job runner, whose
+//! nodes' values [`job::join`] puts together. [`reference::run`] computes
+//! the same values the simplest way on one thread: the test oracle and the
+//! COST yardstick.
 //!
-//! The engine ([`engine`]) runs supersteps in the paper's model: an
-//! algorithm is written with `process_vertices(active, work)` and
-//! `process_edges(active, program)`, its edge program saying how a value
-//! moves along an edge both ways, so each superstep either pushes from the
-//! active vertices (RGraph's mode) or pulls into every vertex from its
-//! active in-neighbours (Gemini's and GAPBS's dense mode), chosen by the
-//! frontier's edge count unless the caller fixes the direction. Worker
-//! threads grab 64 vertices at a time from one shared counter, RGraph's
-//! task grabbing. [`partition`] holds the paper's vertex-chunk partitioning
-//! (Σ F(P_i) balance) that spreads the graph over nodes.
+//! The model, as the paper's: [`partition`] cuts the vertices into one
+//! chunk of consecutive ids per node (balancing Σ F(P_i)); a node owns its
+//! chunk's vertices (masters) and their out-edges, and keeps every other
+//! vertex's value as a mirror. An algorithm is written with
+//! `process_vertices(active, work)` and `process_edges(active, program)`
+//! ([`engine`]), its edge program saying what a vertex signals along an
+//! edge and how messages reduce into a vertex. Each superstep either pushes
+//! from the active masters (RGraph's only mode) or pulls into every
+//! destination from the active sources (Gemini's and GAPBS's dense mode),
+//! chosen by the frontier's edge count unless the caller fixes it; a
+//! mirror that changed forwards to its master (a sum, once per superstep).
+//! Messages travel in blocks of 256 by one-sided WRITEs into per-worker
+//! receive rings at the target (`rings`), or by SEND/RECV as the baseline
+//! (`sends`). Worker threads grab 64 vertices at a time from one shared
+//! counter, RGraph's task grabbing.
 //!
-//! Invariants: results do not depend on the direction, the thread count or
-//! the schedule (BFS depths, WCC partitions and CDLP labels exactly;
-//! PageRank, SSSP and LCC up to floating-point summation order); vertex
-//! ids are dense, `0..|V|`.
+//! Not yet built: the paper's task migration between nodes (a node done
+//! early reading another's worklist and adjacency by RDMA) and its
+//! migration cache.
+//!
+//! Invariants: results do not depend on the direction, the thread count,
+//! the node count, the transport or the schedule (BFS depths, WCC
+//! partitions and CDLP labels exactly; PageRank, SSSP and LCC up to
+//! floating-point summation order); vertex ids are dense, `0..|V|`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
