@@ -95,6 +95,28 @@ impl Bitmap {
     pub fn contains(&self, v: u32) -> bool {
         self.words[v as usize / 64].load(Ordering::Relaxed) & (1u64 << (v % 64)) != 0
     }
+
+    /// The members within `range`, ascending: a pass over the words, so
+    /// O(|range| / 64 + members).
+    pub fn members(&self, range: Range<u32>) -> Vec<u32> {
+        let mut members = Vec::new();
+        if range.is_empty() {
+            return members;
+        }
+        let (first, last) = (range.start as usize / 64, (range.end as usize - 1) / 64);
+        for (i, word) in self.words[first..=last].iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            let base = u32::try_from((first + i) * 64).expect("vertex ids fit u32");
+            while bits != 0 {
+                let v = base + bits.trailing_zeros();
+                if range.contains(&v) {
+                    members.push(v);
+                }
+                bits &= bits - 1;
+            }
+        }
+        members
+    }
 }
 
 /// The active vertices of a superstep that this node owns: a bitmap for
@@ -179,6 +201,13 @@ pub trait EdgeProgram: Sync {
     /// How messages to one vertex combine.
     fn combine(&self) -> Combine {
         Combine::Min
+    }
+
+    /// Whether a changed vertex becomes active (default: yes). A program
+    /// that runs on every vertex each superstep (PageRank) skips the
+    /// bookkeeping.
+    fn activates(&self) -> bool {
+        true
     }
 
     /// The message that active `src` sends to `dst` along an edge of
@@ -439,6 +468,19 @@ impl<'g> Engine<'g> {
         Ok(joined)
     }
 
+    /// Fills `out` (one slot per owned vertex, in order) with `f` of each
+    /// owned vertex, in parallel.
+    pub fn map_owned<T: Send>(&self, out: &mut [T], f: impl Fn(u32) -> T + Sync) {
+        use rayon::prelude::*;
+        let start = self.owned().start;
+        self.pool.install(|| {
+            out.par_iter_mut()
+                .enumerate()
+                .with_min_len(1024)
+                .for_each(|(i, slot)| *slot = f(start + vertex(i)));
+        });
+    }
+
     /// The paper's `process_vertices`: `work` on every vertex of `active`
     /// (every owned vertex when `None`), in parallel; returns the sum of
     /// its results on this node.
@@ -500,8 +542,9 @@ impl<'g> Engine<'g> {
         let outcome: Result<Traffic> = {
             let this = &*self;
             let next = &next;
+            let activates = program.activates();
             let deliver = |dst: u32, message: u64| {
-                if program.reduce(dst, message) {
+                if program.reduce(dst, message) && activates {
                     next.insert(dst);
                 }
             };
@@ -509,7 +552,7 @@ impl<'g> Engine<'g> {
             let apply = |worker: usize, dst: u32, message: u64| -> Result<()> {
                 let changed = program.reduce(dst, message);
                 if this.local.owns(dst) {
-                    if changed {
+                    if changed && activates {
                         next.insert(dst);
                     }
                     return Ok(());
@@ -617,7 +660,7 @@ impl<'g> Engine<'g> {
             }
         };
         let traffic = outcome?;
-        let list = self.owned().filter(|&v| next.contains(v)).collect();
+        let list = next.members(self.owned());
         self.supersteps.push(Superstep {
             direction,
             active: active_count,
@@ -678,4 +721,26 @@ impl std::fmt::Debug for Engine<'_> {
 #[inline]
 fn vertex(i: usize) -> u32 {
     u32::try_from(i).expect("vertex indices are below |V|, which fits u32")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bitmap;
+
+    #[test]
+    fn members_are_the_set_bits_within_the_range() {
+        let bits = Bitmap::new(300);
+        let set = [0, 5, 63, 64, 65, 127, 128, 200, 255, 299];
+        for v in set {
+            assert!(bits.insert(v));
+        }
+        for (start, end) in [(0, 300), (5, 65), (64, 64), (66, 127), (128, 300), (1, 299)] {
+            let expected: Vec<u32> = set
+                .iter()
+                .copied()
+                .filter(|v| (start..end).contains(v))
+                .collect();
+            assert_eq!(bits.members(start..end), expected, "{start}..{end}");
+        }
+    }
 }

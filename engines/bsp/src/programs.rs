@@ -211,6 +211,10 @@ impl EdgeProgram for PageRank<'_> {
         Combine::Sum
     }
 
+    fn activates(&self) -> bool {
+        false
+    }
+
     fn signal(&self, src: u32, _dst: u32, _weight: f32) -> Option<u64> {
         Some(self.contribution[src as usize].to_bits())
     }
@@ -247,30 +251,37 @@ impl EdgeProgram for PageRank<'_> {
 fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Vec<f64>> {
     let graph = engine.graph();
     let n = engine.num_vertices();
+    let owned = engine.owned();
     let size = f64::from(n);
     let all = engine.all_owned();
-    let mut rank = vec![1.0 / size; n as usize];
+    // Ranks of the owned vertices; contributions over all of V (sources
+    // are owned, but edges index them by global id).
+    let mut rank = vec![1.0 / size; owned.len()];
     let mut contribution = vec![0.0; n as usize];
+    let sum = atomics(n, |_| AtomicU64::new(0));
     for _ in 0..iterations {
         let sinks: f64 = engine.process_vertices(None, |v| {
             if graph.degree(v) == 0 {
-                rank[v as usize]
+                rank[(v - owned.start) as usize]
             } else {
                 0.0
             }
         });
         let sink_sum = engine.sum_f64(sinks)?;
-        for v in engine.owned() {
+        let mine = &mut contribution[owned.start as usize..owned.end as usize];
+        engine.map_owned(mine, |v| {
             let degree = graph.degree(v);
             #[allow(clippy::cast_precision_loss)] // Degrees far below 2^52.
             let share = if degree == 0 {
                 0.0
             } else {
-                rank[v as usize] / degree as f64
+                rank[(v - owned.start) as usize] / degree as f64
             };
-            contribution[v as usize] = share;
+            share
+        });
+        for s in &sum {
+            s.store(0f64.to_bits(), Ordering::Relaxed);
         }
-        let sum = atomics(n, |_| AtomicU64::new(0f64.to_bits()));
         engine.process_edges(
             &all,
             &PageRank {
@@ -279,12 +290,11 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             },
         )?;
         let base = (1.0 - damping) / size + damping / size * sink_sum;
-        for v in engine.owned() {
-            let gathered = f64::from_bits(sum[v as usize].load(Ordering::Relaxed));
-            rank[v as usize] = base + damping * gathered;
-        }
+        engine.map_owned(&mut rank, |v| {
+            base + damping * f64::from_bits(sum[v as usize].load(Ordering::Relaxed))
+        });
     }
-    Ok(owned(engine, &rank))
+    Ok(rank)
 }
 
 fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
