@@ -28,6 +28,7 @@ macro_rules! argv {
     };
 }
 
+mod bsp;
 mod ingest;
 mod io;
 mod verbs;
@@ -64,6 +65,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "walker-systems",
         help: "The walker on the Kronecker graph of scale 20 against other systems' figures",
         run: walker_systems::run,
+    },
+    Benchmark {
+        name: "bsp",
+        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging",
+        run: bsp::run,
     },
     Benchmark {
         name: "verbs",

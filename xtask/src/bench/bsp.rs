@@ -1,0 +1,204 @@
+//! `cargo xtask bench bsp`: the bsp engine on the Kronecker graph of scale
+//! 20 (symmetric, deduplicated, no self-loops, ids permuted: the graph the
+//! peers are measured on), side by side in one run:
+//!
+//! - one process with 2 threads against the single-thread reference
+//!   (`--reference`), for PageRank (20 iterations), BFS and WCC;
+//! - COST: two tcp node processes of one thread each against the
+//!   reference, for PageRank and WCC;
+//! - transports: two tcp node processes, one-sided WRITE rings against
+//!   two-sided SEND/RECV, for PageRank and BFS, with messages and bytes.
+//!
+//! Every configuration runs `--reps` times, interleaved, and the run with
+//! the median compute time is kept. Rates are edges per second of compute
+//! (for a job, of its slowest node), so every ratio is a speedup.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use serde_json::{json, Value};
+
+use super::{capture_json, generate_rmat, num, reuse_or, Bins, Context};
+use crate::report::{Row, Target};
+
+const SCALE: u32 = 20;
+
+/// One way of running an algorithm: its name in the summary and the
+/// `quiver bsp` flags after the graph.
+#[derive(PartialEq)]
+struct Setup {
+    name: &'static str,
+    flags: &'static [&'static str],
+}
+
+const ENGINE: Setup = Setup {
+    name: "1 node x 2 threads",
+    flags: &["--threads", "2"],
+};
+const REFERENCE: Setup = Setup {
+    name: "reference, 1 thread",
+    flags: &["--reference"],
+};
+const TWO_NODES: Setup = Setup {
+    name: "2 tcp nodes x 1 thread",
+    flags: &["--nodes", "2", "--threads", "1"],
+};
+const ONE_SIDED: Setup = Setup {
+    name: "2 tcp nodes x 2 threads, one-sided",
+    flags: &["--nodes", "2", "--threads", "2", "--transport", "one-sided"],
+};
+const TWO_SIDED: Setup = Setup {
+    name: "2 tcp nodes x 2 threads, two-sided",
+    flags: &["--nodes", "2", "--threads", "2", "--transport", "two-sided"],
+};
+
+pub(super) fn run(cx: &Context) -> Result<Value> {
+    let (bins, data, reps) = (cx.bins, cx.data, cx.args.reps.max(1));
+    let graph = data.join(format!("rmat-u{SCALE}.qcsr"));
+    let mut notes = Vec::new();
+    let generate = reuse_or(&graph, "bsp", &mut notes, || {
+        generate_rmat(bins, &graph, SCALE, true)
+    })?;
+    let facts = capture_json(
+        &bins.bench_latency,
+        &argv!["graph", &graph, "--from", "1", "--count", "1"],
+    )?;
+    let edges = num(&facts, "/edges")?;
+    let source = facts["picked"][0]
+        .as_u64()
+        .context("bench-latency graph picked no source")?
+        .to_string();
+    let algorithms: [(&str, Vec<&str>, f64); 3] = [
+        (
+            "PageRank",
+            vec!["pagerank", "--iterations", "20"],
+            20.0 * edges,
+        ),
+        ("BFS", vec!["bfs", "--source", &source], edges),
+        ("WCC", vec!["wcc"], edges),
+    ];
+    let mut rows = Vec::new();
+    let mut runs = serde_json::Map::new();
+    for (name, algorithm, work) in &algorithms {
+        let mut setups = vec![&ENGINE, &REFERENCE];
+        match *name {
+            "PageRank" => setups.extend([&TWO_NODES, &ONE_SIDED, &TWO_SIDED]),
+            "BFS" => setups.extend([&ONE_SIDED, &TWO_SIDED]),
+            _ => setups.push(&TWO_NODES),
+        }
+        let measured = measure(bins, &graph, algorithm, &setups, reps)?;
+        let rate = |setup: &Setup| -> Result<f64> {
+            let run = &measured[setup.name];
+            Ok(work / (compute_ns(run)? / 1e9))
+        };
+        rows.push(Row::compare(
+            "bsp",
+            &format!(
+                "{name}, {} vs {}, edges/s of compute",
+                ENGINE.name, REFERENCE.name
+            ),
+            rate(&ENGINE)?,
+            rate(&REFERENCE)?,
+            Some(Target::AtLeast(1.0)),
+        ));
+        if setups.contains(&&TWO_NODES) {
+            rows.push(Row::compare(
+                "bsp",
+                &format!(
+                    "COST: {name}, {} vs {}, edges/s",
+                    TWO_NODES.name, REFERENCE.name
+                ),
+                rate(&TWO_NODES)?,
+                rate(&REFERENCE)?,
+                Some(Target::AtLeast(1.0)),
+            ));
+        }
+        if setups.contains(&&ONE_SIDED) {
+            rows.push(Row::compare(
+                "bsp",
+                &format!("{name}, 2 tcp nodes x 2 threads, one-sided vs two-sided, edges/s"),
+                rate(&ONE_SIDED)?,
+                rate(&TWO_SIDED)?,
+                Some(Target::AtLeast(1.3)),
+            ));
+            for setup in [&ONE_SIDED, &TWO_SIDED] {
+                let run = &measured[setup.name];
+                notes.push(format!(
+                    "bsp: {name}, {}: {} messages, {} bytes, {} supersteps",
+                    setup.name,
+                    total(run, "messages"),
+                    total(run, "bytes_sent"),
+                    run["nodes"][0]["supersteps"].as_array().map_or(0, Vec::len)
+                ));
+            }
+        }
+        runs.insert((*name).to_owned(), Value::Object(measured));
+    }
+    notes.push(format!(
+        "bsp: R-MAT scale {SCALE} (Kronecker, Graph500 parameters, ids permuted), undirected, deduplicated, no self-loops, {edges} directed edges; BFS from vertex {source} (the first from 1 on with edges); each configuration ran {reps} times interleaved, the median compute time is kept (a job's: its slowest node's)"
+    ));
+    Ok(json!({
+        "bench": "bsp",
+        "params": { "scale": SCALE, "source": source, "reps": reps },
+        "files": { "graph": graph },
+        "reused": generate.is_null(),
+        "generate": generate,
+        "runs": runs,
+        "rows": rows,
+        "summary_notes": notes,
+    }))
+}
+
+/// Runs `algorithm` under every setup `reps` times, interleaved; keeps each
+/// setup's run with the median compute time.
+fn measure(
+    bins: &Bins,
+    graph: &Path,
+    algorithm: &[&str],
+    setups: &[&Setup],
+    reps: u32,
+) -> Result<serde_json::Map<String, Value>> {
+    let mut all: Vec<Vec<Value>> = vec![Vec::new(); setups.len()];
+    for _ in 0..reps {
+        for (setup, runs) in setups.iter().zip(&mut all) {
+            let mut args: Vec<OsString> = argv!["--json", "bsp"].into();
+            args.extend(algorithm.iter().map(OsString::from));
+            args.push(graph.into());
+            args.extend(setup.flags.iter().map(OsString::from));
+            runs.push(capture_json(&bins.quiver, &args)?);
+        }
+    }
+    let mut kept = serde_json::Map::new();
+    for (setup, mut runs) in setups.iter().zip(all) {
+        runs.sort_by(|a, b| {
+            let (a, b) = (
+                compute_ns(a).unwrap_or(f64::MAX),
+                compute_ns(b).unwrap_or(f64::MAX),
+            );
+            a.total_cmp(&b)
+        });
+        kept.insert(setup.name.to_owned(), runs.swap_remove(runs.len() / 2));
+    }
+    Ok(kept)
+}
+
+/// A run's compute time: the reference's, or the slowest node's.
+fn compute_ns(run: &Value) -> Result<f64> {
+    if let Some(ns) = run["reference_ns"].as_f64() {
+        return Ok(ns);
+    }
+    run["nodes"]
+        .as_array()
+        .context("a bsp report without nodes")?
+        .iter()
+        .map(|node| num(node, "/compute_ns"))
+        .try_fold(0.0, |most: f64, ns| Ok(most.max(ns?)))
+}
+
+/// A count summed over a job's nodes.
+fn total(run: &Value, key: &str) -> u64 {
+    run["nodes"].as_array().map_or(0, |nodes| {
+        nodes.iter().filter_map(|n| n[key].as_u64()).sum()
+    })
+}
