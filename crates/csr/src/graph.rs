@@ -149,18 +149,7 @@ impl Graph {
                 "a graph opened from a file keeps the id map of its file",
             ));
         };
-        if ids.len() as u64 != u64::from(self.num_vertices) {
-            return Err(Error::invalid(
-                "ids",
-                format!(
-                    "{} original ids for {} vertices",
-                    ids.len(),
-                    self.num_vertices
-                ),
-            ));
-        }
-        let index =
-            IdIndex::build(&ids).map_err(|shared| Error::invalid("ids", shared.to_string()))?;
+        let index = crate::ids::checked_index(&ids, self.num_vertices)?;
         *slot = Some(ids);
         self.flags |= FLAG_ID_MAP;
         self.id_index = Some(index);

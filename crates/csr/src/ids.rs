@@ -10,6 +10,20 @@
 
 use rayon::prelude::*;
 
+use crate::{Error, Result};
+
+/// Checks an id map given for a graph of `num_vertices` (one id per
+/// vertex, all distinct) and returns its index.
+pub(crate) fn checked_index(ids: &[u64], num_vertices: u32) -> Result<IdIndex> {
+    if ids.len() as u64 != u64::from(num_vertices) {
+        return Err(Error::invalid(
+            "ids",
+            format!("{} original ids for {num_vertices} vertices", ids.len()),
+        ));
+    }
+    IdIndex::build(ids).map_err(|shared| Error::invalid("ids", shared.to_string()))
+}
+
 /// Finds the dense vertex of an original id in an id map.
 #[derive(Debug)]
 pub(crate) enum IdIndex {

@@ -12,7 +12,6 @@ use tempfile::NamedTempFile;
 use crate::format::{
     version_for, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP, FLAG_UNDIRECTED, FLAG_WEIGHTED,
 };
-use crate::ids::IdIndex;
 use crate::{to_usize, Error, Graph, Result};
 
 const BUF_BYTES: usize = 256 << 10;
@@ -113,17 +112,7 @@ impl CsrWriter {
     /// input. There must be one per vertex, all distinct, in any order
     /// (increasing order lets readers find vertices without an index).
     pub fn with_original_ids(mut self, ids: Vec<u64>) -> Result<CsrWriter> {
-        if ids.len() as u64 != u64::from(self.num_vertices) {
-            return Err(Error::invalid(
-                "ids",
-                format!(
-                    "{} original ids for {} vertices",
-                    ids.len(),
-                    self.num_vertices
-                ),
-            ));
-        }
-        IdIndex::build(&ids).map_err(|shared| Error::invalid("ids", shared.to_string()))?;
+        crate::ids::checked_index(&ids, self.num_vertices)?;
         self.flags |= FLAG_ID_MAP;
         self.ids = Some(ids);
         Ok(self)

@@ -169,9 +169,7 @@ impl Rings {
         deliver: &dyn Fn(u32, u64),
     ) -> Result<()> {
         let mut sender = lock(&self.senders[worker]);
-        let block = &mut sender.blocks[to];
-        block.extend_from_slice(&dst.to_le_bytes());
-        block.extend_from_slice(&value.to_le_bytes());
+        push_unit(&mut sender.blocks[to], dst, value);
         sender.traffic.messages += 1;
         if sender.blocks[to].len() == BLOCK_UNITS * UNIT {
             self.write_block(&mut sender, worker, to, deliver)?;
@@ -397,11 +395,7 @@ impl Rings {
                 }
                 let mut units = vec![0u8; count as usize * UNIT];
                 self.region.read(base + 8, &mut units);
-                for unit in units.chunks_exact(UNIT) {
-                    let dst = u32::from_le_bytes(unit[..4].try_into().expect("4 bytes"));
-                    let value = u64::from_le_bytes(unit[4..].try_into().expect("8 bytes"));
-                    deliver(dst, value);
-                }
+                deliver_units(&units, deliver);
                 len
             }
         };
@@ -443,6 +437,23 @@ impl std::fmt::Debug for Rings {
     }
 }
 
+/// Appends one message unit (`dst`, `value`) to a block.
+pub(crate) fn push_unit(block: &mut Vec<u8>, dst: u32, value: u64) {
+    block.extend_from_slice(&dst.to_le_bytes());
+    block.extend_from_slice(&value.to_le_bytes());
+}
+
+/// Hands every unit of a block's `units` to `deliver`.
+pub(crate) fn deliver_units(units: &[u8], deliver: &dyn Fn(u32, u64)) {
+    for unit in units.chunks_exact(UNIT) {
+        let (dst, value) = unit.split_at(4);
+        deliver(
+            u32::from_le_bytes(dst.try_into().expect("4 bytes")),
+            u64::from_le_bytes(value.try_into().expect("8 bytes")),
+        );
+    }
+}
+
 fn header(sequence: u32, count: u32) -> u64 {
     (u64::from(sequence) << 32) | u64::from(count)
 }
@@ -458,7 +469,9 @@ fn message_len(units: usize) -> u64 {
     (16 + units.next_multiple_of(8)) as u64
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A lock that a panicked holder did not poison for good: the state it
+/// guards is counters and buffers, valid at every step.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

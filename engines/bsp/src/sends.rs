@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Completion, Node, NodeRank, Op, Output, Queue, Verb, WorkRequest};
 
-use crate::rings::{Traffic, BLOCK_UNITS, UNIT};
+use crate::rings::{deliver_units, lock, push_unit, Traffic, BLOCK_UNITS, UNIT};
 use crate::{Error, Result};
 
 /// Receives each worker keeps posted.
@@ -91,8 +91,7 @@ impl Sends {
         if block.is_empty() {
             block.extend_from_slice(&0u32.to_le_bytes());
         }
-        block.extend_from_slice(&dst.to_le_bytes());
-        block.extend_from_slice(&value.to_le_bytes());
+        push_unit(block, dst, value);
         lane.traffic.messages += 1;
         if lane.blocks[to].len() == BLOCK_BYTES {
             self.send_block(&mut lane, to, deliver)?;
@@ -226,11 +225,7 @@ impl Sends {
                 units.len()
             )));
         }
-        for unit in units.chunks_exact(UNIT) {
-            let dst = u32::from_le_bytes(unit[..4].try_into().expect("4 bytes"));
-            let value = u64::from_le_bytes(unit[4..].try_into().expect("8 bytes"));
-            deliver(dst, value);
-        }
+        deliver_units(units, deliver);
         Ok(())
     }
 }
@@ -252,10 +247,4 @@ fn receive() -> WorkRequest {
             capacity: BLOCK_BYTES,
         },
     )
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -10,10 +10,10 @@ use quiver_bsp::job::{join, BspTask, JobConfig};
 use quiver_bsp::{reference, Algorithm, Config, Direction, Transport};
 use quiver_csr::testing::{arb_graph, Shape};
 use quiver_csr::{write_graph, Graph};
-use quiver_verbs::job::{serve, Entry, Fabric, Job, Nodes, Program};
+use quiver_verbs::job::{serve, Entry, Fabric, Job, Nodes};
 
-use crate::assert_close;
 use crate::engine::algorithms;
+use crate::{assert_close, tcp_job};
 
 /// Runs `algorithm` on the graph at `path` as `job` and checks the joined
 /// values and each node's report against the reference on `graph`;
@@ -96,20 +96,7 @@ fn tcp_processes_match_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.qcsr");
     write_graph(&graph, &path).unwrap();
-    let job = Job {
-        timeout: Duration::from_secs(30),
-        program: Some(
-            Program::this_executable([
-                "--exact",
-                "distributed::node_entry",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .unwrap(),
-        ),
-        ..Job::new(Fabric::Tcp, Nodes::Local(2))
-    };
+    let job = tcp_job(2);
     for algorithm in algorithms(&graph, 3) {
         for transport in [Transport::OneSided, Transport::TwoSided] {
             let config = Config {

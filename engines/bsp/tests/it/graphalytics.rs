@@ -4,13 +4,13 @@
 //! Each runs on one process and as a job of two tcp node processes.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use quiver_bsp::job::{join, BspTask, JobConfig};
 use quiver_bsp::{run, Algorithm, Config, Values, UNREACHED};
 use quiver_csr::{testing, write_graph, Graph};
 use quiver_run::NoProgress;
-use quiver_verbs::job::{Fabric, Job, Nodes, Program};
+
+use crate::tcp_job;
 
 /// The examples' parameters (their `.properties` files): BFS/SSSP source,
 /// PageRank damping 0.85 and 2 iterations, CDLP 2 iterations.
@@ -133,20 +133,7 @@ fn one_process_reproduces_the_reference_outputs() {
 #[test]
 fn two_tcp_nodes_reproduce_the_reference_outputs() {
     let dir = tempfile::tempdir().unwrap();
-    let job = Job {
-        timeout: Duration::from_secs(30),
-        program: Some(
-            Program::this_executable([
-                "--exact",
-                "distributed::node_entry",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .unwrap(),
-        ),
-        ..Job::new(Fabric::Tcp, Nodes::Local(2))
-    };
+    let job = tcp_job(2);
     for (name, source) in EXAMPLES {
         let graph = testing::graphalytics_graph(name);
         let path = dir.path().join(format!("{name}.qcsr"));

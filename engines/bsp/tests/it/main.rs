@@ -7,7 +7,10 @@ mod engine;
 mod graphalytics;
 mod partition;
 
+use std::time::Duration;
+
 use quiver_bsp::Values;
+use quiver_verbs::job::{Fabric, Job, Nodes, Program};
 
 /// Asserts the engine's values equal the reference's: exactly for depths
 /// and labels, within 1e-9 relative for reals (summation order is the
@@ -22,5 +25,24 @@ pub fn assert_close(engine: &Values, reference: &Values, what: &str) {
             }
         }
         _ => assert_eq!(engine, reference, "{what}"),
+    }
+}
+
+/// A job of `nodes` tcp node processes: this test binary re-run through
+/// `distributed::node_entry`.
+pub fn tcp_job(nodes: u32) -> Job {
+    Job {
+        timeout: Duration::from_secs(30),
+        program: Some(
+            Program::this_executable([
+                "--exact",
+                "distributed::node_entry",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .unwrap(),
+        ),
+        ..Job::new(Fabric::Tcp, Nodes::Local(nodes))
     }
 }
