@@ -168,8 +168,11 @@ pub struct Superstep {
     pub edges: u64,
     /// Messages this node sent to other nodes.
     pub messages: u64,
-    /// Bytes this node wrote into other nodes' rings.
+    /// Bytes of messages this node sent.
     pub bytes_sent: u64,
+    /// Time this node spent in it, in nanoseconds (including waiting for
+    /// the others at its end).
+    pub ns: u64,
 }
 
 /// One vertex's edges.
@@ -519,11 +522,16 @@ impl<'g> Engine<'g> {
         active: &Frontier,
         program: &impl EdgeProgram,
     ) -> Result<Frontier> {
-        let local_edges: u64 = self.process_vertices(Some(active), |v| self.local.degree(v));
-        let active_edges = self.sum(local_edges)?;
+        let started = quiver_run::Stopwatch::start();
         let active_count = self.sum(active.len() as u64)?;
         let direction = match self.direction {
             Direction::Auto => {
+                let local_edges = if active.len() == self.owned().len() {
+                    self.local.num_edges()
+                } else {
+                    self.process_vertices(Some(active), |v| self.local.degree(v))
+                };
+                let active_edges = self.sum(local_edges)?;
                 let total = self.sum(self.local.num_edges())?;
                 if active_edges > total / PULL_THRESHOLD {
                     Direction::Pull
@@ -667,6 +675,7 @@ impl<'g> Engine<'g> {
             edges: edges_read.into_inner(),
             messages: traffic.messages,
             bytes_sent: traffic.bytes,
+            ns: started.elapsed_ns(),
         });
         self.progress.advance(1);
         Ok(Frontier { bits: next, list })

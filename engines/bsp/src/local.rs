@@ -27,7 +27,13 @@ use crate::engine::{Edges, Side};
 /// One node's edges.
 #[derive(Debug)]
 pub struct LocalGraph<'g> {
-    graph: &'g Graph,
+    /// The whole graph's arrays, looked up once (each accessor of `Graph`
+    /// checks its storage).
+    offsets: &'g [u64],
+    targets: &'g [u32],
+    weights: Option<&'g [f32]>,
+    /// Whether this node owns every vertex.
+    whole: bool,
     owned: Range<u32>,
     out: Csr<'g>,
     pull: Pull,
@@ -86,7 +92,10 @@ impl<'g> LocalGraph<'g> {
         };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
         LocalGraph {
-            graph,
+            offsets: graph.offsets(),
+            targets: graph.targets(),
+            weights: graph.weights(),
+            whole: owned == (0..graph.num_vertices()),
             owned,
             out,
             pull,
@@ -121,6 +130,12 @@ impl<'g> LocalGraph<'g> {
         }
     }
 
+    /// Out-degree of any vertex `v` in the whole graph (as stored).
+    #[inline]
+    pub fn graph_degree(&self, v: u32) -> u64 {
+        self.offsets[v as usize + 1] - self.offsets[v as usize]
+    }
+
     /// Out-degree of owned vertex `v` on this side.
     #[inline]
     pub fn degree(&self, v: u32) -> u64 {
@@ -131,7 +146,7 @@ impl<'g> LocalGraph<'g> {
     /// Number of destinations to pull into (some may have no edges here).
     pub fn pull_len(&self) -> usize {
         match &self.pull {
-            Pull::Symmetric => self.graph.num_vertices() as usize,
+            Pull::Symmetric => self.offsets.len() - 1,
             Pull::Transposed(csc) => csc.destinations.len(),
         }
     }
@@ -142,12 +157,18 @@ impl<'g> LocalGraph<'g> {
         match &self.pull {
             Pull::Symmetric => {
                 let v = u32::try_from(i).expect("vertex indices fit u32");
-                let neighbours = self.graph.neighbors(v);
-                let from = neighbours.partition_point(|&u| u < self.owned.start);
-                let to = from + neighbours[from..].partition_point(|&u| u < self.owned.end);
+                let (start, end) = (index(self.offsets[i]), index(self.offsets[i + 1]));
+                let neighbours = &self.targets[start..end];
+                let (from, to) = if self.whole {
+                    (start, end)
+                } else {
+                    let from = neighbours.partition_point(|&u| u < self.owned.start);
+                    let to = from + neighbours[from..].partition_point(|&u| u < self.owned.end);
+                    (start + from, start + to)
+                };
                 let edges = Edges {
-                    vertices: &neighbours[from..to],
-                    weights: self.graph.edge_weights(v).map(|w| &w[from..to]),
+                    vertices: &self.targets[from..to],
+                    weights: self.weights.map(|w| &w[from..to]),
                 };
                 (v, edges)
             }

@@ -220,11 +220,10 @@ impl EdgeProgram for PageRank<'_> {
     }
 
     fn gather(&self, _dst: u32, edges: Edges<'_>, _active: &Frontier) -> Option<u64> {
-        let gathered: f64 = edges
-            .vertices
-            .iter()
-            .map(|&src| self.contribution[src as usize])
-            .sum();
+        let mut gathered = 0.0;
+        for &src in edges.vertices {
+            gathered += self.contribution[src as usize];
+        }
         Some(gathered.to_bits())
     }
 
@@ -249,28 +248,31 @@ impl EdgeProgram for PageRank<'_> {
 }
 
 fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Vec<f64>> {
-    let graph = engine.graph();
     let n = engine.num_vertices();
     let owned = engine.owned();
     let size = f64::from(n);
     let all = engine.all_owned();
+    let local = engine.local();
+    // Owned vertices without out-edges, whose rank is spread over all.
+    let sinks: Vec<u32> = owned
+        .clone()
+        .filter(|&v| local.graph_degree(v) == 0)
+        .collect();
     // Ranks of the owned vertices; contributions over all of V (sources
     // are owned, but edges index them by global id).
     let mut rank = vec![1.0 / size; owned.len()];
     let mut contribution = vec![0.0; n as usize];
     let sum = atomics(n, |_| AtomicU64::new(0));
     for _ in 0..iterations {
-        let sinks: f64 = engine.process_vertices(None, |v| {
-            if graph.degree(v) == 0 {
-                rank[(v - owned.start) as usize]
-            } else {
-                0.0
-            }
-        });
-        let sink_sum = engine.sum_f64(sinks)?;
+        let local = engine.local();
+        let sink_rank: f64 = sinks
+            .iter()
+            .map(|&v| rank[(v - owned.start) as usize])
+            .sum();
+        let sink_sum = engine.sum_f64(sink_rank)?;
         let mine = &mut contribution[owned.start as usize..owned.end as usize];
         engine.map_owned(mine, |v| {
-            let degree = graph.degree(v);
+            let degree = local.graph_degree(v);
             #[allow(clippy::cast_precision_loss)] // Degrees far below 2^52.
             let share = if degree == 0 {
                 0.0
