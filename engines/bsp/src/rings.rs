@@ -29,12 +29,14 @@
 
 use std::sync::Mutex;
 
-use quiver_verbs::{Node, Queue, Region, RemoteRegion};
+use quiver_verbs::{Completion, Node, Op, Queue, Region, RemoteRegion, WorkRequest};
 
 use crate::{Error, Result};
 
 /// Bytes of one receive ring: the paper's 2 MB.
 pub const RING: u64 = 2 << 20;
+/// WRITEs a worker keeps in flight before it waits for completions.
+pub const WINDOW: usize = 32;
 /// Messages per WRITE: the paper's 256.
 pub const BLOCK_UNITS: usize = 256;
 /// Bytes of one message unit: a `u32` vertex and a `u64` value.
@@ -77,6 +79,9 @@ pub struct Rings {
 
 struct Sender {
     queue: Queue,
+    /// WRITEs posted and not yet completed.
+    in_flight: usize,
+    completions: Vec<Completion>,
     /// Units waiting per peer.
     blocks: Vec<Vec<u8>>,
     /// Bytes written into this worker's ring at each peer.
@@ -126,6 +131,8 @@ impl Rings {
             .map(|_| {
                 Mutex::new(Sender {
                     queue: node.queue(),
+                    in_flight: 0,
+                    completions: Vec::new(),
                     blocks: vec![Vec::with_capacity(BLOCK_UNITS * UNIT); size],
                     written: vec![0; size],
                     sequence: vec![0; size],
@@ -192,6 +199,9 @@ impl Rings {
                     self.write_block(&mut sender, worker, to, deliver)?;
                 }
                 self.write_message(&mut sender, worker, to, END, &[], deliver)?;
+            }
+            while sender.in_flight > 0 {
+                self.complete_writes(&mut sender, worker, deliver)?;
             }
         }
         let deadline = std::time::Instant::now() + self.region_timeout();
@@ -289,10 +299,14 @@ impl Rings {
         if pad > 0 {
             sender.sequence[to] += 1;
             let header = header(sender.sequence[to], PAD);
-            sender
-                .queue
-                .write(self.remotes[to], ring + at, &header.to_le_bytes())
-                .map_err(Error::Verbs)?;
+            self.post_write(
+                sender,
+                worker,
+                to,
+                ring + at,
+                header.to_le_bytes().to_vec(),
+                deliver,
+            )?;
             sender.written[to] += pad;
             sender.traffic.bytes += 8;
             sender.traffic.writes += 1;
@@ -305,13 +319,68 @@ impl Rings {
         bytes.resize(bytes.len().next_multiple_of(8), 0);
         bytes.extend_from_slice(&header);
         let at = sender.written[to] % self.ring;
-        sender
-            .queue
-            .write(self.remotes[to], ring + at, &bytes)
-            .map_err(Error::Verbs)?;
+        self.post_write(sender, worker, to, ring + at, bytes, deliver)?;
         sender.written[to] += len;
         sender.traffic.bytes += len;
         sender.traffic.writes += 1;
+        Ok(())
+    }
+
+    /// Posts a WRITE of `bytes` at `offset` of node `to`'s region without
+    /// waiting for it: the worker computes on while it travels (the
+    /// paper's overlap). At most [`WINDOW`] are in flight; WRITEs on one
+    /// queue to one node take effect in order, so blocks, pads and ENDs
+    /// land as written.
+    #[allow(clippy::too_many_arguments)] // One WRITE: where from, where to, what.
+    fn post_write(
+        &self,
+        sender: &mut Sender,
+        worker: usize,
+        to: usize,
+        offset: u64,
+        bytes: Vec<u8>,
+        deliver: &dyn Fn(u32, u64),
+    ) -> Result<()> {
+        while sender.in_flight >= WINDOW {
+            self.complete_writes(sender, worker, deliver)?;
+        }
+        let write = Op::Write {
+            remote: self.remotes[to],
+            offset,
+            data: bytes,
+        };
+        sender
+            .queue
+            .post([WorkRequest::new(0, write)])
+            .map_err(Error::Verbs)?;
+        sender.in_flight += 1;
+        Ok(())
+    }
+
+    /// Retires the completed WRITEs of `sender` (failing on an error
+    /// completion); with none completed, drains `worker`'s rings meanwhile.
+    fn complete_writes(
+        &self,
+        sender: &mut Sender,
+        worker: usize,
+        deliver: &dyn Fn(u32, u64),
+    ) -> Result<()> {
+        let mut done = std::mem::take(&mut sender.completions);
+        let polled = sender.queue.poll(&mut done, usize::MAX);
+        for completion in done.drain(..) {
+            completion.result.map_err(|source| {
+                Error::Verbs(quiver_verbs::Error::Completion {
+                    verb: completion.verb,
+                    source,
+                })
+            })?;
+        }
+        sender.completions = done;
+        sender.in_flight -= polled;
+        if polled == 0 {
+            self.drain(worker, deliver)?;
+            std::thread::yield_now();
+        }
         Ok(())
     }
 

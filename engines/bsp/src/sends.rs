@@ -4,7 +4,7 @@
 //! this is the paper's MPI baseline).
 //!
 //! Every worker owns one queue holding [`POSTED`] receives and its sends
-//! in flight (at most [`WINDOW`]); it never blocks without polling that
+//! in flight (at most `WINDOW`, as the rings' WRITEs); it never blocks without polling that
 //! queue, so two workers sending to each other both make progress. A block
 //! is `[count u32][units]`; a count of `u32::MAX` is the END of a worker's
 //! superstep. A node's superstep is over when every worker of every peer
@@ -17,13 +17,11 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Completion, Node, NodeRank, Op, Output, Queue, Verb, WorkRequest};
 
-use crate::rings::{deliver_units, lock, push_unit, Traffic, BLOCK_UNITS, UNIT};
+use crate::rings::{deliver_units, lock, push_unit, Traffic, BLOCK_UNITS, UNIT, WINDOW};
 use crate::{Error, Result};
 
 /// Receives each worker keeps posted.
 pub const POSTED: usize = 32;
-/// Sends a worker keeps in flight before it waits for completions.
-pub const WINDOW: usize = 32;
 
 const END: u32 = u32::MAX;
 const BLOCK_BYTES: usize = 4 + BLOCK_UNITS * UNIT;
