@@ -247,14 +247,11 @@ pub enum Transport {
     TwoSided,
 }
 
-/// A transport's state on one node.
-#[derive(Debug)]
-enum Channels {
-    OneSided(Rings),
-    TwoSided(Sends),
-}
-
-impl Channels {
+/// How a node's workers exchange message blocks with the other nodes'
+/// (RGraph's rings, or the two-sided baseline). `deliver` takes the
+/// messages that arrive for this node's masters, whenever a worker polls.
+pub(crate) trait Channel: Send + Sync + std::fmt::Debug {
+    /// Queues a message for `dst` on node `to` from `worker`.
     fn send(
         &self,
         worker: usize,
@@ -262,44 +259,20 @@ impl Channels {
         dst: u32,
         value: u64,
         deliver: &dyn Fn(u32, u64),
-    ) -> Result<()> {
-        match self {
-            Channels::OneSided(rings) => rings.send(worker, to, dst, value, deliver),
-            Channels::TwoSided(sends) => sends.send(worker, to, dst, value, deliver),
-        }
-    }
+    ) -> Result<()>;
 
-    fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
-        match self {
-            Channels::OneSided(rings) => rings.poll(worker, deliver),
-            Channels::TwoSided(sends) => sends.poll(worker, deliver),
-        }
-    }
+    /// Processes what has arrived for `worker`, without waiting.
+    fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()>;
 
-    fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
-        match self {
-            Channels::OneSided(rings) => rings.finish(worker, deliver),
-            Channels::TwoSided(sends) => sends.finish(worker, deliver),
-        }
-    }
+    /// Ends `worker`'s superstep: flushes it and waits for every peer's end.
+    fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()>;
 
-    /// After every worker finished: the traffic of the superstep.
-    fn end_superstep(&self) -> Traffic {
-        match self {
-            Channels::OneSided(rings) => rings.take_traffic(),
-            Channels::TwoSided(sends) => {
-                sends.reset();
-                sends.take_traffic()
-            }
-        }
-    }
+    /// After every worker finished (before the barrier): the superstep's
+    /// traffic, and the channel ready for the next one.
+    fn end_superstep(&self) -> Traffic;
 
-    fn bytes(&self) -> u64 {
-        match self {
-            Channels::OneSided(rings) => rings.bytes(),
-            Channels::TwoSided(sends) => sends.bytes(),
-        }
-    }
+    /// Bytes of message buffers this node holds.
+    fn bytes(&self) -> u64;
 }
 
 /// The other nodes of a job and how to reach them.
@@ -307,7 +280,7 @@ impl Channels {
 pub struct Peers {
     node: Node,
     partition: Partition,
-    channels: Channels,
+    channels: Box<dyn Channel>,
 }
 
 impl Peers {
@@ -320,9 +293,9 @@ impl Peers {
         workers: usize,
         transport: Transport,
     ) -> Result<Peers> {
-        let channels = match transport {
-            Transport::OneSided => Channels::OneSided(Rings::new(node, workers)?),
-            Transport::TwoSided => Channels::TwoSided(Sends::new(node, workers)?),
+        let channels: Box<dyn Channel> = match transport {
+            Transport::OneSided => Box::new(Rings::new(node, workers)?),
+            Transport::TwoSided => Box::new(Sends::new(node, workers)?),
         };
         Ok(Peers {
             node: node.clone(),

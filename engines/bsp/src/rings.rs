@@ -31,6 +31,7 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Completion, Node, Op, Queue, Region, RemoteRegion, WorkRequest};
 
+use crate::engine::Channel;
 use crate::{Error, Result};
 
 /// Bytes of one receive ring: the paper's 2 MB.
@@ -164,67 +165,8 @@ impl Rings {
         })
     }
 
-    /// Queues a message for `dst` on node `to` from `worker`, writing the
-    /// block when it is full; `deliver` takes messages that arrive while
-    /// this worker waits for ring space.
-    pub fn send(
-        &self,
-        worker: usize,
-        to: usize,
-        dst: u32,
-        value: u64,
-        deliver: &dyn Fn(u32, u64),
-    ) -> Result<()> {
-        let mut sender = lock(&self.senders[worker]);
-        push_unit(&mut sender.blocks[to], dst, value);
-        sender.traffic.messages += 1;
-        if sender.blocks[to].len() == BLOCK_UNITS * UNIT {
-            self.write_block(&mut sender, worker, to, deliver)?;
-        }
-        Ok(())
-    }
-
-    /// Processes what has arrived in `worker`'s rings, without waiting.
-    pub fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
-        self.drain(worker, deliver).map(drop)
-    }
-
-    /// Ends `worker`'s superstep: writes its partial blocks and an END to
-    /// every peer, then drains its rings until every peer's END arrived.
-    pub fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
-        {
-            let mut sender = lock(&self.senders[worker]);
-            for to in self.peers() {
-                if !sender.blocks[to].is_empty() {
-                    self.write_block(&mut sender, worker, to, deliver)?;
-                }
-                self.write_message(&mut sender, worker, to, END, &[], deliver)?;
-            }
-            while sender.in_flight > 0 {
-                self.complete_writes(&mut sender, worker, deliver)?;
-            }
-        }
-        let deadline = std::time::Instant::now() + self.region_timeout();
-        loop {
-            if self.drain(worker, deliver)? {
-                break;
-            }
-            if std::time::Instant::now() > deadline {
-                return Err(Error::Stalled(format!(
-                    "node {} worker {worker} waited {:?} for the end of a superstep",
-                    self.rank,
-                    self.region_timeout()
-                )));
-            }
-            std::thread::yield_now();
-        }
-        let mut receiver = lock(&self.receivers[worker]);
-        receiver.ended.iter_mut().for_each(|e| *e = false);
-        Ok(())
-    }
-
     /// What this node's workers sent and credited so far, and resets it.
-    pub fn take_traffic(&self) -> Traffic {
+    fn take_traffic(&self) -> Traffic {
         let mut total = Traffic::default();
         for s in &self.senders {
             total += std::mem::take(&mut lock(s).traffic);
@@ -233,11 +175,6 @@ impl Rings {
             total += std::mem::take(&mut lock(r).traffic);
         }
         total
-    }
-
-    /// Bytes of ring memory this node registered.
-    pub fn bytes(&self) -> u64 {
-        self.region.len() as u64
     }
 
     fn peers(&self) -> impl Iterator<Item = usize> + '_ {
@@ -493,6 +430,75 @@ impl Rings {
             receiver.traffic.bytes += 8;
         }
         Ok(true)
+    }
+}
+
+impl Channel for Rings {
+    /// Queues a message for `dst` on node `to` from `worker`, writing the
+    /// block when it is full; `deliver` takes messages that arrive while
+    /// this worker waits for ring space.
+    fn send(
+        &self,
+        worker: usize,
+        to: usize,
+        dst: u32,
+        value: u64,
+        deliver: &dyn Fn(u32, u64),
+    ) -> Result<()> {
+        let mut sender = lock(&self.senders[worker]);
+        push_unit(&mut sender.blocks[to], dst, value);
+        sender.traffic.messages += 1;
+        if sender.blocks[to].len() == BLOCK_UNITS * UNIT {
+            self.write_block(&mut sender, worker, to, deliver)?;
+        }
+        Ok(())
+    }
+
+    /// Processes what has arrived in `worker`'s rings, without waiting.
+    fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
+        self.drain(worker, deliver).map(drop)
+    }
+
+    /// Ends `worker`'s superstep: writes its partial blocks and an END to
+    /// every peer, then drains its rings until every peer's END arrived.
+    fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
+        {
+            let mut sender = lock(&self.senders[worker]);
+            for to in self.peers() {
+                if !sender.blocks[to].is_empty() {
+                    self.write_block(&mut sender, worker, to, deliver)?;
+                }
+                self.write_message(&mut sender, worker, to, END, &[], deliver)?;
+            }
+            while sender.in_flight > 0 {
+                self.complete_writes(&mut sender, worker, deliver)?;
+            }
+        }
+        let deadline = std::time::Instant::now() + self.region_timeout();
+        loop {
+            if self.drain(worker, deliver)? {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Stalled(format!(
+                    "node {} worker {worker} waited {:?} for the end of a superstep",
+                    self.rank,
+                    self.region_timeout()
+                )));
+            }
+            std::thread::yield_now();
+        }
+        let mut receiver = lock(&self.receivers[worker]);
+        receiver.ended.iter_mut().for_each(|e| *e = false);
+        Ok(())
+    }
+
+    fn end_superstep(&self) -> Traffic {
+        self.take_traffic()
+    }
+
+    fn bytes(&self) -> u64 {
+        self.region.len() as u64
     }
 }
 

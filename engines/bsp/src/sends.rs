@@ -17,6 +17,7 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Completion, Node, NodeRank, Op, Output, Queue, Verb, WorkRequest};
 
+use crate::engine::Channel;
 use crate::rings::{deliver_units, lock, push_unit, Traffic, BLOCK_UNITS, UNIT, WINDOW};
 use crate::{Error, Result};
 
@@ -74,81 +75,13 @@ impl Sends {
         })
     }
 
-    /// Queues a message for `dst` on node `to` from `worker`, sending the
-    /// block when it is full.
-    pub fn send(
-        &self,
-        worker: usize,
-        to: usize,
-        dst: u32,
-        value: u64,
-        deliver: &dyn Fn(u32, u64),
-    ) -> Result<()> {
-        let mut lane = lock(&self.lanes[worker]);
-        let block = &mut lane.blocks[to];
-        if block.is_empty() {
-            block.extend_from_slice(&0u32.to_le_bytes());
-        }
-        push_unit(block, dst, value);
-        lane.traffic.messages += 1;
-        if lane.blocks[to].len() == BLOCK_BYTES {
-            self.send_block(&mut lane, to, deliver)?;
-        }
-        Ok(())
-    }
-
-    /// Processes the messages that arrived at `worker`'s queue.
-    pub fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
-        let mut lane = lock(&self.lanes[worker]);
-        self.progress(&mut lane, deliver)
-    }
-
-    /// Ends `worker`'s superstep: sends its partial blocks and an END to
-    /// every peer, then processes arrivals until every peer's every worker
-    /// has ended and its own sends completed.
-    pub fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
-        let mut lane = lock(&self.lanes[worker]);
-        for to in (0..self.size).filter(|&p| p != self.rank) {
-            if !lane.blocks[to].is_empty() {
-                self.send_block(&mut lane, to, deliver)?;
-            }
-            lane.blocks[to].extend_from_slice(&END.to_le_bytes());
-            self.send_block(&mut lane, to, deliver)?;
-        }
-        let all = ((self.size - 1) * self.workers) as u64;
-        let deadline = std::time::Instant::now() + lane.queue.node().timeout();
-        while self.ended.load(Ordering::Acquire) < all || lane.in_flight > 0 {
-            self.progress(&mut lane, deliver)?;
-            if std::time::Instant::now() > deadline {
-                return Err(Error::Stalled(format!(
-                    "node {} worker {worker} waited {:?} for the end of a superstep",
-                    self.rank,
-                    lane.queue.node().timeout()
-                )));
-            }
-            std::thread::yield_now();
-        }
-        // Blocks that arrived before the last END may sit in this queue.
-        self.progress(&mut lane, deliver)
-    }
-
-    /// Starts the next superstep's END count: every worker has finished.
-    pub fn reset(&self) {
-        self.ended.store(0, Ordering::Release);
-    }
-
     /// What this node's workers sent so far, and resets it.
-    pub fn take_traffic(&self) -> Traffic {
+    fn take_traffic(&self) -> Traffic {
         let mut total = Traffic::default();
         for lane in &self.lanes {
             total += std::mem::take(&mut lock(lane).traffic);
         }
         total
-    }
-
-    /// Bytes of posted receive buffers.
-    pub fn bytes(&self) -> u64 {
-        (self.workers * POSTED * BLOCK_BYTES) as u64
     }
 
     fn send_block(&self, lane: &mut Lane, to: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
@@ -225,6 +158,75 @@ impl Sends {
         }
         deliver_units(units, deliver);
         Ok(())
+    }
+}
+
+impl Channel for Sends {
+    /// Queues a message for `dst` on node `to` from `worker`, sending the
+    /// block when it is full.
+    fn send(
+        &self,
+        worker: usize,
+        to: usize,
+        dst: u32,
+        value: u64,
+        deliver: &dyn Fn(u32, u64),
+    ) -> Result<()> {
+        let mut lane = lock(&self.lanes[worker]);
+        let block = &mut lane.blocks[to];
+        if block.is_empty() {
+            block.extend_from_slice(&0u32.to_le_bytes());
+        }
+        push_unit(block, dst, value);
+        lane.traffic.messages += 1;
+        if lane.blocks[to].len() == BLOCK_BYTES {
+            self.send_block(&mut lane, to, deliver)?;
+        }
+        Ok(())
+    }
+
+    /// Processes the messages that arrived at `worker`'s queue.
+    fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
+        let mut lane = lock(&self.lanes[worker]);
+        self.progress(&mut lane, deliver)
+    }
+
+    /// Ends `worker`'s superstep: sends its partial blocks and an END to
+    /// every peer, then processes arrivals until every peer's every worker
+    /// has ended and its own sends completed.
+    fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()> {
+        let mut lane = lock(&self.lanes[worker]);
+        for to in (0..self.size).filter(|&p| p != self.rank) {
+            if !lane.blocks[to].is_empty() {
+                self.send_block(&mut lane, to, deliver)?;
+            }
+            lane.blocks[to].extend_from_slice(&END.to_le_bytes());
+            self.send_block(&mut lane, to, deliver)?;
+        }
+        let all = ((self.size - 1) * self.workers) as u64;
+        let deadline = std::time::Instant::now() + lane.queue.node().timeout();
+        while self.ended.load(Ordering::Acquire) < all || lane.in_flight > 0 {
+            self.progress(&mut lane, deliver)?;
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Stalled(format!(
+                    "node {} worker {worker} waited {:?} for the end of a superstep",
+                    self.rank,
+                    lane.queue.node().timeout()
+                )));
+            }
+            std::thread::yield_now();
+        }
+        // Blocks that arrived before the last END may sit in this queue.
+        self.progress(&mut lane, deliver)
+    }
+
+    fn end_superstep(&self) -> Traffic {
+        self.ended.store(0, Ordering::Release);
+        self.take_traffic()
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.workers * POSTED * BLOCK_BYTES) as u64
     }
 }
 
