@@ -119,6 +119,32 @@ impl Bitmap {
     }
 }
 
+/// Bits for one word of a [`Bitmap`], set by one worker and or-ed into the
+/// shared word once, instead of an atomic operation per vertex.
+#[derive(Debug, Default)]
+struct WordBuffer {
+    word: usize,
+    bits: u64,
+}
+
+impl WordBuffer {
+    fn insert(&mut self, into: &Bitmap, v: u32) {
+        let word = v as usize / 64;
+        if word != self.word {
+            self.flush(into);
+            self.word = word;
+        }
+        self.bits |= 1 << (v % 64);
+    }
+
+    fn flush(&mut self, into: &Bitmap) {
+        if self.bits != 0 {
+            into.words[self.word].fetch_or(self.bits, Ordering::Relaxed);
+            self.bits = 0;
+        }
+    }
+}
+
 /// The active vertices of a superstep that this node owns: a bitmap for
 /// pulling and lookups, and the same vertices as a list for pushing.
 #[derive(Debug)]
@@ -229,6 +255,15 @@ pub trait EdgeProgram: Sync {
     /// Applies a message to `dst`'s value (master or mirror); returns
     /// whether the value changed.
     fn reduce(&self, dst: u32, message: u64) -> bool;
+
+    /// Pull into a master this node owns: `message` is all that this
+    /// node's sources give `dst` this superstep, and no other worker here
+    /// writes it (messages from other nodes still arrive by `reduce`), so a
+    /// program may store it without an atomic read-modify-write. Returns
+    /// whether the value changed; by default it is `reduce`.
+    fn assign(&self, dst: u32, message: u64) -> bool {
+        self.reduce(dst, message)
+    }
 
     /// A sum's mirror: its accumulated message, reset to empty.
     fn take(&self, _mirror: u32) -> u64 {
@@ -444,6 +479,17 @@ impl<'g> Engine<'g> {
         Ok(joined)
     }
 
+    /// Sets every value of `values` to `bits`, in parallel.
+    pub fn fill(&self, values: &[AtomicU64], bits: u64) {
+        use rayon::prelude::*;
+        self.pool.install(|| {
+            values
+                .par_iter()
+                .with_min_len(4096)
+                .for_each(|v| v.store(bits, Ordering::Relaxed));
+        });
+    }
+
     /// Fills `out` (one slot per owned vertex, in order) with `f` of each
     /// owned vertex, in parallel.
     pub fn map_owned<T: Send>(&self, out: &mut [T], f: impl Fn(u32) -> T + Sync) {
@@ -588,16 +634,24 @@ impl<'g> Engine<'g> {
                         }
                         *failed = (|| {
                             let mut read = 0;
+                            // Activated masters, a bitmap word at a time.
+                            let mut word = WordBuffer::default();
                             for i in range {
                                 let (dst, edges) = this.local.pull_entry(i);
                                 if !program.wants_pull(dst) {
                                     continue;
                                 }
                                 read += edges.vertices.len() as u64;
-                                if let Some(message) = program.gather(dst, edges, active) {
+                                let Some(message) = program.gather(dst, edges, active) else {
+                                    continue;
+                                };
+                                if !this.local.owns(dst) {
                                     apply(worker, dst, message)?;
+                                } else if program.assign(dst, message) && activates {
+                                    word.insert(next, dst);
                                 }
                             }
+                            word.flush(next);
                             edges_read.fetch_add(read, Ordering::Relaxed);
                             poll(worker)
                         })()

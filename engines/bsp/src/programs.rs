@@ -199,10 +199,14 @@ fn wcc(engine: &mut Engine<'_>) -> Result<Vec<u32>> {
 }
 
 /// One PageRank iteration's edge phase: every vertex gathers the
-/// contributions `rank[u] / out_degree(u)` of its in-neighbours into `sum`.
+/// contributions `rank[u] / out_degree(u)` of its in-neighbours: what this
+/// node's sources give a master, pulled, into `local`; everything else
+/// (pushed, or from other nodes, or into mirrors) into `sum`.
 struct PageRank<'a> {
     contribution: &'a [f64],
-    /// Gathered sums as `f64` bits.
+    /// Pulled sums of the masters as `f64` bits.
+    local: &'a [AtomicU64],
+    /// Other sums as `f64` bits.
     sum: &'a [AtomicU64],
 }
 
@@ -242,6 +246,11 @@ impl EdgeProgram for PageRank<'_> {
         true
     }
 
+    fn assign(&self, dst: u32, bits: u64) -> bool {
+        self.local[dst as usize].store(bits, Ordering::Relaxed);
+        false
+    }
+
     fn take(&self, mirror: u32) -> u64 {
         self.sum[mirror as usize].swap(0f64.to_bits(), Ordering::Relaxed)
     }
@@ -262,6 +271,7 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     // are owned, but edges index them by global id).
     let mut rank = vec![1.0 / size; owned.len()];
     let mut contribution = vec![0.0; n as usize];
+    let local_sum = atomics(n, |_| AtomicU64::new(0));
     let sum = atomics(n, |_| AtomicU64::new(0));
     for _ in 0..iterations {
         let local = engine.local();
@@ -281,19 +291,21 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             };
             share
         });
-        for s in &sum {
-            s.store(0f64.to_bits(), Ordering::Relaxed);
-        }
+        engine.fill(&local_sum, 0f64.to_bits());
+        engine.fill(&sum, 0f64.to_bits());
         engine.process_edges(
             &all,
             &PageRank {
                 contribution: &contribution,
+                local: &local_sum,
                 sum: &sum,
             },
         )?;
         let base = (1.0 - damping) / size + damping / size * sink_sum;
         engine.map_owned(&mut rank, |v| {
-            base + damping * f64::from_bits(sum[v as usize].load(Ordering::Relaxed))
+            let gathered = f64::from_bits(local_sum[v as usize].load(Ordering::Relaxed))
+                + f64::from_bits(sum[v as usize].load(Ordering::Relaxed));
+            base + damping * gathered
         });
     }
     Ok(rank)
