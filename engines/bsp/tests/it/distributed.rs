@@ -116,3 +116,83 @@ fn tcp_processes_match_the_reference() {
         }
     }
 }
+
+/// The spawned node process of `rank` among this process's children.
+fn child_of_rank(rank: u32) -> Option<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The parent pid is the second field after the parenthesised name.
+            let parent: u32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let wanted = format!("QUIVER_RANK={rank}");
+            let is_rank = environ
+                .split(|&b| b == 0)
+                .any(|var| var == wanted.as_bytes());
+            (parent == me && is_rank).then_some(pid)
+        })
+}
+
+/// A node process killed in the middle of a run fails the job within the
+/// timeout, with an error that names it, and leaves no node behind.
+#[test]
+fn a_killed_node_fails_the_job_naming_it() {
+    let edges: Vec<(u32, u32, f32)> = (0..2000u32)
+        .map(|i| (i % 500, (i * 7 + 1) % 500, 1.0))
+        .collect();
+    let graph = Graph::from_edges(500, &edges, false, false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let job = Job {
+        timeout: Duration::from_secs(5),
+        ..tcp_job(2)
+    };
+    let killer = std::thread::spawn(|| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(pid) = child_of_rank(1) {
+                // Let it get into its supersteps first.
+                std::thread::sleep(Duration::from_millis(500));
+                std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status()
+                    .unwrap();
+                return std::time::Instant::now();
+            }
+            assert!(std::time::Instant::now() < deadline, "node 1 never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let config = JobConfig {
+        graph: path,
+        algorithm: Algorithm::PageRank {
+            damping: 0.85,
+            iterations: 10_000_000,
+        },
+        config: Config {
+            threads: 1,
+            ..Config::default()
+        },
+    };
+    let err = job.run::<BspTask>(&config).unwrap_err();
+    let killed_at = killer.join().unwrap();
+    let message = quiver_run::chain(&err);
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(15),
+        "the failure took {:?}: {message}",
+        killed_at.elapsed()
+    );
+    assert!(message.contains("node 1"), "{message}");
+    assert_eq!(child_of_rank(0), None, "node 0 was left behind");
+}
