@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// two-sided SEND/RECV (the baseline; over --fabric mpi, MPI point-to-point).
     #[arg(long, value_enum, default_value_t = TransportArg::OneSided)]
     pub transport: TransportArg,
+    /// Turn off task migration between nodes (the baseline): by default a node that has run
+    /// out of its own tasks in a push superstep takes some from another's worklist.
+    #[arg(long)]
+    pub no_balance: bool,
     /// Run the simple single-thread implementation instead (the COST yardstick and test oracle).
     #[arg(long)]
     pub reference: bool,
@@ -186,6 +190,11 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             TransportArg::OneSided => Transport::OneSided,
             TransportArg::TwoSided => Transport::TwoSided,
         },
+        migrate_threshold: if run.no_balance {
+            None
+        } else {
+            Config::default().migrate_threshold
+        },
     };
     let (values, reports, reference_ns) = if run.reference {
         let started = quiver_run::Stopwatch::start();
@@ -254,8 +263,14 @@ fn print_engine(report: &quiver_bsp::Report) {
     let (rank, size) = report.node;
     if size > 1 {
         println!(
-            "node {rank}/{size}   vertices {}..{}, {} edges, {} messages ({} bytes) sent",
-            report.owned.start, report.owned.end, report.edges, report.messages, report.bytes_sent
+            "node {rank}/{size}   vertices {}..{}, {} edges, {} messages ({} bytes) sent, {} tasks migrated in, busy {:.3} s",
+            report.owned.start,
+            report.owned.end,
+            report.edges,
+            report.messages,
+            report.bytes_sent,
+            report.migrated,
+            seconds(report.busy_ns)
         );
     }
     let pulls = report

@@ -24,6 +24,7 @@ use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
 
 use crate::local::LocalGraph;
+use crate::migrate::Worklists;
 use crate::partition::Partition;
 use crate::rings::{Rings, Traffic};
 use crate::sends::Sends;
@@ -196,6 +197,11 @@ pub struct Superstep {
     pub messages: u64,
     /// Bytes of messages this node sent.
     pub bytes_sent: u64,
+    /// Tasks this node took from other nodes' worklists.
+    pub migrated: u64,
+    /// Time this node's workers computed, its own tasks and migrated ones,
+    /// in nanoseconds (before ending the superstep with the others).
+    pub busy_ns: u64,
     /// Time this node spent in it, in nanoseconds (including waiting for
     /// the others at its end).
     pub ns: u64,
@@ -239,9 +245,17 @@ pub trait EdgeProgram: Sync {
         true
     }
 
-    /// The message that active `src` sends to `dst` along an edge of
-    /// `weight`, if any.
-    fn signal(&self, src: u32, dst: u32, weight: f32) -> Option<u64>;
+    /// The state an active vertex carries into its superstep (a distance,
+    /// a label): what `signal` reads of its source. A task handed to
+    /// another node carries it, so that node needs no copy of the source's
+    /// value. Default: nothing.
+    fn state(&self, _src: u32) -> u64 {
+        0
+    }
+
+    /// The message that active `src`, carrying `state`, sends to `dst`
+    /// along an edge of `weight`, if any.
+    fn signal(&self, src: u32, state: u64, dst: u32, weight: f32) -> Option<u64>;
 
     /// Whether `dst` takes part in a pull superstep at all (default: yes).
     fn wants_pull(&self, _dst: u32) -> bool {
@@ -316,26 +330,35 @@ pub struct Peers {
     node: Node,
     partition: Partition,
     channels: Box<dyn Channel>,
+    /// The published worklists of task migration, when balancing.
+    worklists: Option<Worklists>,
 }
 
 impl Peers {
     /// This node's view of a job partitioned by `partition`, with
-    /// `workers` workers on every node, messaging by `transport`. Every
-    /// node calls it.
+    /// `workers` workers on every node, messaging by `transport`, and
+    /// migrating tasks between nodes while more than `migrate_threshold`
+    /// are left on one (`None`: no migration). Every node calls it.
     pub fn new(
         node: &Node,
         partition: Partition,
         workers: usize,
         transport: Transport,
+        migrate_threshold: Option<u32>,
     ) -> Result<Peers> {
         let channels: Box<dyn Channel> = match transport {
             Transport::OneSided => Box::new(Rings::new(node, workers)?),
             Transport::TwoSided => Box::new(Sends::new(node, workers)?),
         };
+        let owned = partition.range(node.rank().index());
+        let worklists = migrate_threshold
+            .map(|threshold| Worklists::new(node, owned.end - owned.start, workers, threshold))
+            .transpose()?;
         Ok(Peers {
             node: node.clone(),
             partition,
             channels,
+            worklists,
         })
     }
 
@@ -542,6 +565,16 @@ impl<'g> Engine<'g> {
         program: &impl EdgeProgram,
     ) -> Result<Frontier> {
         let started = quiver_run::Stopwatch::start();
+        // Tasks are published before the first collective, so that no node
+        // migrates from a list of the previous superstep.
+        let worklists = self
+            .peers
+            .as_ref()
+            .and_then(|p| p.worklists.as_ref())
+            .filter(|_| self.local.migratable());
+        if let Some(worklists) = worklists {
+            worklists.publish(active.vertices(), |v| program.state(v));
+        }
         let active_count = self.sum(active.len() as u64)?;
         let direction = match self.direction {
             Direction::Auto => {
@@ -565,6 +598,7 @@ impl<'g> Engine<'g> {
         // Mirrors of a sum that took messages this superstep.
         let touched = (combine == Combine::Sum).then(|| Bitmap::new(self.num_vertices()));
         let edges_read = AtomicU64::new(0);
+        let busy_ns;
 
         let outcome: Result<Traffic> = {
             let this = &*self;
@@ -602,29 +636,67 @@ impl<'g> Engine<'g> {
                     None => Ok(()),
                 }
             };
+            let busy = quiver_run::Stopwatch::start();
             let compute = match direction {
                 Direction::Push => {
-                    this.grab(active.len(), |range, failed: &mut Option<Error>, worker| {
-                        if failed.is_some() {
-                            return;
-                        }
-                        *failed = (|| {
-                            let mut read = 0;
-                            for &src in &active.vertices()[range] {
-                                let edges = this.local.out_edges(src);
-                                read += edges.vertices.len() as u64;
-                                for (i, &dst) in edges.vertices.iter().enumerate() {
-                                    if let Some(message) = program.signal(src, dst, edges.weight(i))
-                                    {
-                                        apply(worker, dst, message)?;
-                                    }
+                    // One task: `src` (carrying `state`) signals along `edges`.
+                    let task =
+                        |worker: usize, src: u32, state: u64, edges: Edges<'_>| -> Result<()> {
+                            for (i, &dst) in edges.vertices.iter().enumerate() {
+                                if let Some(message) =
+                                    program.signal(src, state, dst, edges.weight(i))
+                                {
+                                    apply(worker, dst, message)?;
                                 }
                             }
-                            edges_read.fetch_add(read, Ordering::Relaxed);
-                            poll(worker)
-                        })()
-                        .err();
-                    })
+                            edges_read.fetch_add(edges.vertices.len() as u64, Ordering::Relaxed);
+                            Ok(())
+                        };
+                    match worklists {
+                        None => {
+                            this.grab(active.len(), |range, failed: &mut Option<Error>, worker| {
+                                if failed.is_some() {
+                                    return;
+                                }
+                                *failed = (|| {
+                                    for &src in &active.vertices()[range] {
+                                        task(
+                                            worker,
+                                            src,
+                                            program.state(src),
+                                            this.local.out_edges(src),
+                                        )?;
+                                    }
+                                    poll(worker)
+                                })()
+                                .err();
+                            })
+                        }
+                        // Grab from the published worklist, then migrate
+                        // others' tasks (their edges are the graph's own).
+                        Some(worklists) => this.pool.broadcast(|context| {
+                            let worker = context.index();
+                            (|| {
+                                // Own tasks are the frontier's, in the order
+                                // published: no need to read them back.
+                                while let Some(range) = worklists.grab() {
+                                    for &src in &active.vertices()[range] {
+                                        let edges = this.local.out_edges(src);
+                                        task(worker, src, program.state(src), edges)?;
+                                    }
+                                    poll(worker)?;
+                                }
+                                while let Some(tasks) = worklists.steal(worker)? {
+                                    for (src, state) in tasks {
+                                        task(worker, src, state, this.local.any_out_edges(src))?;
+                                    }
+                                    poll(worker)?;
+                                }
+                                Ok(())
+                            })()
+                            .err()
+                        }),
+                    }
                 }
                 Direction::Pull | Direction::Auto => this.grab(
                     this.local.pull_len(),
@@ -662,6 +734,7 @@ impl<'g> Engine<'g> {
             if let Some(error) = compute.into_iter().flatten().next() {
                 return Err(error);
             }
+            busy_ns = busy.elapsed_ns();
             // Sums forward their mirrors once, then every worker ends the
             // superstep with the other nodes.
             match &this.peers {
@@ -702,6 +775,8 @@ impl<'g> Engine<'g> {
             edges: edges_read.into_inner(),
             messages: traffic.messages,
             bytes_sent: traffic.bytes,
+            migrated: worklists.map_or(0, Worklists::take_migrated),
+            busy_ns,
             ns: started.elapsed_ns(),
         });
         self.progress.advance(1);

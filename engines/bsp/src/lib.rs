@@ -28,9 +28,11 @@
 //! (`sends`). Worker threads grab 64 vertices at a time from one shared
 //! counter, RGraph's task grabbing.
 //!
-//! Not yet built: the paper's task migration between nodes (a node done
-//! early reading another's worklist and adjacency by RDMA) and its
-//! migration cache.
+//! Between nodes, a node out of its own tasks in a push superstep takes
+//! tasks from the end of another node's published worklist with one-sided
+//! READ and CAS, the paper's task migration (`migrate`); a migrated task's
+//! edges are read from the graph file every node maps, which stands in for
+//! the paper's RDMA READ of the owner's adjacency and its migration cache.
 //!
 //! Invariants: results do not depend on the direction, the thread count,
 //! the node count, the transport or the schedule (BFS depths, WCC
@@ -43,6 +45,7 @@ pub mod algorithm;
 pub mod engine;
 pub mod job;
 mod local;
+mod migrate;
 pub mod partition;
 mod programs;
 pub mod reference;
@@ -98,6 +101,13 @@ pub struct Config {
     pub direction: Direction,
     /// How messages travel between nodes.
     pub transport: Transport,
+    /// Task migration between nodes in push supersteps: a node out of its
+    /// own tasks takes some from another while more than this many are
+    /// left there (`None`: no migration, the `--no-balance` baseline). The
+    /// default, 4,096, leaves small remainders to their owner: on fabrics
+    /// whose one-sided operations cost the target CPU (tcp), each claim
+    /// slows the node it relieves.
+    pub migrate_threshold: Option<u32>,
 }
 
 impl Default for Config {
@@ -106,6 +116,7 @@ impl Default for Config {
             threads: 0,
             direction: Direction::Auto,
             transport: Transport::OneSided,
+            migrate_threshold: Some(4096),
         }
     }
 }
@@ -138,6 +149,11 @@ pub struct Report {
     pub messages: u64,
     /// Bytes of messages this node sent (into rings, or as SENDs).
     pub bytes_sent: u64,
+    /// Tasks this node took from other nodes' worklists.
+    pub migrated: u64,
+    /// Time this node's workers computed (its own tasks and migrated ones),
+    /// summed over supersteps, in nanoseconds: the load balance's measure.
+    pub busy_ns: u64,
     /// BFS: edges of the reached vertices (over the whole graph) per second
     /// of compute (Graph500's TEPS); 0 for the other algorithms.
     pub teps: f64,
@@ -199,6 +215,7 @@ fn run_on(
                 partition,
                 threads,
                 config.transport,
+                config.migrate_threshold,
             )?)
         }
         _ => None,
@@ -247,6 +264,8 @@ fn run_on(
             edges_read: supersteps.iter().map(|s| s.edges).sum(),
             messages: supersteps.iter().map(|s| s.messages).sum(),
             bytes_sent: supersteps.iter().map(|s| s.bytes_sent).sum(),
+            migrated: supersteps.iter().map(|s| s.migrated).sum(),
+            busy_ns: supersteps.iter().map(|s| s.busy_ns).sum(),
             supersteps,
             teps,
         },

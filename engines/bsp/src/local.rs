@@ -130,6 +130,23 @@ impl<'g> LocalGraph<'g> {
         }
     }
 
+    /// Whether this node's edges are the graph's own out-edges (not the
+    /// graph taken as undirected), so that any node can find any vertex's
+    /// edges in the graph file: what task migration needs.
+    pub fn migratable(&self) -> bool {
+        matches!(self.out.targets, Cow::Borrowed(_))
+    }
+
+    /// The out-edges of any vertex of the graph, from the mapped file.
+    #[inline]
+    pub fn any_out_edges(&self, v: u32) -> Edges<'_> {
+        let range = index(self.offsets[v as usize])..index(self.offsets[v as usize + 1]);
+        Edges {
+            vertices: &self.targets[range.clone()],
+            weights: self.weights.map(|w| &w[range]),
+        }
+    }
+
     /// Out-degree of any vertex `v` in the whole graph (as stored).
     #[inline]
     pub fn graph_degree(&self, v: u32) -> u64 {

@@ -69,7 +69,7 @@ struct Bfs<'a> {
 }
 
 impl EdgeProgram for Bfs<'_> {
-    fn signal(&self, _src: u32, dst: u32, _weight: f32) -> Option<u64> {
+    fn signal(&self, _src: u32, _state: u64, dst: u32, _weight: f32) -> Option<u64> {
         (self.depth[dst as usize].load(Ordering::Relaxed) == UNREACHED).then_some(self.next_depth)
     }
 
@@ -122,8 +122,12 @@ impl Sssp<'_> {
 }
 
 impl EdgeProgram for Sssp<'_> {
-    fn signal(&self, src: u32, dst: u32, weight: f32) -> Option<u64> {
-        let candidate = self.get(src) + f64::from(weight);
+    fn state(&self, src: u32) -> u64 {
+        self.dist[src as usize].load(Ordering::Relaxed)
+    }
+
+    fn signal(&self, _src: u32, state: u64, dst: u32, weight: f32) -> Option<u64> {
+        let candidate = f64::from_bits(state) + f64::from(weight);
         (candidate < self.get(dst)).then(|| candidate.to_bits())
     }
 
@@ -168,9 +172,12 @@ impl EdgeProgram for Wcc<'_> {
         Side::Both
     }
 
-    fn signal(&self, src: u32, dst: u32, _weight: f32) -> Option<u64> {
-        let mine = self.label[src as usize].load(Ordering::Relaxed);
-        (mine < self.label[dst as usize].load(Ordering::Relaxed)).then_some(u64::from(mine))
+    fn state(&self, src: u32) -> u64 {
+        u64::from(self.label[src as usize].load(Ordering::Relaxed))
+    }
+
+    fn signal(&self, _src: u32, label: u64, dst: u32, _weight: f32) -> Option<u64> {
+        (label < u64::from(self.label[dst as usize].load(Ordering::Relaxed))).then_some(label)
     }
 
     fn gather(&self, _dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64> {
@@ -219,8 +226,12 @@ impl EdgeProgram for PageRank<'_> {
         false
     }
 
-    fn signal(&self, src: u32, _dst: u32, _weight: f32) -> Option<u64> {
-        Some(self.contribution[src as usize].to_bits())
+    fn state(&self, src: u32) -> u64 {
+        self.contribution[src as usize].to_bits()
+    }
+
+    fn signal(&self, _src: u32, contribution: u64, _dst: u32, _weight: f32) -> Option<u64> {
+        Some(contribution)
     }
 
     fn gather(&self, _dst: u32, edges: Edges<'_>, _active: &Frontier) -> Option<u64> {

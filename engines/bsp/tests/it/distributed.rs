@@ -48,6 +48,7 @@ proptest! {
         source in any::<prop::sample::Index>(),
         nodes in 1u32..=4,
         threads in 1usize..=2,
+        balance in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
@@ -60,7 +61,10 @@ proptest! {
         for algorithm in algorithms(&graph, source) {
             for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
                 for transport in [Transport::OneSided, Transport::TwoSided] {
-                    check(&job, &graph, &path, algorithm, Config { threads, direction, transport });
+                    // Threshold 0: migrate whenever a node has a block of tasks left.
+                    let migrate_threshold = balance.then_some(0);
+                    let config = Config { threads, direction, transport, migrate_threshold };
+                    check(&job, &graph, &path, algorithm, config);
                 }
             }
         }
@@ -103,6 +107,7 @@ fn tcp_processes_match_the_reference() {
                 threads: 2,
                 direction: Direction::Auto,
                 transport,
+                ..Config::default()
             };
             let messages = check(&job, &graph, &path, algorithm, config);
             // Edge programs message the other node's masters; CDLP and LCC
