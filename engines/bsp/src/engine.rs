@@ -565,16 +565,6 @@ impl<'g> Engine<'g> {
         program: &impl EdgeProgram,
     ) -> Result<Frontier> {
         let started = quiver_run::Stopwatch::start();
-        // Tasks are published before the first collective, so that no node
-        // migrates from a list of the previous superstep.
-        let worklists = self
-            .peers
-            .as_ref()
-            .and_then(|p| p.worklists.as_ref())
-            .filter(|_| self.local.migratable());
-        if let Some(worklists) = worklists {
-            worklists.publish(active.vertices(), |v| program.state(v));
-        }
         let active_count = self.sum(active.len() as u64)?;
         let direction = match self.direction {
             Direction::Auto => {
@@ -593,6 +583,18 @@ impl<'g> Engine<'g> {
             }
             fixed => fixed,
         };
+        // A push superstep publishes its tasks for migration. A node that
+        // looks before they are published finds the last push superstep's
+        // list used up, and leaves this node's tasks to it: a chance
+        // missed, never a task run twice.
+        let worklists = self
+            .peers
+            .as_ref()
+            .and_then(|p| p.worklists.as_ref())
+            .filter(|_| direction == Direction::Push && self.local.migratable());
+        if let Some(worklists) = worklists {
+            worklists.publish(active.vertices(), |v| program.state(v));
+        }
         let next = Bitmap::new(self.num_vertices());
         let combine = program.combine();
         // Mirrors of a sum that took messages this superstep.

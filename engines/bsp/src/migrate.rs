@@ -75,8 +75,9 @@ impl Worklists {
     }
 
     /// Publishes this superstep's tasks: `tasks` with the states `state`
-    /// gives them. Call it before the superstep's first collective, so no
-    /// node claims from the previous superstep's list.
+    /// gives them, written before the word that makes them visible. Until
+    /// then the word shows the last list, used up (head = tail), so no
+    /// node claims from it.
     pub fn publish(&self, tasks: &[u32], state: impl Fn(u32) -> u64) {
         let mut bytes = Vec::with_capacity(tasks.len() * TASK);
         for &v in tasks {
