@@ -367,9 +367,10 @@ impl Peers {
         &self.node
     }
 
-    /// Bytes of this node's message buffers (rings or posted receives).
+    /// Bytes of this node's message buffers (rings or posted receives)
+    /// and its published worklist.
     pub fn buffer_bytes(&self) -> u64 {
-        self.channels.bytes()
+        self.channels.bytes() + self.worklists.as_ref().map_or(0, Worklists::bytes)
     }
 }
 

@@ -136,6 +136,11 @@ impl Worklists {
         Ok(None)
     }
 
+    /// Bytes of the registered worklist.
+    pub fn bytes(&self) -> u64 {
+        self.region.len() as u64
+    }
+
     /// Tasks taken from others since the last call, and resets the count.
     pub fn take_migrated(&self) -> u64 {
         self.migrated.swap(0, Ordering::Relaxed)
