@@ -9,6 +9,7 @@ use crate::baseline::CsrFile;
 use crate::flash::{Flash, Geometry, Nanos, Timing};
 use crate::ftl::Ftl;
 use crate::gtl::{Gtl, Layout};
+use crate::page::PageFormat;
 use crate::{Error, Fetched, Result};
 
 /// The device's settings; the only place their defaults are written.
@@ -54,12 +55,7 @@ impl Config {
                 ),
             ));
         }
-        if !(0.0..0.5).contains(&self.slack) {
-            return Err(InvalidArgument::new(
-                "slack",
-                format!("must be in [0, 0.5), got {}", self.slack),
-            ));
-        }
+        PageFormat::new(self.geometry.page_bytes as usize, self.slack)?;
         Ok(())
     }
 }
@@ -82,9 +78,6 @@ impl Ssd {
     /// An erased device.
     pub fn new(config: &Config) -> Result<Ssd> {
         config.validate()?;
-        if config.geometry.spare_bytes < 8 {
-            return Err(InvalidArgument::new("spare_bytes", "the FTL needs 8 spare bytes").into());
-        }
         let flash = Flash::new(config.geometry.clone(), config.timing.clone())?;
         let ftl = Ftl::new(
             &config.geometry,

@@ -47,7 +47,7 @@ fn plan(graph: &Graph, format: &PageFormat) -> Vec<Plan> {
                 pages.push(Plan {
                     vsid: v,
                     flags,
-                    lists: vec![at..at + max],
+                    lists: one(at..at + max),
                 });
                 at += max;
             }
@@ -55,7 +55,7 @@ fn plan(graph: &Graph, format: &PageFormat) -> Vec<Plan> {
                 Plan {
                     vsid: v,
                     flags: CONTINUED,
-                    lists: vec![at..end],
+                    lists: one(at..end),
                 },
                 end - at,
             ));
@@ -72,7 +72,7 @@ fn plan(graph: &Graph, format: &PageFormat) -> Vec<Plan> {
                     Plan {
                         vsid: v,
                         flags: 0,
-                        lists: vec![start..end],
+                        lists: one(start..end),
                     },
                     len,
                 ));
@@ -131,7 +131,7 @@ impl Gtl {
             )
             .into());
         }
-        let format = PageFormat::new(geometry.page_bytes as usize, slack);
+        let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
         let plans = plan(graph, &format);
         let weights = graph.weights();
         let pages = plans.len() as u64;
@@ -343,12 +343,13 @@ fn read_lists(
             reason: format!("holds no list of vertex {vertex}"),
         })?;
         chunks.push(list.to_vec());
-        let bytes = read_bytes(flash);
+        let bytes = u64::from(flash.geometry().page_bytes);
         done = done.max(flash.host_transfer(bytes, nand));
     }
     Ok((chunks, done))
 }
 
-fn read_bytes(flash: &Flash) -> u64 {
-    u64::from(flash.geometry().page_bytes)
+/// A page's list of ranges holding `range` alone.
+fn one(range: Range<usize>) -> Vec<Range<usize>> {
+    std::iter::once(range).collect()
 }

@@ -16,6 +16,8 @@
 //! [`CONTINUES`] says the last list goes on in the next. `edges` is `E`.
 //! A page is filled only up to its budget, `page_bytes` less the slack.
 
+use quiver_run::InvalidArgument;
+
 use crate::{Error, Result};
 
 /// Flag: the page's first list continues from the vertex's previous page.
@@ -39,9 +41,15 @@ pub struct PageFormat {
 }
 
 impl PageFormat {
-    /// Pages of `page_bytes` filled to at most `page_bytes - floor(page_bytes * slack)`.
-    /// `slack` must leave room for one entry: checked by the caller's config.
-    pub fn new(page_bytes: usize, slack: f64) -> PageFormat {
+    /// Pages of `page_bytes` filled to at most `page_bytes - floor(page_bytes * slack)`;
+    /// `slack` must be in `[0, 1)` and leave room for a list of one entry.
+    pub fn new(page_bytes: usize, slack: f64) -> Result<PageFormat, InvalidArgument> {
+        if !(0.0..1.0).contains(&slack) {
+            return Err(InvalidArgument::new(
+                "slack",
+                format!("must be in [0, 1), got {slack}"),
+            ));
+        }
         // A fraction of a page size below 2^20 converts exactly enough.
         #[allow(
             clippy::cast_possible_truncation,
@@ -53,8 +61,13 @@ impl PageFormat {
             page_bytes,
             budget: page_bytes - slack_bytes,
         };
-        assert!(format.max_list() >= 1, "a page must hold one entry");
-        format
+        if format.max_list() == 0 {
+            return Err(InvalidArgument::new(
+                "slack",
+                format!("{slack} leaves no room for one neighbour in a page of {page_bytes} bytes"),
+            ));
+        }
+        Ok(format)
     }
 
     /// Bytes of a page.
@@ -228,7 +241,7 @@ mod tests {
 
         #[test]
         fn pages_round_trip((vsid, flags, lists) in arb_lists(), slack in 0.0f64..0.2) {
-            let format = PageFormat::new(1024, slack);
+            let format = PageFormat::new(1024, slack).unwrap();
             let refs: Vec<&[u32]> = lists.iter().map(Vec::as_slice).collect();
             let bytes = format.encode(vsid, flags, &refs);
             prop_assert_eq!(bytes.len(), 1024);
@@ -240,15 +253,15 @@ mod tests {
             let total: usize = lists.iter().map(Vec::len).sum();
             prop_assert_eq!(page.entries.len(), total);
             for (i, list) in lists.iter().enumerate() {
-                prop_assert_eq!(page.list(vsid + i as u32).unwrap(), list.as_slice());
+                prop_assert_eq!(page.list(vsid + u32::try_from(i).unwrap()).unwrap(), list.as_slice());
             }
-            prop_assert!(page.list(vsid + lists.len() as u32).is_none());
+            prop_assert!(page.list(vsid + u32::try_from(lists.len()).unwrap()).is_none());
         }
     }
 
     #[test]
     fn footer_sits_at_the_end_and_data_at_the_front() {
-        let format = PageFormat::new(64, 0.0);
+        let format = PageFormat::new(64, 0.0).unwrap();
         let bytes = format.encode(5, CONTINUES, &[&[9, 8], &[]]);
         assert_eq!(&bytes[..8], &[9, 0, 0, 0, 8, 0, 0, 0]);
         assert_eq!(&bytes[60..], &2u32.to_le_bytes(), "N");
@@ -262,12 +275,25 @@ mod tests {
 
     #[test]
     fn a_broken_footer_is_an_error() {
-        let format = PageFormat::new(64, 0.0);
+        let format = PageFormat::new(64, 0.0).unwrap();
         let mut bytes = format.encode(5, 0, &[&[1]]);
         bytes[60] = 200;
         assert!(matches!(
             Page::decode(&bytes, 3),
             Err(Error::CorruptPage { ppn: 3, .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod slack_tests {
+    use super::PageFormat;
+
+    #[test]
+    fn slack_must_leave_room_for_one_neighbour() {
+        assert!(PageFormat::new(64, 0.4).is_ok());
+        let e = PageFormat::new(64, 0.49).unwrap_err();
+        assert_eq!(e.parameter, "slack");
+        assert!(PageFormat::new(16384, 1.0).is_err());
     }
 }
