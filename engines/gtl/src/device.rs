@@ -1,0 +1,179 @@
+//! The simulated SSD: one flash device whose blocks the FTL (block
+//! interface, the baseline's CSR file) and the GTL (graph pages) share,
+//! and one host issuing one call at a time.
+
+use quiver_csr::Graph;
+use quiver_run::InvalidArgument;
+
+use crate::baseline::CsrFile;
+use crate::flash::{Flash, Geometry, Nanos, Timing};
+use crate::ftl::Ftl;
+use crate::gtl::{Gtl, Layout};
+use crate::page::PageFormat;
+use crate::{Error, Fetched, Result};
+
+/// The device's settings; the only place their defaults are written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The NAND geometry.
+    pub geometry: Geometry,
+    /// The timing model.
+    pub timing: Timing,
+    /// Blocks `0..ftl_blocks_per_die` of every die belong to the FTL, the
+    /// rest to the GTL (default: half of each die).
+    pub ftl_blocks_per_die: u32,
+    /// The FTL's over-provisioning, a fraction of its pages (default 7%).
+    pub over_provisioning: f64,
+    /// The fraction of each graph page left free for growth (default 5%).
+    pub slack: f64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let geometry = Geometry::default();
+        Config {
+            ftl_blocks_per_die: geometry.blocks_per_die / 2,
+            geometry,
+            timing: Timing::default(),
+            over_provisioning: Ftl::DEFAULT_OVER_PROVISIONING,
+            slack: 0.05,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every setting, naming the first that makes no sense.
+    pub fn validate(&self) -> Result<(), InvalidArgument> {
+        self.geometry.validate()?;
+        self.timing.validate()?;
+        if self.ftl_blocks_per_die == 0 || self.ftl_blocks_per_die >= self.geometry.blocks_per_die {
+            return Err(InvalidArgument::new(
+                "ftl_blocks_per_die",
+                format!(
+                    "must leave both the FTL and the GTL blocks: 1 to {}",
+                    self.geometry.blocks_per_die - 1
+                ),
+            ));
+        }
+        PageFormat::new(self.geometry.page_bytes as usize, self.slack)?;
+        Ok(())
+    }
+}
+
+/// The simulated GraphSSD: flash, FTL, GTL and the baseline's CSR file.
+///
+/// Calls run one after another: each is submitted when the previous one
+/// completed ([`Ssd::now`]).
+#[derive(Debug)]
+pub struct Ssd {
+    config: Config,
+    flash: Flash,
+    ftl: Ftl,
+    gtl: Option<Gtl>,
+    csr: Option<CsrFile>,
+    now: Nanos,
+}
+
+impl Ssd {
+    /// An erased device.
+    pub fn new(config: &Config) -> Result<Ssd> {
+        config.validate()?;
+        let flash = Flash::new(config.geometry.clone(), config.timing.clone())?;
+        let ftl = Ftl::new(
+            &config.geometry,
+            0..config.ftl_blocks_per_die,
+            config.over_provisioning,
+        )?;
+        Ok(Ssd {
+            config: config.clone(),
+            flash,
+            ftl,
+            gtl: None,
+            csr: None,
+            now: 0,
+        })
+    }
+
+    /// The flash device (counters, pages).
+    pub fn flash(&self) -> &Flash {
+        &self.flash
+    }
+
+    /// The FTL.
+    pub fn ftl(&self) -> &Ftl {
+        &self.ftl
+    }
+
+    /// The GTL, once GraphInitialize ran.
+    pub fn gtl(&self) -> Option<&Gtl> {
+        self.gtl.as_ref()
+    }
+
+    /// The baseline's CSR file, once written.
+    pub fn csr(&self) -> Option<&CsrFile> {
+        self.csr.as_ref()
+    }
+
+    /// When the last call completed.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// GraphInitialize: lays `graph` out in graph pages on the GTL's blocks.
+    pub fn graph_initialize(&mut self, graph: &Graph) -> Result<Layout> {
+        let blocks = self.config.ftl_blocks_per_die..self.config.geometry.blocks_per_die;
+        let gtl = Gtl::initialize(&mut self.flash, blocks, graph, self.config.slack, self.now)?;
+        let layout = gtl.layout().clone();
+        self.now = layout.done;
+        self.gtl = Some(gtl);
+        Ok(layout)
+    }
+
+    /// Writes `graph`'s CSR file through the FTL (the baseline's storage);
+    /// returns its logical pages.
+    pub fn write_csr(&mut self, graph: &Graph) -> Result<u64> {
+        let (file, done) = CsrFile::write(&mut self.ftl, &mut self.flash, graph, self.now)?;
+        self.now = done;
+        let pages = file.pages();
+        self.csr = Some(file);
+        Ok(pages)
+    }
+
+    fn advance<T>(&mut self, fetched: Result<Fetched<T>>) -> Result<Fetched<T>> {
+        let fetched = fetched?;
+        self.now = fetched.done;
+        Ok(fetched)
+    }
+
+    /// GetAdjacencyList through the GTL.
+    pub fn get_adjacency_list(&mut self, vertex: u32) -> Result<Fetched<Vec<u32>>> {
+        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let fetched = gtl.get_adjacency_list(&mut self.flash, vertex, self.now);
+        self.advance(fetched)
+    }
+
+    /// GetEdgeWeight through the GTL.
+    pub fn get_edge_weight(&mut self, source: u32, target: u32) -> Result<Fetched<Option<f32>>> {
+        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let fetched = gtl.get_edge_weight(&mut self.flash, source, target, self.now);
+        self.advance(fetched)
+    }
+
+    /// GetAdjacencyList on the baseline's CSR file.
+    pub fn csr_get_adjacency_list(&mut self, vertex: u32) -> Result<Fetched<Vec<u32>>> {
+        let csr = self.csr.as_ref().ok_or(Error::NoGraph)?;
+        let fetched = csr.get_adjacency_list(&mut self.ftl, &mut self.flash, vertex, self.now);
+        self.advance(fetched)
+    }
+
+    /// GetEdgeWeight on the baseline's CSR file.
+    pub fn csr_get_edge_weight(
+        &mut self,
+        source: u32,
+        target: u32,
+    ) -> Result<Fetched<Option<f32>>> {
+        let csr = self.csr.as_ref().ok_or(Error::NoGraph)?;
+        let fetched = csr.get_edge_weight(&mut self.ftl, &mut self.flash, source, target, self.now);
+        self.advance(fetched)
+    }
+}

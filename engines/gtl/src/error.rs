@@ -1,0 +1,112 @@
+//! The crate's one error enum.
+
+use quiver_run::InvalidArgument;
+
+/// What can go wrong on the simulated device. The flash-physics variants
+/// (`ProgramNotErased`, `ProgramOutOfOrder`, `ReadErased`, ...) mean a bug
+/// in a layer above the flash: they are reported, never papered over.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A parameter that makes no sense.
+    #[error("invalid argument")]
+    InvalidArgument(#[from] InvalidArgument),
+    /// A physical page number beyond the geometry.
+    #[error("physical page {ppn} is outside the device")]
+    PageOutOfRange {
+        /// The page asked for.
+        ppn: u64,
+    },
+    /// A block number beyond the geometry.
+    #[error("block {block} is outside the device")]
+    BlockOutOfRange {
+        /// The block asked for.
+        block: u64,
+    },
+    /// A program of a page that holds data (NAND programs only erased pages).
+    #[error("programming physical page {ppn}, which is not erased")]
+    ProgramNotErased {
+        /// The page.
+        ppn: u64,
+    },
+    /// A program that skips pages of its block (NAND programs a block in order).
+    #[error("programming physical page {ppn} out of order: its block's next page is {expected}")]
+    ProgramOutOfOrder {
+        /// The page.
+        ppn: u64,
+        /// The index within the block that must be programmed next.
+        expected: u32,
+    },
+    /// A read of a page that was never programmed since its block's erase.
+    #[error("reading physical page {ppn}, which is erased")]
+    ReadErased {
+        /// The page.
+        ppn: u64,
+    },
+    /// A program whose data or spare bytes do not fit the page.
+    #[error(
+        "a program of {data} data and {spare} spare bytes, for pages of {page} and {spare_area}"
+    )]
+    PageSize {
+        /// Data bytes given.
+        data: usize,
+        /// Spare bytes given.
+        spare: usize,
+        /// The page's data bytes.
+        page: usize,
+        /// The page's spare bytes.
+        spare_area: usize,
+    },
+    /// The device was frozen by a simulated power cut.
+    #[error("the device lost power after program {programs}")]
+    PowerCut {
+        /// Programs that completed before the cut.
+        programs: u64,
+    },
+    /// A logical page beyond the FTL's exported capacity.
+    #[error("logical page {lba} is outside the {pages} logical pages")]
+    LbaOutOfRange {
+        /// The page asked for.
+        lba: u64,
+        /// The FTL's logical pages.
+        pages: u64,
+    },
+    /// The FTL found no block to write to (its over-provisioning rule was broken).
+    #[error("no free block left for the FTL")]
+    DeviceFull,
+    /// A vertex id at or above |V|.
+    #[error("vertex {vertex} is out of range: the graph has {vertices} vertices")]
+    VertexOutOfRange {
+        /// The vertex asked for.
+        vertex: u32,
+        /// |V|.
+        vertices: u32,
+    },
+    /// The graph does not fit the part of the device meant for it.
+    #[error("the graph needs {needed} pages but the {area} holds {available}")]
+    GeometryTooSmall {
+        /// `graph area` (GTL pages) or `block area` (the FTL's logical pages).
+        area: &'static str,
+        /// Pages the layout needs.
+        needed: u64,
+        /// Pages there are.
+        available: u64,
+    },
+    /// A graph command before GraphInitialize (or a baseline read before the CSR file is written).
+    #[error("no graph is loaded on the device")]
+    NoGraph,
+    /// GetEdgeWeight on a graph without weights.
+    #[error("the graph has no edge weights")]
+    Unweighted,
+    /// A graph page whose footer does not decode.
+    #[error("physical page {ppn} is not a valid graph page: {reason}")]
+    CorruptPage {
+        /// The page.
+        ppn: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
