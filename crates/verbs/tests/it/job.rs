@@ -58,11 +58,12 @@ impl Task for Probe {
         region.write(0, &u64::from(rank.0 + 100).to_le_bytes());
         let remotes = node.exchange(&region)?;
         if let Some(dir) = &config.dir {
-            std::fs::write(
-                dir.join(format!("ready-{rank}")),
-                std::process::id().to_string(),
-            )
-            .expect("writing a ready file");
+            // Written whole, then renamed: a reader never sees a part of
+            // the process id (and kills nothing else).
+            let ready = dir.join(format!("ready-{rank}"));
+            let partial = dir.join(format!("ready-{rank}.partial"));
+            std::fs::write(&partial, std::process::id().to_string()).expect("writing a ready file");
+            std::fs::rename(&partial, &ready).expect("publishing a ready file");
         }
         node.barrier()?;
         if config.park == Some(rank.0) {
@@ -250,7 +251,8 @@ fn a_killed_node_is_named() {
         let ready = dir.join("ready-2");
         wait_for(&ready, Duration::from_secs(20));
         let pid = std::fs::read_to_string(ready).unwrap();
-        Command::new("kill").args(["-9", &pid]).status().unwrap();
+        let killed = Command::new("kill").args(["-9", &pid]).status().unwrap();
+        assert!(killed.success(), "kill -9 {pid} failed");
         Instant::now()
     });
     let err = job.run::<Probe>(&config).unwrap_err();
