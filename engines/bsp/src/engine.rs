@@ -712,10 +712,10 @@ impl<'g> Engine<'g> {
                             // Activated masters, a bitmap word at a time.
                             let mut word = WordBuffer::default();
                             for i in range {
-                                let (dst, edges) = this.local.pull_entry(i);
-                                if !program.wants_pull(dst) {
+                                if !program.wants_pull(this.local.pull_destination(i)) {
                                     continue;
                                 }
+                                let (dst, edges) = this.local.pull_entry(i);
                                 read += edges.vertices.len() as u64;
                                 let Some(message) = program.gather(dst, edges, active) else {
                                     continue;

@@ -168,6 +168,15 @@ impl<'g> LocalGraph<'g> {
         }
     }
 
+    /// The `i`-th destination to pull into.
+    #[inline]
+    pub fn pull_destination(&self, i: usize) -> u32 {
+        match &self.pull {
+            Pull::Symmetric => u32::try_from(i).expect("vertex indices fit u32"),
+            Pull::Transposed(csc) => csc.destinations[i],
+        }
+    }
+
     /// The `i`-th destination to pull into and its edges from owned sources.
     #[inline]
     pub fn pull_entry(&self, i: usize) -> (u32, Edges<'_>) {

@@ -91,6 +91,18 @@ impl EdgeProgram for Bfs<'_> {
             .compare_exchange(UNREACHED, depth, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     }
+
+    /// Every write of a superstep stores the same depth, so a store after
+    /// a load is enough: a message from another node racing it stores the
+    /// same value, and the frontier's bitmap takes `dst` once.
+    fn assign(&self, dst: u32, depth: u64) -> bool {
+        let slot = &self.depth[dst as usize];
+        let unreached = slot.load(Ordering::Relaxed) == UNREACHED;
+        if unreached {
+            slot.store(depth, Ordering::Relaxed);
+        }
+        unreached
+    }
 }
 
 fn bfs(engine: &mut Engine<'_>, source: u32) -> Result<Vec<u64>> {
