@@ -4,6 +4,7 @@
 
 mod flash;
 mod ftl;
+mod apps;
 mod gtl;
 
 use quiver_gtl::flash::{Geometry, Timing};
