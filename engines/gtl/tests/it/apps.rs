@@ -35,7 +35,10 @@ fn check_equivalent(graph: &Graph) {
         } else {
             (None, None)
         };
-        assert!(s.cache_bytes() <= 3 * 64, "{backend}: the cache holds its bound");
+        assert!(
+            s.cache_bytes() <= 3 * 64,
+            "{backend}: the cache holds its bound"
+        );
         results.push((bfs, walks, pr, cc, mis));
     }
     assert_eq!(results[0], results[1], "gtl and csr agree");
@@ -105,7 +108,10 @@ fn hits_cost_no_reads_and_a_cacheless_source_rereads() {
         let (mut none, _) = open(&graph, &small_config(), backend, 0).unwrap();
         none.get_many(&all).unwrap();
         let once = none.counters().pages_read;
-        assert!(once >= first.pages_read, "{backend}: shared pages are read again");
+        assert!(
+            once >= first.pages_read,
+            "{backend}: shared pages are read again"
+        );
         none.get_many(&all).unwrap();
         assert_eq!(none.counters().cache_hits, 0);
         assert_eq!(none.cache_bytes(), 0);
@@ -150,7 +156,10 @@ fn runs_report_counts_and_name_their_errors() {
         ..config.clone()
     };
     let err = run(&graph, App::Bfs, &bad, &NoProgress).unwrap_err();
-    assert!(matches!(err, Error::VertexOutOfRange { vertex: 34, .. }), "{err}");
+    assert!(
+        matches!(err, Error::VertexOutOfRange { vertex: 34, .. }),
+        "{err}"
+    );
     let err = run(&karate(false), App::Mis, &config, &NoProgress).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(ref e) if e.parameter == "graph"));
     let mut tiny = config.clone();

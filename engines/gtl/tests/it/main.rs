@@ -2,9 +2,9 @@
 //! against a map of last writes, and both graph layouts against the CSR
 //! graph they were loaded from.
 
+mod apps;
 mod flash;
 mod ftl;
-mod apps;
 mod gtl;
 
 use quiver_gtl::flash::{Geometry, Timing};
