@@ -1,0 +1,96 @@
+//! `cargo xtask bench gtl`: GraphSSD against its CSR baseline on the same
+//! simulated device, on the permuted R-MAT graph of scale 18 (undirected,
+//! deduplicated, no self-loops). The host cache is 1/16 of the GTL's page
+//! image (read from a first run's layout), as in the paper's out-of-core
+//! setting. Rows: 1M random GetAdjacencyList calls and each application,
+//! modelled device time of the baseline over GraphSSD's (a speed-up), with
+//! the page-read ratios in the notes.
+
+use std::ffi::OsString;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use super::{capture_json, generate_rmat, num, reuse_or, Context};
+use crate::report::{Row, Target};
+
+const SCALE: u32 = 18;
+const PAGE_BYTES: f64 = 16384.0;
+
+pub(super) fn run(cx: &Context) -> Result<Value> {
+    let (bins, data) = (cx.bins, cx.data);
+    let graph = data.join(format!("rmat-u{SCALE}.qcsr"));
+    let mut notes = Vec::new();
+    let generate = reuse_or(&graph, "gtl", &mut notes, || {
+        generate_rmat(bins, &graph, SCALE, true)
+    })?;
+    let gtl = |args: &[&str], backend: &str, cache: &str| -> Result<Value> {
+        let mut argv: Vec<OsString> = argv!["--json", "gtl", "run"].into();
+        argv.push(args[0].into());
+        argv.push(graph.clone().into());
+        argv.extend(args[1..].iter().map(OsString::from));
+        argv.extend(argv!["--backend", backend, "--cache", cache]);
+        capture_json(&bins.quiver, &argv)
+    };
+    // The first run measures the image; every later one uses 1/16 of it.
+    let probe = gtl(&["bfs", "--depth-fraction", "0.1"], "gtl", "0")?;
+    let image = num(&probe, "/init/image_pages")?;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A page count.
+    let cache_pages = ((image / 16.0).floor() as u64).max(1);
+    let cache = (cache_pages * 16384).to_string();
+    let workloads: [(&str, Vec<&str>, f64); 9] = [
+        (
+            "random reads",
+            vec!["random-reads", "--requests", "1000000"],
+            1.85,
+        ),
+        ("BFS at 0.1", vec!["bfs", "--depth-fraction", "0.1"], 1.29),
+        ("BFS at 0.33", vec!["bfs", "--depth-fraction", "0.33"], 1.29),
+        ("BFS at 0.66", vec!["bfs", "--depth-fraction", "0.66"], 1.29),
+        ("BFS at 1.0", vec!["bfs", "--depth-fraction", "1.0"], 1.29),
+        ("CC", vec!["cc"], 1.29),
+        (
+            "random walks",
+            vec!["rw", "--walks", "100000", "--steps", "10"],
+            1.29,
+        ),
+        ("MIS", vec!["mis"], 1.29),
+        ("PageRank", vec!["pagerank"], 1.29),
+    ];
+    let mut rows = Vec::new();
+    let mut runs = serde_json::Map::new();
+    for (name, args, target) in &workloads {
+        let on_gtl = gtl(args, "gtl", &cache)?;
+        let on_csr = gtl(args, "csr", &cache)?;
+        rows.push(Row::compare(
+            "gtl",
+            &format!("{name}, modelled time csr / gtl"),
+            num(&on_csr, "/modelled_ns")?,
+            num(&on_gtl, "/modelled_ns")?,
+            Some(Target::AtLeast(*target)),
+        ));
+        let requests = num(&on_gtl, "/requests")?.max(1.0);
+        let (pg, pc) = (num(&on_gtl, "/pages_read")?, num(&on_csr, "/pages_read")?);
+        notes.push(format!(
+            "gtl: {name}: pages read csr / gtl = {pc} / {pg} = {:.3} ({:.3} vs {:.3} pages per request, {requests} requests)",
+            pc / pg.max(1.0),
+            pc / requests,
+            pg / requests
+        ));
+        runs.insert((*name).to_owned(), json!({ "gtl": on_gtl, "csr": on_csr }));
+    }
+    notes.push(format!(
+        "gtl: R-MAT scale {SCALE} (ids permuted), undirected, deduplicated, no self-loops; GTL image {image} pages of 16 KiB ({:.1} MiB), host cache {cache_pages} pages (1/16); modelled times from the simulated device, the same for both backends",
+        image * PAGE_BYTES / f64::from(1 << 20)
+    ));
+    Ok(json!({
+        "bench": "gtl",
+        "params": { "scale": SCALE, "cache_bytes": cache },
+        "files": { "graph": graph },
+        "reused": generate.is_null(),
+        "generate": generate,
+        "runs": runs,
+        "rows": rows,
+        "summary_notes": notes,
+    }))
+}
