@@ -56,9 +56,14 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A page count.
     let small_pages = ((image / 64.0).floor() as u64).max(1);
     let small = (small_pages * 16384).to_string();
-    let workloads: [(&str, Vec<&str>, f64); 9] = [
+    let workloads: [(&str, Vec<&str>, f64); 10] = [
         (
             "random reads",
+            vec!["random-reads", "--requests", "1000000"],
+            1.85,
+        ),
+        (
+            "random reads, cache 1/64",
             vec!["random-reads", "--requests", "1000000"],
             1.85,
         ),
