@@ -110,6 +110,17 @@ error.")]
         #[command(subcommand)]
         algorithm: crate::bsp::BspCommand,
     },
+    /// GraphSSD on a simulated SSD: the paper's applications on its graph translation layer or on
+    /// the CSR baseline through an FTL, with pages read and modelled device time.
+    #[command(after_help = "Examples:
+  quiver gtl run bfs g.qcsr --source 0 --depth-fraction 0.66
+  quiver gtl run pagerank g.qcsr --backend csr --cache 64MiB --json
+  quiver gtl run random-reads g.qcsr --requests 1000000 --cache 2MiB
+  quiver gtl get g.qcsr 17 --backend csr")]
+    Gtl {
+        #[command(subcommand)]
+        command: crate::gtl::GtlCommand,
+    },
     /// Check and measure the RDMA verbs fabrics that the distributed engines run on.
     #[command(after_help = "Examples:
   quiver verbs check --nodes 4

@@ -36,6 +36,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Verbs { task } => crate::verbs::verbs(task, json),
         Command::Node => Ok(quiver_verbs::job::serve(crate::TASKS)?),
         Command::Walk { app } => crate::walk::walk(app, json, !std::io::stderr().is_terminal()),
+        Command::Gtl { command } => {
+            crate::gtl::gtl(command, json, !std::io::stderr().is_terminal())
+        }
         Command::Bsp { algorithm } => {
             crate::bsp::bsp(algorithm, json, !std::io::stderr().is_terminal())
         }

@@ -7,6 +7,7 @@
 mod bsp;
 mod cli;
 mod commands;
+mod gtl;
 mod job;
 mod progress;
 mod units;

@@ -61,6 +61,9 @@ fn every_subcommand_explains_itself_with_examples() {
         &["verbs", "check", "--help"],
         &["verbs", "bench", "--help"],
         &["bsp", "--help"],
+        &["gtl", "--help"],
+        &["gtl", "run", "--help"],
+        &["gtl", "get", "--help"],
     ] {
         let out = quiver(args);
         assert!(out.status.success(), "{args:?}");
@@ -436,6 +439,18 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
                     .collect(),
             );
         }
+        for gtl in [
+            &["gtl", "run", "bfs"][..],
+            &["gtl", "run", "pagerank", "--backend", "csr"],
+            &["gtl", "get"],
+        ] {
+            let mut command: Vec<String> = gtl.iter().map(|a| a.to_string()).collect();
+            command.insert(3.min(command.len()), graph.clone());
+            if gtl[1] == "get" {
+                command.push("0".into());
+            }
+            commands.push(command);
+        }
         commands
     };
     let run = |command: &[String]| quiver(&command.iter().map(String::as_str).collect::<Vec<_>>());
@@ -639,6 +654,58 @@ fn bsp_writes_the_graphalytics_reference_outputs() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("SSSP needs edge weights"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    let out = quiver(&[
+        "generate",
+        "rmat",
+        "--scale",
+        "8",
+        "--edge-factor",
+        "4",
+        "--undirected",
+        "-o",
+        path(&g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut results = Vec::new();
+    for backend in ["gtl", "csr"] {
+        let out = quiver(&[
+            "--json",
+            "gtl",
+            "run",
+            "cc",
+            path(&g),
+            "--backend",
+            backend,
+            "--cache",
+            "32KiB",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for field in [
+            "pages_read",
+            "pages_written",
+            "modelled_ns",
+            "wall_ns",
+            "cache_hits",
+        ] {
+            assert!(report[field].is_u64(), "{backend}: {field} in {report}");
+        }
+        results.push(report["result"].clone());
+    }
+    assert_eq!(results[0], results[1]);
+    let out = quiver(&["gtl", "get", path(&g), "256"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("vertex 256 is out of range"),
         "{}",
         stderr(&out)
     );

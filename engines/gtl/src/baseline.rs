@@ -5,7 +5,7 @@
 //! 0, then `colIdx` (`u32` LE) from the next page, then the weights (`f32`
 //! LE) from the next page, if any. GetAdjacencyList reads exactly the pages
 //! covering `rowPtr[v..=v+1]`, then (dependent on them) the pages covering
-//! the list in `colIdx`; there is no cache yet.
+//! the list in `colIdx`. The host's cache sits above this, in `source`.
 
 use std::ops::Range;
 
@@ -87,6 +87,16 @@ impl CsrFile {
     /// Logical pages of the file.
     pub fn pages(&self) -> u64 {
         self.pages
+    }
+
+    /// The first logical page of `colIdx`.
+    pub fn col_start(&self) -> u64 {
+        self.col_start
+    }
+
+    /// |V|.
+    pub fn vertices(&self) -> u32 {
+        self.vertices
     }
 
     /// Reads bytes `bytes` of the section starting at LBA `start`: every

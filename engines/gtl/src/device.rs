@@ -60,6 +60,15 @@ impl Config {
     }
 }
 
+/// Borrowed parts of an [`Ssd`].
+pub(crate) struct Parts<'a> {
+    pub flash: &'a mut Flash,
+    pub ftl: &'a mut Ftl,
+    pub gtl: Option<&'a Gtl>,
+    pub csr: Option<&'a CsrFile>,
+    pub now: &'a mut Nanos,
+}
+
 /// The simulated GraphSSD: flash, FTL, GTL and the baseline's CSR file.
 ///
 /// Calls run one after another: each is submitted when the previous one
@@ -137,6 +146,18 @@ impl Ssd {
         let pages = file.pages();
         self.csr = Some(file);
         Ok(pages)
+    }
+
+    /// The device's parts, for the host library: it reads pages itself so
+    /// that its cache decides which reach the device.
+    pub(crate) fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            flash: &mut self.flash,
+            ftl: &mut self.ftl,
+            gtl: self.gtl.as_ref(),
+            csr: self.csr.as_ref(),
+            now: &mut self.now,
+        }
     }
 
     fn advance<T>(&mut self, fetched: Result<Fetched<T>>) -> Result<Fetched<T>> {

@@ -11,6 +11,16 @@
 //! [`Fetched`] value with the NAND pages read and the modelled submission
 //! and completion times. Counts and modelled time are exact and repeatable.
 //!
+//! On the host side ([`source`]): a [`GraphSource`] is the graph seen
+//! through adjacency lists fetched in batches, with two implementations on
+//! the same [`Ssd`], [`GtlSource`] and the baseline's [`CsrSource`], each
+//! behind the same LRU page cache bounded in bytes ([`cache`]). The
+//! paper's applications ([`apps`]: BFS to a target, connected components,
+//! random walks, Luby's MIS, threshold PageRank, random reads) run on
+//! either; [`run()`] writes a graph onto a fresh device and runs one of
+//! them with a [`RunConfig`], returning a [`Report`] of pages read,
+//! modelled time and cache hits.
+//!
 //! Modules: [`flash`] (simulated NAND: geometry, physics, timing, counters,
 //! power cut), [`ftl`] (page-mapped FTL with greedy GC), [`page`] (the GTL
 //! page codec), [`gtt`] (the GTT), [`gtl`] (GraphInitialize and the reads),
@@ -53,8 +63,25 @@
 //!   neighbour pages, then the one weight page at the target's first
 //!   occurrence, after them.
 //! - **Directed graphs** store out-lists only, for now.
-//! - **Calls** run one at a time: each is submitted when the previous one
-//!   completed; the pages of one call are issued together.
+//! - **Calls** on the [`Ssd`] run one at a time: each is submitted when the
+//!   previous one completed; the pages of one call are issued together.
+//! - **Batches.** The host library submits a batch of calls together at
+//!   the batch's start; they queue on dies, channels and the host link in
+//!   request order, and the batch ends with its last call. A baseline call
+//!   issues its `colIdx` pages when its `rowPtr` pages arrived. A cache hit
+//!   costs no NAND read and no device time (details in [`source`]).
+//! - **Cache.** LRU over whole 16 KiB pages, bounded in bytes (a page's
+//!   bytes per entry), the same policy for both backends; the GTL caches
+//!   graph pages by physical page, the baseline file pages by LBA. The
+//!   host's GTT copy and the baseline's file metadata are not charged.
+//! - **Device image.** Not persisted yet: a run writes the graph onto a
+//!   fresh simulated device (load time), reported apart from the
+//!   application's pages and modelled time.
+//! - **Applications** (details in [`apps`]): BFS is level-synchronous,
+//!   each level one batch, and its target is picked on the in-memory graph
+//!   at a fraction of the root's BFS depth; random walks move in lock-step
+//!   rounds; threshold PageRank is on GraphChi's scale (mean rank 1) so
+//!   the paper's 0.4 is meaningful; CC and MIS need undirected graphs.
 //!
 //! Invariants: the GTT is sorted and each entry's page has its key as
 //! start vertex; a list spans pages only if it is longer than a page holds;
@@ -63,7 +90,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod apps;
 pub mod baseline;
+pub mod cache;
 pub mod device;
 mod error;
 pub mod flash;
@@ -71,10 +100,14 @@ pub mod ftl;
 pub mod gtl;
 pub mod gtt;
 pub mod page;
+pub mod run;
+pub mod source;
 
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
+pub use run::{bfs_target, run, App, Config as RunConfig, Report};
+pub use source::{Backend, CsrSource, GraphSource, GtlSource, SourceCounters};
 
 /// A value read from the device, with what reading it cost.
 #[derive(Clone, Debug, PartialEq)]

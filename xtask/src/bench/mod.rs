@@ -29,6 +29,7 @@ macro_rules! argv {
 }
 
 mod bsp;
+mod gtl;
 mod ingest;
 mod io;
 mod verbs;
@@ -70,6 +71,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "bsp",
         help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging",
         run: bsp::run,
+    },
+    Benchmark {
+        name: "gtl",
+        help: "The gtl engine on R-MAT 18: GraphSSD against the CSR baseline on one simulated SSD, modelled time and pages read",
+        run: gtl::run,
     },
     Benchmark {
         name: "verbs",

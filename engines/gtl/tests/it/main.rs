@@ -2,6 +2,7 @@
 //! against a map of last writes, and both graph layouts against the CSR
 //! graph they were loaded from.
 
+mod apps;
 mod flash;
 mod ftl;
 mod gtl;

@@ -1,0 +1,274 @@
+//! `quiver gtl`: GraphSSD's graph translation layer on a simulated SSD,
+//! with the CSR-through-an-FTL baseline on the same device.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use quiver_csr::Graph;
+use quiver_gtl::source::open;
+use quiver_gtl::{App, Backend, RunConfig};
+use quiver_io::size::{format_bytes, parse_bytes};
+use serde::Serialize;
+
+use crate::progress::Bar;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// GraphSSD: graph pages through the GTL.
+    Gtl,
+    /// The baseline: a CSR file (rowPtr, colIdx) through a page-mapped FTL.
+    Csr,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(arg: BackendArg) -> Backend {
+        match arg {
+            BackendArg::Gtl => Backend::Gtl,
+            BackendArg::Csr => Backend::Csr,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AppArg {
+    /// BFS from --source to a target at --depth-fraction of the BFS depth.
+    Bfs,
+    /// Connected components (undirected graphs).
+    Cc,
+    /// DrunkardMob-style random walks (--walks, --steps, --seed).
+    Rw,
+    /// Luby's maximal independent set (undirected graphs; --seed).
+    Mis,
+    /// Threshold PageRank (--threshold, --iterations).
+    Pagerank,
+    /// --requests GetAdjacencyList calls on random vertices (--seed).
+    RandomReads,
+}
+
+/// The device and host flags every command takes.
+#[derive(Debug, Args)]
+pub struct DeviceArgs {
+    /// Which layout to read: GraphSSD's GTL or the CSR baseline.
+    #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
+    pub backend: BackendArg,
+    /// The host page cache's size (16 KiB pages, LRU).
+    #[arg(long, value_parser = parse_bytes, default_value_t = RunConfig::default().cache_bytes)]
+    pub cache: u64,
+    /// The fraction of each graph page left free by GraphInitialize.
+    #[arg(long, default_value_t = RunConfig::default().device.slack)]
+    pub slack: f64,
+}
+
+impl DeviceArgs {
+    fn config(&self) -> RunConfig {
+        let mut config = RunConfig {
+            backend: self.backend.into(),
+            cache_bytes: self.cache,
+            ..RunConfig::default()
+        };
+        config.device.slack = self.slack;
+        config
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GtlCommand {
+    /// Run an application on a fresh simulated device holding the graph.
+    #[command(after_help = "Examples:
+  quiver gtl run bfs g.qcsr --source 0 --depth-fraction 0.33
+  quiver gtl run cc g.qcsr --backend csr --cache 16MiB
+  quiver gtl run rw g.qcsr --walks 100000 --steps 10 --seed 7 --json
+  quiver gtl run random-reads g.qcsr --requests 1000000 --cache 2MiB
+
+The device is simulated in memory and written at every run (load time);
+pages read and modelled time count the application alone.")]
+    Run {
+        /// The application.
+        #[arg(value_enum)]
+        app: AppArg,
+        /// The .qcsr graph.
+        graph: PathBuf,
+        #[command(flatten)]
+        device: DeviceArgs,
+        /// Requests in flight: the largest batch submitted at once.
+        #[arg(long, default_value_t = RunConfig::default().batch)]
+        batch: usize,
+        /// BFS: the root vertex.
+        #[arg(long, default_value_t = RunConfig::default().source)]
+        source: u32,
+        /// BFS: the target's depth as a fraction of the root's BFS depth.
+        #[arg(long, default_value_t = RunConfig::default().depth_fraction)]
+        depth_fraction: f64,
+        /// Random walks: how many.
+        #[arg(long, default_value_t = RunConfig::default().walks)]
+        walks: u32,
+        /// Random walks: steps per walk, at most.
+        #[arg(long, default_value_t = RunConfig::default().steps)]
+        steps: u32,
+        /// Seed of walks, MIS priorities and random reads.
+        #[arg(long, default_value_t = RunConfig::default().seed)]
+        seed: u64,
+        /// PageRank: a vertex sends when its rank moved by more than this.
+        #[arg(long, default_value_t = RunConfig::default().threshold)]
+        threshold: f64,
+        /// PageRank: iterations, at most.
+        #[arg(long, default_value_t = RunConfig::default().iterations)]
+        iterations: u32,
+        /// Random reads: calls.
+        #[arg(long, default_value_t = RunConfig::default().requests)]
+        requests: u64,
+    },
+    /// GetAdjacencyList of one vertex, with its pages read and modelled time.
+    #[command(after_help = "Examples:
+  quiver gtl get g.qcsr 17
+  quiver gtl get g.qcsr 17 --backend csr --json")]
+    Get {
+        /// The .qcsr graph.
+        graph: PathBuf,
+        /// The vertex (dense id).
+        vertex: u32,
+        #[command(flatten)]
+        device: DeviceArgs,
+    },
+}
+
+#[derive(Serialize)]
+struct GetReport<'a> {
+    graph: &'a Path,
+    backend: Backend,
+    vertex: u32,
+    neighbours: &'a [u32],
+    pages_read: u64,
+    modelled_ns: u64,
+}
+
+/// `quiver gtl ...` as typed by the user.
+pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
+    match command {
+        GtlCommand::Get {
+            graph: path,
+            vertex,
+            device,
+        } => {
+            let graph =
+                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let config = device.config();
+            let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
+            let (mut source, _) = open(&graph, &config.device, config.backend, config.cache_bytes)
+                .with_context(what)?;
+            let list = source.get(vertex).with_context(what)?;
+            let counters = source.counters();
+            let report = GetReport {
+                graph: &path,
+                backend: config.backend,
+                vertex,
+                neighbours: &list,
+                pages_read: counters.pages_read,
+                modelled_ns: counters.modelled_ns,
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(());
+            }
+            let shown: Vec<String> = list.iter().map(u32::to_string).collect();
+            println!("{vertex}: [{}]", shown.join(", "));
+            println!(
+                "{} neighbours, {} pages read, {:.1} us modelled ({})",
+                list.len(),
+                counters.pages_read,
+                micros(counters.modelled_ns),
+                config.backend
+            );
+            Ok(())
+        }
+        GtlCommand::Run {
+            app,
+            graph: path,
+            device,
+            batch,
+            source,
+            depth_fraction,
+            walks,
+            steps,
+            seed,
+            threshold,
+            iterations,
+            requests,
+        } => {
+            let graph =
+                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let config = RunConfig {
+                batch,
+                source,
+                depth_fraction,
+                walks,
+                steps,
+                seed,
+                threshold,
+                iterations,
+                requests,
+                ..device.config()
+            };
+            let app = match app {
+                AppArg::Bfs => App::Bfs,
+                AppArg::Cc => App::Cc,
+                AppArg::Rw => App::Rw,
+                AppArg::Mis => App::Mis,
+                AppArg::Pagerank => App::Pagerank,
+                AppArg::RandomReads => App::RandomReads,
+            };
+            let bar = Bar::new(json || hidden);
+            let report = quiver_gtl::run(&graph, app, &config, &bar)
+                .with_context(|| format!("{app:?} on {}", path.display()))?;
+            drop(bar);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(());
+            }
+            println!(
+                "app        {app:?} on {} ({})",
+                path.display(),
+                report.backend
+            );
+            println!(
+                "graph      {} vertices, {} edges; device image {} pages ({} programmed, {:.3} ms modelled)",
+                report.vertices,
+                report.edges,
+                report.init.image_pages,
+                report.init.pages_written,
+                micros(report.init.modelled_ns) / 1e3
+            );
+            println!("result     {}", serde_json::to_string(&report.result)?);
+            #[allow(clippy::cast_precision_loss)] // Counts shown as ratios.
+            let per = |x: u64| x as f64 / report.requests.max(1) as f64;
+            println!(
+                "device     {} requests in {} batches, {} pages read ({:.3} per request), {} written, {:.3} ms modelled",
+                report.requests,
+                report.batches,
+                report.pages_read,
+                per(report.pages_read),
+                report.pages_written,
+                micros(report.modelled_ns) / 1e3
+            );
+            println!(
+                "cache      {} hits, {} misses, bound {}",
+                report.cache_hits,
+                report.cache_misses,
+                format_bytes(report.cache_bytes)
+            );
+            println!(
+                "time       {:.3} s compute, {:.3} s writing the device, {:.3} s wall",
+                micros(report.summary.compute_ns) / 1e6,
+                micros(report.summary.load_ns) / 1e6,
+                micros(report.summary.wall_ns) / 1e6
+            );
+            Ok(())
+        }
+    }
+}
+
+#[allow(clippy::cast_precision_loss)] // Nanoseconds shown as microseconds.
+fn micros(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}

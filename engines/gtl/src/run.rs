@@ -1,0 +1,298 @@
+//! One run of an application: build the device from a graph, open the
+//! backend's host side, run, report counts and modelled time.
+//!
+//! The device is simulated in memory and not persisted yet: every run
+//! writes the graph onto a fresh device (GraphInitialize for the GTL,
+//! the CSR file's writes for the baseline). That is the run's load time
+//! (`load_ns`); its programs and modelled time are reported apart from
+//! the application's (`init`).
+
+use quiver_csr::Graph;
+use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
+use serde::{Deserialize, Serialize};
+
+use crate::apps::{self, Summary, UNREACHED};
+use crate::source::{self, Backend, Init};
+use crate::{Error, Result};
+
+/// An application of the paper's evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum App {
+    /// BFS from `source` to a target at `depth_fraction` of the BFS depth.
+    Bfs,
+    /// Connected components.
+    Cc,
+    /// DrunkardMob-style random walks.
+    Rw,
+    /// Luby's maximal independent set.
+    Mis,
+    /// Threshold PageRank.
+    Pagerank,
+    /// Random GetAdjacencyList calls (the paper's API benchmark).
+    RandomReads,
+}
+
+/// A run's settings; the only place their defaults are written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The simulated device.
+    pub device: crate::Config,
+    /// Which layout the application reads.
+    pub backend: Backend,
+    /// The host page cache's bound in bytes (default 64 MiB).
+    pub cache_bytes: u64,
+    /// Requests in flight: the largest batch an application submits.
+    pub batch: usize,
+    /// BFS's root.
+    pub source: u32,
+    /// BFS: the target's depth as a fraction of the root's BFS depth
+    /// (the paper's 0.1, 0.33, 0.66, 1.0).
+    pub depth_fraction: f64,
+    /// Random walks.
+    pub walks: u32,
+    /// Steps per walk, at most.
+    pub steps: u32,
+    /// Seed of the walks, MIS priorities and random reads.
+    pub seed: u64,
+    /// PageRank's damping factor.
+    pub damping: f64,
+    /// PageRank's threshold: a vertex sends when its rank moved by more.
+    pub threshold: f64,
+    /// PageRank's iterations, at most.
+    pub iterations: u32,
+    /// Random reads: calls.
+    pub requests: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            device: crate::Config::default(),
+            backend: Backend::Gtl,
+            cache_bytes: 64 << 20,
+            batch: 4096,
+            source: 0,
+            depth_fraction: 1.0,
+            walks: 100_000,
+            steps: 10,
+            seed: 1,
+            damping: 0.85,
+            threshold: 0.4,
+            iterations: 5,
+            requests: 1_000_000,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every setting, naming the first that makes no sense.
+    pub fn validate(&self) -> Result<(), InvalidArgument> {
+        self.device.validate()?;
+        if self.batch == 0 {
+            return Err(InvalidArgument::new("batch", "must be at least 1"));
+        }
+        if !(self.depth_fraction > 0.0 && self.depth_fraction <= 1.0) {
+            return Err(InvalidArgument::new("depth_fraction", "must be in (0, 1]"));
+        }
+        if !(self.damping >= 0.0 && self.damping < 1.0) {
+            return Err(InvalidArgument::new("damping", "must be in [0, 1)"));
+        }
+        if !(self.threshold >= 0.0 && self.threshold.is_finite()) {
+            return Err(InvalidArgument::new("threshold", "must be finite and >= 0"));
+        }
+        Ok(())
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The application.
+    pub app: App,
+    /// The layout it read.
+    pub backend: Backend,
+    /// |V| and |E|.
+    pub vertices: u32,
+    /// |E| (stored directed edges).
+    pub edges: u64,
+    /// The cache's bound in bytes.
+    pub cache_bytes: u64,
+    /// Times: `load_ns` writes the device, `compute_ns` is the application.
+    #[serde(flatten)]
+    pub summary: RunSummary,
+    /// Writing the device before the application.
+    pub init: Init,
+    /// NAND pages the application read.
+    pub pages_read: u64,
+    /// NAND pages programmed during the application.
+    pub pages_written: u64,
+    /// The application's modelled device time, in nanoseconds.
+    pub modelled_ns: u64,
+    /// Adjacency lists asked for.
+    pub requests: u64,
+    /// Batches submitted.
+    pub batches: u64,
+    /// Pages found in the host cache.
+    pub cache_hits: u64,
+    /// Pages fetched from the device.
+    pub cache_misses: u64,
+    /// What the application found.
+    pub result: Summary,
+}
+
+/// BFS's target: the smallest vertex at `fraction` of the root's BFS depth
+/// (at least depth 1 when anything is reachable), found on the graph in
+/// memory, outside the measured run. Returns the target, its depth and
+/// the root's BFS depth.
+pub fn bfs_target(graph: &Graph, root: u32, fraction: f64) -> Result<(u32, u32, u32)> {
+    let n = graph.num_vertices();
+    if root >= n {
+        return Err(Error::VertexOutOfRange {
+            vertex: root,
+            vertices: n,
+        });
+    }
+    let mut depths = vec![UNREACHED; n as usize];
+    depths[root as usize] = 0;
+    let mut frontier = vec![root];
+    let mut max = 0;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for &v in &frontier {
+            for &u in graph.neighbors(v) {
+                if depths[u as usize] == UNREACHED {
+                    depths[u as usize] = max + 1;
+                    next.push(u);
+                }
+            }
+        }
+        if !next.is_empty() {
+            max += 1;
+        }
+        frontier = next;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )] // A depth below |V|, times a fraction in (0, 1].
+    let want = ((f64::from(max) * fraction).round() as u32).clamp(max.min(1), max);
+    let target = (0..n)
+        .find(|&v| depths[v as usize] == want)
+        .expect("every level up to the deepest has a vertex");
+    Ok((target, want, max))
+}
+
+/// Runs `app` on `graph` with `config`, telling `progress` of its phases.
+pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) -> Result<Report> {
+    let wall = Stopwatch::start();
+    config.validate()?;
+    if matches!(app, App::Cc | App::Mis) && !graph.is_undirected() {
+        return Err(InvalidArgument::new(
+            "graph",
+            "connected components and MIS need an undirected graph",
+        )
+        .into());
+    }
+    let target = match app {
+        App::Bfs => Some(bfs_target(graph, config.source, config.depth_fraction)?),
+        _ => None,
+    };
+    progress.start("writing the device", Unit::Edges, Some(graph.num_edges()));
+    let load = Stopwatch::start();
+    let (mut source, init) =
+        source::open(graph, &config.device, config.backend, config.cache_bytes)?;
+    let load_ns = load.elapsed_ns();
+    progress.advance(graph.num_edges());
+    let (batch, source) = (config.batch, source.as_mut());
+    progress.start("running", Unit::Ops, None);
+    let compute = Stopwatch::start();
+    let result = match app {
+        App::Bfs => {
+            let (target, target_depth, max_depth) = target.expect("picked above");
+            let found = apps::bfs(source, config.source, Some(target), batch)?;
+            Summary::Bfs {
+                source: config.source,
+                target,
+                target_depth,
+                max_depth,
+                found: found.found,
+                reached: found.reached,
+                levels: found.levels,
+            }
+        }
+        App::Cc => {
+            let labels = apps::connected_components(source, batch)?;
+            let mut sizes = std::collections::HashMap::<u32, u64>::new();
+            for l in labels {
+                *sizes.entry(l).or_default() += 1;
+            }
+            Summary::Cc {
+                components: sizes.len() as u64,
+                largest: sizes.values().copied().max().unwrap_or(0),
+            }
+        }
+        App::Rw => {
+            let walks = apps::random_walks(source, config.walks, config.steps, config.seed, batch)?;
+            Summary::Rw {
+                walks: config.walks,
+                steps: walks.steps,
+                stuck: walks.stuck,
+                rounds: walks.rounds,
+            }
+        }
+        App::Mis => {
+            let mis = apps::luby_mis(source, config.seed, batch)?;
+            Summary::Mis {
+                size: mis.size,
+                rounds: mis.rounds,
+            }
+        }
+        App::Pagerank => {
+            let pr = apps::threshold_pagerank(
+                source,
+                config.damping,
+                config.threshold,
+                config.iterations,
+                batch,
+            )?;
+            Summary::Pagerank {
+                iterations: u32::try_from(pr.active.len()).expect("at most the iterations"),
+                active: pr.active,
+                sum: pr.ranks.iter().sum(),
+                max: pr.ranks.iter().copied().fold(0.0, f64::max),
+            }
+        }
+        App::RandomReads => Summary::RandomReads {
+            requests: config.requests,
+            neighbours: apps::random_reads(source, config.requests, config.seed, batch)?,
+        },
+    };
+    let counters = source.counters();
+    progress.advance(counters.requests);
+    let summary = RunSummary {
+        load_ns,
+        compute_ns: compute.elapsed_ns(),
+        threads: 1,
+        wall_ns: wall.elapsed_ns(),
+        ..RunSummary::default()
+    };
+    Ok(Report {
+        app,
+        backend: config.backend,
+        vertices: graph.num_vertices(),
+        edges: graph.num_edges(),
+        cache_bytes: config.cache_bytes,
+        summary,
+        init,
+        pages_read: counters.pages_read,
+        pages_written: source.ssd().flash().counters().programs - init.pages_written,
+        modelled_ns: counters.modelled_ns,
+        requests: counters.requests,
+        batches: counters.batches,
+        cache_hits: counters.cache_hits,
+        cache_misses: counters.cache_misses,
+        result,
+    })
+}

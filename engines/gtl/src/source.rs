@@ -1,0 +1,416 @@
+//! The host library: [`GraphSource`], one interface to a graph on the
+//! device, with two implementations on the same [`Ssd`]: [`GtlSource`]
+//! (GraphSSD's GetAdjacencyList through the host's GTT copy) and
+//! [`CsrSource`] (the baseline: `rowPtr`, then `colIdx`, through the
+//! FTL's block interface). Both keep the same host [`PageCache`], so an
+//! application runs unchanged on either.
+//!
+//! Batches and modelled time: [`GraphSource::get_many`] submits all its
+//! requests at once, at the batch's start (the device's clock when the
+//! previous batch completed), as a host with that many requests in flight;
+//! the simulated dies, channels and host link overlap and queue them
+//! (first come, first served in request order). The batch completes when
+//! its last request does, and the clock moves there. A GTL request issues
+//! all its pages at the batch's start. A baseline request needs two
+//! dependent steps: every request's `rowPtr` pages are issued at the
+//! batch's start, then each request's `colIdx` pages when its `rowPtr`
+//! pages arrived. A page found in the cache costs no NAND read and no
+//! device time; if it is still in flight (asked for earlier in the batch),
+//! the request waits for it.
+
+use std::rc::Rc;
+
+use quiver_csr::Graph;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::PageCache;
+use crate::flash::{Flash, Nanos};
+use crate::ftl::{Ftl, Lba};
+use crate::page::Page;
+use crate::{Config, Error, Result, Ssd};
+
+/// Which layout a [`GraphSource`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// GraphSSD: graph pages through the GTL.
+    #[default]
+    Gtl,
+    /// The baseline: the CSR file through the FTL.
+    Csr,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Gtl => "gtl",
+            Backend::Csr => "csr",
+        })
+    }
+}
+
+/// What a source did so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCounters {
+    /// Adjacency lists asked for.
+    pub requests: u64,
+    /// Batches submitted.
+    pub batches: u64,
+    /// NAND pages read.
+    pub pages_read: u64,
+    /// Pages found in the host cache.
+    pub cache_hits: u64,
+    /// Pages fetched from the device.
+    pub cache_misses: u64,
+    /// Modelled device time of all batches, in nanoseconds.
+    pub modelled_ns: Nanos,
+}
+
+/// A graph's adjacency lists, fetched in batches.
+pub trait GraphSource {
+    /// |V|.
+    fn vertices(&self) -> u32;
+
+    /// The out-lists of `vertices`, in order, fetched as one batch.
+    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>>;
+
+    /// The out-list of `vertex` alone.
+    fn get(&mut self, vertex: u32) -> Result<Vec<u32>> {
+        let mut lists = self.get_many(&[vertex])?;
+        // get_many returns one list per request.
+        Ok(lists.pop().expect("one list per request"))
+    }
+
+    /// The counters so far.
+    fn counters(&self) -> SourceCounters;
+
+    /// Bytes the host cache holds now.
+    fn cache_bytes(&self) -> u64;
+
+    /// The device below.
+    fn ssd(&self) -> &Ssd;
+}
+
+fn check(vertex: u32, vertices: u32) -> Result<()> {
+    if vertex >= vertices {
+        return Err(Error::VertexOutOfRange { vertex, vertices });
+    }
+    Ok(())
+}
+
+/// Moves the clock and the counters past a batch that ran from `start` to `end`.
+fn finish(counters: &mut SourceCounters, now: &mut Nanos, start: Nanos, end: Nanos, n: usize) {
+    *now = end;
+    counters.modelled_ns += end - start;
+    counters.batches += 1;
+    counters.requests += n as u64;
+}
+
+/// GraphSSD's host library: the GTT copy, the page cache of decoded graph pages.
+#[derive(Debug)]
+pub struct GtlSource {
+    ssd: Ssd,
+    cache: PageCache<Rc<Page>>,
+    counters: SourceCounters,
+}
+
+impl GtlSource {
+    /// The host side of `ssd`, whose graph is initialized, with a cache of
+    /// `cache_bytes`.
+    pub fn new(ssd: Ssd, cache_bytes: u64) -> Result<GtlSource> {
+        if ssd.gtl().is_none() {
+            return Err(Error::NoGraph);
+        }
+        let page_bytes = u64::from(ssd.flash().geometry().page_bytes);
+        Ok(GtlSource {
+            ssd,
+            cache: PageCache::new(cache_bytes, page_bytes),
+            counters: SourceCounters::default(),
+        })
+    }
+}
+
+impl GraphSource for GtlSource {
+    fn vertices(&self) -> u32 {
+        self.ssd.gtl().map_or(0, crate::gtl::Gtl::vertices)
+    }
+
+    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>> {
+        let n = self.vertices();
+        for &v in vertices {
+            check(v, n)?;
+        }
+        let parts = self.ssd.parts();
+        // new() checked the graph is there.
+        let gtl = parts.gtl.expect("the GTL is initialized");
+        let page_bytes = u64::from(parts.flash.geometry().page_bytes);
+        let reads = parts.flash.counters().page_reads;
+        let start = *parts.now;
+        let mut end = start;
+        let mut lists = Vec::with_capacity(vertices.len());
+        for &v in vertices {
+            let mut list = Vec::new();
+            for entry in &gtl.gtt().entries()[gtl.pages_of(v)?] {
+                let ppn = entry.ppn();
+                let (page, ready) = if let Some(hit) = self.cache.get(ppn.0) {
+                    self.counters.cache_hits += 1;
+                    hit
+                } else {
+                    self.counters.cache_misses += 1;
+                    let read = parts.flash.read(ppn, start)?;
+                    let page = Rc::new(Page::decode(read.data, ppn.0)?);
+                    let nand = read.done;
+                    let done = parts.flash.host_transfer(page_bytes, nand);
+                    self.cache.insert(ppn.0, Rc::clone(&page), done);
+                    (page, done)
+                };
+                if page.vsid != entry.vertex() {
+                    return Err(Error::CorruptPage {
+                        ppn: ppn.0,
+                        reason: format!(
+                            "starts at vertex {}, its GTT entry at {}",
+                            page.vsid,
+                            entry.vertex()
+                        ),
+                    });
+                }
+                let part = page.list(v).ok_or_else(|| Error::CorruptPage {
+                    ppn: ppn.0,
+                    reason: format!("holds no list of vertex {v}"),
+                })?;
+                list.extend_from_slice(part);
+                end = end.max(ready);
+            }
+            lists.push(list);
+        }
+        self.counters.pages_read += parts.flash.counters().page_reads - reads;
+        finish(&mut self.counters, parts.now, start, end, vertices.len());
+        Ok(lists)
+    }
+
+    fn counters(&self) -> SourceCounters {
+        self.counters
+    }
+
+    fn cache_bytes(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    fn ssd(&self) -> &Ssd {
+        &self.ssd
+    }
+}
+
+/// The baseline's host library: a file cache of 16 KiB logical pages.
+#[derive(Debug)]
+pub struct CsrSource {
+    ssd: Ssd,
+    cache: PageCache<Rc<[u8]>>,
+    counters: SourceCounters,
+}
+
+impl CsrSource {
+    /// The host side of `ssd`, whose CSR file is written, with a cache of
+    /// `cache_bytes`.
+    pub fn new(ssd: Ssd, cache_bytes: u64) -> Result<CsrSource> {
+        if ssd.csr().is_none() {
+            return Err(Error::NoGraph);
+        }
+        let page_bytes = u64::from(ssd.flash().geometry().page_bytes);
+        Ok(CsrSource {
+            ssd,
+            cache: PageCache::new(cache_bytes, page_bytes),
+            counters: SourceCounters::default(),
+        })
+    }
+}
+
+/// Bytes `bytes` of the file, read at `at` through `cache`, and when the
+/// last of their pages reached the host.
+fn read_bytes(
+    cache: &mut PageCache<Rc<[u8]>>,
+    counters: &mut SourceCounters,
+    (ftl, flash): (&mut Ftl, &mut Flash),
+    bytes: std::ops::Range<u64>,
+    at: Nanos,
+) -> Result<(Vec<u8>, Nanos)> {
+    let page_bytes = u64::from(flash.geometry().page_bytes);
+    let mut out = Vec::with_capacity(usize::try_from(bytes.end - bytes.start).unwrap_or(0));
+    let mut done = at;
+    if bytes.is_empty() {
+        return Ok((out, done));
+    }
+    for lba in bytes.start / page_bytes..=(bytes.end - 1) / page_bytes {
+        let (page, ready) = if let Some(hit) = cache.get(lba) {
+            counters.cache_hits += 1;
+            hit
+        } else {
+            counters.cache_misses += 1;
+            let (data, ready) = ftl.read(flash, Lba(lba), at)?;
+            let page: Rc<[u8]> = data.into();
+            cache.insert(lba, Rc::clone(&page), ready);
+            (page, ready)
+        };
+        let first = lba * page_bytes;
+        // Both ends are within this page, so they fit usize.
+        let from = usize::try_from(bytes.start.max(first) - first).expect("within a page");
+        let to = usize::try_from(bytes.end.min(first + page_bytes) - first).expect("within a page");
+        out.extend_from_slice(&page[from..to]);
+        done = done.max(ready);
+    }
+    Ok((out, done))
+}
+
+impl GraphSource for CsrSource {
+    fn vertices(&self) -> u32 {
+        self.ssd.csr().map_or(0, crate::baseline::CsrFile::vertices)
+    }
+
+    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>> {
+        let n = self.vertices();
+        for &v in vertices {
+            check(v, n)?;
+        }
+        let parts = self.ssd.parts();
+        // new() checked the file is there.
+        let csr = parts.csr.expect("the CSR file is written");
+        let page_bytes = u64::from(parts.flash.geometry().page_bytes);
+        let col_start = csr.col_start() * page_bytes;
+        let reads = parts.flash.counters().page_reads;
+        let start = *parts.now;
+        let mut rows = Vec::with_capacity(vertices.len());
+        for &v in vertices {
+            let at = u64::from(v) * 8;
+            let (bytes, ready) = read_bytes(
+                &mut self.cache,
+                &mut self.counters,
+                (&mut *parts.ftl, &mut *parts.flash),
+                at..at + 16,
+                start,
+            )?;
+            let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+            rows.push((word(0)..word(8), ready));
+        }
+        let mut end = start;
+        let mut lists = Vec::with_capacity(vertices.len());
+        for (row, ready) in rows {
+            let (bytes, done) = read_bytes(
+                &mut self.cache,
+                &mut self.counters,
+                (&mut *parts.ftl, &mut *parts.flash),
+                col_start + row.start * 4..col_start + row.end * 4,
+                ready,
+            )?;
+            lists.push(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                    .collect(),
+            );
+            end = end.max(done);
+        }
+        self.counters.pages_read += parts.flash.counters().page_reads - reads;
+        finish(&mut self.counters, parts.now, start, end, vertices.len());
+        Ok(lists)
+    }
+
+    fn counters(&self) -> SourceCounters {
+        self.counters
+    }
+
+    fn cache_bytes(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    fn ssd(&self) -> &Ssd {
+        &self.ssd
+    }
+}
+
+/// What loading the device did: the image written before any request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Init {
+    /// Pages of the backend's image: graph pages (neighbours and weights)
+    /// for the GTL, logical pages of the CSR file for the baseline.
+    pub image_pages: u64,
+    /// NAND pages programmed to write it.
+    pub pages_written: u64,
+    /// Its modelled time, in nanoseconds.
+    pub modelled_ns: Nanos,
+}
+
+/// A fresh device of `config` holding `graph` for `backend` (GraphInitialize
+/// or the CSR file's writes), and its host side with a cache of
+/// `cache_bytes`.
+pub fn open(
+    graph: &Graph,
+    config: &Config,
+    backend: Backend,
+    cache_bytes: u64,
+) -> Result<(Box<dyn GraphSource>, Init)> {
+    let mut ssd = Ssd::new(config)?;
+    let image_pages = match backend {
+        Backend::Gtl => {
+            let layout = ssd.graph_initialize(graph)?;
+            layout.pages + layout.weight_pages
+        }
+        Backend::Csr => ssd.write_csr(graph)?,
+    };
+    let init = Init {
+        image_pages,
+        pages_written: ssd.flash().counters().programs,
+        modelled_ns: ssd.now(),
+    };
+    let source: Box<dyn GraphSource> = match backend {
+        Backend::Gtl => Box::new(GtlSource::new(ssd, cache_bytes)?),
+        Backend::Csr => Box::new(CsrSource::new(ssd, cache_bytes)?),
+    };
+    Ok((source, init))
+}
+
+#[cfg(test)]
+mod tests {
+    use quiver_csr::testing::karate;
+
+    use super::*;
+
+    #[test]
+    fn a_cached_page_costs_no_read_and_no_time() {
+        for backend in [Backend::Gtl, Backend::Csr] {
+            let graph = karate(true);
+            let (mut source, _) = open(&graph, &Config::default(), backend, 1 << 20).unwrap();
+            assert_eq!(source.get(0).unwrap(), graph.neighbors(0));
+            let first = source.counters();
+            assert!(first.pages_read > 0 && first.modelled_ns > 0, "{backend}");
+            assert_eq!(source.get(1).unwrap(), graph.neighbors(1));
+            let second = source.counters();
+            assert_eq!(second.pages_read, first.pages_read, "{backend}");
+            assert_eq!(second.modelled_ns, first.modelled_ns, "{backend}");
+            assert!(second.cache_hits > first.cache_hits);
+            assert!(source.cache_bytes() <= 1 << 20);
+            assert!(matches!(
+                source.get(34),
+                Err(Error::VertexOutOfRange {
+                    vertex: 34,
+                    vertices: 34
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_batch_overlaps_its_requests() {
+        let graph = karate(true);
+        let all: Vec<u32> = (0..graph.num_vertices()).collect();
+        for backend in [Backend::Gtl, Backend::Csr] {
+            let (mut one, _) = open(&graph, &Config::default(), backend, 0).unwrap();
+            for &v in &all {
+                one.get(v).unwrap();
+            }
+            let (mut batch, _) = open(&graph, &Config::default(), backend, 0).unwrap();
+            batch.get_many(&all).unwrap();
+            assert_eq!(one.counters().pages_read, batch.counters().pages_read);
+            assert!(batch.counters().modelled_ns < one.counters().modelled_ns);
+        }
+    }
+}
