@@ -328,25 +328,31 @@ fn read_lists(
         let read = flash.read(ppn, at)?;
         let page = Page::decode(read.data, ppn.0)?;
         let nand = read.done;
-        if page.vsid != entry.vertex() {
-            return Err(Error::CorruptPage {
-                ppn: ppn.0,
-                reason: format!(
-                    "starts at vertex {}, its GTT entry at {}",
-                    page.vsid,
-                    entry.vertex()
-                ),
-            });
-        }
-        let list = page.list(vertex).ok_or_else(|| Error::CorruptPage {
-            ppn: ppn.0,
-            reason: format!("holds no list of vertex {vertex}"),
-        })?;
-        chunks.push(list.to_vec());
+        chunks.push(list_of(&page, entry, vertex)?.to_vec());
         let bytes = u64::from(flash.geometry().page_bytes);
         done = done.max(flash.host_transfer(bytes, nand));
     }
     Ok((chunks, done))
+}
+
+/// `vertex`'s list in `page`, read through GTT `entry`, after checking that
+/// the page is the one the entry names (it starts at the entry's vertex).
+pub(crate) fn list_of<'p>(page: &'p Page, entry: &GttEntry, vertex: u32) -> Result<&'p [u32]> {
+    let ppn = entry.ppn().0;
+    if page.vsid != entry.vertex() {
+        return Err(Error::CorruptPage {
+            ppn,
+            reason: format!(
+                "starts at vertex {}, its GTT entry at {}",
+                page.vsid,
+                entry.vertex()
+            ),
+        });
+    }
+    page.list(vertex).ok_or_else(|| Error::CorruptPage {
+        ppn,
+        reason: format!("holds no list of vertex {vertex}"),
+    })
 }
 
 /// A page's list of ranges holding `range` alone.

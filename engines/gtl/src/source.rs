@@ -164,21 +164,7 @@ impl GraphSource for GtlSource {
                     self.cache.insert(ppn.0, Rc::clone(&page), done);
                     (page, done)
                 };
-                if page.vsid != entry.vertex() {
-                    return Err(Error::CorruptPage {
-                        ppn: ppn.0,
-                        reason: format!(
-                            "starts at vertex {}, its GTT entry at {}",
-                            page.vsid,
-                            entry.vertex()
-                        ),
-                    });
-                }
-                let part = page.list(v).ok_or_else(|| Error::CorruptPage {
-                    ppn: ppn.0,
-                    reason: format!("holds no list of vertex {v}"),
-                })?;
-                list.extend_from_slice(part);
+                list.extend_from_slice(crate::gtl::list_of(&page, entry, v)?);
                 end = end.max(ready);
             }
             lists.push(list);
