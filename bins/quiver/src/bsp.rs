@@ -286,7 +286,7 @@ fn print_engine(report: &quiver_bsp::Report) {
         report.edges_read
     );
     println!(
-        "time       {:.3} s compute, {:.3} s building in-edges, {:.3} s wall, {} threads",
+        "time       {:.3} s compute, {:.3} s loading (partition, edge layouts, buffers), {:.3} s wall, {} threads",
         seconds(report.summary.compute_ns),
         seconds(report.summary.load_ns),
         seconds(report.summary.wall_ns),

@@ -94,9 +94,9 @@ pages read and modelled time count the application alone.")]
         /// Requests in flight: the largest batch submitted at once.
         #[arg(long, default_value_t = RunConfig::default().batch)]
         batch: usize,
-        /// BFS: the root vertex.
-        #[arg(long, default_value_t = RunConfig::default().source)]
-        source: u32,
+        /// BFS: the root vertex (default: the first vertex with edges).
+        #[arg(long)]
+        source: Option<u32>,
         /// BFS: the target's depth as a fraction of the root's BFS depth.
         #[arg(long, default_value_t = RunConfig::default().depth_fraction)]
         depth_fraction: f64,

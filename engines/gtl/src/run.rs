@@ -44,8 +44,9 @@ pub struct Config {
     pub cache_bytes: u64,
     /// Requests in flight: the largest batch an application submits.
     pub batch: usize,
-    /// BFS's root.
-    pub source: u32,
+    /// BFS's root (`None`: the first vertex with edges, so that a default
+    /// run on a graph with isolated vertices walks somewhere).
+    pub source: Option<u32>,
     /// BFS: the target's depth as a fraction of the root's BFS depth
     /// (the paper's 0.1, 0.33, 0.66, 1.0).
     pub depth_fraction: f64,
@@ -72,7 +73,7 @@ impl Default for Config {
             backend: Backend::Gtl,
             cache_bytes: 64 << 20,
             batch: 4096,
-            source: 0,
+            source: None,
             depth_fraction: 1.0,
             walks: 100_000,
             steps: 10,
@@ -195,8 +196,13 @@ pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) ->
         )
         .into());
     }
+    let root = config.source.unwrap_or_else(|| {
+        (0..graph.num_vertices())
+            .find(|&v| graph.degree(v) > 0)
+            .unwrap_or(0)
+    });
     let target = match app {
-        App::Bfs => Some(bfs_target(graph, config.source, config.depth_fraction)?),
+        App::Bfs => Some(bfs_target(graph, root, config.depth_fraction)?),
         _ => None,
     };
     progress.start("writing the device", Unit::Edges, Some(graph.num_edges()));
@@ -211,9 +217,9 @@ pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) ->
     let result = match app {
         App::Bfs => {
             let (target, target_depth, max_depth) = target.expect("picked above");
-            let found = apps::bfs(source, config.source, Some(target), batch)?;
+            let found = apps::bfs(source, root, Some(target), batch)?;
             Summary::Bfs {
-                source: config.source,
+                source: root,
                 target,
                 target_depth,
                 max_depth,

@@ -152,7 +152,7 @@ fn runs_report_counts_and_name_their_errors() {
         assert_eq!(results[0], results[1], "{app:?}");
     }
     let bad = RunConfig {
-        source: 34,
+        source: Some(34),
         ..config.clone()
     };
     let err = run(&graph, App::Bfs, &bad, &NoProgress).unwrap_err();
