@@ -209,7 +209,7 @@ mod tests {
                 while let Some(range) = worklists.grab() {
                     mine.extend(range.map(|i| (tasks[i], u64::from(tasks[i]) * 7)));
                     // A busy owner: its tasks take time.
-                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             } else {
                 while let Some(tasks) = worklists.steal(0).unwrap() {
