@@ -503,17 +503,6 @@ impl<'g> Engine<'g> {
         Ok(joined)
     }
 
-    /// Sets every value of `values` to `bits`, in parallel.
-    pub fn fill(&self, values: &[AtomicU64], bits: u64) {
-        use rayon::prelude::*;
-        self.pool.install(|| {
-            values
-                .par_iter()
-                .with_min_len(4096)
-                .for_each(|v| v.store(bits, Ordering::Relaxed));
-        });
-    }
-
     /// Fills `out` (one slot per owned vertex, in order) with `f` of each
     /// owned vertex, in parallel.
     pub fn map_owned<T: Send>(&self, out: &mut [T], f: impl Fn(u32) -> T + Sync) {

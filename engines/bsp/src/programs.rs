@@ -314,8 +314,6 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             };
             share
         });
-        engine.fill(&local_sum, 0f64.to_bits());
-        engine.fill(&sum, 0f64.to_bits());
         engine.process_edges(
             &all,
             &PageRank {
@@ -325,9 +323,12 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             },
         )?;
         let base = (1.0 - damping) / size + damping / size * sink_sum;
+        // Taking the sums leaves them zero for the next iteration (a
+        // mirror's sum is taken when it is forwarded).
         engine.map_owned(&mut rank, |v| {
-            let gathered = f64::from_bits(local_sum[v as usize].load(Ordering::Relaxed))
-                + f64::from_bits(sum[v as usize].load(Ordering::Relaxed));
+            let zero = 0f64.to_bits();
+            let gathered = f64::from_bits(local_sum[v as usize].swap(zero, Ordering::Relaxed))
+                + f64::from_bits(sum[v as usize].swap(zero, Ordering::Relaxed));
             base + damping * gathered
         });
     }
