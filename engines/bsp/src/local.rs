@@ -321,7 +321,7 @@ impl Csc {
 
 /// Whether every adjacency list of `graph` is sorted (files written by
 /// Quiver always are; graphs built in memory need not be).
-fn sorted_lists(graph: &Graph) -> bool {
+pub(crate) fn sorted_lists(graph: &Graph) -> bool {
     (0..graph.num_vertices()).all(|v| graph.neighbors(v).windows(2).all(|w| w[0] <= w[1]))
 }
 

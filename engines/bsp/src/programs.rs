@@ -365,7 +365,9 @@ fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
 fn lcc(engine: &Engine<'_>) -> Vec<f64> {
     let graph = engine.graph();
     let owned_range = engine.owned();
-    let distinct = graph.has_distinct_targets();
+    // Lists can be searched as they are when sorted without repeats
+    // (always, for graphs Quiver wrote); otherwise each is sorted first.
+    let searchable = graph.has_distinct_targets() && crate::local::sorted_lists(graph);
     let local = engine.local();
     let lcc = atomics(owned_range.end - owned_range.start, |_| AtomicU64::new(0));
     engine.process_vertices(None, |v| {
@@ -380,16 +382,23 @@ fn lcc(engine: &Engine<'_>) -> Vec<f64> {
         let mut scratch = Vec::new();
         for &u in &neighbours {
             let mut out = graph.neighbors(u);
-            if !distinct {
+            if !searchable {
                 scratch.clear();
                 scratch.extend_from_slice(out);
                 scratch.sort_unstable();
                 scratch.dedup();
                 out = &scratch;
             }
-            links += out
+            // |out(u) ∩ N(v)|: walk the shorter list, search the longer, so
+            // a hub costs its small partners' sizes, not its own each time.
+            let (short, long) = if out.len() <= neighbours.len() {
+                (out, &neighbours[..])
+            } else {
+                (&neighbours[..], out)
+            };
+            links += short
                 .iter()
-                .filter(|w| neighbours.binary_search(w).is_ok())
+                .filter(|w| long.binary_search(w).is_ok())
                 .count() as u64;
         }
         let coefficient = links as f64 / (d * (d - 1)) as f64;
