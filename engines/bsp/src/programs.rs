@@ -15,8 +15,6 @@
 //! (an all-gather, |V| labels in all). LCC reads its neighbours' out-edges
 //! from the graph file, which every node maps.
 
-use std::cmp::Reverse;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::algorithm::{Algorithm, Values, UNREACHED};
@@ -343,15 +341,22 @@ fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
         let next = atomics(owned_range.end - owned_range.start, |_| AtomicU32::new(0));
         let local = engine.local();
         engine.process_vertices(None, |v| {
-            let mut histogram: HashMap<u32, u64> = HashMap::new();
-            for &u in local.out_edges(v).vertices {
-                *histogram.entry(labels[u as usize]).or_default() += 1;
-            }
-            // Most frequent, then smallest; no neighbours: keep the label.
-            let label = histogram
-                .into_iter()
-                .max_by_key(|&(label, count)| (count, Reverse(label)))
-                .map_or(labels[v as usize], |(label, _)| label);
+            let mut seen: Vec<u32> = local
+                .out_edges(v)
+                .vertices
+                .iter()
+                .map(|&u| labels[u as usize])
+                .collect();
+            // Most frequent, then smallest: runs of the sorted labels, the
+            // first longest run winning; no neighbours: keep the label.
+            seen.sort_unstable();
+            let label = seen
+                .chunk_by(|a, b| a == b)
+                .fold(None, |best: Option<&[u32]>, run| match best {
+                    Some(best) if best.len() >= run.len() => Some(best),
+                    _ => Some(run),
+                })
+                .map_or(labels[v as usize], |run| run[0]);
             next[(v - owned_range.start) as usize].store(label, Ordering::Relaxed);
             0u64
         });
