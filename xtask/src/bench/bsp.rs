@@ -19,7 +19,7 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture_json, generate_rmat, num, reuse_or, Bins, Context};
+use super::{capture_json, num, symmetric_rmat, Bins, Context};
 use crate::report::{Row, Target};
 
 const SCALE: u32 = 20;
@@ -54,12 +54,9 @@ const TWO_SIDED: Setup = Setup {
 };
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
-    let (bins, data, reps) = (cx.bins, cx.data, cx.args.reps.max(1));
-    let graph = data.join(format!("rmat-u{SCALE}.qcsr"));
+    let (bins, reps) = (cx.bins, cx.args.reps.max(1));
     let mut notes = Vec::new();
-    let generate = reuse_or(&graph, "bsp", &mut notes, || {
-        generate_rmat(bins, &graph, SCALE, true)
-    })?;
+    let (graph, generate) = symmetric_rmat(cx, SCALE, "bsp", &mut notes)?;
     let facts = capture_json(
         &bins.bench_latency,
         &argv!["graph", &graph, "--from", "1", "--count", "1"],

@@ -12,19 +12,16 @@ use std::ffi::OsString;
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture_json, generate_rmat, num, reuse_or, Context};
+use super::{capture_json, num, symmetric_rmat, Context};
 use crate::report::{Row, Target};
 
 const SCALE: u32 = 18;
 const PAGE_BYTES: f64 = 16384.0;
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
-    let (bins, data) = (cx.bins, cx.data);
-    let graph = data.join(format!("rmat-u{SCALE}.qcsr"));
+    let bins = cx.bins;
     let mut notes = Vec::new();
-    let generate = reuse_or(&graph, "gtl", &mut notes, || {
-        generate_rmat(bins, &graph, SCALE, true)
-    })?;
+    let (graph, generate) = symmetric_rmat(cx, SCALE, "gtl", &mut notes)?;
     // BFS starts at the first vertex with edges (R-MAT leaves many isolated).
     let facts = capture_json(
         &bins.bench_latency,

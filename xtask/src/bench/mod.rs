@@ -330,6 +330,23 @@ fn generate_rmat(bins: &Bins, graph: &Path, scale: u32, symmetric: bool) -> Resu
     capture_json(&bins.quiver, &args)
 }
 
+/// The symmetric R-MAT graph of `scale` (`rmat-u<scale>.qcsr` in
+/// `target/bench/data`, shared by the benchmarks that use it), made unless
+/// it exists; returns its path and the generator's report (`null` when
+/// reused, with a note saying so).
+pub(crate) fn symmetric_rmat(
+    cx: &Context,
+    scale: u32,
+    bench: &str,
+    notes: &mut Vec<String>,
+) -> Result<(PathBuf, Value)> {
+    let graph = cx.data.join(format!("rmat-u{scale}.qcsr"));
+    let generate = reuse_or(&graph, bench, notes, || {
+        generate_rmat(cx.bins, &graph, scale, true)
+    })?;
+    Ok((graph, generate))
+}
+
 /// Runs `make` unless `path` exists already, in which case it is reused
 /// (and a note says so). Data made by the driver is written under a
 /// temporary name and renamed, so a file that exists is complete; its name

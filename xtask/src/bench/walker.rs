@@ -45,9 +45,7 @@ use quiver_io::size::format_bytes;
 use quiver_walker::{Config, FINE_BLOCK};
 use serde_json::{json, Value};
 
-use super::{
-    capture, capture_json, generate_rmat, num, reuse_or, Bins, Context, EDGE_FACTOR, SEED,
-};
+use super::{capture, capture_json, num, symmetric_rmat, Bins, Context, EDGE_FACTOR, SEED};
 use crate::report::{escape, Row, Target};
 
 const MIB: u64 = 1 << 20;
@@ -142,11 +140,8 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let (bins, data, out, args) = (cx.bins, cx.data, cx.out, cx.args);
     let started = Instant::now();
     let scale = args.scale;
-    let graph = data.join(format!("rmat-u{scale}.qcsr"));
     let mut notes = Vec::new();
-    let generate = reuse_or(&graph, "walker", &mut notes, || {
-        generate_rmat(bins, &graph, scale, true)
-    })?;
+    let (graph, generate) = symmetric_rmat(cx, scale, "walker", &mut notes)?;
     let g = fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
         .len();

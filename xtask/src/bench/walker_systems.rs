@@ -11,7 +11,7 @@ use quiver_io::size::format_bytes;
 use serde_json::{json, Value};
 
 use super::walker::{ceil_mib, Walker};
-use super::{generate_rmat, num, reuse_or, Context, EDGE_FACTOR, SEED};
+use super::{num, symmetric_rmat, Context, EDGE_FACTOR, SEED};
 use crate::report::{Row, Target};
 
 /// Throughput other systems reach on the Kronecker graph (scale
@@ -38,11 +38,8 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let (bins, data, reps) = (cx.bins, cx.data, cx.args.reps);
     let started = Instant::now();
     let scale = 20;
-    let graph = data.join(format!("rmat-u{scale}.qcsr"));
     let mut notes = Vec::new();
-    let generate = reuse_or(&graph, "walker-systems", &mut notes, || {
-        generate_rmat(bins, &graph, scale, true)
-    })?;
+    let (graph, generate) = symmetric_rmat(cx, scale, "walker-systems", &mut notes)?;
     let g = fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
         .len();
