@@ -8,7 +8,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
 use quiver_gtl::source::open;
 use quiver_gtl::{App, Backend, RunConfig};
-use quiver_io::size::{format_bytes, parse_bytes};
+use quiver_io::size::format_bytes;
+
+use crate::units::ByteSize;
 use serde::Serialize;
 
 use crate::progress::Bar;
@@ -53,8 +55,8 @@ pub struct DeviceArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
     pub backend: BackendArg,
     /// The host page cache's size (16 KiB pages, LRU).
-    #[arg(long, value_parser = parse_bytes, default_value_t = RunConfig::default().cache_bytes)]
-    pub cache: u64,
+    #[arg(long, default_value_t = ByteSize(RunConfig::default().cache_bytes))]
+    pub cache: ByteSize,
     /// The fraction of each graph page left free by GraphInitialize.
     #[arg(long, default_value_t = RunConfig::default().device.slack)]
     pub slack: f64,
@@ -64,7 +66,7 @@ impl DeviceArgs {
     fn config(&self) -> RunConfig {
         let mut config = RunConfig {
             backend: self.backend.into(),
-            cache_bytes: self.cache,
+            cache_bytes: self.cache.0,
             ..RunConfig::default()
         };
         config.device.slack = self.slack;

@@ -377,6 +377,8 @@ impl Peers {
 /// The engine of one node: its edges, its workers, its peers.
 pub struct Engine<'g> {
     graph: &'g Graph,
+    /// Edges over all nodes (on the programs' side).
+    total_edges: u64,
     local: LocalGraph<'g>,
     peers: Option<Peers>,
     progress: &'g dyn Progress,
@@ -402,8 +404,16 @@ impl<'g> Engine<'g> {
             .thread_name(|i| format!("bsp-worker-{i}"))
             .build()
             .map_err(Error::Threads)?;
+        let total_edges = match &peers {
+            Some(peers) => peers
+                .node
+                .all_reduce(local.num_edges(), Reduce::Sum)
+                .map_err(Error::Verbs)?,
+            None => local.num_edges(),
+        };
         Ok(Engine {
             graph,
+            total_edges,
             local,
             peers,
             progress,
@@ -564,8 +574,7 @@ impl<'g> Engine<'g> {
                     self.process_vertices(Some(active), |v| self.local.degree(v))
                 };
                 let active_edges = self.sum(local_edges)?;
-                let total = self.sum(self.local.num_edges())?;
-                if active_edges > total / PULL_THRESHOLD {
+                if active_edges > self.total_edges / PULL_THRESHOLD {
                     Direction::Pull
                 } else {
                     Direction::Push
@@ -632,8 +641,9 @@ impl<'g> Engine<'g> {
             let compute = match direction {
                 Direction::Push => {
                     // One task: `src` (carrying `state`) signals along `edges`.
+                    // Returns the edges it read.
                     let task =
-                        |worker: usize, src: u32, state: u64, edges: Edges<'_>| -> Result<()> {
+                        |worker: usize, src: u32, state: u64, edges: Edges<'_>| -> Result<u64> {
                             for (i, &dst) in edges.vertices.iter().enumerate() {
                                 if let Some(message) =
                                     program.signal(src, state, dst, edges.weight(i))
@@ -641,8 +651,7 @@ impl<'g> Engine<'g> {
                                     apply(worker, dst, message)?;
                                 }
                             }
-                            edges_read.fetch_add(edges.vertices.len() as u64, Ordering::Relaxed);
-                            Ok(())
+                            Ok(edges.vertices.len() as u64)
                         };
                     match worklists {
                         None => {
@@ -651,14 +660,12 @@ impl<'g> Engine<'g> {
                                     return;
                                 }
                                 *failed = (|| {
+                                    let mut read = 0;
                                     for &src in &active.vertices()[range] {
-                                        task(
-                                            worker,
-                                            src,
-                                            program.state(src),
-                                            this.local.out_edges(src),
-                                        )?;
+                                        let edges = this.local.out_edges(src);
+                                        read += task(worker, src, program.state(src), edges)?;
                                     }
+                                    edges_read.fetch_add(read, Ordering::Relaxed);
                                     poll(worker)
                                 })()
                                 .err();
@@ -671,19 +678,22 @@ impl<'g> Engine<'g> {
                             (|| {
                                 // Own tasks are the frontier's, in the order
                                 // published: no need to read them back.
+                                let mut read = 0;
                                 while let Some(range) = worklists.grab() {
                                     for &src in &active.vertices()[range] {
                                         let edges = this.local.out_edges(src);
-                                        task(worker, src, program.state(src), edges)?;
+                                        read += task(worker, src, program.state(src), edges)?;
                                     }
                                     poll(worker)?;
                                 }
                                 while let Some(tasks) = worklists.steal(worker)? {
                                     for (src, state) in tasks {
-                                        task(worker, src, state, this.local.any_out_edges(src))?;
+                                        let edges = this.local.any_out_edges(src);
+                                        read += task(worker, src, state, edges)?;
                                     }
                                     poll(worker)?;
                                 }
+                                edges_read.fetch_add(read, Ordering::Relaxed);
                                 Ok(())
                             })()
                             .err()
@@ -732,9 +742,10 @@ impl<'g> Engine<'g> {
             match &this.peers {
                 Some(peers) => {
                     let forward = touched.as_ref().map(|touched| {
-                        this.mirrors()
-                            .filter(|&v| touched.contains(v))
-                            .collect::<Vec<u32>>()
+                        let owned = this.owned();
+                        let mut mirrors = touched.members(0..owned.start);
+                        mirrors.extend(touched.members(owned.end..this.num_vertices()));
+                        mirrors
                     });
                     let forward = forward.unwrap_or_default();
                     let finished = this.pool.broadcast(|context| -> Result<()> {
@@ -773,12 +784,6 @@ impl<'g> Engine<'g> {
         });
         self.progress.advance(1);
         Ok(Frontier { bits: next, list })
-    }
-
-    /// Vertices this node does not own (its possible mirrors).
-    fn mirrors(&self) -> impl Iterator<Item = u32> + '_ {
-        let owned = self.owned();
-        (0..owned.start).chain(owned.end..self.num_vertices())
     }
 
     /// Task grabbing: every worker claims [`GRAB`] consecutive items of

@@ -54,7 +54,7 @@ struct Csr<'g> {
 /// How a node finds the edges into a destination from its own sources.
 #[derive(Debug)]
 enum Pull {
-    /// A symmetric graph with sorted adjacency lists: the edges into `v`
+    /// A symmetric graph (its lists are sorted, as all are): the edges into `v`
     /// from owned sources are the owned run of `v`'s own sorted neighbours,
     /// found by binary search, so no second layout is built.
     Symmetric,
@@ -85,7 +85,8 @@ impl<'g> LocalGraph<'g> {
                 weights: graph.weights().map(Cow::Borrowed),
             }
         };
-        let pull = if graph.is_undirected() && sorted_lists(graph) {
+        // quiver-csr keeps every adjacency list sorted.
+        let pull = if graph.is_undirected() {
             Pull::Symmetric
         } else {
             Pull::Transposed(Csc::of(&out, owned.clone(), graph.num_vertices()))
@@ -317,12 +318,6 @@ impl Csc {
             weights: pulled_weights,
         }
     }
-}
-
-/// Whether every adjacency list of `graph` is sorted (files written by
-/// Quiver always are; graphs built in memory need not be).
-pub(crate) fn sorted_lists(graph: &Graph) -> bool {
-    (0..graph.num_vertices()).all(|v| graph.neighbors(v).windows(2).all(|w| w[0] <= w[1]))
 }
 
 /// An edge offset as an index: edge counts fit memory, so `usize`.

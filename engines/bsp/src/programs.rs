@@ -370,10 +370,10 @@ fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
 fn lcc(engine: &Engine<'_>) -> Vec<f64> {
     let graph = engine.graph();
     let owned_range = engine.owned();
-    // Lists can be searched as they are when sorted without repeats
-    // (always, for graphs Quiver wrote); otherwise each is sorted first.
-    let searchable = graph.has_distinct_targets() && crate::local::sorted_lists(graph);
+    // Lists are sorted; they can be searched as they are without repeats,
+    // otherwise each is deduplicated first.
     let local = engine.local();
+    let distinct = graph.has_distinct_targets();
     let lcc = atomics(owned_range.end - owned_range.start, |_| AtomicU64::new(0));
     engine.process_vertices(None, |v| {
         let mut neighbours = local.out_edges(v).vertices.to_vec();
@@ -386,11 +386,10 @@ fn lcc(engine: &Engine<'_>) -> Vec<f64> {
         let mut links = 0u64;
         let mut scratch = Vec::new();
         for &u in &neighbours {
-            let mut out = graph.neighbors(u);
-            if !searchable {
+            let mut out = local.any_out_edges(u).vertices;
+            if !distinct {
                 scratch.clear();
                 scratch.extend_from_slice(out);
-                scratch.sort_unstable();
                 scratch.dedup();
                 out = &scratch;
             }

@@ -277,11 +277,17 @@ pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) ->
     };
     let counters = source.counters();
     progress.advance(counters.requests);
+    let page_bytes = u64::from(source.ssd().flash().geometry().page_bytes);
     let summary = RunSummary {
         load_ns,
         compute_ns: compute.elapsed_ns(),
         threads: 1,
         wall_ns: wall.elapsed_ns(),
+        // The device's reads and writes: NAND pages, whole.
+        read_calls: counters.pages_read,
+        bytes_read: counters.pages_read * page_bytes,
+        write_calls: init.pages_written,
+        bytes_written: init.pages_written * page_bytes,
         ..RunSummary::default()
     };
     Ok(Report {
