@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::commands::UsageError;
 use crate::job::JobArgs;
 use crate::progress::Bar;
+use crate::units::seconds;
 
 /// Flags every algorithm takes.
 #[derive(Debug, Args)]
@@ -295,11 +296,6 @@ fn print_engine(report: &quiver_bsp::Report) {
     if report.teps > 0.0 {
         println!("TEPS       {:.3e}", report.teps);
     }
-}
-
-#[allow(clippy::cast_precision_loss)] // Nanoseconds shown as seconds.
-fn seconds(ns: u64) -> f64 {
-    ns as f64 / 1e9
 }
 
 /// One line about the values: reach, components, communities, extremes.

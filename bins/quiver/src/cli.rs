@@ -316,7 +316,8 @@ pub struct InfoArgs {
     /// Weight of a vertex against an edge when balancing chunks.
     #[arg(long, default_value_t = 8.0, requires = "chunks")]
     pub alpha: f64,
-    /// Check every checksum and that every edge target is a vertex.
+    /// Also check what opening leaves (opening verifies every checksum and target): that a
+    /// graph claiming distinct targets has no repeated edge, and that weights are finite.
     #[arg(long)]
     pub verify: bool,
     /// List every block, not just a summary.

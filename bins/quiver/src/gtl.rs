@@ -10,7 +10,7 @@ use quiver_gtl::source::open;
 use quiver_gtl::{App, Backend, RunConfig};
 use quiver_io::size::format_bytes;
 
-use crate::units::ByteSize;
+use crate::units::{seconds, ByteSize};
 use serde::Serialize;
 
 use crate::progress::Bar;
@@ -261,9 +261,9 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             );
             println!(
                 "time       {:.3} s compute, {:.3} s writing the device, {:.3} s wall",
-                micros(report.summary.compute_ns) / 1e6,
-                micros(report.summary.load_ns) / 1e6,
-                micros(report.summary.wall_ns) / 1e6
+                seconds(report.summary.compute_ns),
+                seconds(report.summary.load_ns),
+                seconds(report.summary.wall_ns)
             );
             Ok(())
         }

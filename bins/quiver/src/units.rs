@@ -78,6 +78,12 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Nanoseconds as seconds, for reports.
+#[allow(clippy::cast_precision_loss)] // A time to print, not an exact count.
+pub fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

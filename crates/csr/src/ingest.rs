@@ -263,8 +263,7 @@ pub fn export(graph: &Graph, output: &mut dyn Write, format: EdgeFormat) -> io::
         inner: BufWriter::with_capacity(1 << 20, output),
         bytes: 0,
     };
-    let ids = graph.original_ids();
-    let name = |v: u32| ids.map_or(u64::from(v), |ids| ids[crate::to_usize(u64::from(v))]);
+    let name = |v: u32| graph.original_id(v);
     for v in 0..graph.num_vertices() {
         let weights = graph.edge_weights(v);
         for (i, &t) in graph.neighbors(v).iter().enumerate() {

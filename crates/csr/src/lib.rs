@@ -12,9 +12,11 @@
 //!   targets and (optional) weights and id map sections, each 4 KiB aligned
 //!   and padded, then the page checksums, so any block can be read with
 //!   O_DIRECT (see [`format`](mod@format)).
-//! - Opening a file validates its header and offsets, so no accessor can read
-//!   out of bounds; [`Graph::verify`] checks every checksum and target. No
-//!   input, however corrupt, makes this crate panic.
+//! - Opening a file validates its header and offsets and verifies every
+//!   page checksum and target, so no accessor reads out of bounds or sees
+//!   unverified bytes; [`Graph::verify`] adds the checks that opening leaves
+//!   (the distinct-targets claim, finite weights). No input, however
+//!   corrupt, makes this crate panic.
 //! - Files are written under a temporary name, fsynced, then renamed.
 //! - This crate never opens a socket and holds no `unsafe` code (mapping
 //!   files is quiver-io's job).

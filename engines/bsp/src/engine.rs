@@ -197,6 +197,8 @@ pub struct Superstep {
     pub messages: u64,
     /// Bytes of messages this node sent.
     pub bytes_sent: u64,
+    /// WRITEs or SENDs this node posted (blocks, END markers, credits).
+    pub writes: u64,
     /// Tasks this node took from other nodes' worklists.
     pub migrated: u64,
     /// Time this node's workers computed, its own tasks and migrated ones,
@@ -778,6 +780,7 @@ impl<'g> Engine<'g> {
             edges: edges_read.into_inner(),
             messages: traffic.messages,
             bytes_sent: traffic.bytes,
+            writes: traffic.writes,
             migrated: worklists.map_or(0, Worklists::take_migrated),
             busy_ns,
             ns: started.elapsed_ns(),

@@ -149,6 +149,8 @@ pub struct Report {
     pub messages: u64,
     /// Bytes of messages this node sent (into rings, or as SENDs).
     pub bytes_sent: u64,
+    /// WRITEs or SENDs this node posted (blocks, END markers, credits).
+    pub writes: u64,
     /// Tasks this node took from other nodes' worklists.
     pub migrated: u64,
     /// Time this node's workers computed (its own tasks and migrated ones),
@@ -264,6 +266,7 @@ fn run_on(
             edges_read: supersteps.iter().map(|s| s.edges).sum(),
             messages: supersteps.iter().map(|s| s.messages).sum(),
             bytes_sent: supersteps.iter().map(|s| s.bytes_sent).sum(),
+            writes: supersteps.iter().map(|s| s.writes).sum(),
             migrated: supersteps.iter().map(|s| s.migrated).sum(),
             busy_ns: supersteps.iter().map(|s| s.busy_ns).sum(),
             supersteps,

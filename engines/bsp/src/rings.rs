@@ -51,9 +51,11 @@ const PAD: u32 = u32::MAX - 1;
 pub struct Traffic {
     /// Messages (units) sent.
     pub messages: u64,
-    /// Bytes written into remote rings (headers and padding included).
+    /// Bytes of message blocks sent (headers and padding included; credits
+    /// are not messages).
     pub bytes: u64,
-    /// WRITEs posted (blocks, END markers and credits).
+    /// Operations posted: WRITEs or SENDs of blocks, pads and END markers,
+    /// and the credits written back.
     pub writes: u64,
 }
 
@@ -427,7 +429,6 @@ impl Rings {
                 .map_err(Error::Verbs)?;
             receiver.credited[from] = credit;
             receiver.traffic.writes += 1;
-            receiver.traffic.bytes += 8;
         }
         Ok(true)
     }

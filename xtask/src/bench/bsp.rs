@@ -122,10 +122,11 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             for setup in [&ONE_SIDED, &TWO_SIDED] {
                 let run = &measured[setup.name];
                 notes.push(format!(
-                    "bsp: {name}, {}: {} messages, {} bytes, {} supersteps",
+                    "bsp: {name}, {}: {} messages, {} bytes, {} WRITEs or SENDs posted, {} supersteps",
                     setup.name,
                     total(run, "messages"),
                     total(run, "bytes_sent"),
+                    total(run, "writes"),
                     run["nodes"][0]["supersteps"].as_array().map_or(0, Vec::len)
                 ));
             }

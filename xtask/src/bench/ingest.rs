@@ -15,7 +15,7 @@ use crate::report::{Row, Target};
 pub(super) fn run(cx: &Context) -> Result<Value> {
     let (bins, data, args) = (cx.bins, cx.data, cx.args);
     let scale = args.scale.to_string();
-    let stem = format!("rmat-s{scale}-ef{EDGE_FACTOR}-seed{SEED}");
+    let stem = format!("rmat-s{scale}-ef{EDGE_FACTOR}-seed{SEED}-perm");
     let graph = data.join(format!("{stem}.qcsr"));
     let text = data.join(format!("{stem}.shuffled.txt"));
     let converted = data.join(format!("{stem}.converted.qcsr"));

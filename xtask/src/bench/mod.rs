@@ -330,7 +330,7 @@ fn generate_rmat(bins: &Bins, graph: &Path, scale: u32, symmetric: bool) -> Resu
     capture_json(&bins.quiver, &args)
 }
 
-/// The symmetric R-MAT graph of `scale` (`rmat-u<scale>.qcsr` in
+/// The symmetric R-MAT graph of `scale`, ids permuted (`rmat-u<scale>-perm.qcsr` in
 /// `target/bench/data`, shared by the benchmarks that use it), made unless
 /// it exists; returns its path and the generator's report (`null` when
 /// reused, with a note saying so).
@@ -340,7 +340,7 @@ pub(crate) fn symmetric_rmat(
     bench: &str,
     notes: &mut Vec<String>,
 ) -> Result<(PathBuf, Value)> {
-    let graph = cx.data.join(format!("rmat-u{scale}.qcsr"));
+    let graph = cx.data.join(format!("rmat-u{scale}-perm.qcsr"));
     let generate = reuse_or(&graph, bench, notes, || {
         generate_rmat(cx.bins, &graph, scale, true)
     })?;

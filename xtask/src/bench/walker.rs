@@ -3,7 +3,7 @@
 //! with the release driver (`quiver walk ... --json`), and the in-memory
 //! walker against dependent random memory reads (`bench-latency chase`).
 //!
-//! The graph is `rmat-u<S>.qcsr` in `target/bench/data` (R-MAT, 16 edges per
+//! The graph is `rmat-u<S>-perm.qcsr` in `target/bench/data` (R-MAT, 16 edges per
 //! vertex, seed 1, undirected, deduplicated, no self-loops), made once and
 //! reused; G is its file size. Every out-of-core run reads with
 //! `--io direct`, spills walks to `target/bench/data`, and starts with the
@@ -13,9 +13,9 @@
 //!   MiB) and each mode's default blocks: GraphWalker's self-adaptive loads
 //!   of 2 MiB fine blocks (G/64 on graphs too small for 2 MiB to fit the
 //!   budget), iteration's static rule. Their source is the first vertex
-//!   from 1 on with out-degree >= 1 (vertex 0 is R-MAT's biggest hub, the
-//!   one vertex whose walks say least about the scheduler); SimRank pairs
-//!   it with the next such vertex.
+//!   from 1 on with out-degree >= 1 (a rule from before ids were permuted,
+//!   when vertex 0 was R-MAT's biggest hub); SimRank pairs it with the next
+//!   such vertex.
 //! - Whole-graph walks (RWD, raw walks of length 10 and 80) run at `--mem`
 //!   G/8, G/4, G/2 and "all": 1.4 G, rounded up to MiB. The engine keeps a
 //!   quarter of what the walk pools leave for walks in flight, so the block
@@ -179,7 +179,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let query_mem = round_mib(g / 4);
     let query_fine = (g / 64 < FINE_BLOCK).then(|| (g / 64 / 4096).max(1) * 4096);
     notes.push(format!(
-        "walker: query applications: --mem G/4 = {}; graphwalker loads adaptively grouped fine blocks of {}{}, iteration its default static blocks (the paper's rule, at most --mem/4); the source is the first vertex from 1 on with out-degree >= 1 (vertex 0 is R-MAT's largest hub), SimRank's second vertex the next one",
+        "walker: query applications: --mem G/4 = {}; graphwalker loads adaptively grouped fine blocks of {}{}, iteration its default static blocks (the paper's rule, at most --mem/4); the source is the first vertex from 1 on with out-degree >= 1 (kept from before ids were permuted, when vertex 0 was R-MAT's largest hub), SimRank's second vertex the next one",
         format_bytes(query_mem),
         format_bytes(query_fine.unwrap_or(FINE_BLOCK)),
         if query_fine.is_some() { " (G/64: the 2 MiB default would not fit this small graph's budget)" } else { " (the default)" },

@@ -90,13 +90,7 @@ const TASKS: &[Entry] = &[Entry::of::<Probe>()];
 fn node_entry() {
     if let Err(err) = job::serve(TASKS) {
         // A node that fails exits as a driver's would, without a panic.
-        let mut chain = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(cause) = source {
-            chain = format!("{chain}: {cause}");
-            source = cause.source();
-        }
-        eprintln!("node failed: {chain}");
+        eprintln!("node failed: {}", quiver_run::chain(&err));
         std::process::exit(1);
     }
 }
