@@ -1,0 +1,824 @@
+//! The paper's traversal benchmark as a quiver-verbs job: every node loads
+//! its share of a graph, its workers run two-hop queries and edge inserts
+//! for start vertices homed on it, and every tick the nodes gather their
+//! monitors' reports, agree on migrations ([`Coordinator`]) and record a
+//! point of the time series.
+//!
+//! Workload (Pragh §6.2): start vertices are drawn by Zipf (θ 0.99; 0 for
+//! uniform) over a scope of 2^10 vertices (the first vertices, in id order,
+//! that have a neighbour: a permuted graph's ids are random); a query reads
+//! the start's first 100 neighbours and then the first 100 neighbours of
+//! each (101 Gets); 5% of operations instead update one of the start
+//! vertex's edges, pointing it at a random vertex (a Put). Updates keep a
+//! list's length; appends (`Update::AddEdge`) take the same path, but a
+//! Zipf-hot vertex that grew by 5% of all operations would make every Put
+//! copy an ever longer list. With `shift_every`, the scope moves to the next,
+//! disjoint range of start vertices at that period (the dynamic workload).
+//! Each node's workers draw from the same distribution and keep the starts
+//! homed on their node, as if clients sent each request to its start's home.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+use quiver_csr::Graph;
+use quiver_run::RunSummary;
+use quiver_verbs::job::Task;
+use quiver_verbs::{BoxError, Node};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+
+use crate::histogram::Histogram;
+use crate::policy::Coordinator;
+use crate::store::{Store, StoreConfig, StoreCounts, Tally, Update};
+use crate::{Clock, Error, Result};
+
+/// Where values may live and how nodes find them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Policy {
+    /// No migration and no location cache: every remote Get reads the key
+    /// and then the value.
+    #[serde(rename = "orig")]
+    Orig,
+    /// The location cache only.
+    #[serde(rename = "cache")]
+    Cache,
+    /// Split live migration, key lookups uncached (the cache only counts).
+    #[serde(rename = "split")]
+    Split,
+    /// Split live migration with the location cache (Pragh).
+    #[serde(rename = "split+cache")]
+    SplitCache,
+    /// The whole workload on one node, every access local; throughput is
+    /// multiplied by the node count (the paper's upper bound).
+    #[serde(rename = "ideal")]
+    Ideal,
+}
+
+impl Policy {
+    /// Every policy, in the benchmark's order.
+    pub const ALL: [Policy; 5] = [
+        Policy::Orig,
+        Policy::Cache,
+        Policy::Split,
+        Policy::SplitCache,
+        Policy::Ideal,
+    ];
+
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Orig => "orig",
+            Policy::Cache => "cache",
+            Policy::Split => "split",
+            Policy::SplitCache => "split+cache",
+            Policy::Ideal => "ideal",
+        }
+    }
+
+    /// Whether values migrate.
+    pub fn migrates(self) -> bool {
+        matches!(self, Policy::Split | Policy::SplitCache)
+    }
+
+    /// Whether the location cache answers lookups.
+    pub fn serves_cache(self) -> bool {
+        matches!(self, Policy::Cache | Policy::SplitCache)
+    }
+
+    /// Nodes the job runs on when the user asked for `nodes`.
+    pub fn job_nodes(self, nodes: u32) -> u32 {
+        if self == Policy::Ideal {
+            1
+        } else {
+            nodes
+        }
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Policy, String> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown policy {s:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+/// The share of operations that are queries (the rest are Puts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mix {
+    /// Percent of operations that are two-hop queries.
+    pub queries: u32,
+}
+
+impl FromStr for Mix {
+    type Err = String;
+
+    /// `GETS/PUTS` in percent, adding up to 100: `95/5`, `50/50`.
+    fn from_str(s: &str) -> std::result::Result<Mix, String> {
+        let bad = || format!("mix {s:?} is not GETS/PUTS in percent adding up to 100, like 95/5");
+        let (gets, puts) = s.split_once('/').ok_or_else(bad)?;
+        let gets: u32 = gets.trim().parse().map_err(|_| bad())?;
+        let puts: u32 = puts.trim().parse().map_err(|_| bad())?;
+        if gets + puts != 100 {
+            return Err(bad());
+        }
+        Ok(Mix { queries: gets })
+    }
+}
+
+impl std::fmt::Display for Mix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.queries, 100 - self.queries)
+    }
+}
+
+/// A benchmark run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Migration and caching.
+    pub policy: Policy,
+    /// Queries and Puts.
+    pub mix: Mix,
+    /// Zipf exponent of the start vertices (0: uniform).
+    pub zipf: f64,
+    /// Start vertices to draw from.
+    pub scope: u32,
+    /// Neighbours read per hop.
+    pub neighbours: u64,
+    /// How long the workers run.
+    pub duration: Duration,
+    /// Worker threads per node.
+    pub threads: usize,
+    /// Period of the time series and of instant monitor reports.
+    pub tick: Duration,
+    /// Period of the monitor's full reports.
+    pub interval: Duration,
+    /// Reads per second of one remote pair that the monitor reports at
+    /// once, without waiting for the interval's end.
+    pub instant_rate: u32,
+    /// Reads per second of one remote pair that a full report includes.
+    pub report_rate: u32,
+    /// How many times as often as its holder an applicant must read a pair.
+    pub margin: f64,
+    /// Move the scope to the next disjoint range of starts this often.
+    pub shift_every: Option<Duration>,
+    /// Seed of the workers' choices.
+    pub seed: u64,
+    /// The store (its cache serving is set by the policy).
+    pub store: StoreConfig,
+}
+
+impl Default for Config {
+    /// The paper's defaults: split+cache, 95/5, Zipf 0.99 over 2^10
+    /// starts, 100 neighbours per hop, reports every 10 s and at once above
+    /// 100 reads/s, approval at 1.5x; a 30 s run with one worker per node.
+    fn default() -> Self {
+        Self {
+            policy: Policy::SplitCache,
+            mix: Mix { queries: 95 },
+            zipf: 0.99,
+            scope: 1 << 10,
+            neighbours: 100,
+            duration: Duration::from_secs(30),
+            threads: 1,
+            tick: Duration::from_secs(1),
+            interval: Duration::from_secs(10),
+            instant_rate: 100,
+            report_rate: 1,
+            margin: 1.5,
+            shift_every: None,
+            seed: 1,
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks the parameters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the first that makes no sense.
+    pub fn validate(&self) -> Result<()> {
+        let positive = |name: &'static str, d: Duration| {
+            if d.is_zero() {
+                Err(Error::invalid(name, "must be longer than 0"))
+            } else {
+                Ok(())
+            }
+        };
+        positive("duration", self.duration)?;
+        positive("tick", self.tick)?;
+        positive("interval", self.interval)?;
+        if self.interval.as_nanos() % self.tick.as_nanos() != 0 {
+            return Err(Error::invalid(
+                "interval",
+                format!(
+                    "{:?} is not a whole number of ticks ({:?})",
+                    self.interval, self.tick
+                ),
+            ));
+        }
+        if let Some(every) = self.shift_every {
+            positive("shift_every", every)?;
+        }
+        if self.mix.queries > 100 {
+            return Err(Error::invalid("mix", "queries are at most 100%"));
+        }
+        if !self.zipf.is_finite() || self.zipf < 0.0 {
+            return Err(Error::invalid("zipf", "the exponent must be 0 or more"));
+        }
+        if self.scope == 0 {
+            return Err(Error::invalid("scope", "needs at least one start vertex"));
+        }
+        if self.threads == 0 {
+            return Err(Error::invalid(
+                "threads",
+                "a node needs at least one worker",
+            ));
+        }
+        if self.margin.is_nan() || self.margin < 1.0 {
+            return Err(Error::invalid(
+                "margin",
+                "an applicant must read a pair at least as often as its holder (1 or more)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            serve_cache: self.policy.serves_cache(),
+            ..self.store.clone()
+        }
+    }
+
+    fn ticks_per_interval(&self) -> u64 {
+        u64::try_from(self.interval.as_nanos() / self.tick.as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// One point of the time series (the whole job, one tick).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Seconds since the workers started, at the tick's end.
+    pub t_s: f64,
+    /// Queries and Puts per second during the tick.
+    pub ops_per_s: f64,
+    /// Share of the tick's Gets that needed a remote operation.
+    pub remote_share: f64,
+    /// Values migrated during the tick.
+    pub migrations: u64,
+    /// Operations' 99.9th percentile latency during the tick, wall clock.
+    pub p999_ns: u64,
+}
+
+/// What one node gathers to the others every tick.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Tick {
+    pairs: Vec<(u32, u32)>,
+    ops: u64,
+    gets: u64,
+    remote_gets: u64,
+    migrations: u64,
+    latency: Histogram,
+}
+
+/// What one node reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// Loading the node's share.
+    pub load_ns: u64,
+    /// The workers' run.
+    pub run_ns: u64,
+    /// Queries done.
+    pub queries: u64,
+    /// Puts done.
+    pub puts: u64,
+    /// The workers' Gets and their costs.
+    pub tally: Tally,
+    /// Operations per second of modelled time, summed over workers.
+    pub modelled_ops_per_s: f64,
+    /// Migrations, moves and reclamation.
+    pub counts: StoreCounts,
+    /// Migrations refused for a value too large to move.
+    pub refused: u64,
+    /// Operation latency, wall clock.
+    pub latency: Histogram,
+    /// Operation latency, modelled.
+    pub modelled_latency: Histogram,
+    /// Bytes of the registered region.
+    pub region_bytes: u64,
+    /// Words of values in use at the end.
+    pub used_words: u64,
+    /// The job's time series (the same on every node).
+    pub series: Vec<Point>,
+}
+
+/// What every node of a kv job is told.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobConfig {
+    /// The `.qcsr` graph, at the same path on every node.
+    pub graph: PathBuf,
+    /// The run.
+    pub config: Config,
+}
+
+/// One node's part of a kv benchmark job ([`Task`]).
+#[derive(Debug)]
+pub struct KvTask;
+
+impl Task for KvTask {
+    const NAME: &'static str = "kv";
+    type Config = JobConfig;
+    type Report = NodeReport;
+    type Error = BoxError;
+
+    fn run(node: &Node, config: &JobConfig) -> std::result::Result<NodeReport, BoxError> {
+        let graph = Graph::open(&config.graph).map_err(|e| {
+            format!(
+                "opening {}: {}",
+                config.graph.display(),
+                quiver_run::chain(&e)
+            )
+        })?;
+        run_node(node, &graph, &config.config, Clock::System)
+            .map_err(|e| quiver_run::chain(&e).into())
+    }
+}
+
+/// The start vertices of the workload: up to `scope` x (shifts + 1)
+/// vertices with a neighbour, in id order.
+fn starts(graph: &Graph, wanted: u64) -> Vec<u32> {
+    (0..graph.num_vertices())
+        .filter(|&v| graph.degree(v) > 0)
+        .take(usize::try_from(wanted).unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// Counters the workers add to and the control thread reads every tick.
+#[derive(Debug, Default)]
+struct Live {
+    ops: AtomicU64,
+    gets: AtomicU64,
+    remote_gets: AtomicU64,
+    latency: Mutex<Histogram>,
+}
+
+/// What one worker did.
+#[derive(Debug, Default)]
+struct WorkerResult {
+    queries: u64,
+    puts: u64,
+    tally: Tally,
+    latency: Histogram,
+    modelled_latency: Histogram,
+}
+
+/// Runs the benchmark's part on this node.
+///
+/// # Errors
+/// Invalid configuration, a graph without edges, and the store's errors.
+pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Result<NodeReport> {
+    config.validate()?;
+    let loading = Instant::now();
+    let store = Store::open(node, graph, &config.store_config(), clock)?;
+    let load_ns = nanos(loading.elapsed());
+    let shifts = config.shift_every.map_or(0, |every| {
+        u64::try_from(config.duration.as_nanos() / every.as_nanos()).unwrap_or(u64::MAX)
+    });
+    let starts = starts(graph, u64::from(config.scope) * (shifts + 1));
+    if starts.is_empty() {
+        return Err(Error::invalid("graph", "it has no edges to traverse"));
+    }
+    node.barrier().map_err(Error::Verbs)?;
+    let stop = AtomicBool::new(false);
+    let live = Live::default();
+    let begun = Instant::now();
+    let (moves, approved) = mpsc::channel::<u32>();
+    let outcome = std::thread::scope(|scope| -> Result<NodeReport> {
+        let server = scope.spawn(|| store.serve());
+        let store_ref = &store;
+        let migrator = scope.spawn(move || migrate_all(store_ref, approved));
+        let workers: Vec<_> = (0..config.threads)
+            .map(|worker| {
+                let (store, stop, live, starts) = (&store, &stop, &live, &starts);
+                scope.spawn(move || work(store, config, starts, worker, begun, stop, live))
+            })
+            .collect();
+        let controlled = control(&store, config, begun, &live, &moves, &stop);
+        stop.store(true, Ordering::Relaxed);
+        let mut results = Vec::new();
+        let mut worker_error = None;
+        for worker in workers {
+            match worker.join().expect("a worker panicked") {
+                Ok(result) => results.push(result),
+                Err(e) => worker_error = worker_error.or(Some(e)),
+            }
+        }
+        drop(moves);
+        let refused = migrator.join().expect("the migrator panicked");
+        let run_ns = nanos(begun.elapsed());
+        // No node stops serving forwarded Puts before every worker is done.
+        let synced = node.barrier().map_err(Error::Verbs);
+        let stopped = store.session().stop_server();
+        let served = server.join().expect("the server panicked");
+        let series = controlled?;
+        if let Some(e) = worker_error {
+            return Err(e);
+        }
+        synced?;
+        stopped?;
+        served?;
+        let refused = refused?;
+        let mut report = NodeReport {
+            load_ns,
+            run_ns,
+            refused,
+            counts: store.counts(),
+            region_bytes: store.region_bytes(),
+            used_words: store.used_words(),
+            series,
+            ..NodeReport::default()
+        };
+        for result in results {
+            report.queries += result.queries;
+            report.puts += result.puts;
+            report.tally.add(&result.tally);
+            report.latency.merge(&result.latency);
+            report.modelled_latency.merge(&result.modelled_latency);
+            if result.tally.modelled_ns > 0 {
+                #[allow(clippy::cast_precision_loss)]
+                let rate =
+                    (result.queries + result.puts) as f64 * 1e9 / result.tally.modelled_ns as f64;
+                report.modelled_ops_per_s += rate;
+            }
+        }
+        Ok(report)
+    });
+    outcome
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The migration thread: moves every approved key here. Returns how many
+/// were refused as too large to move.
+fn migrate_all(store: &Store, approved: mpsc::Receiver<u32>) -> Result<u64> {
+    let mut session = store.session();
+    let mut refused = 0;
+    for key in approved {
+        match session.migrate(key) {
+            Ok(_) => {}
+            Err(Error::TooLarge { .. }) => refused += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(refused)
+}
+
+/// A worker: operations until told to stop.
+fn work(
+    store: &Store,
+    config: &Config,
+    starts: &[u32],
+    worker: usize,
+    begun: Instant,
+    stop: &AtomicBool,
+    live: &Live,
+) -> Result<WorkerResult> {
+    let rank = store.rank();
+    let mut rng = Pcg64::seed_from_u64(
+        config.seed ^ (u64::from(rank) << 32) ^ (worker as u64).wrapping_mul(0x9e37_79b9),
+    );
+    let scope = config
+        .scope
+        .min(u32::try_from(starts.len()).unwrap_or(u32::MAX));
+    let zipf = Zipf::new(f64::from(scope), config.zipf)
+        .map_err(|e| Error::invalid("zipf", e.to_string()))?;
+    let placement = store.placement();
+    let mut session = store.session();
+    let mut result = WorkerResult::default();
+    while !stop.load(Ordering::Relaxed) {
+        let shift = config.shift_every.map_or(0, |every| {
+            usize::try_from(begun.elapsed().as_nanos() / every.as_nanos()).unwrap_or(0)
+                * scope as usize
+        });
+        let start = loop {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let rank_drawn = zipf.sample(&mut rng) as usize - 1;
+            let v = starts[(shift + rank_drawn) % starts.len()];
+            if placement.home_node(v) == rank {
+                break v;
+            }
+        };
+        let began = Instant::now();
+        let before = session.tally().clone();
+        if rng.random_range(0..100) < config.mix.queries {
+            let first = session.get(start, config.neighbours)?;
+            for &next in first
+                .iter()
+                .take(usize::try_from(config.neighbours).unwrap_or(usize::MAX))
+            {
+                session.get(next, config.neighbours)?;
+            }
+            result.queries += 1;
+        } else {
+            let update = Update::SetEdge {
+                index: rng.random(),
+                target: rng.random_range(0..store.vertices()),
+            };
+            session.put(start, update)?;
+            result.puts += 1;
+        }
+        let took = nanos(began.elapsed());
+        let tally = session.tally();
+        result.latency.record(took);
+        result
+            .modelled_latency
+            .record(tally.modelled_ns - before.modelled_ns);
+        live.ops.fetch_add(1, Ordering::Relaxed);
+        live.gets
+            .fetch_add(tally.gets - before.gets, Ordering::Relaxed);
+        live.remote_gets
+            .fetch_add(tally.remote_gets - before.remote_gets, Ordering::Relaxed);
+        live.latency
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .record(took);
+    }
+    result.tally = session.tally().clone();
+    Ok(result)
+}
+
+/// The control thread: every tick, harvest the monitor, gather with the
+/// other nodes, plan and hand this node its migrations, reclaim, and
+/// record the tick. Returns the time series.
+fn control(
+    store: &Store,
+    config: &Config,
+    begun: Instant,
+    live: &Live,
+    moves: &mpsc::Sender<u32>,
+    stop: &AtomicBool,
+) -> Result<Vec<Point>> {
+    let node = store.node();
+    let mut coordinator = Coordinator::new(
+        store.placement(),
+        config.margin,
+        config.ticks_per_interval(),
+    );
+    let ticks = u64::try_from(config.duration.as_nanos().div_ceil(config.tick.as_nanos()))
+        .unwrap_or(u64::MAX);
+    let per_interval = config.ticks_per_interval();
+    let tick_s = config.tick.as_secs_f64();
+    let mut series = Vec::new();
+    let mut migrations_before = 0;
+    for tick in 1..=ticks {
+        let due = begun + config.tick * u32::try_from(tick).unwrap_or(u32::MAX);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        if tick == ticks {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let into_interval = (tick - 1) % per_interval + 1;
+        let ends_interval = into_interval == per_interval;
+        // The applicant's floor: the report rate over a whole interval, or
+        // the instant rate over the interval so far.
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let floor = if ends_interval {
+            (f64::from(config.report_rate) * tick_s * per_interval as f64).ceil() as u32
+        } else {
+            (f64::from(config.instant_rate) * tick_s * into_interval as f64).ceil() as u32
+        }
+        .max(1);
+        let pairs = if config.policy.migrates() {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let reported = (f64::from(floor) / config.margin).floor() as u32;
+            store.harvest(reported.max(1), ends_interval)
+        } else {
+            Vec::new()
+        };
+        let latency = std::mem::take(
+            &mut *live
+                .latency
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mine = Tick {
+            pairs,
+            ops: live.ops.swap(0, Ordering::Relaxed),
+            gets: live.gets.swap(0, Ordering::Relaxed),
+            remote_gets: live.remote_gets.swap(0, Ordering::Relaxed),
+            migrations: store.counts().migrations,
+            latency,
+        };
+        let bytes = serde_json::to_vec(&mine).expect("a tick serializes");
+        let gathered = node.all_gather(&bytes).map_err(Error::Verbs)?;
+        let ticks: Vec<Tick> = gathered
+            .iter()
+            .map(|b| {
+                serde_json::from_slice(b)
+                    .map_err(|e| Error::Corrupt(format!("a node's tick report: {e}")))
+            })
+            .collect::<Result<_>>()?;
+        if config.policy.migrates() {
+            let reports: Vec<Vec<(u32, u32)>> = ticks.iter().map(|t| t.pairs.clone()).collect();
+            for planned in coordinator.plan(tick, &reports, floor) {
+                if planned.target == store.rank() {
+                    // The migrator ends only after this loop: it cannot be gone.
+                    moves.send(planned.key).expect("the migrator is running");
+                }
+            }
+        }
+        store.reclaim();
+        let mut point = Point {
+            t_s: begun.elapsed().as_secs_f64(),
+            ..Point::default()
+        };
+        let (mut gets, mut remote, mut migrations) = (0u64, 0u64, 0u64);
+        let mut latency = Histogram::default();
+        for t in &ticks {
+            #[allow(clippy::cast_precision_loss)]
+            {
+                point.ops_per_s += t.ops as f64 / tick_s;
+            }
+            gets += t.gets;
+            remote += t.remote_gets;
+            migrations += t.migrations;
+            latency.merge(&t.latency);
+        }
+        #[allow(clippy::cast_precision_loss)]
+        {
+            point.remote_share = if gets == 0 {
+                0.0
+            } else {
+                remote as f64 / gets as f64
+            };
+        }
+        point.migrations = migrations - migrations_before;
+        migrations_before = migrations;
+        point.p999_ns = latency.quantile(0.999);
+        series.push(point);
+    }
+    Ok(series)
+}
+
+/// Quantiles of a latency distribution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+}
+
+impl Latency {
+    fn of(histogram: &Histogram) -> Latency {
+        Latency {
+            p50_ns: histogram.quantile(0.5),
+            p99_ns: histogram.quantile(0.99),
+            p999_ns: histogram.quantile(0.999),
+        }
+    }
+}
+
+/// A benchmark run of the whole job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Times and memory.
+    #[serde(flatten)]
+    pub summary: RunSummary,
+    /// The policy.
+    pub policy: Policy,
+    /// Nodes asked for (the ideal policy runs on one and scales by this).
+    pub nodes: u32,
+    /// Queries done.
+    pub queries: u64,
+    /// Puts done.
+    pub puts: u64,
+    /// Queries and Puts per second, wall clock (ideal: times `nodes`).
+    pub ops_per_s: f64,
+    /// Queries and Puts per second of modelled time (ideal: times `nodes`).
+    pub modelled_ops_per_s: f64,
+    /// Share of Gets that needed a remote operation.
+    pub remote_share: f64,
+    /// Share of remote key lookups the location cache answered.
+    pub cache_hit_rate: f64,
+    /// Values migrated (a value moved twice counts twice).
+    pub keys_moved: u64,
+    /// `keys_moved` as a share of the graph's vertices.
+    pub keys_moved_share: f64,
+    /// Bytes of the values migrated.
+    pub bytes_moved: u64,
+    /// One-sided operations per migration.
+    pub one_sided_ops_per_migration: f64,
+    /// Migrations that lost their CAS and started over.
+    pub migration_retries: u64,
+    /// Migrations refused (value too large to move).
+    pub migrations_refused: u64,
+    /// Puts forwarded to a home or a holder.
+    pub forwarded_puts: u64,
+    /// Reads that met an invalidated block and started over.
+    pub read_retries: u64,
+    /// Operation latency, wall clock.
+    pub latency: Latency,
+    /// Operation latency, modelled.
+    pub modelled_latency: Latency,
+    /// One point per tick.
+    pub series: Vec<Point>,
+}
+
+/// The job's report from its nodes' reports (rank order), for a run of
+/// `config` asked for on `nodes` nodes over a graph of `vertices`.
+pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) -> Report {
+    let scale = if config.policy == Policy::Ideal {
+        f64::from(nodes)
+    } else {
+        1.0
+    };
+    let mut tally = Tally::default();
+    let (mut latency, mut modelled) = (Histogram::default(), Histogram::default());
+    let mut counts = StoreCounts::default();
+    let (mut queries, mut puts, mut refused) = (0, 0, 0);
+    let mut modelled_ops_per_s = 0.0;
+    let mut summary = RunSummary {
+        threads: config.threads,
+        ..RunSummary::default()
+    };
+    for r in reports {
+        tally.add(&r.tally);
+        latency.merge(&r.latency);
+        modelled.merge(&r.modelled_latency);
+        queries += r.queries;
+        puts += r.puts;
+        refused += r.refused;
+        modelled_ops_per_s += r.modelled_ops_per_s;
+        counts.migrations += r.counts.migrations;
+        counts.words_moved += r.counts.words_moved;
+        counts.migration_ops += r.counts.migration_ops;
+        counts.migration_retries += r.counts.migration_retries;
+        counts.forwarded_puts += r.counts.forwarded_puts;
+        summary.load_ns = summary.load_ns.max(r.load_ns);
+        summary.compute_ns = summary.compute_ns.max(r.run_ns);
+        summary.peak_mem_bytes += r.region_bytes;
+    }
+    summary.wall_ns = summary.load_ns + summary.compute_ns;
+    let ratio = |a: u64, b: u64| {
+        #[allow(clippy::cast_precision_loss)]
+        if b == 0 {
+            0.0
+        } else {
+            a as f64 / b as f64
+        }
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let ops_per_s = (queries + puts) as f64 * 1e9 / summary.compute_ns.max(1) as f64 * scale;
+    Report {
+        policy: config.policy,
+        nodes,
+        queries,
+        puts,
+        ops_per_s,
+        modelled_ops_per_s: modelled_ops_per_s * scale,
+        remote_share: ratio(tally.remote_gets, tally.gets),
+        cache_hit_rate: ratio(tally.cache_hits, tally.cache_hits + tally.cache_misses),
+        keys_moved: counts.migrations,
+        keys_moved_share: ratio(counts.migrations, u64::from(vertices)),
+        bytes_moved: counts.words_moved * 8,
+        one_sided_ops_per_migration: ratio(counts.migration_ops, counts.migrations),
+        migration_retries: counts.migration_retries,
+        migrations_refused: refused,
+        forwarded_puts: counts.forwarded_puts,
+        read_retries: tally.retries,
+        latency: Latency::of(&latency),
+        modelled_latency: Latency::of(&modelled),
+        series: reports
+            .first()
+            .map(|r| r.series.clone())
+            .unwrap_or_default(),
+        summary,
+    }
+}

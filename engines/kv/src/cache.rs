@@ -1,0 +1,224 @@
+//! The location cache: remote keys' address words, with leases, whose
+//! replacement counters are also the hotness monitor (Pragh §3, §4.4).
+//!
+//! Set-associative with 8 ways; each item holds the key, the address word,
+//! the byte offset of the key's address word at its home (so a migration
+//! or Put can CAS it without looking the key up), when the word was cached, and two
+//! counters: `hits`, which replacement keeps (least frequently used goes,
+//! halved every monitoring interval so old fame fades), and `window`, the
+//! accesses since the monitor last asked. An item whose word was dropped
+//! (the block it named was invalid) keeps its counters: the pair is still
+//! hot, only its location is unknown.
+//!
+//! A cache that does not *serve* (the `split` policy without a location
+//! cache) still counts: it is then the monitor alone.
+
+use std::sync::Mutex;
+
+/// Ways per set.
+const WAYS: usize = 8;
+/// Bytes an item takes, for sizing the cache from a byte budget.
+pub const ITEM_BYTES: usize = 40;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Item {
+    /// Key + 1 (0: an empty way).
+    key: u64,
+    word: u64,
+    slot: u64,
+    cached_at: u64,
+    hits: u32,
+    window: u32,
+}
+
+/// A cached location: the address word and the key's slot at its home.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The address word.
+    pub word: u64,
+    /// Byte offset of the key's address word in its home's region.
+    pub slot: u64,
+}
+
+/// The cache of one node, shared by its threads.
+#[derive(Debug)]
+pub struct LocationCache {
+    sets: Vec<Mutex<[Item; WAYS]>>,
+    serve: bool,
+    lease_ns: u64,
+}
+
+impl LocationCache {
+    /// A cache of about `bytes` bytes whose words stay usable `lease_ns`
+    /// after they were cached; `serve: false` counts accesses but never
+    /// answers a lookup.
+    pub fn new(bytes: usize, lease_ns: u64, serve: bool) -> LocationCache {
+        let sets = (bytes / (ITEM_BYTES * WAYS)).max(1);
+        LocationCache {
+            sets: (0..sets)
+                .map(|_| Mutex::new([Item::default(); WAYS]))
+                .collect(),
+            serve,
+            lease_ns,
+        }
+    }
+
+    fn set(&self, key: u32) -> std::sync::MutexGuard<'_, [Item; WAYS]> {
+        let hash = u64::from(key).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20;
+        let index = usize::try_from(hash % self.sets.len() as u64).expect("below the set count");
+        self.sets[index]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts an access to `key` and returns its location if the cache
+    /// serves, holds one and its lease has not run out at `now`.
+    pub fn access(&self, key: u32, now: u64) -> Option<Location> {
+        let tag = u64::from(key) + 1;
+        let mut set = self.set(key);
+        let item = set.iter_mut().find(|item| item.key == tag)?;
+        item.hits = item.hits.saturating_add(1);
+        item.window = item.window.saturating_add(1);
+        let fresh = item.word != 0 && now < item.cached_at.saturating_add(self.lease_ns);
+        (self.serve && fresh).then_some(Location {
+            word: item.word,
+            slot: item.slot,
+        })
+    }
+
+    /// Stores `key`'s location as of `now`. A new item replaces the least
+    /// frequently used of its set and starts with one access.
+    pub fn fill(&self, key: u32, location: Location, now: u64) {
+        let tag = u64::from(key) + 1;
+        let mut set = self.set(key);
+        if let Some(item) = set.iter_mut().find(|item| item.key == tag) {
+            item.word = location.word;
+            item.slot = location.slot;
+            item.cached_at = now;
+            return;
+        }
+        *least_used(&mut set) = Item {
+            key: tag,
+            word: location.word,
+            slot: location.slot,
+            cached_at: now,
+            hits: 1,
+            window: 1,
+        };
+    }
+
+    /// Counts an access to `key`, taking an item for it if it has none
+    /// (for a table that only counts).
+    pub fn touch(&self, key: u32) {
+        let tag = u64::from(key) + 1;
+        let mut set = self.set(key);
+        if let Some(item) = set.iter_mut().find(|item| item.key == tag) {
+            item.hits = item.hits.saturating_add(1);
+            item.window = item.window.saturating_add(1);
+            return;
+        }
+        *least_used(&mut set) = Item {
+            key: tag,
+            hits: 1,
+            window: 1,
+            ..Item::default()
+        };
+    }
+
+    /// Drops `key`'s address word (its block was invalid), keeping its counts.
+    pub fn forget(&self, key: u32) {
+        let tag = u64::from(key) + 1;
+        if let Some(item) = self.set(key).iter_mut().find(|item| item.key == tag) {
+            item.word = 0;
+        }
+    }
+
+    /// The monitor's harvest: every key accessed at least `at_least` times
+    /// since the last harvest, with its count; resets the windows. With
+    /// `fade`, halves the replacement counters too (an interval ended).
+    pub fn harvest(&self, at_least: u32, fade: bool) -> Vec<(u32, u32)> {
+        let mut hot = Vec::new();
+        for set in &self.sets {
+            let mut set = set
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for item in set.iter_mut().filter(|item| item.key != 0) {
+                if item.window >= at_least {
+                    hot.push((
+                        u32::try_from(item.key - 1).expect("keys are u32"),
+                        item.window,
+                    ));
+                }
+                item.window = 0;
+                if fade {
+                    item.hits /= 2;
+                }
+            }
+        }
+        hot
+    }
+}
+
+/// The way to replace: an empty one, else the least frequently used.
+fn least_used(set: &mut [Item; WAYS]) -> &mut Item {
+    set.iter_mut()
+        .min_by_key(|item| {
+            if item.key == 0 {
+                0
+            } else {
+                u64::from(item.hits) + 1
+            }
+        })
+        .expect("a set has ways")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: Location = Location { word: 7, slot: 16 };
+
+    #[test]
+    fn a_location_serves_until_its_lease_ends() {
+        let cache = LocationCache::new(1 << 16, 100, true);
+        assert_eq!(cache.access(5, 0), None);
+        cache.fill(5, AT, 10);
+        assert_eq!(cache.access(5, 109), Some(AT));
+        assert_eq!(cache.access(5, 110), None);
+        cache.fill(5, AT, 110);
+        cache.forget(5);
+        assert_eq!(cache.access(5, 111), None);
+        // Every access to an item counted, served or not: the fill and three
+        // accesses (the first access found no item).
+        assert_eq!(cache.harvest(1, false), vec![(5, 4)]);
+        assert_eq!(cache.harvest(1, false), vec![]);
+    }
+
+    #[test]
+    fn a_monitor_counts_but_never_serves() {
+        let cache = LocationCache::new(1 << 16, u64::MAX, false);
+        cache.fill(3, AT, 0);
+        for _ in 0..9 {
+            assert_eq!(cache.access(3, 1), None);
+        }
+        assert_eq!(cache.harvest(10, true), vec![(3, 10)]);
+    }
+
+    #[test]
+    fn replacement_keeps_the_frequent() {
+        // One set of 8 ways.
+        let cache = LocationCache::new(ITEM_BYTES * WAYS, u64::MAX, true);
+        for key in 0..8 {
+            cache.fill(key, AT, 0);
+            for _ in 0..=key {
+                cache.access(key, 0);
+            }
+        }
+        cache.fill(100, AT, 0);
+        assert_eq!(cache.access(0, 0), None, "the least used key went");
+        for key in 1..8 {
+            assert_eq!(cache.access(key, 0), Some(AT));
+        }
+        assert_eq!(cache.access(100, 0), Some(AT));
+    }
+}

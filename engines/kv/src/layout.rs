@@ -1,0 +1,237 @@
+//! Where everything lives: which node is a key's home and which bucket
+//! holds it ([`Placement`]), how a node's registered memory is divided
+//! ([`Layout`]), and how an adjacency list is laid out as a value block.
+//!
+//! A node registers one region:
+//!
+//! ```text
+//! key region    buckets of 8 slots of 16 bytes (key word, address word);
+//!               main buckets first, then overflow buckets; the last slot
+//!               of a bucket links to an overflow bucket
+//! reclaim rings one per node of the job: a head word (entries the owner
+//!               has taken) and `ring_entries` 8-byte address words
+//! value region  blocks of 8-byte words
+//! ```
+//!
+//! A block is `[size][count][ids...]`: its size in words (the size word a
+//! reader checks against its address word; 0 once invalidated), the
+//! number of neighbours, and the neighbour ids, two to a word.
+
+use crate::addr::Addr;
+
+/// Slots in a bucket, the link slot included.
+pub const SLOTS: usize = 8;
+/// Bytes of a slot: the key word and the address word.
+pub const SLOT_BYTES: usize = 16;
+/// Bytes of a bucket: what one READ of a lookup fetches.
+pub const BUCKET_BYTES: usize = SLOTS * SLOT_BYTES;
+/// Key word of the link slot that chains to an overflow bucket.
+pub const LINK: u64 = u64::MAX;
+/// Words of a block before its neighbour ids: size and count.
+pub const HEADER_WORDS: u64 = 2;
+
+/// Keys per bucket slot on average when a node's keys are loaded: 3/4 of
+/// the 7 data slots, so that few buckets overflow.
+const LOAD: f64 = 0.75;
+
+/// Which node is a key's home and which main bucket starts its chain. The
+/// same on every node: a function of the vertex count and the node count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    nodes: u32,
+    main_buckets: u64,
+}
+
+impl Placement {
+    /// Placement of `vertices` keys on `nodes` nodes.
+    pub fn new(vertices: u32, nodes: u32) -> Placement {
+        let per_node = f64::from(vertices) / f64::from(nodes.max(1));
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let main_buckets = (per_node / ((SLOTS - 1) as f64 * LOAD)).ceil() as u64 + 1;
+        Placement {
+            nodes: nodes.max(1),
+            main_buckets,
+        }
+    }
+
+    /// Main buckets per node.
+    pub fn main_buckets(&self) -> u64 {
+        self.main_buckets
+    }
+
+    /// Overflow buckets per node: a quarter of the main ones, plus some.
+    pub fn overflow_buckets(&self) -> u64 {
+        self.main_buckets / 4 + 16
+    }
+
+    /// The key's home node and main bucket (`H(key)` of the paper).
+    pub fn home(&self, key: u32) -> (u32, u64) {
+        let hash = mix(u64::from(key));
+        let node = u32::try_from(hash % u64::from(self.nodes)).expect("below the node count");
+        (node, (hash / u64::from(self.nodes)) % self.main_buckets)
+    }
+
+    /// The key's home node.
+    pub fn home_node(&self, key: u32) -> u32 {
+        self.home(key).0
+    }
+}
+
+/// SplitMix64's finaliser: consecutive ids land on unrelated nodes.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Byte offsets of the three parts of a node's region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Buckets (main and overflow).
+    pub buckets: u64,
+    /// Nodes of the job: one reclaim ring each.
+    pub rings: u32,
+    /// Address words per reclaim ring.
+    pub ring_entries: u64,
+    /// Words of the value region.
+    pub value_words: u64,
+}
+
+impl Layout {
+    /// Bytes of the key region.
+    pub fn key_bytes(&self) -> u64 {
+        self.buckets * BUCKET_BYTES as u64
+    }
+
+    /// Byte offset of bucket `index`.
+    pub fn bucket(&self, index: u64) -> u64 {
+        index * BUCKET_BYTES as u64
+    }
+
+    /// Byte offset of writer `writer`'s reclaim ring (its head word).
+    pub fn ring(&self, writer: u32) -> u64 {
+        self.key_bytes() + u64::from(writer) * (self.ring_entries + 1) * 8
+    }
+
+    /// Byte offset of entry `index` (counted from 0, wrapping) of `writer`'s ring.
+    pub fn ring_entry(&self, writer: u32, index: u64) -> u64 {
+        self.ring(writer) + 8 + (index % self.ring_entries) * 8
+    }
+
+    /// Byte offset of the value region.
+    pub fn value_base(&self) -> u64 {
+        self.ring(self.rings)
+    }
+
+    /// Byte offset of the block word `offset` words into the value region.
+    pub fn value(&self, offset: u64) -> u64 {
+        self.value_base() + offset * 8
+    }
+
+    /// Bytes of the whole region.
+    pub fn bytes(&self) -> u64 {
+        self.value_base() + self.value_words * 8
+    }
+}
+
+/// Words of the block of an `count`-neighbour list.
+pub fn block_words(count: u64) -> u64 {
+    HEADER_WORDS + count.div_ceil(2)
+}
+
+/// The block of `ids`, size word included.
+pub fn encode_block(ids: &[u32]) -> Vec<u8> {
+    let words = block_words(ids.len() as u64);
+    let mut bytes = Vec::with_capacity(usize::try_from(words * 8).expect("a block fits memory"));
+    bytes.extend_from_slice(&words.to_le_bytes());
+    bytes.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+    for id in ids {
+        bytes.extend_from_slice(&id.to_le_bytes());
+    }
+    if ids.len() % 2 == 1 {
+        bytes.extend_from_slice(&[0; 4]);
+    }
+    bytes
+}
+
+/// Bytes of a block prefix that holds its first `limit` neighbours.
+pub fn prefix_bytes(addr: Addr, limit: u64) -> usize {
+    let words = addr.size().min(block_words(limit));
+    usize::try_from(words * 8).expect("a block fits memory")
+}
+
+/// What a block read under `addr` holds: its neighbours (at most as many as
+/// were read), or `None` if the size word is not `addr`'s size (the block
+/// was invalidated or reused: the reader must look the key up again).
+pub fn decode_block(addr: Addr, bytes: &[u8]) -> Option<Vec<u32>> {
+    let word = |i: usize| {
+        bytes
+            .get(i * 8..i * 8 + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    if word(0)? != addr.size() {
+        return None;
+    }
+    let count = word(1)?;
+    if block_words(count) != addr.size() {
+        return None;
+    }
+    let available = (bytes.len() - 16) / 4;
+    let take = usize::try_from(count).map_or(available, |c| c.min(available));
+    Some(
+        bytes[16..16 + take * 4]
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn blocks_round_trip_and_prefixes_hold_the_first_ids(
+            ids in proptest::collection::vec(any::<u32>(), 0..40),
+            limit in 0u64..50,
+        ) {
+            let block = encode_block(&ids);
+            let addr = Addr::Local { size: block_words(ids.len() as u64), offset: 0 };
+            prop_assert_eq!(block.len() as u64, addr.size() * 8);
+            prop_assert_eq!(decode_block(addr, &block), Some(ids.clone()));
+            let prefix = &block[..prefix_bytes(addr, limit)];
+            let got = decode_block(addr, prefix).unwrap();
+            let want = ids.len().min(usize::try_from(limit).unwrap());
+            prop_assert!(got.len() >= want);
+            prop_assert_eq!(&got[..], &ids[..got.len()]);
+        }
+    }
+
+    #[test]
+    fn an_invalidated_or_resized_block_is_refused() {
+        let mut block = encode_block(&[1, 2, 3]);
+        let addr = Addr::Local { size: 4, offset: 0 };
+        assert!(decode_block(addr, &block).is_some());
+        let wrong = Addr::Local { size: 5, offset: 0 };
+        assert_eq!(decode_block(wrong, &block), None);
+        block[..8].copy_from_slice(&0u64.to_le_bytes());
+        assert_eq!(decode_block(addr, &block), None);
+    }
+
+    #[test]
+    fn homes_spread_keys_evenly() {
+        let placement = Placement::new(80_000, 8);
+        let mut per_node = [0u32; 8];
+        for key in 0..80_000 {
+            let (node, bucket) = placement.home(key);
+            assert!(bucket < placement.main_buckets());
+            per_node[node as usize] += 1;
+        }
+        for count in per_node {
+            assert!((9_500..10_500).contains(&count), "{per_node:?}");
+        }
+    }
+}

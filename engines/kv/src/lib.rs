@@ -1,0 +1,168 @@
+//! Pragh (USENIX ATC '19) as a library: a distributed in-memory graph store
+//! over quiver-verbs whose hot values migrate, one vertex at a time, to the
+//! node that reads them (split live migration).
+//!
+//! A vertex is a key; its value is its adjacency list. A key's *home* is
+//! fixed by hashing ([`layout::Placement`]) and never changes; only the
+//! value moves. The home's key slot holds the 64-bit address word
+//! ([`addr::Addr`]) naming the block that holds the value: local (at the
+//! home) or remote (on the value's holder). A reader checks the block's
+//! size word against the size in the address it used, so an invalidated
+//! block (size word 0) is always noticed and the read starts over.
+//!
+//! Operations ([`store::Session`]): Get (the first `limit` neighbours of a
+//! vertex, one READ per key-bucket hop and one for the value when remote),
+//! Put (append an edge; always at the home first, forwarded to the
+//! value's holder if it moved: check-and-forward), and Migrate, the
+//! paper's unilateral protocol run by the target alone with at most five
+//! one-sided operations: READ key (skipped on a location-cache hit), local
+//! allocation, READ value, CAS of the home's address word, WRITE 0 over the
+//! old size word, WRITE of the old address into the source's reclaim ring.
+//! The location cache ([`cache::LocationCache`]) keeps remote keys'
+//! addresses under a lease and its counters are the hotness monitor; the
+//! coordinator ([`policy`]) approves a migration when the applicant reads a
+//! pair at least 1.5x as often as its holder. [`bench`] runs the paper's
+//! traversal workload as a quiver-verbs job under each policy
+//! ([`Policy`]: `orig`, `cache`, `split`, `split+cache`, `ideal`).
+//!
+//! Invariants: every key has one home and one slot, which never move; the
+//! home's word names exactly one live block, whose size word equals the
+//! word's size; every other block that held the value is invalidated and
+//! waits out its reclaim lease, or is free; a Put is acknowledged once,
+//! after the block it replaced was invalidated; no cached address is used
+//! after its lease, which is never longer than the reclaim lease.
+//!
+//! Decisions the paper leaves open (see `../shared/papers/pragh.notes.md`):
+//! - **Address word**: `0 | size:29 | offset:34` local, `1 | size:22 |
+//!   machine:7 | offset:34` remote, in 8-byte units; 0 means no value.
+//! - **Key region**: 8-slot buckets of 16-byte slots (key + 1, address
+//!   word), the last slot a link to an overflow bucket; main buckets sized
+//!   for 3/4 of 7 keys each, overflow a quarter of that. Keys are loaded
+//!   once and never added or removed; AddVertex is not an operation.
+//! - **Value blocks** are `[size][count][ids, two per word]` and immutable
+//!   once published except for the size word: Puts are copy-on-write.
+//! - **Put order**: the paper publishes a Put's new block (CAS) and then
+//!   invalidates the old. A reader with a fresh address could then return
+//!   the new list while a later reader with a stale cached address still
+//!   returns the old one, which is not linearizable. Here a Put invalidates
+//!   the old block first and publishes the new one right after (readers in
+//!   between retry); if its CAS then fails, a migration took the block and
+//!   the Put runs again at the new holder. A migration keeps the paper's
+//!   order: its copy has the same content, so either block is right.
+//! - **Footnote 10** (a migration's invalidation lands before the next Put
+//!   on the moved value): Puts on a value run only at its holder, and a
+//!   migration holds a per-key lock stripe at the target from its CAS to
+//!   its invalidation's completion, which such a Put takes.
+//! - **Reclaim rings**: one ring per writing node in each node's region
+//!   (single writer, no races): a head word and 8-byte address words. The
+//!   owner's reclaimer times an entry's lease from when it first sees it
+//!   (never earlier than the write), frees it after the lease, zeroes it and
+//!   advances the head, which a writer READs only when the ring looks full.
+//!   A full ring fails the migration with an error naming the node rather
+//!   than dropping an entry.
+//! - **Allocation**: best fit among free extents that merge when freed,
+//!   over a region sized to the loaded values plus `value_headroom` bytes.
+//! - **Coordinator**: a pure function every node evaluates on the monitor
+//!   reports all nodes gather each tick, so it needs no server of its own
+//!   and every node reaches the same plan. Eager plans; a pair two nodes
+//!   read within the 1.5x margin of each other is left where it is, and a
+//!   moved pair rests one interval before it may move again.
+//! - **Time**: leases use the wall clock (nodes of one machine share it; a
+//!   cluster keeps it in step with PTP, as the paper); tests use
+//!   [`Clock::manual`].
+//! - **Modelled time**: every one-sided operation costs its
+//!   [`quiver_verbs::CostModel`] latency, one after another per thread (a
+//!   traversal's Gets are dependent); a Get or Put also costs `local_ns`
+//!   (default READ latency / 20, the paper's "local is more than 20x
+//!   faster"); a forwarded Put costs two SENDs and a CAS.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod addr;
+mod alloc;
+pub mod bench;
+pub mod cache;
+mod clock;
+mod histogram;
+pub mod layout;
+pub mod policy;
+mod server;
+pub mod store;
+
+pub use bench::{Config, KvTask, Mix, Policy, Report};
+pub use clock::Clock;
+pub use store::{Session, Store, StoreConfig, Update};
+
+use quiver_run::InvalidArgument;
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A parameter that makes no sense.
+    #[error("invalid argument")]
+    InvalidArgument(#[from] InvalidArgument),
+    /// Talking to the other nodes failed.
+    #[error("talking to the other nodes")]
+    Verbs(#[source] quiver_verbs::Error),
+    /// A vertex id beyond the graph.
+    #[error("vertex {vertex} is not in the graph (it has {vertices} vertices)")]
+    UnknownVertex {
+        /// The id asked for.
+        vertex: u32,
+        /// Vertices of the graph.
+        vertices: u32,
+    },
+    /// A value that an address word cannot name.
+    #[error("vertex {vertex}'s value is too large")]
+    TooLarge {
+        /// The vertex.
+        vertex: u32,
+        /// The field that does not fit.
+        #[source]
+        source: addr::DoesNotFit,
+    },
+    /// The value region has no block of the size wanted.
+    #[error(
+        "node {node}'s value region is full: {words} words wanted, {used} of {capacity} in use \
+         (values replaced or moved wait out the reclaim lease; raise value_headroom or shorten the lease)"
+    )]
+    ValueRegionFull {
+        /// The node.
+        node: u32,
+        /// Words wanted.
+        words: u64,
+        /// Words in use.
+        used: u64,
+        /// Words of the region.
+        capacity: u64,
+    },
+    /// Too many keys collided for the overflow buckets.
+    #[error("node {node}'s key region is full ({buckets} buckets)")]
+    KeyRegionFull {
+        /// The node.
+        node: u32,
+        /// Buckets of its key region.
+        buckets: u64,
+    },
+    /// Something another node should have done did not happen in time.
+    #[error("{0}")]
+    Stalled(String),
+    /// A forwarded Put failed where it ran.
+    #[error("a forwarded put failed: {0}")]
+    Remote(String),
+    /// What was read from another node makes no sense.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+    /// The graph could not be read.
+    #[error("reading the graph")]
+    Graph(#[source] quiver_csr::Error),
+}
+
+impl Error {
+    pub(crate) fn invalid(parameter: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument(InvalidArgument::new(parameter, reason))
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

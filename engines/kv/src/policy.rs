@@ -1,0 +1,188 @@
+//! Who migrates what: the coordinator's approval rule (Pragh §4.4).
+//!
+//! Every tick each node's monitor reports the remote pairs it read often
+//! (from its location cache's counters) and the keys homed on it whose
+//! values live elsewhere. The coordinator approves moving a pair's value to
+//! the node that read it most when that node read it at least `margin`
+//! times (default 1.5) as often as the value's holder, unless another node
+//! read it nearly as often (within the margin: a contended pair stays
+//! put) or it moved less than `rest` ticks ago (no ping-pong). Eager plans:
+//! the home's own accesses to a value it holds are not tracked, so a home
+//! counts as reading its values 0 times until one has moved away; then its
+//! reads are tracked and can bring the value back (migrate-back).
+//!
+//! [`Coordinator::plan`] is a pure function of the reports and its own
+//! past decisions; every node runs it on the same gathered reports and so
+//! reaches the same plan without a coordinator process.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::layout::Placement;
+
+/// One pair's approved move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    /// The vertex.
+    pub key: u32,
+    /// The node that will hold its value (it runs the migration).
+    pub target: u32,
+}
+
+/// The coordinator's memory: where values are and when they last moved.
+#[derive(Clone, Debug)]
+pub struct Coordinator {
+    placement: Placement,
+    margin: f64,
+    rest: u64,
+    holders: HashMap<u32, u32>,
+    moved_at: HashMap<u32, u64>,
+}
+
+impl Coordinator {
+    /// A coordinator for `placement` with the approval `margin` and `rest`
+    /// ticks between moves of one pair.
+    pub fn new(placement: Placement, margin: f64, rest: u64) -> Coordinator {
+        Coordinator {
+            placement,
+            margin,
+            rest,
+            holders: HashMap::new(),
+            moved_at: HashMap::new(),
+        }
+    }
+
+    /// The node holding `key`'s value, as far as the coordinator approved.
+    pub fn holder(&self, key: u32) -> u32 {
+        self.holders
+            .get(&key)
+            .copied()
+            .unwrap_or_else(|| self.placement.home_node(key))
+    }
+
+    /// Pairs whose values live away from their home.
+    pub fn moved(&self) -> usize {
+        self.holders.len()
+    }
+
+    /// The moves approved at `tick` from every node's report (by rank: the
+    /// pairs it read and how often, this tick). An applicant needs at
+    /// least `at_least` reads.
+    pub fn plan(&mut self, tick: u64, reports: &[Vec<(u32, u32)>], at_least: u32) -> Vec<Move> {
+        let mut reads: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
+        for (node, report) in reports.iter().enumerate() {
+            let node = u32::try_from(node).expect("ranks fit u32");
+            for &(key, count) in report {
+                reads.entry(key).or_default().push((node, count));
+            }
+        }
+        let mut moves = Vec::new();
+        for (key, mut readers) in reads {
+            readers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let (applicant, count) = readers[0];
+            let holder = self.holder(key);
+            if applicant == holder || count < at_least {
+                continue;
+            }
+            let rate = f64::from(count);
+            let holder_reads = readers
+                .iter()
+                .find(|(node, _)| *node == holder)
+                .map_or(0, |r| r.1);
+            let rival = readers
+                .iter()
+                .skip(1)
+                .find(|(node, _)| *node != holder)
+                .map_or(0, |r| r.1);
+            let rested = self
+                .moved_at
+                .get(&key)
+                .is_none_or(|&at| tick >= at + self.rest);
+            if rate >= self.margin * f64::from(holder_reads)
+                && rate >= self.margin * f64::from(rival)
+                && rested
+            {
+                if applicant == self.placement.home_node(key) {
+                    self.holders.remove(&key);
+                } else {
+                    self.holders.insert(key, applicant);
+                }
+                self.moved_at.insert(key, tick);
+                moves.push(Move {
+                    key,
+                    target: applicant,
+                });
+            }
+        }
+        moves
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coordinator() -> (Coordinator, u32, u32) {
+        let placement = Placement::new(1000, 4);
+        let key = 17;
+        let home = placement.home_node(key);
+        (Coordinator::new(placement, 1.5, 2), key, home)
+    }
+
+    fn report(nodes: usize, entries: &[(u32, u32, u32)]) -> Vec<Vec<(u32, u32)>> {
+        let mut reports = vec![Vec::new(); nodes];
+        for &(node, key, count) in entries {
+            reports[node as usize].push((key, count));
+        }
+        reports
+    }
+
+    #[test]
+    fn the_reader_gets_the_value_only_with_the_margin_and_the_home_can_take_it_back() {
+        let (mut c, key, home) = coordinator();
+        let a = (home + 1) % 4;
+        let b = (home + 2) % 4;
+        // Below the applicant's floor: nothing.
+        assert!(c.plan(0, &report(4, &[(a, key, 9)]), 10).is_empty());
+        let moves = c.plan(0, &report(4, &[(a, key, 10)]), 10);
+        assert_eq!(moves, vec![Move { key, target: a }]);
+        assert_eq!(c.holder(key), a);
+        assert_eq!(c.moved(), 1);
+        // Resting: b reads far more, but the pair just moved.
+        assert!(c
+            .plan(1, &report(4, &[(b, key, 100), (a, key, 10)]), 10)
+            .is_empty());
+        // b needs 1.5x a's reads: 14 < 15 is refused, 15 passes.
+        assert!(c
+            .plan(2, &report(4, &[(b, key, 14), (a, key, 10)]), 10)
+            .is_empty());
+        assert_eq!(
+            c.plan(2, &report(4, &[(b, key, 15), (a, key, 10)]), 10),
+            vec![Move { key, target: b }]
+        );
+        // The home reads it most now: it migrates back.
+        assert_eq!(
+            c.plan(4, &report(4, &[(home, key, 50)]), 10),
+            vec![Move { key, target: home }]
+        );
+        assert_eq!(c.moved(), 0);
+    }
+
+    #[test]
+    fn a_contended_pair_stays_put() {
+        let (mut c, key, home) = coordinator();
+        let a = (home + 1) % 4;
+        let b = (home + 2) % 4;
+        assert!(c
+            .plan(0, &report(4, &[(a, key, 100), (b, key, 70)]), 10)
+            .is_empty());
+        assert_eq!(c.holder(key), home);
+        // Equal reads: still contended (ties go to the lower rank, then fail the margin).
+        assert!(c
+            .plan(1, &report(4, &[(a, key, 50), (b, key, 50)]), 10)
+            .is_empty());
+        assert_eq!(
+            c.plan(2, &report(4, &[(a, key, 100), (b, key, 66)]), 10),
+            vec![Move { key, target: a }]
+        );
+    }
+}

@@ -1,0 +1,1071 @@
+//! One node's part of the store and the operations on it: bulk load, Get,
+//! Put (check-and-forward), split live migration, and reclamation.
+//!
+//! Every thread of a node works through its own [`Session`] (a verbs queue
+//! and its counts) on the node's shared [`Store`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use quiver_csr::Graph;
+use quiver_verbs::{
+    Completion, CostModel, Node, NodeRank, Op, Queue, Region, RemoteRegion, Verb, WorkRequest,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{Addr, REMOTE_SIZE_BITS};
+use crate::alloc::Alloc;
+use crate::cache::{Location, LocationCache};
+use crate::clock::Clock;
+use crate::layout::{
+    block_words, decode_block, encode_block, prefix_bytes, Layout, Placement, BUCKET_BYTES, LINK,
+    SLOTS, SLOT_BYTES,
+};
+use crate::server::Message;
+use crate::{Error, Result};
+
+/// Stripes of the lock that orders a migration's invalidation before the
+/// next Put on the migrated value (footnote 10 of the paper).
+const PUT_STRIPES: usize = 1024;
+
+/// How the store is set up on every node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoreConfig {
+    /// Bytes of the location cache (and of the home's table of accesses to
+    /// its migrated-away values).
+    pub cache_bytes: usize,
+    /// Whether the location cache answers lookups (`false`: it only counts,
+    /// as the monitor of the `split` policy).
+    pub serve_cache: bool,
+    /// How long a cached address may be used after it was cached.
+    pub cache_lease: Duration,
+    /// How long replaced or migrated memory is kept before it is reused;
+    /// at least `cache_lease`.
+    pub reclaim_lease: Duration,
+    /// Address words per reclaim ring (one ring per writing node).
+    pub ring_entries: u64,
+    /// Bytes of value region beyond the loaded values: room for the copies
+    /// Puts make and the values migrated in, while the blocks they replace
+    /// wait out the reclaim lease. Untouched room costs no memory on the
+    /// loopback and tcp fabrics (pages are committed on first use).
+    pub value_headroom: u64,
+    /// Modelled cost of the verbs (the loopback cost model's figures).
+    pub cost: CostModel,
+    /// Modelled cost of one local Get or Put, in nanoseconds.
+    pub local_ns: u64,
+}
+
+impl Default for StoreConfig {
+    /// A 32 MiB location cache; leases of 1 s (cache) and 2 s (reclaim);
+    /// 256 MiB of room for new values per node; local accesses modelled
+    /// 20x cheaper than an RDMA READ ("local is more than 20x faster", §2).
+    ///
+    /// The paper's leases are 60 s. A lease must outlast the longest time a
+    /// worker holds an address, which is an operation's (microseconds) or a
+    /// cached address's lease; but copy-on-write Puts keep every replaced
+    /// block for the reclaim lease, and a Zipf-hot vertex's list grows by
+    /// each Put, so at 60 s a 5%-Put run on a Kronecker graph holds
+    /// gigabytes of dead copies. Refreshing a hot key's cached address once
+    /// a second costs one READ a second.
+    fn default() -> Self {
+        let cost = CostModel::default();
+        Self {
+            cache_bytes: 32 << 20,
+            serve_cache: true,
+            cache_lease: Duration::from_secs(1),
+            reclaim_lease: Duration::from_secs(2),
+            ring_entries: 1 << 14,
+            value_headroom: 256 << 20,
+            local_ns: cost.read_ns / 20,
+            cost,
+        }
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What a node's store did, summed over its threads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoreCounts {
+    /// Values migrated to this node (as the target), migrate-backs included.
+    pub migrations: u64,
+    /// Words of the values it migrated.
+    pub words_moved: u64,
+    /// One-sided operations its migrations posted.
+    pub migration_ops: u64,
+    /// Migrations that lost their CAS and started over.
+    pub migration_retries: u64,
+    /// Puts this node forwarded (to a key's home or a value's holder).
+    pub forwarded_puts: u64,
+    /// Blocks returned to the allocator after their lease.
+    pub reclaimed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    migrations: AtomicU64,
+    words_moved: AtomicU64,
+    migration_ops: AtomicU64,
+    migration_retries: AtomicU64,
+    forwarded_puts: AtomicU64,
+    reclaimed: AtomicU64,
+}
+
+/// What a Get, Put or migration cost one thread, for its report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Gets done.
+    pub gets: u64,
+    /// Gets that needed at least one remote operation.
+    pub remote_gets: u64,
+    /// Key lookups answered by the location cache.
+    pub cache_hits: u64,
+    /// Key lookups that needed the location cache and missed it.
+    pub cache_misses: u64,
+    /// Reads that found an invalidated block and started over.
+    pub retries: u64,
+    /// Puts done.
+    pub puts: u64,
+    /// One-sided operations posted.
+    pub one_sided: u64,
+    /// Modelled time of the thread's operations, one after another.
+    pub modelled_ns: u64,
+}
+
+impl Tally {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Tally) {
+        self.gets += other.gets;
+        self.remote_gets += other.remote_gets;
+        self.cache_hits += other.cache_hits;
+        self.cache_misses += other.cache_misses;
+        self.retries += other.retries;
+        self.puts += other.puts;
+        self.one_sided += other.one_sided;
+        self.modelled_ns += other.modelled_ns;
+    }
+}
+
+/// A Put's update of an adjacency list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Update {
+    /// Appends an edge to `target`.
+    AddEdge(u32),
+    /// Points edge `index` (counted modulo the degree) at `target`
+    /// instead; on a vertex without edges, appends one.
+    SetEdge {
+        /// Which edge.
+        index: u32,
+        /// Its new target.
+        target: u32,
+    },
+}
+
+impl Update {
+    fn apply(self, ids: &mut Vec<u32>) {
+        match self {
+            Update::AddEdge(target) => ids.push(target),
+            Update::SetEdge { index, target } => match ids.len() {
+                0 => ids.push(target),
+                n => ids[index as usize % n] = target,
+            },
+        }
+    }
+}
+
+/// How a Put executed here ended.
+pub(crate) enum PutOutcome {
+    /// Committed.
+    Done,
+    /// The value is held by this node: the Put must run there.
+    Forward(u32),
+}
+
+/// Reclamation state: blocks waiting out their lease.
+#[derive(Debug, Default)]
+struct Reclaim {
+    /// Blocks of this node replaced here: (offset, words, due).
+    local: VecDeque<(u64, u64, u64)>,
+    /// Per writer node: entries taken from its ring so far, and when each
+    /// entry seen but not yet freed falls due.
+    rings: Vec<(u64, VecDeque<u64>)>,
+}
+
+/// This node's cursor in another node's reclaim ring.
+#[derive(Clone, Copy, Debug, Default)]
+struct RingCursor {
+    tail: u64,
+    head: u64,
+}
+
+/// The replies to this node's forwarded Puts, by request id.
+#[derive(Debug, Default)]
+pub(crate) struct Replies {
+    done: Mutex<HashMap<u64, std::result::Result<(), String>>>,
+    arrived: Condvar,
+}
+
+/// One node's part of the store.
+#[derive(Debug)]
+pub struct Store {
+    node: Node,
+    rank: u32,
+    vertices: u32,
+    placement: Placement,
+    layout: Layout,
+    region: Region,
+    remotes: Vec<RemoteRegion>,
+    alloc: Mutex<Alloc>,
+    cache: LocationCache,
+    away: LocationCache,
+    clock: Clock,
+    config: StoreConfig,
+    put_locks: Vec<Mutex<()>>,
+    reclaim: Mutex<Reclaim>,
+    rings: Mutex<Vec<RingCursor>>,
+    next_request: AtomicU64,
+    pub(crate) replies: Replies,
+    counts: Counts,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Store {
+    /// Registers this node's region, loads the keys homed here from
+    /// `graph` (every node gives the same graph) and meets the other nodes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for leases the wrong way round or more
+    /// than 128 nodes; [`Error::Verbs`] if registration or the exchange fails.
+    pub fn open(node: &Node, graph: &Graph, config: &StoreConfig, clock: Clock) -> Result<Store> {
+        if config.cache_lease > config.reclaim_lease {
+            return Err(Error::invalid(
+                "cache_lease",
+                format!(
+                    "a cached address ({:?}) must not outlive the memory it names ({:?} reclaim lease)",
+                    config.cache_lease, config.reclaim_lease
+                ),
+            ));
+        }
+        if node.size() > 128 {
+            return Err(Error::invalid(
+                "nodes",
+                format!(
+                    "{} nodes; the address word names at most 128 machines",
+                    node.size()
+                ),
+            ));
+        }
+        if config.ring_entries == 0 {
+            return Err(Error::invalid("ring_entries", "a reclaim ring needs room"));
+        }
+        let rank = node.rank().0;
+        let vertices = graph.num_vertices();
+        let placement = Placement::new(vertices, node.size());
+        let loaded: u64 = (0..vertices)
+            .filter(|&v| placement.home_node(v) == rank)
+            .map(|v| block_words(graph.degree(v)))
+            .sum();
+        let layout = Layout {
+            buckets: placement.main_buckets() + placement.overflow_buckets(),
+            rings: node.size(),
+            ring_entries: config.ring_entries,
+            value_words: loaded + config.value_headroom.div_ceil(8),
+        };
+        let region = node
+            .register(usize::try_from(layout.bytes()).expect("the region fits memory"))
+            .map_err(Error::Verbs)?;
+        let store = Store {
+            node: node.clone(),
+            rank,
+            vertices,
+            placement,
+            layout,
+            region,
+            remotes: Vec::new(),
+            alloc: Mutex::new(Alloc::new(layout.value_words)),
+            cache: LocationCache::new(
+                config.cache_bytes,
+                nanos(config.cache_lease),
+                config.serve_cache,
+            ),
+            away: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
+            clock,
+            config: config.clone(),
+            put_locks: (0..PUT_STRIPES).map(|_| Mutex::new(())).collect(),
+            reclaim: Mutex::new(Reclaim {
+                local: VecDeque::new(),
+                rings: vec![(0, VecDeque::new()); node.size() as usize],
+            }),
+            rings: Mutex::new(vec![RingCursor::default(); node.size() as usize]),
+            next_request: AtomicU64::new(0),
+            replies: Replies::default(),
+            counts: Counts::default(),
+        };
+        store.load(graph)?;
+        let remotes = node.exchange(&store.region).map_err(Error::Verbs)?;
+        Ok(Store { remotes, ..store })
+    }
+
+    fn load(&self, graph: &Graph) -> Result<()> {
+        let mut next_overflow = self.placement.main_buckets();
+        for v in 0..self.vertices {
+            let (home, bucket) = self.placement.home(v);
+            if home != self.rank {
+                continue;
+            }
+            let block = encode_block(graph.neighbors(v));
+            let words = block.len() as u64 / 8;
+            let offset = self.allocate(words)?;
+            self.region
+                .write(self.byte(self.layout.value(offset)), &block);
+            let word = Addr::Local {
+                size: words,
+                offset,
+            }
+            .encode()
+            .map_err(|source| Error::TooLarge { vertex: v, source })?;
+            self.insert(v, bucket, word, &mut next_overflow)?;
+        }
+        Ok(())
+    }
+
+    /// Puts `key` with `word` into the chain from `bucket` (load time only:
+    /// keys never move and are never added later).
+    fn insert(&self, key: u32, bucket: u64, word: u64, next_overflow: &mut u64) -> Result<()> {
+        let mut bucket = bucket;
+        loop {
+            let base = self.layout.bucket(bucket);
+            for slot in 0..SLOTS - 1 {
+                let at = self.byte(base + (slot * SLOT_BYTES) as u64);
+                if self.region.load(at) == 0 {
+                    // The address first: a reader that sees the key sees it.
+                    self.region.store(at + 8, word);
+                    self.region.store(at, u64::from(key) + 1);
+                    return Ok(());
+                }
+            }
+            let link = self.byte(base + ((SLOTS - 1) * SLOT_BYTES) as u64);
+            if self.region.load(link) == LINK {
+                bucket = self.region.load(link + 8);
+                continue;
+            }
+            if *next_overflow == self.layout.buckets {
+                return Err(Error::KeyRegionFull {
+                    node: self.rank,
+                    buckets: self.layout.buckets,
+                });
+            }
+            self.region.store(link + 8, *next_overflow);
+            self.region.store(link, LINK);
+            bucket = *next_overflow;
+            *next_overflow += 1;
+        }
+    }
+
+    fn byte(&self, offset: u64) -> usize {
+        usize::try_from(offset).expect("offsets within the region fit usize")
+    }
+
+    fn allocate(&self, words: u64) -> Result<u64> {
+        let mut alloc = lock(&self.alloc);
+        alloc.alloc(words).ok_or_else(|| Error::ValueRegionFull {
+            node: self.rank,
+            words,
+            used: alloc.used(),
+            capacity: alloc.capacity(),
+        })
+    }
+
+    fn release(&self, offset: u64, words: u64) {
+        lock(&self.alloc).free(offset, words);
+    }
+
+    /// A session for one thread of this node.
+    pub fn session(&self) -> Session<'_> {
+        Session {
+            store: self,
+            queue: self.node.queue(),
+            tally: Tally::default(),
+            completions: Vec::new(),
+        }
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Vertices of the graph.
+    pub fn vertices(&self) -> u32 {
+        self.vertices
+    }
+
+    /// The key placement every node shares.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// The node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// What the store did so far.
+    pub fn counts(&self) -> StoreCounts {
+        let c = &self.counts;
+        StoreCounts {
+            migrations: c.migrations.load(Ordering::Relaxed),
+            words_moved: c.words_moved.load(Ordering::Relaxed),
+            migration_ops: c.migration_ops.load(Ordering::Relaxed),
+            migration_retries: c.migration_retries.load(Ordering::Relaxed),
+            forwarded_puts: c.forwarded_puts.load(Ordering::Relaxed),
+            reclaimed: c.reclaimed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Words of the value region in use (live values and blocks waiting
+    /// out their lease).
+    pub fn used_words(&self) -> u64 {
+        lock(&self.alloc).used()
+    }
+
+    /// Bytes of this node's registered region.
+    pub fn region_bytes(&self) -> u64 {
+        self.layout.bytes()
+    }
+
+    /// The monitor's harvest: remote pairs this node accessed at least
+    /// `at_least` times since the last one (through the location cache),
+    /// and keys homed here whose values live elsewhere, likewise.
+    pub fn harvest(&self, at_least: u32, fade: bool) -> Vec<(u32, u32)> {
+        let mut hot = self.cache.harvest(at_least, fade);
+        hot.extend(self.away.harvest(at_least, fade));
+        hot
+    }
+
+    /// Frees every block whose reclaim lease has run out: blocks replaced
+    /// here by Puts, and blocks other nodes migrated away and entered in
+    /// this node's rings. A ring entry's lease is counted from when this
+    /// node first saw it, which is never before it was written.
+    pub fn reclaim(&self) {
+        let now = self.clock.now_ns();
+        let lease = nanos(self.config.reclaim_lease);
+        let mut reclaim = lock(&self.reclaim);
+        let mut freed = 0;
+        while let Some(&(offset, words, due)) = reclaim.local.front() {
+            if now < due {
+                break;
+            }
+            reclaim.local.pop_front();
+            self.release(offset, words);
+            freed += 1;
+        }
+        for writer in 0..self.node.size() {
+            let (taken, seen) = &mut reclaim.rings[writer as usize];
+            loop {
+                let index = *taken + seen.len() as u64;
+                if seen.len() as u64 == self.layout.ring_entries {
+                    break;
+                }
+                let word = self
+                    .region
+                    .load(self.byte(self.layout.ring_entry(writer, index)));
+                if word == 0 {
+                    break;
+                }
+                seen.push_back(now.saturating_add(lease));
+            }
+            while seen.front().is_some_and(|&due| due <= now) {
+                seen.pop_front();
+                let at = self.byte(self.layout.ring_entry(writer, *taken));
+                let addr = Addr::decode(self.region.load(at)).expect("a seen entry is non-zero");
+                self.release(addr.offset(), addr.size());
+                self.region.store(at, 0);
+                *taken += 1;
+                freed += 1;
+            }
+            self.region
+                .store(self.byte(self.layout.ring(writer)), *taken);
+        }
+        self.counts.reclaimed.fetch_add(freed, Ordering::Relaxed);
+    }
+
+    /// Looks `key` up in this node's own key region.
+    fn local_lookup(&self, key: u32, bucket: u64) -> Option<Location> {
+        let tag = u64::from(key) + 1;
+        let mut bucket = bucket;
+        loop {
+            let base = self.layout.bucket(bucket);
+            for slot in 0..SLOTS - 1 {
+                let at = base + (slot * SLOT_BYTES) as u64;
+                if self.region.load(self.byte(at)) == tag {
+                    return Some(Location {
+                        word: self.region.load(self.byte(at + 8)),
+                        slot: at + 8,
+                    });
+                }
+            }
+            let link = self.byte(base + ((SLOTS - 1) * SLOT_BYTES) as u64);
+            if self.region.load(link) != LINK {
+                return None;
+            }
+            bucket = self.region.load(link + 8);
+        }
+    }
+
+    fn check_vertex(&self, key: u32) -> Result<()> {
+        if key >= self.vertices {
+            return Err(Error::UnknownVertex {
+                vertex: key,
+                vertices: self.vertices,
+            });
+        }
+        Ok(())
+    }
+
+    fn put_lock(&self, key: u32) -> MutexGuard<'_, ()> {
+        lock(&self.put_locks[key as usize % PUT_STRIPES])
+    }
+
+    /// Waits for the reply to forwarded Put `request`.
+    fn await_reply(&self, request: u64, to: u32) -> Result<()> {
+        let deadline = Instant::now() + self.node.timeout();
+        let mut done = lock(&self.replies.done);
+        loop {
+            if let Some(result) = done.remove(&request) {
+                return result.map_err(Error::Remote);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Stalled(format!(
+                    "node {to} did not answer a forwarded put within {:?}",
+                    self.node.timeout()
+                )));
+            }
+            done = self
+                .replies
+                .arrived
+                .wait_timeout(done, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Records the reply to forwarded Put `request` (the server calls this).
+    pub(crate) fn deliver_reply(&self, request: u64, result: std::result::Result<(), String>) {
+        lock(&self.replies.done).insert(request, result);
+        self.replies.arrived.notify_all();
+    }
+
+    /// Serves Puts forwarded to this node until [`Session::stop_server`]
+    /// is called on it; run it on a thread of its own while the node takes
+    /// part in Puts.
+    ///
+    /// # Errors
+    /// A corrupt message, or lost nodes.
+    pub fn serve(&self) -> Result<()> {
+        crate::server::serve(self)
+    }
+}
+
+/// One thread's handle on the store.
+#[derive(Debug)]
+pub struct Session<'s> {
+    store: &'s Store,
+    queue: Queue,
+    tally: Tally,
+    completions: Vec<Completion>,
+}
+
+impl Session<'_> {
+    /// What this session did so far.
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    fn charge(&mut self, verb: Verb, bytes: usize) {
+        self.tally.one_sided += 1;
+        self.tally.modelled_ns += u64::try_from(
+            self.store
+                .config
+                .cost
+                .latency(verb, bytes as u64)
+                .as_nanos(),
+        )
+        .unwrap_or(u64::MAX);
+    }
+
+    fn remote(&self, node: u32) -> RemoteRegion {
+        self.store.remotes[node as usize]
+    }
+
+    fn read(&mut self, node: u32, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.charge(Verb::Read, len);
+        let remote = self.remote(node);
+        self.queue.read(remote, offset, len).map_err(Error::Verbs)
+    }
+
+    fn compare_swap(&mut self, node: u32, offset: u64, expected: u64, new: u64) -> Result<u64> {
+        if node == self.store.rank {
+            return Ok(self
+                .store
+                .region
+                .compare_swap(self.store.byte(offset), expected, new));
+        }
+        self.charge(Verb::CompareSwap, 8);
+        let remote = self.remote(node);
+        self.queue
+            .compare_swap(remote, offset, expected, new)
+            .map_err(Error::Verbs)
+    }
+
+    /// Looks `key` up at its home `home` (one READ per bucket of the chain).
+    fn remote_lookup(&mut self, key: u32, home: u32, bucket: u64) -> Result<Option<Location>> {
+        let tag = u64::from(key) + 1;
+        let layout = self.store.layout;
+        let mut bucket = bucket;
+        loop {
+            let base = layout.bucket(bucket);
+            let bytes = self.read(home, base, BUCKET_BYTES)?;
+            let word =
+                |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            for slot in 0..SLOTS - 1 {
+                if word(2 * slot) == tag {
+                    return Ok(Some(Location {
+                        word: word(2 * slot + 1),
+                        slot: base + (slot * SLOT_BYTES) as u64 + 8,
+                    }));
+                }
+            }
+            if word(2 * (SLOTS - 1)) != LINK {
+                return Ok(None);
+            }
+            bucket = word(2 * SLOTS - 1);
+        }
+    }
+
+    /// `key`'s location: from its home's key region (local, or READ), or
+    /// from the location cache when `cached` allows and it holds one.
+    fn locate(&mut self, key: u32, cached: bool) -> Result<Location> {
+        let store = self.store;
+        let (home, bucket) = store.placement.home(key);
+        let found = if home == store.rank {
+            store.local_lookup(key, bucket)
+        } else {
+            let now = store.clock.now_ns();
+            match store.cache.access(key, now).filter(|_| cached) {
+                Some(location) => {
+                    self.tally.cache_hits += 1;
+                    Some(location)
+                }
+                None => {
+                    self.tally.cache_misses += u64::from(store.config.serve_cache);
+                    let found = self.remote_lookup(key, home, bucket)?;
+                    if let Some(location) = found {
+                        store.cache.fill(key, location, now);
+                    }
+                    found
+                }
+            }
+        };
+        found.ok_or(Error::UnknownVertex {
+            vertex: key,
+            vertices: store.vertices,
+        })
+    }
+
+    fn read_block(&mut self, holder: u32, addr: Addr, len: usize) -> Result<Vec<u8>> {
+        let at = self.store.layout.value(addr.offset());
+        if holder == self.store.rank {
+            let mut bytes = vec![0; len];
+            self.store.region.read(self.store.byte(at), &mut bytes);
+            Ok(bytes)
+        } else {
+            self.read(holder, at, len)
+        }
+    }
+
+    /// The first `limit` neighbours of `key` (all of them with `u64::MAX`).
+    ///
+    /// # Errors
+    /// [`Error::UnknownVertex`]; [`Error::Verbs`] if a node is lost;
+    /// [`Error::Stalled`] if the value stays invalid for the node's timeout.
+    pub fn get(&mut self, key: u32, limit: u64) -> Result<Vec<u32>> {
+        self.store.check_vertex(key)?;
+        let store = self.store;
+        let home = store.placement.home_node(key);
+        let ops = self.tally.one_sided;
+        let started = Instant::now();
+        let ids = loop {
+            let location = self.locate(key, true)?;
+            let addr = Addr::decode(location.word).ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "vertex {key} has an empty address word at its home"
+                ))
+            })?;
+            let holder = addr.holder(home);
+            if home == store.rank && holder != store.rank {
+                store.away.touch(key);
+            }
+            let bytes = self.read_block(holder, addr, prefix_bytes(addr, limit))?;
+            if let Some(ids) = decode_block(addr, &bytes) {
+                break ids;
+            }
+            self.tally.retries += 1;
+            store.cache.forget(key);
+            if started.elapsed() > store.node.timeout() {
+                return Err(Error::Stalled(format!(
+                    "vertex {key}'s value stayed invalid for {:?}",
+                    store.node.timeout()
+                )));
+            }
+        };
+        self.tally.gets += 1;
+        self.tally.modelled_ns += store.config.local_ns;
+        if self.tally.one_sided != ops {
+            self.tally.remote_gets += 1;
+        }
+        Ok(ids)
+    }
+
+    /// Applies `update` to `key`'s list: at its home, or wherever the
+    /// value is held, the Put forwarded there (check-and-forward). Returns
+    /// once the Put is committed and the memory it replaced invalidated.
+    ///
+    /// # Errors
+    /// As [`Session::get`], and [`Error::TooLarge`] when a migrated value
+    /// would outgrow 32 MiB; [`Error::Remote`] for an error where it ran.
+    pub fn put(&mut self, key: u32, update: Update) -> Result<()> {
+        self.store.check_vertex(key)?;
+        let home = self.store.placement.home_node(key);
+        let to = if home == self.store.rank {
+            match self.execute_put(key, update)? {
+                PutOutcome::Done => {
+                    self.tally.puts += 1;
+                    return Ok(());
+                }
+                PutOutcome::Forward(holder) => holder,
+            }
+        } else {
+            home
+        };
+        self.forward(key, update, to)?;
+        self.tally.puts += 1;
+        Ok(())
+    }
+
+    fn forward(&mut self, key: u32, update: Update, to: u32) -> Result<()> {
+        let store = self.store;
+        store.counts.forwarded_puts.fetch_add(1, Ordering::Relaxed);
+        let request = store.next_request.fetch_add(1, Ordering::Relaxed);
+        let message = Message::Put {
+            key,
+            update,
+            origin: store.rank,
+            request,
+        };
+        self.send(to, &message)?;
+        let cost = store.config.cost;
+        self.tally.modelled_ns += 2 * cost.send_ns + cost.atomic_ns;
+        store.await_reply(request, to)
+    }
+
+    /// Sends `message` to node `to`.
+    pub(crate) fn send(&mut self, to: u32, message: &Message) -> Result<()> {
+        self.queue
+            .send(NodeRank(to), &message.encode())
+            .map_err(Error::Verbs)
+    }
+
+    /// Runs a Put here if this node holds the value (copy-on-write: the new
+    /// list goes to a new block; the old block is invalidated *before* the
+    /// new address is published, so no reader can see the new list and a
+    /// later reader the old one); else says where it must run.
+    pub(crate) fn execute_put(&mut self, key: u32, update: Update) -> Result<PutOutcome> {
+        let store = self.store;
+        let home = store.placement.home_node(key);
+        loop {
+            let location = self.locate(key, true)?;
+            let addr = Addr::decode(location.word)
+                .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
+            if addr.holder(home) != store.rank {
+                store.cache.forget(key);
+                return Ok(PutOutcome::Forward(addr.holder(home)));
+            }
+            // A migration to this node holds the lock until it has
+            // invalidated the copy it moved (footnote 10).
+            let _guard = store.put_lock(key);
+            let old_at = store.byte(store.layout.value(addr.offset()));
+            let mut bytes = vec![0; usize::try_from(addr.size() * 8).expect("a block fits memory")];
+            store.region.read(old_at, &mut bytes);
+            let Some(mut ids) = decode_block(addr, &bytes) else {
+                store.cache.forget(key);
+                continue;
+            };
+            update.apply(&mut ids);
+            let block = encode_block(&ids);
+            let words = block.len() as u64 / 8;
+            let offset = store.allocate(words)?;
+            let new = match Addr::at(home, store.rank, words, offset).and_then(Addr::encode) {
+                Ok(word) => word,
+                Err(source) => {
+                    store.release(offset, words);
+                    return Err(Error::TooLarge {
+                        vertex: key,
+                        source,
+                    });
+                }
+            };
+            store
+                .region
+                .write(store.byte(store.layout.value(offset)), &block);
+            store.region.store(old_at, 0);
+            let previous = self.compare_swap(home, location.slot, location.word, new)?;
+            if previous != location.word {
+                // A migration took the old block (it copied it before we
+                // invalidated it) and owns its reclamation; run again.
+                store.release(offset, words);
+                store.cache.forget(key);
+                continue;
+            }
+            if home != store.rank {
+                store.cache.fill(
+                    key,
+                    Location {
+                        word: new,
+                        slot: location.slot,
+                    },
+                    store.clock.now_ns(),
+                );
+            }
+            self.tally.modelled_ns += store.config.local_ns;
+            let due = store
+                .clock
+                .now_ns()
+                .saturating_add(nanos(store.config.reclaim_lease));
+            lock(&store.reclaim)
+                .local
+                .push_back((addr.offset(), addr.size(), due));
+            return Ok(PutOutcome::Done);
+        }
+    }
+
+    /// Moves `key`'s value to this node with the unilateral protocol: READ
+    /// the key (skipped on a location-cache hit), allocate, READ the value,
+    /// CAS the address word at the home, WRITE 0 over the old size word and
+    /// WRITE the old address into the holder's reclaim ring. Returns the
+    /// one-sided operations it posted (0 if the value was already here).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] for a value over 32 MiB (a remote address word
+    /// cannot name it); [`Error::ValueRegionFull`]; verbs errors.
+    pub fn migrate(&mut self, key: u32) -> Result<u64> {
+        self.store.check_vertex(key)?;
+        let store = self.store;
+        let home = store.placement.home_node(key);
+        let before = self.tally.one_sided;
+        loop {
+            let location = self.locate(key, store.config.serve_cache)?;
+            let addr = Addr::decode(location.word)
+                .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
+            let source = addr.holder(home);
+            if source == store.rank {
+                return Ok(self.tally.one_sided - before);
+            }
+            let size = addr.size();
+            if home != store.rank && size > MAX_MIGRATED_WORDS {
+                return Err(Error::TooLarge {
+                    vertex: key,
+                    source: Addr::at(home, store.rank, size, 0)
+                        .expect_err("a size over the remote limit does not fit"),
+                });
+            }
+            let offset = store.allocate(size)?;
+            let new = Addr::at(home, store.rank, size, offset)
+                .and_then(Addr::encode)
+                .map_err(|source| Error::TooLarge {
+                    vertex: key,
+                    source,
+                })?;
+            let len = usize::try_from(size * 8).expect("a block fits memory");
+            let bytes = self.read(source, store.layout.value(addr.offset()), len)?;
+            if decode_block(addr, &bytes).is_none() {
+                store.release(offset, size);
+                store.cache.forget(key);
+                store
+                    .counts
+                    .migration_retries
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            store
+                .region
+                .write(store.byte(store.layout.value(offset)), &bytes);
+            let guard = store.put_lock(key);
+            let previous = self.compare_swap(home, location.slot, location.word, new)?;
+            if previous != location.word {
+                drop(guard);
+                store.release(offset, size);
+                store.cache.forget(key);
+                store
+                    .counts
+                    .migration_retries
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if home != store.rank {
+                store.cache.fill(
+                    key,
+                    Location {
+                        word: new,
+                        slot: location.slot,
+                    },
+                    store.clock.now_ns(),
+                );
+            }
+            self.retire(source, addr)?;
+            drop(guard);
+            let ops = self.tally.one_sided - before;
+            let counts = &store.counts;
+            counts.migrations.fetch_add(1, Ordering::Relaxed);
+            counts.words_moved.fetch_add(size, Ordering::Relaxed);
+            counts.migration_ops.fetch_add(ops, Ordering::Relaxed);
+            return Ok(ops);
+        }
+    }
+
+    /// Invalidates the block `addr` on `source` and enters it in
+    /// `source`'s reclaim ring for this node: two WRITEs posted together
+    /// after the CAS completed, so neither overtakes it.
+    fn retire(&mut self, source: u32, addr: Addr) -> Result<()> {
+        let store = self.store;
+        let layout = store.layout;
+        let index = {
+            let mut rings = lock(&store.rings);
+            let cursor = &mut rings[source as usize];
+            while cursor.tail - cursor.head >= layout.ring_entries {
+                // Full as far as we know: see how far the owner got.
+                let bytes = self.read(source, layout.ring(store.rank), 8)?;
+                let head = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                if head == cursor.head {
+                    return Err(Error::Stalled(format!(
+                        "node {source}'s reclaim ring for node {} is full ({} entries); its reclaimer is behind",
+                        store.rank, layout.ring_entries
+                    )));
+                }
+                cursor.head = head;
+            }
+            cursor.tail += 1;
+            cursor.tail - 1
+        };
+        let remote = self.remote(source);
+        let word = addr.encode().expect("a decoded address encodes");
+        self.charge(Verb::Write, 8);
+        self.charge(Verb::Write, 8);
+        self.queue
+            .post([
+                WorkRequest::new(
+                    0,
+                    Op::Write {
+                        remote,
+                        offset: layout.value(addr.offset()),
+                        data: 0u64.to_le_bytes().to_vec(),
+                    },
+                ),
+                WorkRequest::new(
+                    1,
+                    Op::Write {
+                        remote,
+                        offset: layout.ring_entry(store.rank, index),
+                        data: word.to_le_bytes().to_vec(),
+                    },
+                ),
+            ])
+            .map_err(Error::Verbs)?;
+        self.completions.clear();
+        self.queue
+            .wait(&mut self.completions, 2, 2)
+            .map_err(Error::Verbs)?;
+        for completion in self.completions.drain(..) {
+            completion.result.map_err(|source| {
+                Error::Verbs(quiver_verbs::Error::Completion {
+                    verb: completion.verb,
+                    source,
+                })
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The value's holder for `key`, read at its home (for checks).
+    ///
+    /// # Errors
+    /// As [`Session::get`].
+    pub fn holder(&mut self, key: u32) -> Result<u32> {
+        self.store.check_vertex(key)?;
+        let home = self.store.placement.home_node(key);
+        let location = self.locate(key, false)?;
+        Addr::decode(location.word)
+            .map(|addr| addr.holder(home))
+            .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))
+    }
+
+    /// Stops this node's [`Store::serve`].
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn stop_server(&mut self) -> Result<()> {
+        let rank = self.store.rank;
+        self.send(rank, &Message::Stop)
+    }
+
+    /// The verbs queue (the server polls its receives on it).
+    pub(crate) fn queue(&mut self) -> &mut Queue {
+        &mut self.queue
+    }
+}
+
+/// The largest value a migration can move, in words.
+pub const MAX_MIGRATED_WORDS: u64 = (1 << REMOTE_SIZE_BITS) - 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_append_or_repoint_one_edge() {
+        let mut ids = vec![1, 2, 3];
+        Update::AddEdge(9).apply(&mut ids);
+        assert_eq!(ids, [1, 2, 3, 9]);
+        Update::SetEdge {
+            index: 5,
+            target: 7,
+        }
+        .apply(&mut ids);
+        assert_eq!(ids, [1, 7, 3, 9], "index 5 of 4 edges is edge 1");
+        let mut none = Vec::new();
+        Update::SetEdge {
+            index: 3,
+            target: 4,
+        }
+        .apply(&mut none);
+        assert_eq!(none, [4]);
+    }
+}

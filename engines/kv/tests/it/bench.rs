@@ -1,0 +1,128 @@
+//! The benchmark as a job: policies compared on one small graph.
+
+use std::time::Duration;
+
+use quiver_kv::bench::{join, JobConfig};
+use quiver_kv::{Config, KvTask, Mix, Policy};
+use quiver_verbs::job::{Fabric, Job, Nodes};
+
+fn graph_file(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let path = dir.path().join("karate.qcsr");
+    quiver_csr::write_graph(&quiver_csr::testing::karate(true), &path).unwrap();
+    path
+}
+
+fn run(path: &std::path::Path, config: &Config, nodes: u32) -> quiver_kv::Report {
+    let job = Job::new(
+        Fabric::Loopback { cost: None },
+        Nodes::Local(config.policy.job_nodes(nodes)),
+    );
+    let reports = job
+        .run::<KvTask>(&JobConfig {
+            graph: path.to_path_buf(),
+            config: config.clone(),
+        })
+        .unwrap()
+        .unwrap();
+    join(&reports, config, nodes, 34)
+}
+
+#[test]
+fn migration_makes_reads_local_and_orig_stays_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = graph_file(&dir);
+    let config = Config {
+        duration: Duration::from_millis(1_200),
+        tick: Duration::from_millis(200),
+        interval: Duration::from_millis(400),
+        scope: 8,
+        neighbours: 10,
+        report_rate: 1,
+        instant_rate: 10,
+        mix: Mix { queries: 90 },
+        store: quiver_kv::StoreConfig {
+            cache_lease: Duration::from_millis(50),
+            reclaim_lease: Duration::from_millis(100),
+            ..quiver_kv::StoreConfig::default()
+        },
+        ..Config::default()
+    };
+    let orig = run(
+        &path,
+        &Config {
+            policy: Policy::Orig,
+            ..config.clone()
+        },
+        4,
+    );
+    let split = run(&path, &config, 4);
+    let ideal = run(
+        &path,
+        &Config {
+            policy: Policy::Ideal,
+            ..config.clone()
+        },
+        4,
+    );
+    for report in [&orig, &split, &ideal] {
+        assert!(report.queries > 0 && report.puts > 0, "{report:?}");
+        assert_eq!(report.series.len(), 6);
+    }
+    // Random placement on 4 nodes: about 3/4 of Gets are remote.
+    assert!(orig.remote_share > 0.5, "orig {}", orig.remote_share);
+    assert_eq!(orig.keys_moved, 0);
+    assert_eq!(ideal.remote_share, 0.0);
+    assert!(split.keys_moved > 0);
+    assert!(split.one_sided_ops_per_migration <= 5.0);
+    let last = split.series.last().unwrap();
+    assert!(
+        last.remote_share < orig.remote_share / 2.0,
+        "after migration {} of Gets are remote (orig {})",
+        last.remote_share,
+        orig.remote_share
+    );
+    assert!(split.modelled_ops_per_s > orig.modelled_ops_per_s);
+}
+
+#[test]
+fn nonsense_parameters_are_named() {
+    let bad = [
+        Config {
+            scope: 0,
+            ..Config::default()
+        },
+        Config {
+            threads: 0,
+            ..Config::default()
+        },
+        Config {
+            zipf: -1.0,
+            ..Config::default()
+        },
+        Config {
+            margin: 0.5,
+            ..Config::default()
+        },
+        Config {
+            interval: Duration::from_millis(1500),
+            ..Config::default()
+        },
+    ];
+    for (config, name) in bad
+        .iter()
+        .zip(["scope", "threads", "zipf", "margin", "interval"])
+    {
+        let err = config.validate().unwrap_err();
+        assert!(
+            quiver_run::chain(&err).contains(name),
+            "{}",
+            quiver_run::chain(&err)
+        );
+    }
+    assert!("95/5".parse::<Mix>().is_ok());
+    assert!("95/6".parse::<Mix>().is_err());
+    assert!("nope"
+        .parse::<Policy>()
+        .unwrap_err()
+        .contains("split+cache"));
+}

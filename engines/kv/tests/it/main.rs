@@ -1,0 +1,28 @@
+//! quiver-kv against the graph it was loaded from, on the loopback fabric.
+
+mod bench;
+mod history;
+mod store;
+
+use quiver_csr::Graph;
+use quiver_kv::{Clock, Store, StoreConfig};
+use quiver_verbs::{loopback, Node};
+
+/// Runs `body` on every node of a `nodes`-node loopback job that opened a
+/// store of `graph`, then waits for every node; returns the results by rank.
+pub fn on_stores<T: Send>(
+    graph: &Graph,
+    nodes: u32,
+    config: &StoreConfig,
+    clock: &Clock,
+    body: impl Fn(&Node, &Store) -> T + Sync,
+) -> Vec<T> {
+    loopback::run(&loopback::Config::new(nodes), |node| {
+        let store = Store::open(&node, graph, config, clock.clone()).expect("opening the store");
+        let result = body(&node, &store);
+        // No region goes away while a peer may still read it.
+        node.barrier().expect("the closing barrier");
+        result
+    })
+    .expect("a loopback job")
+}

@@ -1,0 +1,257 @@
+//! Gets, Puts and migrations against the graph and a sequential model.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use quiver_csr::testing::{arb_graph, karate, Shape};
+use quiver_csr::Graph;
+use quiver_kv::{Clock, Error, StoreConfig, Update};
+use quiver_verbs::Verb;
+
+use crate::on_stores;
+
+fn sorted(mut ids: Vec<u32>) -> Vec<u32> {
+    ids.sort_unstable();
+    ids
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Every node reads every vertex's list as the graph has it, whole or
+    /// cut to a prefix, from 1 to 4 nodes.
+    #[test]
+    fn every_node_reads_the_graph(graph in arb_graph(Shape::new(60, 300)), nodes in 1u32..5, limit in 1u64..8) {
+        let wrong = on_stores(&graph, nodes, &StoreConfig::default(), &Clock::manual(), |_, store| {
+            let mut session = store.session();
+            let mut wrong = Vec::new();
+            for v in 0..graph.num_vertices() {
+                let all = session.get(v, u64::MAX).unwrap();
+                let some = session.get(v, limit).unwrap();
+                let want = graph.neighbors(v);
+                let cut = want.len().min(usize::try_from(limit).unwrap());
+                if all != want || some.len() < cut || some[..] != want[..some.len()] {
+                    wrong.push(v);
+                }
+            }
+            wrong
+        });
+        prop_assert!(wrong.iter().all(Vec::is_empty), "{wrong:?}");
+    }
+}
+
+/// A vertex homed on `home` of `nodes` with at least one neighbour.
+fn homed_on(graph: &Graph, nodes: u32, home: u32) -> u32 {
+    let placement = quiver_kv::layout::Placement::new(graph.num_vertices(), nodes);
+    (0..graph.num_vertices())
+        .find(|&v| placement.home_node(v) == home && graph.degree(v) > 2)
+        .expect("a vertex homed there")
+}
+
+#[test]
+fn a_migration_takes_at_most_five_one_sided_operations_and_no_message() {
+    let graph = karate(true);
+    let key = homed_on(&graph, 3, 0);
+    let want = graph.neighbors(key).to_vec();
+    // Without a serving cache the key is looked up: 5 operations; with it
+    // and a cached address, 4.
+    for (serve, expected) in [(false, 5), (true, 4)] {
+        let config = StoreConfig {
+            serve_cache: serve,
+            ..StoreConfig::default()
+        };
+        on_stores(&graph, 3, &config, &Clock::manual(), |node, store| {
+            let mut session = store.session();
+            if store.rank() == 1 {
+                session.get(key, u64::MAX).unwrap();
+                let before = node.counters();
+                let ops = session.migrate(key).unwrap();
+                let used = node.counters().since(&before);
+                assert_eq!(ops, expected);
+                let one_sided: u64 = [Verb::Read, Verb::Write, Verb::CompareSwap, Verb::FetchAdd]
+                    .iter()
+                    .map(|&verb| used.total(verb).ops)
+                    .sum();
+                assert_eq!(one_sided, expected);
+                assert_eq!(used.total(Verb::Send).ops, 0);
+                assert_eq!(store.counts().migrations, 1);
+                // The value is here now: with a cached address no remote
+                // operation at all, without one only the key's READ.
+                let before = node.counters();
+                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+                let reads = node.counters().since(&before).total_ops();
+                assert_eq!(reads, if serve { 0 } else { 1 });
+            }
+            node.barrier().unwrap();
+            assert_eq!(session.holder(key).unwrap(), 1);
+            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+        });
+    }
+}
+
+#[test]
+fn a_value_travels_home_to_a_to_b_and_back_unchanged() {
+    let graph = karate(true);
+    let key = homed_on(&graph, 3, 2);
+    let want = graph.neighbors(key).to_vec();
+    on_stores(
+        &graph,
+        3,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |node, store| {
+            let mut session = store.session();
+            for target in [0, 1, 2] {
+                if store.rank() == target {
+                    session.migrate(key).unwrap();
+                }
+                node.barrier().unwrap();
+                assert_eq!(session.holder(key).unwrap(), target);
+                assert_eq!(
+                    session.get(key, u64::MAX).unwrap(),
+                    want,
+                    "after the move to {target}"
+                );
+                node.barrier().unwrap();
+            }
+            // Migrating a value already here does nothing.
+            if store.rank() == 2 {
+                assert_eq!(session.migrate(key).unwrap(), 0);
+            }
+        },
+    );
+}
+
+#[test]
+fn puts_from_every_node_follow_the_value_and_none_is_lost() {
+    let graph = karate(true);
+    let nodes = 3;
+    let keys: Vec<u32> = (0..nodes)
+        .map(|home| homed_on(&graph, nodes, home))
+        .collect();
+    let results = on_stores(
+        &graph,
+        nodes,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |node, store| {
+            std::thread::scope(|scope| {
+                let server = scope.spawn(|| store.serve());
+                let mut session = store.session();
+                node.barrier().unwrap();
+                for round in 0..6u32 {
+                    // Each round one node pulls every key's value to itself.
+                    if store.rank() == round % nodes {
+                        for &key in &keys {
+                            session.migrate(key).unwrap();
+                        }
+                    }
+                    for &key in &keys {
+                        session
+                            .put(key, Update::AddEdge(1000 + store.rank() * 100 + round))
+                            .unwrap();
+                    }
+                    node.barrier().unwrap();
+                }
+                let lists: Vec<Vec<u32>> = keys
+                    .iter()
+                    .map(|&k| session.get(k, u64::MAX).unwrap())
+                    .collect();
+                node.barrier().unwrap();
+                session.stop_server().unwrap();
+                server.join().unwrap().unwrap();
+                (lists, store.counts().forwarded_puts)
+            })
+        },
+    );
+    let (lists, _) = &results[0];
+    for (i, &key) in keys.iter().enumerate() {
+        let original = graph.neighbors(key);
+        let list = &lists[i];
+        assert_eq!(&list[..original.len()], original);
+        let added = sorted(list[original.len()..].to_vec());
+        let mut want: Vec<u32> = (0..nodes)
+            .flat_map(|n| (0..6).map(move |r| 1000 + n * 100 + r))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(added, want, "vertex {key}");
+        for (lists, _) in &results {
+            assert_eq!(&lists[i], list, "every node reads the same list");
+        }
+    }
+    let forwarded: u64 = results.iter().map(|r| r.1).sum();
+    assert!(forwarded > 0, "puts on moved values were forwarded");
+}
+
+#[test]
+fn replaced_memory_is_reused_only_after_the_reclaim_lease() {
+    let graph = karate(true);
+    let key = homed_on(&graph, 2, 0);
+    let config = StoreConfig {
+        cache_lease: Duration::from_nanos(50),
+        reclaim_lease: Duration::from_nanos(100),
+        ..StoreConfig::default()
+    };
+    let clock = Clock::manual();
+    on_stores(&graph, 2, &config, &clock, |node, store| {
+        let mut session = store.session();
+        let used = store.used_words();
+        node.barrier().unwrap();
+        if store.rank() == 1 {
+            session.migrate(key).unwrap();
+        }
+        node.barrier().unwrap();
+        // Node 0's old block waits in its ring for node 1.
+        if store.rank() == 0 {
+            store.reclaim();
+            assert_eq!(store.used_words(), used, "nothing freed before the lease");
+            clock.advance(99);
+            store.reclaim();
+            assert_eq!(store.used_words(), used, "nothing freed before the lease");
+            clock.advance(101);
+            store.reclaim();
+            let block = quiver_kv::layout::block_words(graph.degree(key));
+            assert_eq!(store.used_words(), used - block, "freed after it");
+            assert_eq!(store.counts().reclaimed, 1);
+        }
+        node.barrier().unwrap();
+        assert_eq!(session.get(key, u64::MAX).unwrap(), graph.neighbors(key));
+    });
+}
+
+#[test]
+fn leases_the_wrong_way_round_and_unknown_vertices_are_refused() {
+    let graph = karate(true);
+    let config = StoreConfig {
+        cache_lease: Duration::from_secs(3),
+        ..StoreConfig::default()
+    };
+    let refused = quiver_verbs::loopback::run(&quiver_verbs::loopback::Config::new(1), |node| {
+        quiver_kv::Store::open(&node, &graph, &config, Clock::manual()).map(drop)
+    })
+    .unwrap();
+    let message = quiver_run::chain(refused[0].as_ref().unwrap_err());
+    assert!(message.contains("cache_lease"), "{message}");
+    on_stores(
+        &graph,
+        2,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |_, store| {
+            let mut session = store.session();
+            let err = session.get(34, 10).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::UnknownVertex {
+                        vertex: 34,
+                        vertices: 34
+                    }
+                ),
+                "{err}"
+            );
+            assert!(session.migrate(99).is_err());
+            assert!(session.put(u32::MAX, Update::AddEdge(0)).is_err());
+        },
+    );
+}
