@@ -121,6 +121,12 @@ error.")]
         #[command(subcommand)]
         command: crate::gtl::GtlCommand,
     },
+    /// Pragh's distributed graph store: hot values migrate, one vertex at a time, to the node
+    /// that reads them (split live migration); the paper's traversal benchmark per policy.
+    Kv {
+        #[command(subcommand)]
+        command: crate::kv::KvCommand,
+    },
     /// Check and measure the RDMA verbs fabrics that the distributed engines run on.
     #[command(after_help = "Examples:
   quiver verbs check --nodes 4

@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Gtl { command } => {
             crate::gtl::gtl(command, json, !std::io::stderr().is_terminal())
         }
+        Command::Kv { command } => crate::kv::kv(command, json, !std::io::stderr().is_terminal()),
         Command::Bsp { algorithm } => {
             crate::bsp::bsp(algorithm, json, !std::io::stderr().is_terminal())
         }

@@ -9,6 +9,7 @@ mod cli;
 mod commands;
 mod gtl;
 mod job;
+mod kv;
 mod progress;
 mod units;
 mod verbs;
@@ -29,6 +30,7 @@ const TASKS: &[Entry] = &[
     Entry::of::<quiver_verbs::conformance::Suite>(),
     Entry::of::<quiver_verbs::bench::Bench>(),
     Entry::of::<quiver_bsp::job::BspTask>(),
+    Entry::of::<quiver_kv::KvTask>(),
 ];
 
 fn main() -> ExitCode {

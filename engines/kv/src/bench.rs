@@ -6,13 +6,14 @@
 //!
 //! Workload (Pragh §6.2): start vertices are drawn by Zipf (θ 0.99; 0 for
 //! uniform) over a scope of 2^10 vertices (the first vertices, in id order,
-//! that have a neighbour: a permuted graph's ids are random); a query reads
+//! with at least as many neighbours as a hop reads: a permuted graph's ids
+//! are random); a query reads
 //! the start's first 100 neighbours and then the first 100 neighbours of
-//! each (101 Gets); 5% of operations instead update one of the start
-//! vertex's edges, pointing it at a random vertex (a Put). Updates keep a
-//! list's length; appends (`Update::AddEdge`) take the same path, but a
-//! Zipf-hot vertex that grew by 5% of all operations would make every Put
-//! copy an ever longer list. With `shift_every`, the scope moves to the next,
+//! each (101 Gets); 5% of operations instead insert an edge from the start
+//! vertex to a random vertex (a Put, appended to its list). Inserts, not
+//! updates that repoint one of its edges (`Update::SetEdge`): a hot
+//! start's edges would all be repointed within seconds, turning the
+//! neighbourhood its queries read over faster than any placement follows. With `shift_every`, the scope moves to the next,
 //! disjoint range of start vertices at that period (the dynamic workload).
 //! Each node's workers draw from the same distribution and keep the starts
 //! homed on their node, as if clients sent each request to its start's home.
@@ -281,6 +282,9 @@ pub struct Point {
     pub t_s: f64,
     /// Queries and Puts per second during the tick.
     pub ops_per_s: f64,
+    /// The same per second of modelled time (each node's ops over its
+    /// workers' mean modelled time).
+    pub modelled_ops_per_s: f64,
     /// Share of the tick's Gets that needed a remote operation.
     pub remote_share: f64,
     /// Values migrated during the tick.
@@ -294,6 +298,9 @@ pub struct Point {
 struct Tick {
     pairs: Vec<(u32, u32)>,
     ops: u64,
+    /// Modelled time of those ops, summed over the workers.
+    modelled_ns: u64,
+    workers: u64,
     gets: u64,
     remote_gets: u64,
     migrations: u64,
@@ -319,6 +326,9 @@ pub struct NodeReport {
     pub counts: StoreCounts,
     /// Migrations refused for a value too large to move.
     pub refused: u64,
+    /// Applications the coordinator refused as contended (the same on
+    /// every node).
+    pub contended: u64,
     /// Operation latency, wall clock.
     pub latency: Histogram,
     /// Operation latency, modelled.
@@ -363,11 +373,13 @@ impl Task for KvTask {
     }
 }
 
-/// The start vertices of the workload: up to `scope` x (shifts + 1)
-/// vertices with a neighbour, in id order.
-fn starts(graph: &Graph, wanted: u64) -> Vec<u32> {
+/// The start vertices of the workload: up to `wanted` vertices with at
+/// least `neighbours` neighbours (at least one), in id order, so that
+/// every query reads "fixed 100 friends of 100 friends" and inserts,
+/// appended after them, never change which friends a query reads.
+fn starts(graph: &Graph, wanted: u64, neighbours: u64) -> Vec<u32> {
     (0..graph.num_vertices())
-        .filter(|&v| graph.degree(v) > 0)
+        .filter(|&v| graph.degree(v) >= neighbours.max(1))
         .take(usize::try_from(wanted).unwrap_or(usize::MAX))
         .collect()
 }
@@ -376,6 +388,7 @@ fn starts(graph: &Graph, wanted: u64) -> Vec<u32> {
 #[derive(Debug, Default)]
 struct Live {
     ops: AtomicU64,
+    modelled_ns: AtomicU64,
     gets: AtomicU64,
     remote_gets: AtomicU64,
     latency: Mutex<Histogram>,
@@ -403,9 +416,19 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
     let shifts = config.shift_every.map_or(0, |every| {
         u64::try_from(config.duration.as_nanos() / every.as_nanos()).unwrap_or(u64::MAX)
     });
-    let starts = starts(graph, u64::from(config.scope) * (shifts + 1));
+    let starts = starts(
+        graph,
+        u64::from(config.scope) * (shifts + 1),
+        config.neighbours,
+    );
     if starts.is_empty() {
-        return Err(Error::invalid("graph", "it has no edges to traverse"));
+        return Err(Error::invalid(
+            "neighbours",
+            format!(
+                "no vertex of the graph has {} neighbours to start a query from",
+                config.neighbours.max(1)
+            ),
+        ));
     }
     node.barrier().map_err(Error::Verbs)?;
     let stop = AtomicBool::new(false);
@@ -439,7 +462,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
         let synced = node.barrier().map_err(Error::Verbs);
         let stopped = store.session().stop_server();
         let served = server.join().expect("the server panicked");
-        let series = controlled?;
+        let (series, contended) = controlled?;
         if let Some(e) = worker_error {
             return Err(e);
         }
@@ -451,6 +474,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
             load_ns,
             run_ns,
             refused,
+            contended,
             counts: store.counts(),
             region_bytes: store.region_bytes(),
             used_words: store.used_words(),
@@ -521,13 +545,17 @@ fn work(
             usize::try_from(begun.elapsed().as_nanos() / every.as_nanos()).unwrap_or(0)
                 * scope as usize
         });
-        let start = loop {
+        // Draws until a start homed here comes up; a node that homes none
+        // of the scope's starts (a small graph, many nodes) idles.
+        let drawn = (0..64 * store.node().size()).find_map(|_| {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let rank_drawn = zipf.sample(&mut rng) as usize - 1;
             let v = starts[(shift + rank_drawn) % starts.len()];
-            if placement.home_node(v) == rank {
-                break v;
-            }
+            (placement.home_node(v) == rank).then_some(v)
+        });
+        let Some(start) = drawn else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
         };
         let began = Instant::now();
         let before = session.tally().clone();
@@ -541,11 +569,8 @@ fn work(
             }
             result.queries += 1;
         } else {
-            let update = Update::SetEdge {
-                index: rng.random(),
-                target: rng.random_range(0..store.vertices()),
-            };
-            session.put(start, update)?;
+            let target = rng.random_range(0..store.vertices());
+            session.put(start, Update::AddEdge(target))?;
             result.puts += 1;
         }
         let took = nanos(began.elapsed());
@@ -555,6 +580,8 @@ fn work(
             .modelled_latency
             .record(tally.modelled_ns - before.modelled_ns);
         live.ops.fetch_add(1, Ordering::Relaxed);
+        live.modelled_ns
+            .fetch_add(tally.modelled_ns - before.modelled_ns, Ordering::Relaxed);
         live.gets
             .fetch_add(tally.gets - before.gets, Ordering::Relaxed);
         live.remote_gets
@@ -570,7 +597,8 @@ fn work(
 
 /// The control thread: every tick, harvest the monitor, gather with the
 /// other nodes, plan and hand this node its migrations, reclaim, and
-/// record the tick. Returns the time series.
+/// record the tick. Returns the time series and the applications refused
+/// as contended.
 fn control(
     store: &Store,
     config: &Config,
@@ -578,7 +606,7 @@ fn control(
     live: &Live,
     moves: &mpsc::Sender<u32>,
     stop: &AtomicBool,
-) -> Result<Vec<Point>> {
+) -> Result<(Vec<Point>, u64)> {
     let node = store.node();
     let mut coordinator = Coordinator::new(
         store.placement(),
@@ -597,10 +625,9 @@ fn control(
         if tick == ticks {
             stop.store(true, Ordering::Relaxed);
         }
-        let into_interval = (tick - 1) % per_interval + 1;
-        let ends_interval = into_interval == per_interval;
+        let ends_interval = tick % per_interval == 0;
         // The applicant's floor: the report rate over a whole interval, or
-        // the instant rate over the interval so far.
+        // the instant rate over the tick.
         #[allow(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,
@@ -609,7 +636,7 @@ fn control(
         let floor = if ends_interval {
             (f64::from(config.report_rate) * tick_s * per_interval as f64).ceil() as u32
         } else {
-            (f64::from(config.instant_rate) * tick_s * into_interval as f64).ceil() as u32
+            (f64::from(config.instant_rate) * tick_s).ceil() as u32
         }
         .max(1);
         let pairs = if config.policy.migrates() {
@@ -628,6 +655,8 @@ fn control(
         let mine = Tick {
             pairs,
             ops: live.ops.swap(0, Ordering::Relaxed),
+            modelled_ns: live.modelled_ns.swap(0, Ordering::Relaxed),
+            workers: config.threads as u64,
             gets: live.gets.swap(0, Ordering::Relaxed),
             remote_gets: live.remote_gets.swap(0, Ordering::Relaxed),
             migrations: store.counts().migrations,
@@ -662,6 +691,10 @@ fn control(
             #[allow(clippy::cast_precision_loss)]
             {
                 point.ops_per_s += t.ops as f64 / tick_s;
+                if t.modelled_ns > 0 {
+                    point.modelled_ops_per_s +=
+                        t.ops as f64 * t.workers as f64 * 1e9 / t.modelled_ns as f64;
+                }
             }
             gets += t.gets;
             remote += t.remote_gets;
@@ -681,7 +714,7 @@ fn control(
         point.p999_ns = latency.quantile(0.999);
         series.push(point);
     }
-    Ok(series)
+    Ok((series, coordinator.contended()))
 }
 
 /// Quantiles of a latency distribution.
@@ -739,6 +772,9 @@ pub struct Report {
     pub migration_retries: u64,
     /// Migrations refused (value too large to move).
     pub migrations_refused: u64,
+    /// Applications refused because two nodes read the pair within the
+    /// margin of each other.
+    pub contended: u64,
     /// Puts forwarded to a home or a holder.
     pub forwarded_puts: u64,
     /// Reads that met an invalidated block and started over.
@@ -747,8 +783,38 @@ pub struct Report {
     pub latency: Latency,
     /// Operation latency, modelled.
     pub modelled_latency: Latency,
+    /// Means over the ticks of the last monitoring interval (after the
+    /// migrations of the one before): the steady state.
+    pub last_interval: Steady,
     /// One point per tick.
     pub series: Vec<Point>,
+}
+
+/// Means over some ticks of the time series.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Steady {
+    /// Ticks averaged.
+    pub ticks: usize,
+    /// Queries and Puts per second, wall clock (ideal: times `nodes`).
+    pub ops_per_s: f64,
+    /// Queries and Puts per second of modelled time (ideal: times `nodes`).
+    pub modelled_ops_per_s: f64,
+    /// Share of Gets that needed a remote operation.
+    pub remote_share: f64,
+}
+
+impl Steady {
+    fn of(points: &[Point], scale: f64) -> Steady {
+        #[allow(clippy::cast_precision_loss)]
+        let n = points.len().max(1) as f64;
+        let mean = |f: fn(&Point) -> f64| points.iter().map(f).sum::<f64>() / n;
+        Steady {
+            ticks: points.len(),
+            ops_per_s: mean(|p| p.ops_per_s) * scale,
+            modelled_ops_per_s: mean(|p| p.modelled_ops_per_s) * scale,
+            remote_share: mean(|p| p.remote_share),
+        }
+    }
 }
 
 /// The job's report from its nodes' reports (rank order), for a run of
@@ -794,6 +860,13 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
             a as f64 / b as f64
         }
     };
+    let series = reports
+        .first()
+        .map(|r| r.series.clone())
+        .unwrap_or_default();
+    let last = usize::try_from(config.ticks_per_interval())
+        .unwrap_or(usize::MAX)
+        .min(series.len());
     #[allow(clippy::cast_precision_loss)]
     let ops_per_s = (queries + puts) as f64 * 1e9 / summary.compute_ns.max(1) as f64 * scale;
     Report {
@@ -811,14 +884,13 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
         one_sided_ops_per_migration: ratio(counts.migration_ops, counts.migrations),
         migration_retries: counts.migration_retries,
         migrations_refused: refused,
+        contended: reports.first().map_or(0, |r| r.contended),
         forwarded_puts: counts.forwarded_puts,
         read_retries: tally.retries,
         latency: Latency::of(&latency),
         modelled_latency: Latency::of(&modelled),
-        series: reports
-            .first()
-            .map(|r| r.series.clone())
-            .unwrap_or_default(),
+        last_interval: Steady::of(&series[series.len() - last..], scale),
+        series,
         summary,
     }
 }

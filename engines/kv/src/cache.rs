@@ -29,6 +29,7 @@ struct Item {
     cached_at: u64,
     hits: u32,
     window: u32,
+    recent: u32,
 }
 
 /// A cached location: the address word and the key's slot at its home.
@@ -77,8 +78,7 @@ impl LocationCache {
         let tag = u64::from(key) + 1;
         let mut set = self.set(key);
         let item = set.iter_mut().find(|item| item.key == tag)?;
-        item.hits = item.hits.saturating_add(1);
-        item.window = item.window.saturating_add(1);
+        item.count();
         let fresh = item.word != 0 && now < item.cached_at.saturating_add(self.lease_ns);
         (self.serve && fresh).then_some(Location {
             word: item.word,
@@ -104,6 +104,7 @@ impl LocationCache {
             cached_at: now,
             hits: 1,
             window: 1,
+            recent: 1,
         };
     }
 
@@ -113,14 +114,14 @@ impl LocationCache {
         let tag = u64::from(key) + 1;
         let mut set = self.set(key);
         if let Some(item) = set.iter_mut().find(|item| item.key == tag) {
-            item.hits = item.hits.saturating_add(1);
-            item.window = item.window.saturating_add(1);
+            item.count();
             return;
         }
         *least_used(&mut set) = Item {
             key: tag,
             hits: 1,
             window: 1,
+            recent: 1,
             ..Item::default()
         };
     }
@@ -134,28 +135,40 @@ impl LocationCache {
     }
 
     /// The monitor's harvest: every key accessed at least `at_least` times
-    /// since the last harvest, with its count; resets the windows. With
-    /// `fade`, halves the replacement counters too (an interval ended).
-    pub fn harvest(&self, at_least: u32, fade: bool) -> Vec<(u32, u32)> {
+    /// since the last tick, or with `ends_interval` since the interval
+    /// began, with that count. Resets the tick's counts; at an interval's
+    /// end also the interval's, and halves the replacement counters.
+    pub fn harvest(&self, at_least: u32, ends_interval: bool) -> Vec<(u32, u32)> {
         let mut hot = Vec::new();
         for set in &self.sets {
             let mut set = set
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for item in set.iter_mut().filter(|item| item.key != 0) {
-                if item.window >= at_least {
-                    hot.push((
-                        u32::try_from(item.key - 1).expect("keys are u32"),
-                        item.window,
-                    ));
+                let count = if ends_interval {
+                    item.window
+                } else {
+                    item.recent
+                };
+                if count >= at_least {
+                    hot.push((u32::try_from(item.key - 1).expect("keys are u32"), count));
                 }
-                item.window = 0;
-                if fade {
+                item.recent = 0;
+                if ends_interval {
+                    item.window = 0;
                     item.hits /= 2;
                 }
             }
         }
         hot
+    }
+}
+
+impl Item {
+    fn count(&mut self) {
+        self.hits = self.hits.saturating_add(1);
+        self.window = self.window.saturating_add(1);
+        self.recent = self.recent.saturating_add(1);
     }
 }
 
@@ -191,7 +204,18 @@ mod tests {
         // Every access to an item counted, served or not: the fill and three
         // accesses (the first access found no item).
         assert_eq!(cache.harvest(1, false), vec![(5, 4)]);
-        assert_eq!(cache.harvest(1, false), vec![]);
+        assert_eq!(
+            cache.harvest(1, false),
+            vec![],
+            "the tick's counts start over"
+        );
+        cache.access(5, 0);
+        assert_eq!(
+            cache.harvest(5, true),
+            vec![(5, 5)],
+            "the interval's do not"
+        );
+        assert_eq!(cache.harvest(1, true), vec![]);
     }
 
     #[test]

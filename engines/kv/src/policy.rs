@@ -36,6 +36,7 @@ pub struct Coordinator {
     rest: u64,
     holders: HashMap<u32, u32>,
     moved_at: HashMap<u32, u64>,
+    contended: u64,
 }
 
 impl Coordinator {
@@ -48,6 +49,7 @@ impl Coordinator {
             rest,
             holders: HashMap::new(),
             moved_at: HashMap::new(),
+            contended: 0,
         }
     }
 
@@ -57,6 +59,12 @@ impl Coordinator {
             .get(&key)
             .copied()
             .unwrap_or_else(|| self.placement.home_node(key))
+    }
+
+    /// Applications refused because another node read the pair nearly as
+    /// often as the applicant, so far.
+    pub fn contended(&self) -> u64 {
+        self.contended
     }
 
     /// Pairs whose values live away from their home.
@@ -97,10 +105,11 @@ impl Coordinator {
                 .moved_at
                 .get(&key)
                 .is_none_or(|&at| tick >= at + self.rest);
-            if rate >= self.margin * f64::from(holder_reads)
-                && rate >= self.margin * f64::from(rival)
-                && rested
-            {
+            if rate < self.margin * f64::from(rival) {
+                self.contended += 1;
+                continue;
+            }
+            if rate >= self.margin * f64::from(holder_reads) && rested {
                 if applicant == self.placement.home_node(key) {
                     self.holders.remove(&key);
                 } else {

@@ -59,7 +59,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     /// A 32 MiB location cache; leases of 1 s (cache) and 2 s (reclaim);
-    /// 256 MiB of room for new values per node; local accesses modelled
+    /// 64 MiB of room for new values per node; local accesses modelled
     /// 20x cheaper than an RDMA READ ("local is more than 20x faster", §2).
     ///
     /// The paper's leases are 60 s. A lease must outlast the longest time a
@@ -77,7 +77,7 @@ impl Default for StoreConfig {
             cache_lease: Duration::from_secs(1),
             reclaim_lease: Duration::from_secs(2),
             ring_entries: 1 << 14,
-            value_headroom: 256 << 20,
+            value_headroom: 64 << 20,
             local_ns: cost.read_ns / 20,
             cost,
         }

@@ -32,6 +32,7 @@ mod bsp;
 mod gtl;
 mod ingest;
 mod io;
+mod kv;
 mod verbs;
 mod walker;
 mod walker_systems;
@@ -76,6 +77,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "gtl",
         help: "The gtl engine on R-MAT 18: GraphSSD against the CSR baseline on one simulated SSD, modelled time and pages read",
         run: gtl::run,
+    },
+    Benchmark {
+        name: "kv",
+        help: "The kv engine on Kronecker 20, 8 loopback nodes: split+cache against orig, cache, split and ideal (modelled throughput, remote share, keys moved); uniform; tcp",
+        run: kv::run,
     },
     Benchmark {
         name: "verbs",

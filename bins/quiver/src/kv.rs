@@ -1,0 +1,296 @@
+//! `quiver kv`: Pragh's graph store with split live migration, and the
+//! paper's traversal benchmark under each policy.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use quiver_csr::Graph;
+use quiver_kv::bench::{join, JobConfig};
+use quiver_kv::{Config, KvTask, Mix, Policy, Report};
+use quiver_run::{Progress, Unit};
+use quiver_verbs::job::{Fabric, Job, Nodes};
+use quiver_verbs::CostModel;
+use serde::Serialize;
+
+use crate::commands::UsageError;
+use crate::job::JobArgs;
+use crate::progress::Bar;
+use crate::units::{parse_duration, seconds};
+
+/// Nodes of the job when no job flags are given: the paper's cluster.
+const DEFAULT_NODES: u32 = 8;
+
+#[derive(Debug, Subcommand)]
+pub enum KvCommand {
+    /// Run the paper's traversal benchmark: two-hop queries (and edge updates) from Zipf-chosen
+    /// start vertices on every node, with hot values migrating to their readers.
+    #[command(after_help = "Examples:
+  quiver kv bench rmat20.qcsr                         8 loopback nodes, split+cache, 30 s
+  quiver kv bench rmat20.qcsr --policy orig --duration 10s
+  quiver kv bench rmat20.qcsr --nodes 4 --fabric tcp  4 processes on 127.0.0.1
+  quiver kv bench rmat20.qcsr --mix 50/50 --zipf 0    update-heavy, uniform starts
+
+Without job flags the benchmark runs 8 nodes as threads of this process (--fabric loopback)
+and also reports throughput in modelled RDMA time. Policies: orig (no migration, no location
+cache), cache (location cache only), split (migration, uncached key lookups), split+cache
+(Pragh), ideal (the whole workload on one node, throughput times the node count).")]
+    Bench(BenchArgs),
+}
+
+/// `quiver kv bench` flags.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The .qcsr graph (every node loads the keys homed on it).
+    pub graph: PathBuf,
+    /// Where values may live: orig, cache, split, split+cache or ideal.
+    #[arg(long, default_value_t = Config::default().policy)]
+    pub policy: Policy,
+    /// Percent of two-hop queries and of edge updates, adding up to 100.
+    #[arg(long, default_value_t = Config::default().mix)]
+    pub mix: Mix,
+    /// Zipf exponent of the start vertices (0: uniform).
+    #[arg(long, default_value_t = Config::default().zipf)]
+    pub zipf: f64,
+    /// Start vertices to draw from (the first vertices with a neighbour).
+    #[arg(long, default_value_t = Config::default().scope)]
+    pub scope: u32,
+    /// Neighbours read per hop.
+    #[arg(long, default_value_t = Config::default().neighbours)]
+    pub neighbours: u64,
+    /// How long the workers run.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Worker threads per node.
+    #[arg(long, default_value_t = Config::default().threads)]
+    pub threads: usize,
+    /// Period of the monitor's full reports to the coordinator.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Period of the time series and of instant reports (an interval is whole ticks).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub tick: Duration,
+    /// Reads per second of one remote pair that the monitor reports at once.
+    #[arg(long, default_value_t = Config::default().instant_rate)]
+    pub instant_rate: u32,
+    /// Move the start vertices to the next, disjoint scope this often (the dynamic workload).
+    #[arg(long, value_parser = parse_duration)]
+    pub shift_every: Option<Duration>,
+    /// Seed of the workers' choices.
+    #[arg(long, default_value_t = Config::default().seed)]
+    pub seed: u64,
+    /// How long a cached address may be used (at most --reclaim-lease).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub cache_lease: Duration,
+    /// How long replaced or migrated memory waits before it is reused.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub reclaim_lease: Duration,
+    /// The job (default without these flags: 8 nodes on --fabric loopback).
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// What `--json` prints.
+#[derive(Debug, Serialize)]
+struct JsonReport<'a> {
+    graph: &'a Path,
+    vertices: u32,
+    edges: u64,
+    fabric: &'static str,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+/// `quiver kv ...` as typed by the user.
+pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
+    match command {
+        KvCommand::Bench(args) => bench(&args, json, hidden),
+    }
+}
+
+fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
+    let graph =
+        Graph::open(&args.graph).with_context(|| format!("opening {}", args.graph.display()))?;
+    let defaults = Config::default();
+    let config = Config {
+        policy: args.policy,
+        mix: args.mix,
+        zipf: args.zipf,
+        scope: args.scope,
+        neighbours: args.neighbours,
+        duration: args.duration,
+        threads: args.threads,
+        tick: args.tick,
+        interval: args.interval,
+        instant_rate: args.instant_rate,
+        shift_every: args.shift_every,
+        seed: args.seed,
+        store: quiver_kv::StoreConfig {
+            cache_lease: args.cache_lease,
+            reclaim_lease: args.reclaim_lease,
+            ..defaults.store.clone()
+        },
+        ..defaults
+    };
+    config.validate()?;
+    let mut job = if args.job.wants_job() {
+        args.job.job()?
+    } else {
+        Job {
+            fabric: Fabric::Loopback {
+                cost: Some(CostModel::default()),
+            },
+            nodes: Nodes::Local(DEFAULT_NODES),
+            ..args.job.job()?
+        }
+    };
+    let nodes = match job.nodes {
+        Nodes::Local(n) => n,
+        Nodes::Member { .. } if config.policy == Policy::Ideal => bail!(UsageError(
+            "--policy ideal runs the workload on one node; give --nodes N to scale it by N".into()
+        )),
+        Nodes::Member { size, .. } => size.unwrap_or(1),
+    };
+    if let Nodes::Local(_) = job.nodes {
+        job.nodes = Nodes::Local(config.policy.job_nodes(nodes));
+    }
+    let fabric = job.fabric.name();
+    let what = || {
+        format!(
+            "the kv benchmark ({}) on {}",
+            config.policy,
+            args.graph.display()
+        )
+    };
+    let task = JobConfig {
+        graph: std::path::absolute(&args.graph)
+            .with_context(|| format!("resolving {}", args.graph.display()))?,
+        config: config.clone(),
+    };
+    let reports =
+        with_clock(&config, json || hidden, || job.run::<KvTask>(&task)).with_context(what)?;
+    let Some(reports) = reports else {
+        // Another member of the job prints.
+        return Ok(());
+    };
+    let report = join(&reports, &config, nodes, graph.num_vertices());
+    if json {
+        let out = JsonReport {
+            graph: &args.graph,
+            vertices: graph.num_vertices(),
+            edges: graph.num_edges(),
+            fabric,
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    print_report(&args.graph, &graph, fabric, &report);
+    Ok(())
+}
+
+/// Runs `work` while a bar counts the seconds of the run.
+fn with_clock<T>(config: &Config, hidden: bool, work: impl FnOnce() -> T) -> T {
+    let bar = Bar::new(hidden);
+    bar.start(
+        "kv benchmark (s)",
+        Unit::Rounds,
+        Some(config.duration.as_secs()),
+    );
+    let (done, wait) = mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let bar = &bar;
+        scope.spawn(move || {
+            // Until the sender is dropped: one tick a second.
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                wait.recv_timeout(Duration::from_secs(1))
+            {
+                bar.advance(1);
+            }
+        });
+        let result = work();
+        drop(done);
+        result
+    })
+}
+
+fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
+    let share = |x: f64| 100.0 * x;
+    println!(
+        "graph      {} ({} vertices, {} edges)",
+        path.display(),
+        graph.num_vertices(),
+        graph.num_edges()
+    );
+    println!(
+        "policy     {} on {} {} nodes{}",
+        report.policy,
+        report.nodes,
+        fabric,
+        if report.policy == Policy::Ideal {
+            " (run on one, throughput scaled)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "throughput {:.0} ops/s wall, {:.0} ops/s modelled ({} queries, {} puts in {:.1} s)",
+        report.ops_per_s,
+        report.modelled_ops_per_s,
+        report.queries,
+        report.puts,
+        seconds(report.summary.compute_ns)
+    );
+    println!(
+        "remote     {:.1}% of gets; location cache hit rate {:.1}%",
+        share(report.remote_share),
+        share(report.cache_hit_rate)
+    );
+    println!(
+        "migration  {} values moved ({:.3}% of keys, {} bytes), {:.2} one-sided ops each, {} retried, {} refused, {} contended; {} puts forwarded",
+        report.keys_moved,
+        share(report.keys_moved_share),
+        report.bytes_moved,
+        report.one_sided_ops_per_migration,
+        report.migration_retries,
+        report.migrations_refused,
+        report.contended,
+        report.forwarded_puts
+    );
+    let micros = |ns: u64| ns as f64 / 1e3;
+    println!(
+        "latency    p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us wall; modelled p50 {:.1} us, p99 {:.1} us",
+        micros(report.latency.p50_ns),
+        micros(report.latency.p99_ns),
+        micros(report.latency.p999_ns),
+        micros(report.modelled_latency.p50_ns),
+        micros(report.modelled_latency.p99_ns)
+    );
+    let last = &report.last_interval;
+    println!(
+        "last {:>2} s  {:.0} ops/s wall, {:.0} ops/s modelled, {:.1}% of gets remote",
+        last.ticks,
+        last.ops_per_s,
+        last.modelled_ops_per_s,
+        share(last.remote_share)
+    );
+    println!(
+        "load       {:.3} s; {} bytes of registered memory",
+        seconds(report.summary.load_ns),
+        report.summary.peak_mem_bytes
+    );
+    println!("series     t(s)   ops/s  modelled  remote%  moved  p99.9(us)");
+    for point in &report.series {
+        println!(
+            "           {:>5.1} {:>8.0} {:>9.0} {:>8.1} {:>6} {:>10.1}",
+            point.t_s,
+            point.ops_per_s,
+            point.modelled_ops_per_s,
+            share(point.remote_share),
+            point.migrations,
+            micros(point.p999_ns)
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! `cargo xtask bench kv`: Pragh's traversal benchmark on the permuted
+//! Kronecker graph of scale 20, 8 loopback nodes (one worker each), every
+//! policy in one run: split+cache against orig, cache, split and ideal, in
+//! modelled throughput over the last monitoring interval (the steady state
+//! after the migrations), with the remote share, keys moved and one-sided
+//! operations per migration; then the uniform workload (split+cache
+//! against orig), and tcp with 4 processes (wall clock). The throughput
+//! over time goes to `kv.svg`, with the migrations marked.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs;
+
+use anyhow::{Context as _, Result};
+use serde_json::{json, Value};
+
+use super::{capture_json, num, symmetric_rmat, Context};
+use crate::report::{Row, Target};
+
+const SCALE: u32 = 20;
+const NODES: &str = "8";
+const DURATION: &str = "30s";
+
+pub(super) fn run(cx: &Context) -> Result<Value> {
+    let mut notes = Vec::new();
+    let (graph, generate) = symmetric_rmat(cx, SCALE, "kv", &mut notes)?;
+    let bench = |policy: &str, extra: &[&str]| -> Result<Value> {
+        let mut argv = vec![
+            "--json".to_owned(),
+            "kv".into(),
+            "bench".into(),
+            graph.display().to_string(),
+            "--policy".into(),
+            policy.into(),
+            "--duration".into(),
+            DURATION.into(),
+        ];
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        if !extra.contains(&"--fabric") {
+            argv.extend(["--fabric", "loopback", "--nodes", NODES].map(String::from));
+        }
+        eprintln!("xtask: kv bench --policy {policy} {}", extra.join(" "));
+        let argv: Vec<OsString> = argv.into_iter().map(OsString::from).collect();
+        capture_json(&cx.bins.quiver, &argv)
+    };
+    let steady = |report: &Value| num(report, "/last_interval/modelled_ops_per_s");
+    let remote = |report: &Value| num(report, "/last_interval/remote_share");
+    let mut runs = serde_json::Map::new();
+    for policy in ["orig", "cache", "split", "split+cache", "ideal"] {
+        runs.insert(policy.to_owned(), bench(policy, &[])?);
+    }
+    let pragh = &runs["split+cache"];
+    let mut rows = vec![
+        Row::compare(
+            "kv",
+            "split+cache / orig, modelled queries and puts per s (last interval)",
+            steady(pragh)?,
+            steady(&runs["orig"])?,
+            Some(Target::AtLeast(15.0)),
+        ),
+        Row::compare(
+            "kv",
+            "split+cache / ideal, modelled queries and puts per s (last interval)",
+            steady(pragh)?,
+            steady(&runs["ideal"])?,
+            Some(Target::AtLeast(0.7)),
+        ),
+        Row::compare(
+            "kv",
+            "split+cache / split, modelled queries and puts per s (last interval)",
+            steady(pragh)?,
+            steady(&runs["split"])?,
+            None,
+        ),
+        Row::compare(
+            "kv",
+            "split+cache / cache, modelled queries and puts per s (last interval)",
+            steady(pragh)?,
+            steady(&runs["cache"])?,
+            None,
+        ),
+        Row::compare(
+            "kv",
+            "split+cache / orig, queries and puts per s wall (last interval)",
+            num(pragh, "/last_interval/ops_per_s")?,
+            num(&runs["orig"], "/last_interval/ops_per_s")?,
+            None,
+        ),
+        Row::compare(
+            "kv",
+            "split+cache remote share of gets, last interval (ratio = share)",
+            remote(pragh)?,
+            1.0,
+            Some(Target::AtMost(0.025)),
+        ),
+        Row::compare(
+            "kv",
+            "split+cache keys moved, share of vertices (ratio = share)",
+            num(pragh, "/keys_moved_share")?,
+            1.0,
+            Some(Target::AtMost(0.01)),
+        ),
+        Row::value(
+            "kv",
+            "split+cache one-sided operations per migration",
+            num(pragh, "/one_sided_ops_per_migration")?,
+        ),
+    ];
+    for (policy, report) in &runs {
+        notes.push(format!(
+            "kv: {policy}: last interval {:.0} ops/s modelled, {:.0} wall, {:.1}% of gets remote; whole run {:.1}% remote, cache hit rate {:.1}%, {} values moved ({:.2}%), {:.2} one-sided ops each, {} contended, {} puts forwarded; latency p50/p99/p99.9 {:.0}/{:.0}/{:.0} us wall",
+            num(report, "/last_interval/modelled_ops_per_s")?,
+            num(report, "/last_interval/ops_per_s")?,
+            100.0 * remote(report)?,
+            100.0 * num(report, "/remote_share")?,
+            100.0 * num(report, "/cache_hit_rate")?,
+            num(report, "/keys_moved")?,
+            100.0 * num(report, "/keys_moved_share")?,
+            num(report, "/one_sided_ops_per_migration")?,
+            num(report, "/contended")?,
+            num(report, "/forwarded_puts")?,
+            num(report, "/latency/p50_ns")? / 1e3,
+            num(report, "/latency/p99_ns")? / 1e3,
+            num(report, "/latency/p999_ns")? / 1e3,
+        ));
+    }
+    // The uniform workload.
+    let uniform_orig = bench("orig", &["--zipf", "0"])?;
+    let uniform = bench("split+cache", &["--zipf", "0"])?;
+    rows.push(Row::compare(
+        "kv",
+        "uniform starts: split+cache / orig, modelled queries and puts per s (last interval)",
+        steady(&uniform)?,
+        steady(&uniform_orig)?,
+        Some(Target::AtLeast(12.0)),
+    ));
+    rows.push(Row::compare(
+        "kv",
+        "uniform starts: split+cache remote share of gets, last interval (ratio = share)",
+        remote(&uniform)?,
+        1.0,
+        Some(Target::AtMost(0.05)),
+    ));
+    // tcp, 4 processes: the same ordering in wall-clock throughput.
+    let tcp = ["--fabric", "tcp", "--nodes", "4"];
+    let tcp_orig = bench("orig", &tcp)?;
+    let tcp_pragh = bench("split+cache", &tcp)?;
+    rows.push(Row::compare(
+        "kv",
+        "tcp, 4 processes: split+cache / orig, queries and puts per s wall (last interval)",
+        num(&tcp_pragh, "/last_interval/ops_per_s")?,
+        num(&tcp_orig, "/last_interval/ops_per_s")?,
+        Some(Target::AtLeast(1.0)),
+    ));
+    let svg = cx.out.join("kv.svg");
+    fs::write(&svg, plot(&runs)?).with_context(|| format!("writing {}", svg.display()))?;
+    notes.push(format!(
+        "kv: permuted Kronecker scale {SCALE}, symmetric; {NODES} loopback nodes, 1 worker each, {DURATION} per policy, 95/5 mix, Zipf 0.99 over the first 1,024 vertices with 100 neighbours, 100 neighbours per hop; modelled time from quiver-verbs' cost model (READ 2 us, CAS 2.3 us, local access 100 ns); plot {}",
+        svg.display()
+    ));
+    Ok(json!({
+        "bench": "kv",
+        "params": { "scale": SCALE, "nodes": NODES, "duration": DURATION },
+        "files": { "graph": graph, "plot": svg },
+        "reused": generate.is_null(),
+        "generate": generate,
+        "runs": runs,
+        "uniform": { "orig": uniform_orig, "split+cache": uniform },
+        "tcp": { "orig": tcp_orig, "split+cache": tcp_pragh },
+        "rows": rows,
+        "summary_notes": notes,
+    }))
+}
+
+/// Modelled throughput over time per policy, and split+cache's remote
+/// share, with a tick mark where migrations happened.
+fn plot(runs: &serde_json::Map<String, Value>) -> Result<String> {
+    let (width, height, margin) = (720.0, 360.0, 50.0);
+    let series = |policy: &str| -> Vec<(f64, f64, f64, f64)> {
+        runs[policy]["series"]
+            .as_array()
+            .map(|points| {
+                points
+                    .iter()
+                    .map(|p| {
+                        let get = |k: &str| p[k].as_f64().unwrap_or(0.0);
+                        (
+                            get("t_s"),
+                            get("modelled_ops_per_s"),
+                            get("remote_share"),
+                            get("migrations"),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let all: Vec<_> = runs.keys().flat_map(|p| series(p)).collect();
+    let t_max = all.iter().map(|p| p.0).fold(1.0, f64::max);
+    let y_max = all.iter().map(|p| p.1).fold(1.0, f64::max);
+    let x = |t: f64| margin + t / t_max * (width - 2.0 * margin);
+    let y = |v: f64| height - margin - v / y_max * (height - 2.0 * margin);
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">"#
+    );
+    write!(
+        svg,
+        r#"<text x="{margin}" y="20">kv: modelled ops/s over time (lines), split+cache remote share (dashed, 0-100%), migrations (ticks)</text>"#
+    )?;
+    let colours = [
+        ("orig", "#888"),
+        ("cache", "#2a9d8f"),
+        ("split", "#e9c46a"),
+        ("split+cache", "#e76f51"),
+        ("ideal", "#264653"),
+    ];
+    for (i, (policy, colour)) in colours.iter().enumerate() {
+        let points: Vec<String> = series(policy)
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1)))
+            .collect();
+        write!(
+            svg,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/><text x="{}" y="{}" fill="{colour}">{policy}</text>"#,
+            points.join(" "),
+            width - margin + 4.0 - 60.0,
+            margin + 14.0 * i as f64
+        )?;
+    }
+    let pragh = series("split+cache");
+    let share: Vec<String> = pragh
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.1},{:.1}",
+                x(p.0),
+                height - margin - p.2 * (height - 2.0 * margin)
+            )
+        })
+        .collect();
+    write!(
+        svg,
+        r##"<polyline fill="none" stroke="#e76f51" stroke-dasharray="4 3" points="{}"/>"##,
+        share.join(" ")
+    )?;
+    for p in pragh.iter().filter(|p| p.3 > 0.0) {
+        write!(
+            svg,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#e76f51"/>"##,
+            x(p.0),
+            height - margin,
+            height - margin + 8.0
+        )?;
+    }
+    write!(
+        svg,
+        r##"<line x1="{margin}" y1="{0}" x2="{1}" y2="{0}" stroke="#000"/><text x="{margin}" y="{2}">0 s</text><text x="{3}" y="{2}">{t_max:.0} s</text><text x="4" y="{margin}">{y_max:.0}</text></svg>"##,
+        height - margin,
+        width - margin,
+        height - margin + 20.0,
+        width - margin - 20.0
+    )?;
+    Ok(svg)
+}
