@@ -703,21 +703,25 @@ pub fn collect_walks(
 ) -> Result<crate::Report<Walks>> {
     let num_vertices = quiver_csr::Graph::open(graph)?.num_vertices();
     let width = u64::from(spec.length) + 1;
+    let too_many = || {
+        Error::invalid(
+            "walks_per_vertex",
+            format!(
+                "{num_vertices} vertices times {walks_per_vertex} walks of {width} positions do not fit in memory"
+            ),
+        )
+    };
     let positions = u64::from(num_vertices)
         .checked_mul(walks_per_vertex)
         .and_then(|walks| walks.checked_mul(width))
         .and_then(|p| usize::try_from(p).ok())
-        .filter(|p| p.checked_mul(4).is_some())
-        .ok_or_else(|| {
-            Error::invalid(
-                "walks_per_vertex",
-                format!(
-                    "{num_vertices} vertices times {walks_per_vertex} walks of {width} positions do not fit in memory"
-                ),
-            )
-        })?;
+        .ok_or_else(too_many)?;
+    // An allocation that fails is an error here, not an abort.
+    let mut paths = Vec::new();
+    paths.try_reserve_exact(positions).map_err(|_| too_many())?;
+    paths.extend((0..positions).map(|_| AtomicU32::new(NO_VERTEX)));
     let mut sink = ArraySink {
-        paths: (0..positions).map(|_| AtomicU32::new(NO_VERTEX)).collect(),
+        paths,
         next: 0,
         positions: 0,
     };
