@@ -867,3 +867,50 @@ fn collected_walks_are_the_corpus_in_one_array() {
     .unwrap_err();
     assert!(quiver_run::is_invalid_argument(&err), "{err}");
 }
+
+/// Counts what a run reports: walks ended, and how many reports (advances
+/// and notes).
+#[derive(Debug, Default)]
+struct Counting {
+    walks: std::sync::atomic::AtomicU64,
+    reports: std::sync::atomic::AtomicU64,
+}
+
+impl quiver_walker::Progress for Counting {
+    fn advance(&self, delta: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.walks.fetch_add(delta, Relaxed);
+        self.reports.fetch_add(1, Relaxed);
+    }
+    fn note(&self, _note: &str) {
+        self.reports
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn walks_are_reported_as_they_end_within_a_batch() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = karate(dir.path(), true);
+    // 34 * 2,000 walks: more than a chunk, in one block and one batch.
+    let walks_per_vertex = 2_000;
+    let mut node2vec = corpus_spec(10);
+    node2vec.node2vec = Some(quiver_walker::Node2Vec { p: 2.0, q: 0.5 });
+    for mode in [Mode::Memory, Mode::GraphWalker] {
+        for spec in [corpus_spec(10), node2vec.clone()] {
+            let progress = Counting::default();
+            let config = config(mode, dir.path());
+            collect_walks(&path, &config, &spec, walks_per_vertex, 1 << 30, &progress).unwrap();
+            let what = format!("{mode:?}, {:?}", spec.node2vec);
+            assert_eq!(
+                progress.walks.load(Relaxed),
+                34 * walks_per_vertex,
+                "{what}"
+            );
+            // Reports come per chunk or hop, not once a batch: a caller
+            // hears of a run (and may stop it) before its batch ends.
+            assert!(progress.reports.load(Relaxed) > 8, "{what}");
+        }
+    }
+}
