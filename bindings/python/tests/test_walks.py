@@ -149,6 +149,19 @@ def big():
     return quiver.generate.rmat(14, 16, seed=2, undirected=True)
 
 
+def test_out_of_core_walks_are_the_in_memory_walks(tmp_path):
+    g = quiver.generate.rmat(15, 16, seed=5, undirected=True)
+    # 3 MiB of the 6 MiB budget walks a graph of about 4 MiB of edges; the
+    # other half holds every path, so both runs have one round (and seed).
+    assert g.num_edges * 4 > 3.5 * 2**20
+    small = g.walks(1, 10, mem="6MiB", seed=4)
+    assert np.array_equal(small, g.walks(1, 10, mem="64MiB", seed=4, mode="memory"))
+    report = g.walk_corpus(tmp_path / "w.txt", 1, 10, mem="6MiB", seed=4)
+    assert report["mode"] == "graphwalker" and report["blocks"] > 1
+    assert report["blocks_loaded"] > 1 and report["peak_mem_bytes"] <= report["mem_budget"]
+    assert report["result"]["rounds"] == 1
+
+
 def test_walks_release_the_gil(big):
     done = threading.Event()
     result = {}
