@@ -12,11 +12,11 @@
 //!
 //! Invariants:
 //! - Engines run with the GIL released, on a thread of their own, while
-//!   the calling thread waits and checks for signals ([`run`]): Ctrl-C
+//!   the calling thread waits and checks for signals (module `run`): Ctrl-C
 //!   stops a run at its next progress report and raises
 //!   `KeyboardInterrupt`.
 //! - Every library error becomes a Python exception carrying the whole
-//!   chain of messages ([`error`]): `ValueError` for a bad argument,
+//!   chain of messages (module `error`): `ValueError` for a bad argument,
 //!   `OSError` for a file that cannot be read, written or trusted,
 //!   `RuntimeError` for the rest. No input makes the interpreter crash.
 //! - Arrays are handed to numpy without a copy where Rust produced them
