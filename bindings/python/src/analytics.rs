@@ -23,8 +23,9 @@ fn compute<'py>(
         threads: threads.unwrap_or(defaults.threads),
         ..defaults
     };
+    let graph = graph.csr(py)?;
     let (values, _report) = run(py, |progress| {
-        quiver_bsp::run(graph.csr(), &algorithm, &config, progress)
+        quiver_bsp::run(graph, &algorithm, &config, progress)
     })?;
     Ok(match values {
         Values::Depths(depths) => depths.into_pyarray(py).into_any(),
@@ -45,7 +46,7 @@ fn bfs<'py>(
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let g = graph.get();
-    let source = vertex(source, g.csr().num_vertices(), "source")?;
+    let source = vertex(source, g.csr(py)?.num_vertices(), "source")?;
     compute(py, g, Algorithm::Bfs { source }, threads)
 }
 
@@ -92,7 +93,7 @@ fn sssp<'py>(
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let g = graph.get();
-    let source = vertex(source, g.csr().num_vertices(), "source")?;
+    let source = vertex(source, g.csr(py)?.num_vertices(), "source")?;
     compute(py, g, Algorithm::Sssp { source }, threads)
 }
 

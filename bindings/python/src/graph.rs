@@ -23,22 +23,46 @@ use crate::run::run;
 /// and `original_ids` are read-only numpy views of the file.
 #[pyclass(frozen, module = "quiver")]
 pub struct Graph {
-    /// The graph, mapped.
-    graph: quiver_csr::Graph,
     /// Its file: the walker reads graphs from files.
     path: PathBuf,
-    /// The file of a graph made without a path, removed when the graph
-    /// goes (after `graph`, which maps it, is dropped).
-    temp: Option<TempPath>,
+    /// What opening the file (and verifying all of it) found.
+    shape: Shape,
+    /// The graph mapped, for accessors and the bsp engine: mapped again on
+    /// first use, so that a graph that is only walked holds none of its
+    /// pages while the walker reads its own copy.
+    mapped: PyOnceLock<quiver_csr::Graph>,
     /// The sections as numpy arrays, made on first use.
     views: PyOnceLock<Views>,
+    /// The file of a graph made without a path, removed when the graph
+    /// goes.
+    temp: Option<TempPath>,
+}
+
+/// A graph's size and flags, as its header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    num_vertices: u32,
+    num_edges: u64,
+    weighted: bool,
+    undirected: bool,
+}
+
+impl Shape {
+    fn of(graph: &quiver_csr::Graph) -> Shape {
+        Shape {
+            num_vertices: graph.num_vertices(),
+            num_edges: graph.num_edges(),
+            weighted: graph.is_weighted(),
+            undirected: graph.is_undirected(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Graph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Graph")
-            .field("graph", &self.graph)
             .field("path", &self.path)
+            .field("shape", &self.shape)
             .field("temp", &self.temp)
             .finish_non_exhaustive()
     }
@@ -75,22 +99,35 @@ impl Graph {
     /// Opens the graph at `path` (with the GIL released: opening verifies
     /// every checksum), owning `temp` if it is a temporary file.
     pub fn open_file(py: Python<'_>, path: PathBuf, temp: Option<TempPath>) -> PyResult<Graph> {
-        let graph = run(py, |_| quiver_csr::Graph::open(&path))?;
+        let shape = run(py, |_| {
+            quiver_csr::Graph::open(&path).map(|g| Shape::of(&g))
+        })?;
         Ok(Graph {
-            graph,
             path,
-            temp,
+            shape,
+            mapped: PyOnceLock::new(),
             views: PyOnceLock::new(),
+            temp,
         })
     }
 
-    /// The graph the engines read.
-    pub fn csr(&self) -> &quiver_csr::Graph {
-        &self.graph
+    /// The graph mapped (verified again when first mapped, and refused if
+    /// the file no longer holds the graph opened).
+    pub fn csr(&self, py: Python<'_>) -> PyResult<&quiver_csr::Graph> {
+        self.mapped.get_or_try_init(py, || {
+            let graph = run(py, |_| quiver_csr::Graph::open(&self.path))?;
+            if Shape::of(&graph) != self.shape {
+                return Err(pyo3::exceptions::PyOSError::new_err(format!(
+                    "{} changed since it was opened",
+                    self.path.display()
+                )));
+            }
+            Ok(graph)
+        })
     }
 
     fn vertex(&self, v: i64, parameter: &'static str) -> PyResult<u32> {
-        vertex(v, self.graph.num_vertices(), parameter)
+        vertex(v, self.shape.num_vertices, parameter)
     }
 
     fn views(&self, py: Python<'_>) -> PyResult<&Views> {
@@ -114,15 +151,16 @@ impl Graph {
                     .call((&map,), Some(&args))?
                     .unbind())
             };
-            let layout = self.graph.layout();
+            let graph = self.csr(py)?;
+            let layout = graph.layout();
             Ok(Views {
                 offsets: view(layout.offsets, "<u8", 8)?,
                 targets: view(layout.targets, "<u4", 4)?,
-                weights: match self.graph.is_weighted() {
+                weights: match graph.is_weighted() {
                     true => Some(view(layout.weights, "<f4", 4)?),
                     false => None,
                 },
-                original_ids: match self.graph.original_ids() {
+                original_ids: match graph.original_ids() {
                     Some(_) => Some(view(layout.ids, "<u8", 8)?),
                     None => None,
                 },
@@ -173,7 +211,7 @@ impl Graph {
         Ok(dense_frequencies(
             &report.result.counts,
             report.result.total_visits,
-            self.graph.num_vertices(),
+            self.shape.num_vertices,
         )
         .into_pyarray(py))
     }
@@ -294,21 +332,21 @@ impl Graph {
 
     /// Number of vertices.
     fn __len__(&self) -> usize {
-        self.graph.num_vertices() as usize
+        self.shape.num_vertices as usize
     }
 
     fn __repr__(&self) -> String {
         format!(
             "quiver.Graph({:?}: {} vertices, {} edges{}{})",
             self.path.display().to_string(),
-            self.graph.num_vertices(),
-            self.graph.num_edges(),
-            if self.graph.is_undirected() {
+            self.shape.num_vertices,
+            self.shape.num_edges,
+            if self.shape.undirected {
                 ", undirected"
             } else {
                 ""
             },
-            if self.graph.is_weighted() {
+            if self.shape.weighted {
                 ", weighted"
             } else {
                 ""
@@ -319,13 +357,13 @@ impl Graph {
     /// Number of vertices, |V|.
     #[getter]
     fn num_vertices(&self) -> u32 {
-        self.graph.num_vertices()
+        self.shape.num_vertices
     }
 
     /// Number of edges, |E| (an undirected graph stores both directions).
     #[getter]
     fn num_edges(&self) -> u64 {
-        self.graph.num_edges()
+        self.shape.num_edges
     }
 
     /// The graph's `.qcsr` file.
@@ -343,13 +381,13 @@ impl Graph {
     /// Whether edges carry weights.
     #[getter]
     fn weighted(&self) -> bool {
-        self.graph.is_weighted()
+        self.shape.weighted
     }
 
     /// Whether every edge is stored in both directions.
     #[getter]
     fn undirected(&self) -> bool {
-        self.graph.is_undirected()
+        self.shape.undirected
     }
 
     /// `uint64[|V| + 1]`: vertex `v`'s edges are `targets[offsets[v]:offsets[v + 1]]`.
@@ -382,19 +420,24 @@ impl Graph {
     }
 
     /// Out-degree of vertex `v`.
-    fn degree(&self, v: i64) -> PyResult<u64> {
-        Ok(self.graph.degree(self.vertex(v, "v")?))
+    fn degree(&self, py: Python<'_>, v: i64) -> PyResult<u64> {
+        let v = self.vertex(v, "v")?;
+        Ok(self.csr(py)?.degree(v))
     }
 
     /// `uint64[|V|]`: every vertex's out-degree.
-    fn degrees<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
-        self.graph.degrees().collect::<Vec<u64>>().into_pyarray(py)
+    fn degrees<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        Ok(self
+            .csr(py)?
+            .degrees()
+            .collect::<Vec<u64>>()
+            .into_pyarray(py))
     }
 
     /// Vertex `v`'s out-neighbours, sorted: a read-only view of `targets`.
     fn neighbors<'py>(&self, py: Python<'py>, v: i64) -> PyResult<Bound<'py, PyAny>> {
         let v = self.vertex(v, "v")? as usize;
-        let offsets = self.graph.offsets();
+        let offsets = self.csr(py)?.offsets();
         Graph::slice(py, &self.views(py)?.targets, offsets[v], offsets[v + 1])
     }
 
@@ -402,7 +445,7 @@ impl Graph {
     /// `None` for an unweighted graph.
     fn edge_weights<'py>(&self, py: Python<'py>, v: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
         let v = self.vertex(v, "v")? as usize;
-        let offsets = self.graph.offsets();
+        let offsets = self.csr(py)?.offsets();
         match &self.views(py)?.weights {
             Some(weights) => Ok(Some(Graph::slice(py, weights, offsets[v], offsets[v + 1])?)),
             None => Ok(None),
