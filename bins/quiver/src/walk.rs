@@ -367,19 +367,16 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             walks_per_vertex,
             length,
         } => {
-            // Half the budget assembles paths, the other half walks them.
             let template = shaped(RawWalks::new(0, length).spec, &shape);
-            let walking = Config {
-                mem_budget: engine.mem.0 / 2,
-                ..config(&engine)
-            };
+            let (walking, max_bytes) = quiver_walker::apps::split_corpus_budget(&config(&engine));
             let report = quiver_walker::apps::write_corpus(
                 &engine.graph,
                 &walking,
                 &template,
                 walks_per_vertex,
                 &output,
-                engine.mem.0 / 2,
+                max_bytes,
+                &bar,
             )
             .with_context(|| {
                 format!(

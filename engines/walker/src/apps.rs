@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -407,29 +406,23 @@ impl WalkApp for Triangles {
 }
 
 /// DeepWalk / Node2Vec-style corpus: `walks_per_vertex` walks of `length`
-/// steps from every vertex, each written as one line of space-separated
-/// vertex ids, in vertex order, for embedding training. [`write_corpus`]
-/// runs it in rounds of as many vertices as `max_bytes` of assembled paths
-/// allow, so a corpus larger than memory streams to its file.
+/// steps from every vertex, in vertex order, for embedding training.
+/// [`write_corpus`] writes each walk as one line of space-separated vertex
+/// ids and [`collect_walks`] keeps them as one array; both run it in rounds
+/// of as many vertices as `max_bytes` of assembled paths allow, so a corpus
+/// larger than memory streams to its file.
 #[derive(Debug)]
 pub struct Corpus<'w> {
     /// The walks of this round.
     pub spec: WalkSpec,
-    paths: Vec<AtomicU32>,
-    out: &'w Mutex<CorpusFile>,
+    /// `length + 1` positions per walk, in walk-id order; [`NO_VERTEX`]
+    /// where a walk had stopped.
+    paths: &'w [AtomicU32],
 }
 
-/// The file a corpus is written to, shared by its rounds.
-#[derive(Debug)]
-pub struct CorpusFile {
-    path: PathBuf,
-    writer: std::io::BufWriter<tempfile::NamedTempFile>,
-    walks: u64,
-    bytes: u64,
-}
-
-/// Marks positions a walk never reached (it stopped early).
-const NO_VERTEX: u32 = u32::MAX;
+/// Marks the positions of a walk after it stopped early (at a dead end):
+/// in [`Walks::paths`], every position past the last vertex of a walk.
+pub const NO_VERTEX: u32 = u32::MAX;
 
 /// Where the corpus went.
 #[derive(Clone, Debug, Serialize)]
@@ -463,19 +456,50 @@ impl WalkApp for Corpus<'_> {
     }
     fn merge(&self, _into: &mut (), _other: ()) {}
     fn finish(&self, _state: ()) -> Result<()> {
-        let mut guard = self
-            .out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let out = &mut *guard;
-        let path = out.path.clone();
+        Ok(())
+    }
+}
+
+/// Where the rounds of a corpus put their paths.
+trait PathSink {
+    /// The buffer the next round's `positions` positions go to, every one
+    /// [`NO_VERTEX`].
+    fn round(&mut self, positions: usize) -> Result<&[AtomicU32]>;
+    /// The round that [`PathSink::round`] handed the buffer to is done.
+    fn done(&mut self) -> Result<()>;
+}
+
+/// Writes each round's walks as lines of text.
+struct TextSink {
+    path: PathBuf,
+    writer: std::io::BufWriter<tempfile::NamedTempFile>,
+    /// Positions per walk.
+    width: usize,
+    /// The round's paths, reused from round to round.
+    paths: Vec<AtomicU32>,
+    walks: u64,
+    bytes: u64,
+}
+
+impl PathSink for TextSink {
+    fn round(&mut self, positions: usize) -> Result<&[AtomicU32]> {
+        self.paths.truncate(positions);
+        for p in &self.paths {
+            p.store(NO_VERTEX, Ordering::Relaxed);
+        }
+        let more = positions - self.paths.len();
+        self.paths
+            .extend((0..more).map(|_| AtomicU32::new(NO_VERTEX)));
+        Ok(&self.paths)
+    }
+
+    fn done(&mut self) -> Result<()> {
         let err = |source| Error::Output {
-            path: path.clone(),
+            path: self.path.clone(),
             source,
         };
-        let width = usize::try_from(self.spec.length).expect("length fits usize") + 1;
         let mut line = String::new();
-        for path in self.paths.chunks(width) {
+        for path in self.paths.chunks(self.width) {
             line.clear();
             for v in path
                 .iter()
@@ -488,12 +512,103 @@ impl WalkApp for Corpus<'_> {
                 line.push_str(&v.to_string());
             }
             line.push('\n');
-            out.writer.write_all(line.as_bytes()).map_err(err)?;
-            out.bytes += line.len() as u64;
-            out.walks += 1;
+            self.writer.write_all(line.as_bytes()).map_err(err)?;
+            self.bytes += line.len() as u64;
+            self.walks += 1;
         }
         Ok(())
     }
+}
+
+/// Keeps every round's walks in one array, each round in its own slice.
+struct ArraySink {
+    paths: Vec<AtomicU32>,
+    /// Where the next round starts.
+    next: usize,
+    /// Positions of the round in progress.
+    positions: usize,
+}
+
+impl PathSink for ArraySink {
+    fn round(&mut self, positions: usize) -> Result<&[AtomicU32]> {
+        self.positions = positions;
+        Ok(&self.paths[self.next..self.next + positions])
+    }
+
+    fn done(&mut self) -> Result<()> {
+        self.next += self.positions;
+        Ok(())
+    }
+}
+
+/// Runs a corpus of `walks_per_vertex` walks of `spec.length` steps from
+/// every vertex of `graph`, in rounds of as many vertices as `max_bytes`
+/// of paths allow (4 bytes a position), handing each round's paths to
+/// `sink`. Returns the rounds' summed report and how many rounds ran.
+#[allow(clippy::too_many_arguments)] // the public calls' arguments, passed on
+fn corpus_rounds(
+    graph: &std::path::Path,
+    config: &crate::Config,
+    spec: &WalkSpec,
+    walks_per_vertex: u64,
+    max_bytes: u64,
+    num_vertices: u32,
+    sink: &mut dyn PathSink,
+    progress: &dyn crate::Progress,
+) -> Result<(crate::Report<()>, u64)> {
+    let per_vertex = walks_per_vertex.max(1) * (u64::from(spec.length) + 1) * 4;
+    let round = u32::try_from(max_bytes / per_vertex).unwrap_or(u32::MAX);
+    if round == 0 {
+        return Err(Error::invalid("max_bytes", format!(
+            "{max_bytes} bytes cannot hold the paths of one vertex's {walks_per_vertex} walks ({per_vertex} bytes)"
+        )));
+    }
+    let mut total: Option<crate::Report<()>> = None;
+    let mut rounds = 0u64;
+    for first in (0..num_vertices).step_by(usize::try_from(round).expect("u32 fits usize")) {
+        let last = first.saturating_add(round).min(num_vertices);
+        let positions = u64::from(last - first) * walks_per_vertex * (u64::from(spec.length) + 1);
+        let app = Corpus {
+            spec: WalkSpec {
+                starts: Starts::Sources {
+                    sources: (first..last).collect(),
+                    walks_per_source: walks_per_vertex,
+                },
+                ..spec.clone()
+            },
+            paths: sink.round(usize::try_from(positions).expect("a round's paths fit memory"))?,
+        };
+        let round_config = crate::Config {
+            seed: config
+                .seed
+                .wrapping_add(rounds.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            ..config.clone()
+        };
+        let report = crate::run_with_progress(graph, &round_config, &app, progress)?;
+        sink.done()?;
+        rounds += 1;
+        total = Some(match total {
+            None => report,
+            Some(t) => t.then(report),
+        });
+    }
+    let total = total.ok_or_else(|| Error::invalid("graph", "the graph has no vertices"))?;
+    Ok((total, rounds))
+}
+
+/// Splits one memory budget the way `quiver walk corpus` and the Python
+/// package do: half of `config.mem_budget` assembles paths (the
+/// `max_bytes` of [`write_corpus`] and [`collect_walks`]), the other half
+/// walks them (the returned configuration's budget).
+pub fn split_corpus_budget(config: &crate::Config) -> (crate::Config, u64) {
+    let half = config.mem_budget / 2;
+    (
+        crate::Config {
+            mem_budget: half,
+            ..config.clone()
+        },
+        half,
+    )
 }
 
 /// Writes a corpus of `walks_per_vertex` walks of `spec.length` steps from
@@ -502,6 +617,7 @@ impl WalkApp for Corpus<'_> {
 /// (4 bytes a position). `spec` gives the walk kind, Node2Vec bias and
 /// dead-end policy; its starts are replaced. Rounds draw from their own
 /// seeds. The report sums the rounds (peak memory is the largest round's).
+/// Each round reports to `progress` as a run does.
 pub fn write_corpus(
     graph: &std::path::Path,
     config: &crate::Config,
@@ -509,15 +625,9 @@ pub fn write_corpus(
     walks_per_vertex: u64,
     output: &std::path::Path,
     max_bytes: u64,
+    progress: &dyn crate::Progress,
 ) -> Result<crate::Report<CorpusOutput>> {
     let num_vertices = quiver_csr::Graph::open(graph)?.num_vertices();
-    let per_vertex = walks_per_vertex.max(1) * (u64::from(spec.length) + 1) * 4;
-    let round = u32::try_from(max_bytes / per_vertex).unwrap_or(u32::MAX);
-    if round == 0 {
-        return Err(Error::invalid("max_bytes", format!(
-            "{max_bytes} bytes cannot hold the paths of one vertex's {walks_per_vertex} walks ({per_vertex} bytes)"
-        )));
-    }
     let err = |source| Error::Output {
         path: output.to_owned(),
         source,
@@ -531,52 +641,106 @@ pub fn write_corpus(
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(err)?;
-    let file = Mutex::new(CorpusFile {
+    let mut sink = TextSink {
         path: output.to_owned(),
         writer: std::io::BufWriter::with_capacity(1 << 20, temp),
+        width: usize::try_from(spec.length).expect("length fits usize") + 1,
+        paths: Vec::new(),
         walks: 0,
         bytes: 0,
-    });
-    let mut total: Option<crate::Report<()>> = None;
-    let mut rounds = 0u64;
-    for first in (0..num_vertices).step_by(usize::try_from(round).expect("u32 fits usize")) {
-        let last = first.saturating_add(round).min(num_vertices);
-        let positions = u64::from(last - first) * per_vertex / 4;
-        let app = Corpus {
-            spec: WalkSpec {
-                starts: Starts::Sources {
-                    sources: (first..last).collect(),
-                    walks_per_source: walks_per_vertex,
-                },
-                ..spec.clone()
-            },
-            paths: (0..positions).map(|_| AtomicU32::new(NO_VERTEX)).collect(),
-            out: &file,
-        };
-        let round_config = crate::Config {
-            seed: config
-                .seed
-                .wrapping_add(rounds.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-            ..config.clone()
-        };
-        let report = crate::run(graph, &round_config, &app)?;
-        rounds += 1;
-        total = Some(match total {
-            None => report,
-            Some(t) => t.then(report),
-        });
-    }
-    let file = file
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let temp = file.writer.into_inner().map_err(|e| err(e.into_error()))?;
+    };
+    let (total, rounds) = corpus_rounds(
+        graph,
+        config,
+        spec,
+        walks_per_vertex,
+        max_bytes,
+        num_vertices,
+        &mut sink,
+        progress,
+    )?;
+    let temp = sink.writer.into_inner().map_err(|e| err(e.into_error()))?;
     temp.as_file().sync_all().map_err(err)?;
     temp.persist(output).map_err(|e| err(e.error))?;
-    let total = total.ok_or_else(|| Error::invalid("graph", "the graph has no vertices"))?;
     Ok(total.with_result(CorpusOutput {
         path: output.to_owned(),
-        walks: file.walks,
-        bytes: file.bytes,
+        walks: sink.walks,
+        bytes: sink.bytes,
+        rounds,
+    }))
+}
+
+/// The walks of a corpus held in memory ([`collect_walks`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct Walks {
+    /// Walk after walk, `width` positions each: walk `i` starts at
+    /// `i / walks_per_vertex`, and after a walk stops early (at a dead
+    /// end) its remaining positions are [`NO_VERTEX`].
+    #[serde(skip)]
+    pub paths: Vec<u32>,
+    /// Positions per walk: `length + 1`.
+    pub width: usize,
+    /// Walks held (`paths.len() / width`).
+    pub walks: u64,
+    /// Rounds the walks ran in.
+    pub rounds: u64,
+}
+
+/// The walks [`write_corpus`] writes for the same arguments, kept in one
+/// array instead of a file: every position of every walk, padded with
+/// [`NO_VERTEX`] after a walk that stopped early. Rounds are cut by
+/// `max_bytes` exactly as there (and draw the same walks), but each
+/// writes straight into its part of the result, which is allocated once,
+/// whole (`|V| * walks_per_vertex * (length + 1)` `u32`s, beyond the
+/// budget). Each round reports to `progress` as a run does.
+pub fn collect_walks(
+    graph: &std::path::Path,
+    config: &crate::Config,
+    spec: &WalkSpec,
+    walks_per_vertex: u64,
+    max_bytes: u64,
+    progress: &dyn crate::Progress,
+) -> Result<crate::Report<Walks>> {
+    let num_vertices = quiver_csr::Graph::open(graph)?.num_vertices();
+    let width = u64::from(spec.length) + 1;
+    let too_many = || {
+        Error::invalid(
+            "walks_per_vertex",
+            format!(
+                "{num_vertices} vertices times {walks_per_vertex} walks of {width} positions do not fit in memory"
+            ),
+        )
+    };
+    let positions = u64::from(num_vertices)
+        .checked_mul(walks_per_vertex)
+        .and_then(|walks| walks.checked_mul(width))
+        .and_then(|p| usize::try_from(p).ok())
+        .ok_or_else(too_many)?;
+    // An allocation that fails is an error here, not an abort.
+    let mut paths = Vec::new();
+    paths.try_reserve_exact(positions).map_err(|_| too_many())?;
+    paths.extend((0..positions).map(|_| AtomicU32::new(NO_VERTEX)));
+    let mut sink = ArraySink {
+        paths,
+        next: 0,
+        positions: 0,
+    };
+    let (total, rounds) = corpus_rounds(
+        graph,
+        config,
+        spec,
+        walks_per_vertex,
+        max_bytes,
+        num_vertices,
+        &mut sink,
+        progress,
+    )?;
+    // Reuses the allocation: an atomic has the layout of its integer.
+    let paths: Vec<u32> = sink.paths.into_iter().map(AtomicU32::into_inner).collect();
+    Ok(total.with_result(Walks {
+        width: usize::try_from(width).expect("width fits usize"),
+        walks: u64::from(num_vertices) * walks_per_vertex,
+        paths,
         rounds,
     }))
 }

@@ -145,10 +145,22 @@ impl Config {
         Ok(())
     }
 
-    /// [`Config::validate`], then the walk description: Node2Vec's `p` and
-    /// `q` must be finite and above 0.
+    /// [`Config::validate`], then the walk description: the stop and
+    /// restart probabilities must be probabilities, Node2Vec's `p` and `q`
+    /// finite and above 0.
     pub fn validate_for(&self, spec: &WalkSpec) -> Result<(), InvalidArgument> {
         self.validate()?;
+        for (parameter, value) in [
+            ("stop_probability", spec.stop_probability),
+            ("restart_probability", spec.restart_probability),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(InvalidArgument::new(
+                    parameter,
+                    format!("a probability is in [0, 1], got {value}"),
+                ));
+            }
+        }
         if let Some(bias) = spec.node2vec {
             for (parameter, name, value) in
                 [("node2vec.p", "p", bias.p), ("node2vec.q", "q", bias.q)]
@@ -212,6 +224,25 @@ mod tests {
             (0.5, 2.0, None),
         ] {
             spec.node2vec = Some(Node2Vec { p, q });
+            assert_eq!(config.validate_for(&spec).err().map(|e| e.parameter), bad);
+        }
+    }
+
+    #[test]
+    fn stop_and_restart_must_be_probabilities() {
+        let config = Config::default();
+        let spec = crate::apps::RawWalks::new(1, 10).spec;
+        type Breaks = fn(&mut WalkSpec);
+        let cases: [(Breaks, Option<&str>); 5] = [
+            (|s| s.stop_probability = 1.0, None),
+            (|s| s.restart_probability = 0.15, None),
+            (|s| s.stop_probability = -0.1, Some("stop_probability")),
+            (|s| s.stop_probability = f64::NAN, Some("stop_probability")),
+            (|s| s.restart_probability = 2.0, Some("restart_probability")),
+        ];
+        for (break_it, bad) in cases {
+            let mut spec = spec.clone();
+            break_it(&mut spec);
             assert_eq!(config.validate_for(&spec).err().map(|e| e.parameter), bad);
         }
     }

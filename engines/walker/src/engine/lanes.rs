@@ -118,6 +118,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                         &mut state,
                         &mut moved,
                     );
+                    // A walk of the chunk either left `exec` or ended.
+                    this.walks_ended((chunk.len() - moved.len()) as u64);
                     chunks.push((c, moved, steps));
                     (chunks, state)
                 },

@@ -125,6 +125,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 .step_by(piece)
                 .map(|start| (start, piece.min(walks.len() - start)))
                 .collect();
+            let mut live = walks.len();
             for hop in 0..=u64::from(self.spec.length) {
                 if runs.is_empty() {
                     break;
@@ -199,6 +200,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                         runs.push((start, kept));
                     }
                 }
+                // Walks of first-order runs end together at the last hop:
+                // every hop is news all the same.
+                let kept: usize = runs.iter().map(|&(_, kept)| kept).sum();
+                self.walks_ended((live - kept) as u64);
+                self.note_progress();
+                live = kept;
                 std::mem::swap(&mut walks, &mut sorted);
             }
             self.stats.release(bytes);

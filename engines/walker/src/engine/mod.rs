@@ -338,19 +338,38 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         })
     }
 
-    /// Tells `progress` that `live` walks have not ended yet.
-    #[allow(clippy::cast_precision_loss)] // figures for people to read
+    /// Tells `progress` that `live` walks have not ended yet (the walks
+    /// [`Engine::walks_ended`] reported already are not reported again).
     fn report_progress(&self, live: u64) {
         let done = self.total_walks - live;
-        // Relaxed: only this run's thread reports; the atomic is for `&self`.
+        // Relaxed: counts only; this runs between parallel sections, whose
+        // joins order it after every `walks_ended`.
         let before = self.reported.swap(done, Ordering::Relaxed);
         self.progress.advance(done.saturating_sub(before));
+        self.note_progress();
+    }
+
+    /// Tells `progress` the steps taken and the bytes read so far.
+    #[allow(clippy::cast_precision_loss)] // figures for people to read
+    fn note_progress(&self) {
         let read = self.file.file().stats().snapshot().read_bytes;
         self.progress.note(&format!(
             "{:.1}M steps, {:.1} MiB read",
             self.stats.steps as f64 / 1e6,
             read as f64 / f64::from(1 << 20)
         ));
+    }
+
+    /// Tells `progress` that `ended` more walks have ended, as soon as a
+    /// chunk or hop of a batch is done (from any worker thread): a batch
+    /// of a graph that fits in memory can hold every walk, and its
+    /// caller should hear of it (and be able to stop the run) before the
+    /// batch ends.
+    fn walks_ended(&self, ended: u64) {
+        if ended > 0 {
+            self.reported.fetch_add(ended, Ordering::Relaxed);
+            self.progress.advance(ended);
+        }
     }
 
     /// The in-flight form of walk `id` at its start.

@@ -11,8 +11,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use quiver_csr::{testing, write_graph, Graph};
-use quiver_walker::apps::{write_corpus, Domination, SimRank, Triangles, VisitFrequency};
-use quiver_walker::{run, Config, DeadEnd, Mode, Report, WalkApp};
+use quiver_walker::apps::{
+    collect_walks, write_corpus, Domination, SimRank, Triangles, VisitFrequency, NO_VERTEX,
+};
+use quiver_walker::{run, Config, DeadEnd, Mode, NoProgress, Report, WalkApp};
 
 use crate::{write, Recorder};
 
@@ -735,6 +737,7 @@ fn corpus_lines_are_walks_of_the_graph() {
             walks_per_vertex,
             &output,
             1 << 20,
+            &NoProgress,
         )
         .unwrap();
         let text = std::fs::read_to_string(&output).unwrap();
@@ -765,15 +768,149 @@ fn a_corpus_larger_than_its_budget_is_written_in_rounds() {
     let output = dir.path().join("corpus.txt");
     // 50 walks of 8 positions take 1,600 bytes a vertex: 2 vertices a round.
     let config = config(Mode::GraphWalker, dir.path());
-    let report = write_corpus(&path, &config, &corpus_spec(7), 50, &output, 3_300).unwrap();
+    let report = write_corpus(
+        &path,
+        &config,
+        &corpus_spec(7),
+        50,
+        &output,
+        3_300,
+        &NoProgress,
+    )
+    .unwrap();
     assert_eq!(report.result.rounds, n.div_ceil(2));
     let text = std::fs::read_to_string(&output).unwrap();
     assert_eq!(check_corpus(&text, &adj, 50, 7), n * 50);
-    let err = write_corpus(&path, &config, &corpus_spec(7), 50, &output, 1_000).unwrap_err();
+    let err = write_corpus(
+        &path,
+        &config,
+        &corpus_spec(7),
+        50,
+        &output,
+        1_000,
+        &NoProgress,
+    )
+    .unwrap_err();
     assert!(quiver_run::chain(&err).contains("1600 bytes"), "{err}");
     assert_eq!(
         std::fs::read_to_string(&output).unwrap(),
         text,
         "a failed run leaves the old corpus"
     );
+}
+
+/// The corpus text of walks held as an array: each row's vertices up to its
+/// first `NO_VERTEX`, joined as `write_corpus` writes them.
+fn as_text(paths: &[u32], width: usize) -> String {
+    let mut text = String::new();
+    for row in paths.chunks(width) {
+        let walk: Vec<String> = row
+            .iter()
+            .take_while(|&&v| v != NO_VERTEX)
+            .map(u32::to_string)
+            .collect();
+        text.push_str(&walk.join(" "));
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn collected_walks_are_the_corpus_in_one_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &with_dead_end());
+    let n = adjacency(&path).len() as u64;
+    let output = dir.path().join("corpus.txt");
+    let mut node2vec = corpus_spec(7);
+    node2vec.node2vec = Some(quiver_walker::Node2Vec { p: 0.5, q: 2.0 });
+    // One round, and rounds of two vertices: the same walks as the file.
+    for (spec, max_bytes) in [
+        (corpus_spec(7), 1 << 20),
+        (corpus_spec(7), 3_300),
+        (node2vec, 3_300),
+    ] {
+        let config = config(Mode::GraphWalker, dir.path());
+        let written =
+            write_corpus(&path, &config, &spec, 50, &output, max_bytes, &NoProgress).unwrap();
+        let collected = collect_walks(&path, &config, &spec, 50, max_bytes, &NoProgress).unwrap();
+        let walks = &collected.result;
+        assert_eq!((walks.width, walks.walks), (8, n * 50));
+        assert_eq!(walks.paths.len() as u64, n * 50 * 8);
+        assert_eq!(walks.rounds, written.result.rounds);
+        assert_eq!(collected.steps, written.steps);
+        // Padding only after a stop: no vertex follows a NO_VERTEX.
+        for row in walks.paths.chunks(walks.width) {
+            let end = row
+                .iter()
+                .position(|&v| v == NO_VERTEX)
+                .unwrap_or(row.len());
+            assert!(row[end..].iter().all(|&v| v == NO_VERTEX), "{row:?}");
+        }
+        assert!(
+            walks.paths.contains(&NO_VERTEX),
+            "some walk stops at the dead end"
+        );
+        assert_eq!(
+            as_text(&walks.paths, walks.width),
+            std::fs::read_to_string(&output).unwrap()
+        );
+    }
+    let config = config(Mode::GraphWalker, dir.path());
+    let err = collect_walks(
+        &path,
+        &config,
+        &corpus_spec(7),
+        u64::MAX,
+        1 << 20,
+        &NoProgress,
+    )
+    .unwrap_err();
+    assert!(quiver_run::is_invalid_argument(&err), "{err}");
+}
+
+/// Counts what a run reports: walks ended, and how many reports (advances
+/// and notes).
+#[derive(Debug, Default)]
+struct Counting {
+    walks: std::sync::atomic::AtomicU64,
+    reports: std::sync::atomic::AtomicU64,
+}
+
+impl quiver_walker::Progress for Counting {
+    fn advance(&self, delta: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.walks.fetch_add(delta, Relaxed);
+        self.reports.fetch_add(1, Relaxed);
+    }
+    fn note(&self, _note: &str) {
+        self.reports
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn walks_are_reported_as_they_end_within_a_batch() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = karate(dir.path(), true);
+    // 34 * 2,000 walks: more than a chunk, in one block and one batch.
+    let walks_per_vertex = 2_000;
+    let mut node2vec = corpus_spec(10);
+    node2vec.node2vec = Some(quiver_walker::Node2Vec { p: 2.0, q: 0.5 });
+    for mode in [Mode::Memory, Mode::GraphWalker] {
+        for spec in [corpus_spec(10), node2vec.clone()] {
+            let progress = Counting::default();
+            let config = config(mode, dir.path());
+            collect_walks(&path, &config, &spec, walks_per_vertex, 1 << 30, &progress).unwrap();
+            let what = format!("{mode:?}, {:?}", spec.node2vec);
+            assert_eq!(
+                progress.walks.load(Relaxed),
+                34 * walks_per_vertex,
+                "{what}"
+            );
+            // Reports come per chunk or hop, not once a batch: a caller
+            // hears of a run (and may stop it) before its batch ends.
+            assert!(progress.reports.load(Relaxed) > 8, "{what}");
+        }
+    }
 }

@@ -1,0 +1,149 @@
+//! Python arguments as the libraries' settings. An argument left `None`
+//! takes the library's default (its `Config::default()` or
+//! `SortOptions::default()`), never a copy of it.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use quiver_walker::{Config, DeadEnd, Kind, Mode, Node2Vec, WalkSpec};
+
+use crate::error::invalid;
+
+/// A size in bytes: an `int`, or a string such as `"512MiB"` as the
+/// driver's flags take.
+pub fn bytes(value: Option<&Bound<'_, PyAny>>, parameter: &'static str) -> PyResult<Option<u64>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    if let Ok(text) = value.cast::<PyString>() {
+        let text = text.to_cow()?;
+        return quiver_io::size::parse_bytes(&text)
+            .map(Some)
+            .map_err(|reason| invalid(parameter, reason));
+    }
+    match value.extract::<i128>() {
+        Ok(n) => u64::try_from(n)
+            .map(Some)
+            .map_err(|_| invalid(parameter, format!("{n} is not a number of bytes"))),
+        Err(_) => Err(invalid(
+            parameter,
+            "a size is an int of bytes or a string such as \"512MiB\"",
+        )),
+    }
+}
+
+/// Vertex `v` of a graph of `num_vertices`, or a `ValueError` naming
+/// `parameter`.
+pub fn vertex(v: i64, num_vertices: u32, parameter: &'static str) -> PyResult<u32> {
+    u32::try_from(v)
+        .ok()
+        .filter(|&v| v < num_vertices)
+        .ok_or_else(|| {
+            invalid(
+                parameter,
+                format!("vertex {v} is not in the graph (|V| = {num_vertices})"),
+            )
+        })
+}
+
+/// The walker's settings every walk method takes.
+pub struct WalkerArgs<'a, 'py> {
+    /// Seed of every random choice.
+    pub seed: Option<u64>,
+    /// Memory budget.
+    pub mem: Option<&'a Bound<'py, PyAny>>,
+    /// Worker threads.
+    pub threads: Option<usize>,
+    /// `"graphwalker"`, `"iteration"` or `"memory"`.
+    pub mode: Option<&'a str>,
+    /// Directory for spilled walks.
+    pub work_dir: Option<PathBuf>,
+}
+
+impl WalkerArgs<'_, '_> {
+    /// The walker's `Config`: its defaults, with what was given.
+    pub fn config(&self) -> PyResult<Config> {
+        let defaults = Config::default();
+        Ok(Config {
+            mode: match self.mode {
+                None => defaults.mode,
+                Some("graphwalker") => Mode::GraphWalker,
+                Some("iteration") => Mode::Iteration,
+                Some("memory") => Mode::Memory,
+                Some(other) => {
+                    return Err(invalid(
+                        "mode",
+                        format!(
+                            "unknown mode {other:?} (expected graphwalker, iteration or memory)"
+                        ),
+                    ))
+                }
+            },
+            seed: self.seed.unwrap_or(defaults.seed),
+            threads: self.threads.unwrap_or(defaults.threads),
+            mem_budget: bytes(self.mem, "mem")?.unwrap_or(defaults.mem_budget),
+            work_dir: self.work_dir.clone().unwrap_or(defaults.work_dir.clone()),
+            ..defaults
+        })
+    }
+}
+
+/// How walks move, as `quiver walk` shapes them: a Node2Vec walk unless
+/// `p` and `q` are both 1 (then the first-order walk that Node2Vec is).
+pub fn walk_spec(
+    mut spec: WalkSpec,
+    p: f64,
+    q: f64,
+    weighted: bool,
+    dead_end: &str,
+) -> PyResult<WalkSpec> {
+    if weighted {
+        spec.kind = Kind::Weighted;
+    }
+    #[allow(clippy::float_cmp)] // exactly 1 is the first-order walk
+    if p != 1.0 || q != 1.0 {
+        spec.node2vec = Some(Node2Vec { p, q });
+    }
+    spec.dead_end = match dead_end {
+        "stop" => DeadEnd::Stop,
+        "restart" => DeadEnd::Restart,
+        "jump" => DeadEnd::Jump,
+        other => {
+            return Err(invalid(
+                "dead_end",
+                format!("unknown dead-end policy {other:?} (expected stop, restart or jump)"),
+            ))
+        }
+    };
+    Ok(spec)
+}
+
+/// How edges become a graph (quiver-csr's `SortOptions`).
+pub struct SortArgs<'a, 'py> {
+    /// Add the reverse of every edge.
+    pub undirected: bool,
+    /// Keep one copy of each `(source, target)` pair.
+    pub dedupe: bool,
+    /// Drop edges `v -> v`.
+    pub drop_self_loops: bool,
+    /// Memory budget of the external sort.
+    pub mem: Option<&'a Bound<'py, PyAny>>,
+    /// Directory for spilled runs.
+    pub work_dir: Option<PathBuf>,
+}
+
+impl SortArgs<'_, '_> {
+    /// quiver-csr's `SortOptions`: its defaults, with what was given.
+    pub fn options(&self, relabel: bool) -> PyResult<quiver_csr::SortOptions> {
+        let defaults = quiver_csr::SortOptions::default();
+        Ok(quiver_csr::SortOptions {
+            mem_budget: bytes(self.mem, "mem")?.unwrap_or(defaults.mem_budget),
+            work_dir: self.work_dir.clone().or(defaults.work_dir),
+            undirected: self.undirected,
+            dedupe: self.dedupe,
+            drop_self_loops: self.drop_self_loops,
+            relabel,
+        })
+    }
+}
