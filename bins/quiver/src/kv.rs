@@ -81,6 +81,10 @@ pub struct BenchArgs {
     /// Seed of the workers' choices.
     #[arg(long, default_value_t = Config::default().seed)]
     pub seed: u64,
+    /// The paper's eager plan: a home does not count its reads of the values it holds, so any
+    /// node that reads a pair often takes it (the home may take it back later).
+    #[arg(long)]
+    pub eager: bool,
     /// How long a cached address may be used (at most --reclaim-lease).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub cache_lease: Duration,
@@ -128,6 +132,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         shift_every: args.shift_every,
         seed: args.seed,
         store: quiver_kv::StoreConfig {
+            track_home: !args.eager,
             cache_lease: args.cache_lease,
             reclaim_lease: args.reclaim_lease,
             ..defaults.store.clone()
@@ -244,8 +249,9 @@ fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
         seconds(report.summary.compute_ns)
     );
     println!(
-        "remote     {:.1}% of gets; location cache hit rate {:.1}%",
+        "remote     {:.1}% of gets ({:.1}% read the value remotely); location cache hit rate {:.1}%",
         share(report.remote_share),
+        share(report.remote_value_share),
         share(report.cache_hit_rate)
     );
     println!(
@@ -270,11 +276,12 @@ fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
     );
     let last = &report.last_interval;
     println!(
-        "last {:>2} s  {:.0} ops/s wall, {:.0} ops/s modelled, {:.1}% of gets remote",
+        "last {:>2} s  {:.0} ops/s wall, {:.0} ops/s modelled, {:.1}% of gets remote ({:.1}% read pairs another node reads more)",
         last.ticks,
         last.ops_per_s,
         last.modelled_ops_per_s,
-        share(last.remote_share)
+        share(last.remote_share),
+        share(report.shared_share)
     );
     println!(
         "load       {:.3} s; {} bytes of registered memory",

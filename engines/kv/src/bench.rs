@@ -329,6 +329,10 @@ pub struct NodeReport {
     /// Applications the coordinator refused as contended (the same on
     /// every node).
     pub contended: u64,
+    /// Share of the last interval's Gets that went to pairs other nodes
+    /// read more: remote under any placement of one copy per pair (the
+    /// same on every node).
+    pub shared_share: f64,
     /// Operation latency, wall clock.
     pub latency: Histogram,
     /// Operation latency, modelled.
@@ -462,7 +466,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
         let synced = node.barrier().map_err(Error::Verbs);
         let stopped = store.session().stop_server();
         let served = server.join().expect("the server panicked");
-        let (series, contended) = controlled?;
+        let (series, contended, shared_share) = controlled?;
         if let Some(e) = worker_error {
             return Err(e);
         }
@@ -475,6 +479,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
             run_ns,
             refused,
             contended,
+            shared_share,
             counts: store.counts(),
             region_bytes: store.region_bytes(),
             used_words: store.used_words(),
@@ -597,8 +602,8 @@ fn work(
 
 /// The control thread: every tick, harvest the monitor, gather with the
 /// other nodes, plan and hand this node its migrations, reclaim, and
-/// record the tick. Returns the time series and the applications refused
-/// as contended.
+/// record the tick. Returns the time series, the applications refused
+/// as contended and the share of the last interval's Gets that were shared.
 fn control(
     store: &Store,
     config: &Config,
@@ -606,7 +611,7 @@ fn control(
     live: &Live,
     moves: &mpsc::Sender<u32>,
     stop: &AtomicBool,
-) -> Result<(Vec<Point>, u64)> {
+) -> Result<(Vec<Point>, u64, f64)> {
     let node = store.node();
     let mut coordinator = Coordinator::new(
         store.placement(),
@@ -619,6 +624,7 @@ fn control(
     let tick_s = config.tick.as_secs_f64();
     let mut series = Vec::new();
     let mut migrations_before = 0;
+    let (mut interval_gets, mut shared_share) = (0u64, 0.0);
     for tick in 1..=ticks {
         let due = begun + config.tick * u32::try_from(tick).unwrap_or(u32::MAX);
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
@@ -673,7 +679,16 @@ fn control(
             .collect::<Result<_>>()?;
         if config.policy.migrates() {
             let reports: Vec<Vec<(u32, u32)>> = ticks.iter().map(|t| t.pairs.clone()).collect();
-            for planned in coordinator.plan(tick, &reports, floor) {
+            let planned = coordinator.plan(tick, &reports, floor);
+            interval_gets += ticks.iter().map(|t| t.gets).sum::<u64>();
+            if ends_interval {
+                #[allow(clippy::cast_precision_loss)]
+                {
+                    shared_share = coordinator.shared() as f64 / interval_gets.max(1) as f64;
+                }
+                interval_gets = 0;
+            }
+            for planned in planned {
                 if planned.target == store.rank() {
                     // The migrator ends only after this loop: it cannot be gone.
                     moves.send(planned.key).expect("the migrator is running");
@@ -714,7 +729,7 @@ fn control(
         point.p999_ns = latency.quantile(0.999);
         series.push(point);
     }
-    Ok((series, coordinator.contended()))
+    Ok((series, coordinator.contended(), shared_share))
 }
 
 /// Quantiles of a latency distribution.
@@ -758,6 +773,9 @@ pub struct Report {
     pub modelled_ops_per_s: f64,
     /// Share of Gets that needed a remote operation.
     pub remote_share: f64,
+    /// Share of Gets whose value was read from another node (the rest of
+    /// `remote_share` only looked the key up remotely).
+    pub remote_value_share: f64,
     /// Share of remote key lookups the location cache answered.
     pub cache_hit_rate: f64,
     /// Values migrated (a value moved twice counts twice).
@@ -775,6 +793,10 @@ pub struct Report {
     /// Applications refused because two nodes read the pair within the
     /// margin of each other.
     pub contended: u64,
+    /// Share of the last full interval's Gets that went to pairs another
+    /// node read more: remote wherever each pair's one copy lives (a floor
+    /// on `remote_share` from the workload's sharing, as the monitors saw it).
+    pub shared_share: f64,
     /// Puts forwarded to a home or a holder.
     pub forwarded_puts: u64,
     /// Reads that met an invalidated block and started over.
@@ -877,6 +899,7 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
         ops_per_s,
         modelled_ops_per_s: modelled_ops_per_s * scale,
         remote_share: ratio(tally.remote_gets, tally.gets),
+        remote_value_share: ratio(tally.remote_values, tally.gets),
         cache_hit_rate: ratio(tally.cache_hits, tally.cache_hits + tally.cache_misses),
         keys_moved: counts.migrations,
         keys_moved_share: ratio(counts.migrations, u64::from(vertices)),
@@ -885,6 +908,7 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
         migration_retries: counts.migration_retries,
         migrations_refused: refused,
         contended: reports.first().map_or(0, |r| r.contended),
+        shared_share: reports.first().map_or(0.0, |r| r.shared_share),
         forwarded_puts: counts.forwarded_puts,
         read_retries: tally.retries,
         latency: Latency::of(&latency),

@@ -6,10 +6,12 @@
 //! the node that read it most when that node read it at least `margin`
 //! times (default 1.5) as often as the value's holder, unless another node
 //! read it nearly as often (within the margin: a contended pair stays
-//! put) or it moved less than `rest` ticks ago (no ping-pong). Eager plans:
-//! the home's own accesses to a value it holds are not tracked, so a home
-//! counts as reading its values 0 times until one has moved away; then its
-//! reads are tracked and can bring the value back (migrate-back).
+//! put) or it moved less than `rest` ticks ago (no ping-pong). A home
+//! reports its reads of the values it holds itself when the store tracks
+//! them (`StoreConfig::track_home`, the statistics the paper's deferred
+//! plan gathers, here without waiting an interval for them); in the
+//! paper's eager plan it does not, counts as reading them 0 times until
+//! one has moved away, and then can bring it back (migrate-back).
 //!
 //! [`Coordinator::plan`] is a pure function of the reports and its own
 //! past decisions; every node runs it on the same gathered reports and so
@@ -37,6 +39,7 @@ pub struct Coordinator {
     holders: HashMap<u32, u32>,
     moved_at: HashMap<u32, u64>,
     contended: u64,
+    shared: u64,
 }
 
 impl Coordinator {
@@ -50,6 +53,7 @@ impl Coordinator {
             holders: HashMap::new(),
             moved_at: HashMap::new(),
             contended: 0,
+            shared: 0,
         }
     }
 
@@ -65,6 +69,13 @@ impl Coordinator {
     /// often as the applicant, so far.
     pub fn contended(&self) -> u64 {
         self.contended
+    }
+
+    /// Reads in the last plan's reports that no placement of one copy per
+    /// pair could make local: for each pair, every read but its most
+    /// frequent reader's.
+    pub fn shared(&self) -> u64 {
+        self.shared
     }
 
     /// Pairs whose values live away from their home.
@@ -84,8 +95,10 @@ impl Coordinator {
             }
         }
         let mut moves = Vec::new();
+        self.shared = 0;
         for (key, mut readers) in reads {
             readers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            self.shared += readers[1..].iter().map(|r| u64::from(r.1)).sum::<u64>();
             let (applicant, count) = readers[0];
             let holder = self.holder(key);
             if applicant == holder || count < at_least {

@@ -33,9 +33,15 @@ const PUT_STRIPES: usize = 1024;
 /// How the store is set up on every node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoreConfig {
-    /// Bytes of the location cache (and of the home's table of accesses to
-    /// its migrated-away values).
+    /// Bytes of the location cache (and of the home's table of its reads
+    /// of the keys homed on it).
     pub cache_bytes: usize,
+    /// Whether a home counts its reads of the values it holds itself, so
+    /// that the coordinator weighs them against an applicant's. Without
+    /// (the paper's eager plan) a home counts only its reads of values
+    /// that moved away, and so at first loses every pair another node
+    /// reads often, however often it reads it itself.
+    pub track_home: bool,
     /// Whether the location cache answers lookups (`false`: it only counts,
     /// as the monitor of the `split` policy).
     pub serve_cache: bool,
@@ -74,6 +80,7 @@ impl Default for StoreConfig {
         Self {
             cache_bytes: 32 << 20,
             serve_cache: true,
+            track_home: true,
             cache_lease: Duration::from_secs(1),
             reclaim_lease: Duration::from_secs(2),
             ring_entries: 1 << 14,
@@ -126,6 +133,9 @@ pub struct Tally {
     pub cache_hits: u64,
     /// Key lookups that needed the location cache and missed it.
     pub cache_misses: u64,
+    /// Gets whose value was read from another node (the rest of the
+    /// remote Gets only looked their key up remotely).
+    pub remote_values: u64,
     /// Reads that found an invalidated block and started over.
     pub retries: u64,
     /// Puts done.
@@ -143,6 +153,7 @@ impl Tally {
         self.remote_gets += other.remote_gets;
         self.cache_hits += other.cache_hits;
         self.cache_misses += other.cache_misses;
+        self.remote_values += other.remote_values;
         self.retries += other.retries;
         self.puts += other.puts;
         self.one_sided += other.one_sided;
@@ -221,7 +232,7 @@ pub struct Store {
     remotes: Vec<RemoteRegion>,
     alloc: Mutex<Alloc>,
     cache: LocationCache,
-    away: LocationCache,
+    home_reads: LocationCache,
     clock: Clock,
     config: StoreConfig,
     put_locks: Vec<Mutex<()>>,
@@ -295,7 +306,7 @@ impl Store {
                 nanos(config.cache_lease),
                 config.serve_cache,
             ),
-            away: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
+            home_reads: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
             clock,
             config: config.clone(),
             put_locks: (0..PUT_STRIPES).map(|_| Mutex::new(())).collect(),
@@ -447,11 +458,12 @@ impl Store {
     }
 
     /// The monitor's harvest: remote pairs this node accessed at least
-    /// `at_least` times since the last one (through the location cache),
-    /// and keys homed here whose values live elsewhere, likewise.
-    pub fn harvest(&self, at_least: u32, fade: bool) -> Vec<(u32, u32)> {
-        let mut hot = self.cache.harvest(at_least, fade);
-        hot.extend(self.away.harvest(at_least, fade));
+    /// `at_least` times since the last tick (or interval: `ends_interval`),
+    /// through the location cache, and keys homed here, likewise (those
+    /// whose values live elsewhere, or all with `track_home`).
+    pub fn harvest(&self, at_least: u32, ends_interval: bool) -> Vec<(u32, u32)> {
+        let mut hot = self.cache.harvest(at_least, ends_interval);
+        hot.extend(self.home_reads.harvest(at_least, ends_interval));
         hot
     }
 
@@ -721,11 +733,12 @@ impl Session<'_> {
                 ))
             })?;
             let holder = addr.holder(home);
-            if home == store.rank && holder != store.rank {
-                store.away.touch(key);
+            if home == store.rank && (holder != store.rank || store.config.track_home) {
+                store.home_reads.touch(key);
             }
             let bytes = self.read_block(holder, addr, prefix_bytes(addr, limit))?;
             if let Some(ids) = decode_block(addr, &bytes) {
+                self.tally.remote_values += u64::from(holder != store.rank);
                 break ids;
             }
             self.tally.retries += 1;

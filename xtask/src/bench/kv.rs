@@ -106,12 +106,21 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             num(pragh, "/one_sided_ops_per_migration")?,
         ),
     ];
+    let (wave, calm) = migration_latency(pragh);
+    rows.push(Row::compare(
+        "kv",
+        "split+cache p99.9 latency, ticks with a migration wave / ticks without (wall)",
+        wave,
+        calm,
+        Some(Target::AtMost(6.0)),
+    ));
     for (policy, report) in &runs {
         notes.push(format!(
-            "kv: {policy}: last interval {:.0} ops/s modelled, {:.0} wall, {:.1}% of gets remote; whole run {:.1}% remote, cache hit rate {:.1}%, {} values moved ({:.2}%), {:.2} one-sided ops each, {} contended, {} puts forwarded; latency p50/p99/p99.9 {:.0}/{:.0}/{:.0} us wall",
+            "kv: {policy}: last interval {:.0} ops/s modelled, {:.0} wall, {:.1}% of gets remote ({:.1}% to pairs another node reads more); whole run {:.1}% remote, cache hit rate {:.1}%, {} values moved ({:.2}%), {:.2} one-sided ops each, {} contended, {} puts forwarded; latency p50/p99/p99.9 {:.0}/{:.0}/{:.0} us wall",
             num(report, "/last_interval/modelled_ops_per_s")?,
             num(report, "/last_interval/ops_per_s")?,
             100.0 * remote(report)?,
+            100.0 * num(report, "/shared_share")?,
             100.0 * num(report, "/remote_share")?,
             100.0 * num(report, "/cache_hit_rate")?,
             num(report, "/keys_moved")?,
@@ -170,6 +179,26 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "rows": rows,
         "summary_notes": notes,
     }))
+}
+
+/// The largest p99.9 latency of the ticks that migrated 1,000 values or
+/// more (a wave), and the median p99.9 of the ticks that migrated fewer
+/// than 10.
+fn migration_latency(report: &Value) -> (f64, f64) {
+    let points = report["series"].as_array().cloned().unwrap_or_default();
+    let get = |p: &Value, k: &str| p[k].as_f64().unwrap_or(0.0);
+    let wave = points
+        .iter()
+        .filter(|p| get(p, "migrations") >= 1000.0)
+        .map(|p| get(p, "p999_ns"))
+        .fold(0.0, f64::max);
+    let mut calm: Vec<f64> = points
+        .iter()
+        .filter(|p| get(p, "migrations") < 10.0)
+        .map(|p| get(p, "p999_ns"))
+        .collect();
+    calm.sort_by(f64::total_cmp);
+    (wave, calm.get(calm.len() / 2).copied().unwrap_or(f64::NAN))
 }
 
 /// Modelled throughput over time per policy, and split+cache's remote
