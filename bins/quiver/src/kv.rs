@@ -60,6 +60,10 @@ pub struct BenchArgs {
     /// Neighbours read per hop.
     #[arg(long, default_value_t = Config::default().neighbours)]
     pub neighbours: u64,
+    /// Start only from vertices with at least this many neighbours (100 with --neighbours 100:
+    /// every query reads exactly 100 friends of 100 friends).
+    #[arg(long, default_value_t = Config::default().min_degree)]
+    pub min_degree: u64,
     /// How long the workers run.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
@@ -124,6 +128,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         zipf: args.zipf,
         scope: args.scope,
         neighbours: args.neighbours,
+        min_degree: args.min_degree,
         duration: args.duration,
         threads: args.threads,
         tick: args.tick,

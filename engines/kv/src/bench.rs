@@ -6,11 +6,12 @@
 //!
 //! Workload (Pragh §6.2): start vertices are drawn by Zipf (θ 0.99; 0 for
 //! uniform) over a scope of 2^10 vertices (the first vertices, in id order,
-//! with at least as many neighbours as a hop reads: a permuted graph's ids
-//! are random); a query reads
+//! with a neighbour, or `min_degree` of them: a permuted graph's ids are
+//! random); a query reads
 //! the start's first 100 neighbours and then the first 100 neighbours of
 //! each (101 Gets); 5% of operations instead insert an edge from the start
-//! vertex to a random vertex (a Put, appended to its list). Inserts, not
+//! vertex to a random vertex (a Put, appended to its list, where a query
+//! reads it only while the list is shorter than a hop's reads). Inserts, not
 //! updates that repoint one of its edges (`Update::SetEdge`): a hot
 //! start's edges would all be repointed within seconds, turning the
 //! neighbourhood its queries read over faster than any placement follows. With `shift_every`, the scope moves to the next,
@@ -163,6 +164,8 @@ pub struct Config {
     pub scope: u32,
     /// Neighbours read per hop.
     pub neighbours: u64,
+    /// Neighbours a start vertex has at least (1 or more).
+    pub min_degree: u64,
     /// How long the workers run.
     pub duration: Duration,
     /// Worker threads per node.
@@ -197,6 +200,7 @@ impl Default for Config {
             zipf: 0.99,
             scope: 1 << 10,
             neighbours: 100,
+            min_degree: 1,
             duration: Duration::from_secs(30),
             threads: 1,
             tick: Duration::from_secs(1),
@@ -378,12 +382,10 @@ impl Task for KvTask {
 }
 
 /// The start vertices of the workload: up to `wanted` vertices with at
-/// least `neighbours` neighbours (at least one), in id order, so that
-/// every query reads "fixed 100 friends of 100 friends" and inserts,
-/// appended after them, never change which friends a query reads.
-fn starts(graph: &Graph, wanted: u64, neighbours: u64) -> Vec<u32> {
+/// least `min_degree` neighbours (at least one), in id order.
+fn starts(graph: &Graph, wanted: u64, min_degree: u64) -> Vec<u32> {
     (0..graph.num_vertices())
-        .filter(|&v| graph.degree(v) >= neighbours.max(1))
+        .filter(|&v| graph.degree(v) >= min_degree.max(1))
         .take(usize::try_from(wanted).unwrap_or(usize::MAX))
         .collect()
 }
@@ -423,14 +425,14 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
     let starts = starts(
         graph,
         u64::from(config.scope) * (shifts + 1),
-        config.neighbours,
+        config.min_degree,
     );
     if starts.is_empty() {
         return Err(Error::invalid(
-            "neighbours",
+            "min_degree",
             format!(
                 "no vertex of the graph has {} neighbours to start a query from",
-                config.neighbours.max(1)
+                config.min_degree.max(1)
             ),
         ));
     }

@@ -547,6 +547,16 @@ impl Store {
         Ok(())
     }
 
+    /// Caches the address word this node just published for `key` at its
+    /// home (through the address word at byte `slot` there), unless the
+    /// key is homed here and needs no cache.
+    fn published(&self, key: u32, home: u32, slot: u64, word: u64) {
+        if home != self.rank {
+            self.cache
+                .fill(key, Location { word, slot }, self.clock.now_ns());
+        }
+    }
+
     fn put_lock(&self, key: u32) -> MutexGuard<'_, ()> {
         lock(&self.put_locks[key as usize % PUT_STRIPES])
     }
@@ -858,16 +868,7 @@ impl Session<'_> {
                 store.cache.forget(key);
                 continue;
             }
-            if home != store.rank {
-                store.cache.fill(
-                    key,
-                    Location {
-                        word: new,
-                        slot: location.slot,
-                    },
-                    store.clock.now_ns(),
-                );
-            }
+            store.published(key, home, location.slot, new);
             self.tally.modelled_ns += store.config.local_ns;
             let due = store
                 .clock
@@ -943,16 +944,7 @@ impl Session<'_> {
                     .fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if home != store.rank {
-                store.cache.fill(
-                    key,
-                    Location {
-                        word: new,
-                        slot: location.slot,
-                    },
-                    store.clock.now_ns(),
-                );
-            }
+            store.published(key, home, location.slot, new);
             self.retire(source, addr)?;
             drop(guard);
             let ops = self.tally.one_sided - before;

@@ -150,6 +150,19 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         1.0,
         Some(Target::AtMost(0.05)),
     ));
+    // The dynamic workload: the starts move to a disjoint scope at 20 s.
+    let dynamic = bench(
+        "split+cache",
+        &["--duration", "40s", "--shift-every", "20s"],
+    )?;
+    match recovery(&dynamic, 20.0) {
+        Some(seconds) => rows.push(Row::value(
+            "kv",
+            "dynamic workload: seconds from the scope change to within 10% of the modelled throughput before it",
+            seconds,
+        )),
+        None => notes.push("kv: dynamic workload: the modelled throughput did not come back within 10% of its level before the scope change".into()),
+    }
     // tcp, 4 processes: the same ordering in wall-clock throughput.
     let tcp = ["--fabric", "tcp", "--nodes", "4"];
     let tcp_orig = bench("orig", &tcp)?;
@@ -175,10 +188,44 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "generate": generate,
         "runs": runs,
         "uniform": { "orig": uniform_orig, "split+cache": uniform },
+        "dynamic": dynamic,
         "tcp": { "orig": tcp_orig, "split+cache": tcp_pragh },
         "rows": rows,
         "summary_notes": notes,
     }))
+}
+
+/// Seconds from `change` until a tick's modelled throughput is back within
+/// 10% of the mean of the five ticks before it, after it first fell below
+/// that (0 if it never fell).
+fn recovery(report: &Value, change: f64) -> Option<f64> {
+    let points: Vec<(f64, f64)> = report["series"]
+        .as_array()?
+        .iter()
+        .map(|p| {
+            (
+                p["t_s"].as_f64().unwrap_or(0.0),
+                p["modelled_ops_per_s"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    let before: Vec<f64> = points
+        .iter()
+        .filter(|p| p.0 <= change + 0.05)
+        .rev()
+        .take(5)
+        .map(|p| p.1)
+        .collect();
+    #[allow(clippy::cast_precision_loss)]
+    let level = before.iter().sum::<f64>() / before.len().max(1) as f64;
+    let after: Vec<&(f64, f64)> = points.iter().filter(|p| p.0 > change + 0.05).collect();
+    let Some(fell) = after.iter().position(|p| p.1 < 0.9 * level) else {
+        return Some(0.0);
+    };
+    after[fell..]
+        .iter()
+        .find(|p| p.1 >= 0.9 * level)
+        .map(|p| p.0 - change)
 }
 
 /// The largest p99.9 latency of the ticks that migrated 1,000 values or
