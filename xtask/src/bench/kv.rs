@@ -32,9 +32,10 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             graph.display().to_string(),
             "--policy".into(),
             policy.into(),
-            "--duration".into(),
-            DURATION.into(),
         ];
+        if !extra.contains(&"--duration") {
+            argv.extend(["--duration", DURATION].map(String::from));
+        }
         argv.extend(extra.iter().map(|s| (*s).to_owned()));
         if !extra.contains(&"--fabric") {
             argv.extend(["--fabric", "loopback", "--nodes", NODES].map(String::from));
@@ -177,7 +178,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let svg = cx.out.join("kv.svg");
     fs::write(&svg, plot(&runs)?).with_context(|| format!("writing {}", svg.display()))?;
     notes.push(format!(
-        "kv: permuted Kronecker scale {SCALE}, symmetric; {NODES} loopback nodes, 1 worker each, {DURATION} per policy, 95/5 mix, Zipf 0.99 over the first 1,024 vertices with 100 neighbours, 100 neighbours per hop; modelled time from quiver-verbs' cost model (READ 2 us, CAS 2.3 us, local access 100 ns); plot {}",
+        "kv: permuted Kronecker scale {SCALE}, symmetric; {NODES} loopback nodes, 1 worker each, {DURATION} per policy, 95/5 mix, Zipf 0.99 over the first 1,024 vertices with a neighbour, 100 neighbours per hop; modelled time from quiver-verbs' cost model (READ 2 us, CAS 2.3 us, local access 100 ns); plot {}",
         svg.display()
     ));
     Ok(json!({
