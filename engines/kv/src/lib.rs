@@ -21,7 +21,7 @@
 //! The location cache ([`cache::LocationCache`]) keeps remote keys'
 //! addresses under a lease and its counters are the hotness monitor; the
 //! coordinator ([`policy`]) approves a migration when the applicant reads a
-//! pair at least 1.5x as often as its holder. [`bench`] runs the paper's
+//! pair at least 1.5x as often as its holder. [`bench`](mod@bench) runs the paper's
 //! traversal workload as a quiver-verbs job under each policy
 //! ([`Policy`]: `orig`, `cache`, `split`, `split+cache`, `ideal`).
 //!
