@@ -255,3 +255,63 @@ fn leases_the_wrong_way_round_and_unknown_vertices_are_refused() {
         },
     );
 }
+
+/// A node that leaves takes its keys and the values it holds with it: the
+/// survivors' Gets of those fail naming it, at once rather than after a
+/// timeout, and every other key is still served.
+#[test]
+fn a_lost_node_is_named_and_the_survivors_keep_serving() {
+    let graph = karate(true);
+    let nodes = 3;
+    let placement = quiver_kv::layout::Placement::new(graph.num_vertices(), nodes);
+    // Values homed on the survivors that node 2 takes before it goes.
+    let taken: Vec<u32> = (0..graph.num_vertices())
+        .filter(|&v| placement.home_node(v) != 2)
+        .step_by(4)
+        .collect();
+    let survivors = std::sync::Barrier::new(2);
+    let outcomes =
+        quiver_verbs::loopback::run(&quiver_verbs::loopback::Config::new(nodes), |node| {
+            let store =
+                quiver_kv::Store::open(&node, &graph, &StoreConfig::default(), Clock::manual())
+                    .unwrap();
+            let mut session = store.session();
+            if store.rank() == 2 {
+                for &key in &taken {
+                    session.migrate(key).unwrap();
+                }
+            }
+            node.barrier().unwrap();
+            if store.rank() == 2 {
+                return Vec::new();
+            }
+            // Wait until node 2 is gone.
+            let lost = (0..graph.num_vertices())
+                .find(|&v| placement.home_node(v) == 2)
+                .unwrap();
+            let started = std::time::Instant::now();
+            while session.get(lost, 1).is_ok() {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "node 2 never left"
+                );
+                std::thread::yield_now();
+            }
+            let mut wrong = Vec::new();
+            for v in 0..graph.num_vertices() {
+                let gone = placement.home_node(v) == 2 || taken.contains(&v);
+                match session.get(v, u64::MAX) {
+                    Ok(list) if !gone && list == graph.neighbors(v) => {}
+                    // Lost, or its memory already gone with it: either way named.
+                    Err(e) if gone && quiver_run::chain(&e).contains("node 2 ") => {}
+                    other => wrong.push((v, other.map_err(|e| quiver_run::chain(&e)))),
+                }
+            }
+            survivors.wait();
+            wrong
+        })
+        .unwrap();
+    for (rank, wrong) in outcomes.iter().enumerate() {
+        assert!(wrong.is_empty(), "node {rank}: {wrong:?}");
+    }
+}
