@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use quiver_csr::Graph;
 use quiver_kv::bench::{join, JobConfig};
+use quiver_kv::speed::{SpeedConfig, SpeedTask};
 use quiver_kv::{Config, KvTask, Mix, Policy, Report};
 use quiver_run::{Progress, Unit};
 use quiver_verbs::job::{Fabric, Job, Nodes};
@@ -38,6 +39,28 @@ and also reports throughput in modelled RDMA time. Policies: orig (no migration,
 cache), cache (location cache only), split (migration, uncached key lookups), split+cache
 (Pragh), ideal (the whole workload on one node, throughput times the node count).")]
     Bench(BenchArgs),
+    /// Measure raw migration speed: one thread on node 1 migrates values homed on node 0 to
+    /// itself, one after another, with the unilateral protocol (node 0's CPU does nothing).
+    #[command(after_help = "Examples:
+  quiver kv migrate rmat20.qcsr                          2 loopback nodes, modelled time too
+  quiver kv migrate rmat20.qcsr --nodes 2 --fabric tcp   2 processes on 127.0.0.1")]
+    Migrate(MigrateArgs),
+}
+
+/// `quiver kv migrate` flags.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The .qcsr graph.
+    pub graph: PathBuf,
+    /// Values to migrate.
+    #[arg(long, default_value_t = 100_000)]
+    pub values: u64,
+    /// Largest value taken, in bytes (the paper's figure is for values under 4 KiB).
+    #[arg(long, default_value = "4KiB", value_parser = quiver_io::size::parse_bytes)]
+    pub max_bytes: u64,
+    /// The job (default without these flags: 2 nodes on --fabric loopback).
+    #[command(flatten)]
+    pub job: JobArgs,
 }
 
 /// `quiver kv bench` flags.
@@ -115,7 +138,71 @@ struct JsonReport<'a> {
 pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
     match command {
         KvCommand::Bench(args) => bench(&args, json, hidden),
+        KvCommand::Migrate(args) => migrate(&args, json),
     }
+}
+
+/// The job the flags describe, or without job flags `nodes` loopback
+/// nodes with the cost model.
+fn job_or_loopback(args: &JobArgs, nodes: u32) -> Result<Job> {
+    if args.wants_job() {
+        return args.job();
+    }
+    Ok(Job {
+        fabric: Fabric::Loopback {
+            cost: Some(CostModel::default()),
+        },
+        nodes: Nodes::Local(nodes),
+        ..args.job()?
+    })
+}
+
+fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
+    let job = job_or_loopback(&args.job, 2)?;
+    let fabric = job.fabric.name();
+    let config = SpeedConfig {
+        graph: std::path::absolute(&args.graph)
+            .with_context(|| format!("resolving {}", args.graph.display()))?,
+        values: args.values,
+        max_bytes: args.max_bytes,
+        // Room for every migrated value's ring entry: nothing is reclaimed
+        // during the measurement.
+        store: quiver_kv::StoreConfig {
+            ring_entries: args
+                .values
+                .max(quiver_kv::StoreConfig::default().ring_entries),
+            ..quiver_kv::StoreConfig::default()
+        },
+    };
+    let Some(reports) = job
+        .run::<SpeedTask>(&config)
+        .with_context(|| format!("migrating values of {}", args.graph.display()))?
+    else {
+        return Ok(());
+    };
+    let speed = &reports[1];
+    if json {
+        println!("{}", serde_json::to_string_pretty(speed)?);
+        return Ok(());
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let each = |x: u64| x as f64 / speed.values.max(1) as f64;
+    println!(
+        "migrated   {} values ({} bytes, {:.0} bytes each) from node 0 to node 1 over {fabric}",
+        speed.values,
+        speed.bytes,
+        each(speed.bytes)
+    );
+    println!(
+        "speed      {:.0} values/s wall, {:.0} values/s modelled, one thread",
+        speed.values_per_s, speed.modelled_values_per_s
+    );
+    println!(
+        "operations {:.2} one-sided per value, {} messages",
+        each(speed.one_sided),
+        speed.messages
+    );
+    Ok(())
 }
 
 fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
@@ -145,17 +232,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         ..defaults
     };
     config.validate()?;
-    let mut job = if args.job.wants_job() {
-        args.job.job()?
-    } else {
-        Job {
-            fabric: Fabric::Loopback {
-                cost: Some(CostModel::default()),
-            },
-            nodes: Nodes::Local(DEFAULT_NODES),
-            ..args.job.job()?
-        }
-    };
+    let mut job = job_or_loopback(&args.job, DEFAULT_NODES)?;
     let nodes = match job.nodes {
         Nodes::Local(n) => n,
         Nodes::Member { .. } if config.policy == Policy::Ideal => bail!(UsageError(

@@ -31,6 +31,7 @@ const TASKS: &[Entry] = &[
     Entry::of::<quiver_verbs::bench::Bench>(),
     Entry::of::<quiver_bsp::job::BspTask>(),
     Entry::of::<quiver_kv::KvTask>(),
+    Entry::of::<quiver_kv::speed::SpeedTask>(),
 ];
 
 fn main() -> ExitCode {

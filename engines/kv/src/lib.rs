@@ -23,7 +23,8 @@
 //! coordinator ([`policy`]) approves a migration when the applicant reads a
 //! pair at least 1.5x as often as its holder. [`bench`](mod@bench) runs the paper's
 //! traversal workload as a quiver-verbs job under each policy
-//! ([`Policy`]: `orig`, `cache`, `split`, `split+cache`, `ideal`).
+//! ([`Policy`]: `orig`, `cache`, `split`, `split+cache`, `ideal`), and
+//! [`speed`] measures raw migration speed.
 //!
 //! Invariants: every key has one home and one slot, which never move; the
 //! home's word names exactly one live block, whose size word equals the
@@ -87,6 +88,7 @@ mod histogram;
 pub mod layout;
 pub mod policy;
 mod server;
+pub mod speed;
 pub mod store;
 
 pub use bench::{Config, KvTask, Mix, Policy, Report};

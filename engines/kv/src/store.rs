@@ -50,7 +50,9 @@ pub struct StoreConfig {
     /// How long replaced or migrated memory is kept before it is reused;
     /// at least `cache_lease`.
     pub reclaim_lease: Duration,
-    /// Address words per reclaim ring (one ring per writing node).
+    /// Address words per reclaim ring (one ring per writing node). A
+    /// migrating node waits while the ring at its source is full, so this
+    /// bounds the migrations from one node to another per reclaim lease.
     pub ring_entries: u64,
     /// Bytes of value region beyond the loaded values: room for the copies
     /// Puts make and the values migrated in, while the blocks they replace
@@ -965,15 +967,22 @@ impl Session<'_> {
         let index = {
             let mut rings = lock(&store.rings);
             let cursor = &mut rings[source as usize];
+            let started = Instant::now();
             while cursor.tail - cursor.head >= layout.ring_entries {
-                // Full as far as we know: see how far the owner got.
+                // Full as far as we know: see how far the owner got, and
+                // wait for it (entries are never dropped).
                 let bytes = self.read(source, layout.ring(store.rank), 8)?;
                 let head = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
                 if head == cursor.head {
-                    return Err(Error::Stalled(format!(
-                        "node {source}'s reclaim ring for node {} is full ({} entries); its reclaimer is behind",
-                        store.rank, layout.ring_entries
-                    )));
+                    if started.elapsed() > store.node.timeout() {
+                        return Err(Error::Stalled(format!(
+                            "node {source}'s reclaim ring for node {} stayed full ({} entries) for {:?}; its reclaimer is not running",
+                            store.rank,
+                            layout.ring_entries,
+                            store.node.timeout()
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
                 }
                 cursor.head = head;
             }

@@ -3,9 +3,11 @@
 //! policy in one run: split+cache against orig, cache, split and ideal, in
 //! modelled throughput over the last monitoring interval (the steady state
 //! after the migrations), with the remote share, keys moved and one-sided
-//! operations per migration; then the uniform workload (split+cache
-//! against orig), and tcp with 4 processes (wall clock). The throughput
-//! over time goes to `kv.svg`, with the migrations marked.
+//! operations per migration and the latency during a migration wave; then
+//! the uniform and the dynamic workloads, raw migration speed (one thread,
+//! values under 4 KiB, loopback and tcp) and tcp with 4 processes (wall
+//! clock). The throughput over time goes to `kv.svg`, with the migrations
+//! marked.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -164,6 +166,46 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         )),
         None => notes.push("kv: dynamic workload: the modelled throughput did not come back within 10% of its level before the scope change".into()),
     }
+    // Raw migration speed, one thread, values under 4 KiB.
+    let speed = |fabric: &str, values: &str| -> Result<Value> {
+        eprintln!("xtask: kv migrate --fabric {fabric}");
+        let argv: Vec<OsString> = [
+            "--json",
+            "kv",
+            "migrate",
+            &graph.display().to_string(),
+            "--values",
+            values,
+            "--max-bytes",
+            "4KiB",
+            "--fabric",
+            fabric,
+            "--nodes",
+            "2",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+        capture_json(&cx.bins.quiver, &argv)
+    };
+    let speed_loopback = speed("loopback", "200000")?;
+    let speed_tcp = speed("tcp", "20000")?;
+    for (name, report) in [("loopback", &speed_loopback), ("tcp", &speed_tcp)] {
+        rows.push(Row::value(
+            "kv",
+            &format!("migration speed, {name}, one thread, values under 4 KiB: values per s wall"),
+            num(report, "/values_per_s")?,
+        ));
+        notes.push(format!(
+            "kv: migration speed over {name}: {} values of {:.0} bytes on average, {:.0} values/s wall, {:.0} values/s modelled (one after another, not pipelined), {:.2} one-sided operations each, {} messages",
+            num(report, "/values")?,
+            num(report, "/bytes")? / num(report, "/values")?.max(1.0),
+            num(report, "/values_per_s")?,
+            num(report, "/modelled_values_per_s")?,
+            num(report, "/one_sided")? / num(report, "/values")?.max(1.0),
+            num(report, "/messages")?,
+        ));
+    }
     // tcp, 4 processes: the same ordering in wall-clock throughput.
     let tcp = ["--fabric", "tcp", "--nodes", "4"];
     let tcp_orig = bench("orig", &tcp)?;
@@ -190,6 +232,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "runs": runs,
         "uniform": { "orig": uniform_orig, "split+cache": uniform },
         "dynamic": dynamic,
+        "migration_speed": { "loopback": speed_loopback, "tcp": speed_tcp },
         "tcp": { "orig": tcp_orig, "split+cache": tcp_pragh },
         "rows": rows,
         "summary_notes": notes,

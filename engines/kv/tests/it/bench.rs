@@ -126,3 +126,34 @@ fn nonsense_parameters_are_named() {
         .unwrap_err()
         .contains("split+cache"));
 }
+
+#[test]
+fn migration_speed_moves_values_with_five_operations_and_no_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = graph_file(&dir);
+    let config = quiver_kv::speed::SpeedConfig {
+        graph: path,
+        values: 10,
+        max_bytes: 4096,
+        store: quiver_kv::StoreConfig::default(),
+    };
+    let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(2));
+    let reports = job
+        .run::<quiver_kv::speed::SpeedTask>(&config)
+        .unwrap()
+        .unwrap();
+    let speed = &reports[1];
+    assert_eq!(speed.values, 10);
+    // A cold cache: every migration looks its key up.
+    assert_eq!(speed.one_sided, 50);
+    assert_eq!(speed.messages, 0);
+    assert!(speed.values_per_s > 0.0 && speed.modelled_values_per_s > 0.0);
+    assert_eq!(reports[0].values, 0, "node 0's CPU migrates nothing");
+    let one = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(1));
+    let err = one.run::<quiver_kv::speed::SpeedTask>(&config).unwrap_err();
+    assert!(
+        quiver_run::chain(&err).contains("at least 2"),
+        "{}",
+        quiver_run::chain(&err)
+    );
+}

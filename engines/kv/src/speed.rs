@@ -1,0 +1,128 @@
+//! Raw migration speed (Pragh Fig. 13): one thread on node 1 migrates
+//! values homed on node 0 to itself, one after another, as fast as it can;
+//! node 0's CPU does nothing. Values of up to `max_bytes` are taken, in id
+//! order, from the keys homed on node 0.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use quiver_csr::Graph;
+use quiver_verbs::job::Task;
+use quiver_verbs::{BoxError, Node, Verb};
+use serde::{Deserialize, Serialize};
+
+use crate::layout::block_words;
+use crate::{Clock, Error, Result, Store, StoreConfig};
+
+/// What every node of a migration-speed job is told.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpeedConfig {
+    /// The `.qcsr` graph, at the same path on every node.
+    pub graph: PathBuf,
+    /// Values to migrate.
+    pub values: u64,
+    /// Largest value taken, in bytes (its block, size and count words
+    /// included).
+    pub max_bytes: u64,
+    /// The store.
+    pub store: StoreConfig,
+}
+
+/// What the migrating node measured (other nodes report zeros).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Speed {
+    /// Values migrated.
+    pub values: u64,
+    /// Bytes of those values.
+    pub bytes: u64,
+    /// Wall time of the migrations.
+    pub wall_ns: u64,
+    /// Their modelled time, one after another.
+    pub modelled_ns: u64,
+    /// One-sided operations they posted.
+    pub one_sided: u64,
+    /// Two-sided messages the node sent meanwhile (0: no RPC).
+    pub messages: u64,
+    /// Values per second, wall clock, one thread.
+    pub values_per_s: f64,
+    /// Values per second of modelled time, one thread.
+    pub modelled_values_per_s: f64,
+}
+
+/// The migration-speed job's task ([`Task`]).
+#[derive(Debug)]
+pub struct SpeedTask;
+
+impl Task for SpeedTask {
+    const NAME: &'static str = "kv-speed";
+    type Config = SpeedConfig;
+    type Report = Speed;
+    type Error = BoxError;
+
+    fn run(node: &Node, config: &SpeedConfig) -> std::result::Result<Speed, BoxError> {
+        let graph = Graph::open(&config.graph).map_err(|e| {
+            format!(
+                "opening {}: {}",
+                config.graph.display(),
+                quiver_run::chain(&e)
+            )
+        })?;
+        measure(node, &graph, config).map_err(|e| quiver_run::chain(&e).into())
+    }
+}
+
+/// Runs the measurement on this node.
+///
+/// # Errors
+/// Fewer than two nodes, no value small enough, and the store's errors.
+pub fn measure(node: &Node, graph: &Graph, config: &SpeedConfig) -> Result<Speed> {
+    if node.size() < 2 {
+        return Err(Error::invalid(
+            "nodes",
+            "migration moves values between nodes: run at least 2",
+        ));
+    }
+    let store = Store::open(node, graph, &config.store, Clock::System)?;
+    let placement = store.placement();
+    let max_words = config.max_bytes / 8;
+    let keys: Vec<u32> = (0..graph.num_vertices())
+        .filter(|&v| placement.home_node(v) == 0 && block_words(graph.degree(v)) <= max_words)
+        .take(usize::try_from(config.values).unwrap_or(usize::MAX))
+        .collect();
+    if keys.is_empty() {
+        return Err(Error::invalid(
+            "max_bytes",
+            format!(
+                "no value homed on node 0 fits in {} bytes",
+                config.max_bytes
+            ),
+        ));
+    }
+    node.barrier().map_err(Error::Verbs)?;
+    let mut speed = Speed::default();
+    if store.rank() == 1 {
+        let mut session = store.session();
+        let before = node.counters();
+        let started = Instant::now();
+        for &key in &keys {
+            session.migrate(key)?;
+        }
+        speed.wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let used = node.counters().since(&before);
+        let counts = store.counts();
+        speed.values = counts.migrations;
+        speed.bytes = counts.words_moved * 8;
+        speed.one_sided = counts.migration_ops;
+        speed.messages = used.total(Verb::Send).ops;
+        speed.modelled_ns = session.tally().modelled_ns;
+        #[allow(clippy::cast_precision_loss)]
+        {
+            speed.values_per_s = speed.values as f64 * 1e9 / speed.wall_ns.max(1) as f64;
+            speed.modelled_values_per_s =
+                speed.values as f64 * 1e9 / speed.modelled_ns.max(1) as f64;
+        }
+    }
+    // Node 0's memory stays until the migrations are done.
+    node.barrier().map_err(Error::Verbs)?;
+    Ok(speed)
+}
