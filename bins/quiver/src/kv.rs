@@ -232,6 +232,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         ..defaults
     };
     config.validate()?;
+    quiver_kv::bench::starts(&graph, &config)?;
     let mut job = job_or_loopback(&args.job, DEFAULT_NODES)?;
     let nodes = match job.nodes {
         Nodes::Local(n) => n,

@@ -92,6 +92,29 @@ fn usage_errors_exit_2_and_other_errors_exit_1() {
     let out = quiver(&["convert", "-", "-o", path(&g), "--mem", "12parsecs"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("parsecs"));
+    // kv: a policy or mix that does not exist, and a library's refusal.
+    let out = quiver(&[
+        "generate",
+        "rmat",
+        "--scale",
+        "6",
+        "--undirected",
+        "-o",
+        path(&g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (args, named) in [
+        (&["--policy", "nope"][..], "split+cache"),
+        (&["--mix", "95/6"], "adding up to 100"),
+        (&["--interval", "1500ms"], "interval"),
+        (&["--min-degree", "100000"], "min_degree"),
+    ] {
+        let mut argv = vec!["kv", "bench", path(&g), "--duration", "1s"];
+        argv.extend(args);
+        let out = quiver(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+    }
     let out = quiver(&["info", path(&dir.path().join("missing.qcsr"))]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("missing.qcsr"), "{}", stderr(&out));
@@ -451,6 +474,32 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
             }
             commands.push(command);
         }
+        let kv = [
+            "--fabric",
+            "loopback",
+            "--nodes",
+            "2",
+            "--duration",
+            "200ms",
+            "--tick",
+            "100ms",
+            "--interval",
+            "100ms",
+        ];
+        commands.push(
+            ["kv", "bench", &graph]
+                .iter()
+                .chain(&kv)
+                .map(|a| a.to_string())
+                .collect(),
+        );
+        commands.push(
+            [
+                "kv", "migrate", &graph, "--values", "5", "--fabric", "loopback", "--nodes", "2",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
         commands
     };
     let run = |command: &[String]| quiver(&command.iter().map(String::as_str).collect::<Vec<_>>());

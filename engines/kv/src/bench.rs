@@ -381,13 +381,31 @@ impl Task for KvTask {
     }
 }
 
-/// The start vertices of the workload: up to `wanted` vertices with at
-/// least `min_degree` neighbours (at least one), in id order.
-fn starts(graph: &Graph, wanted: u64, min_degree: u64) -> Vec<u32> {
-    (0..graph.num_vertices())
-        .filter(|&v| graph.degree(v) >= min_degree.max(1))
+/// The start vertices of the workload: the first `scope` vertices (times
+/// the scope shifts in the run, plus one) with at least `min_degree`
+/// neighbours (at least one), in id order.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] if no vertex has that many neighbours.
+pub fn starts(graph: &Graph, config: &Config) -> Result<Vec<u32>> {
+    let shifts = config.shift_every.map_or(0, |every| {
+        u64::try_from(config.duration.as_nanos() / every.as_nanos()).unwrap_or(u64::MAX)
+    });
+    let wanted = u64::from(config.scope).saturating_mul(shifts + 1);
+    let starts: Vec<u32> = (0..graph.num_vertices())
+        .filter(|&v| graph.degree(v) >= config.min_degree.max(1))
         .take(usize::try_from(wanted).unwrap_or(usize::MAX))
-        .collect()
+        .collect();
+    if starts.is_empty() {
+        return Err(Error::invalid(
+            "min_degree",
+            format!(
+                "no vertex of the graph has {} neighbours to start a query from",
+                config.min_degree.max(1)
+            ),
+        ));
+    }
+    Ok(starts)
 }
 
 /// Counters the workers add to and the control thread reads every tick.
@@ -419,23 +437,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
     let loading = Instant::now();
     let store = Store::open(node, graph, &config.store_config(), clock)?;
     let load_ns = nanos(loading.elapsed());
-    let shifts = config.shift_every.map_or(0, |every| {
-        u64::try_from(config.duration.as_nanos() / every.as_nanos()).unwrap_or(u64::MAX)
-    });
-    let starts = starts(
-        graph,
-        u64::from(config.scope) * (shifts + 1),
-        config.min_degree,
-    );
-    if starts.is_empty() {
-        return Err(Error::invalid(
-            "min_degree",
-            format!(
-                "no vertex of the graph has {} neighbours to start a query from",
-                config.min_degree.max(1)
-            ),
-        ));
-    }
+    let starts = starts(graph, config)?;
     node.barrier().map_err(Error::Verbs)?;
     let stop = AtomicBool::new(false);
     let live = Live::default();
