@@ -58,6 +58,10 @@ pub struct MigrateArgs {
     /// Largest value taken, in bytes (the paper's figure is for values under 4 KiB).
     #[arg(long, default_value = "4KiB", value_parser = quiver_io::size::parse_bytes)]
     pub max_bytes: u64,
+    /// Values migrated together, the protocol's stages pipelined across them (1: one at a
+    /// time, each waiting for its five operations in turn).
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
     /// The job (default without these flags: 2 nodes on --fabric loopback).
     #[command(flatten)]
     pub job: JobArgs,
@@ -165,6 +169,7 @@ fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
             .with_context(|| format!("resolving {}", args.graph.display()))?,
         values: args.values,
         max_bytes: args.max_bytes,
+        batch: args.batch,
         // Room for every migrated value's ring entry: nothing is reclaimed
         // during the measurement.
         store: quiver_kv::StoreConfig {
@@ -194,8 +199,8 @@ fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
         each(speed.bytes)
     );
     println!(
-        "speed      {:.0} values/s wall, {:.0} values/s modelled, one thread",
-        speed.values_per_s, speed.modelled_values_per_s
+        "speed      {:.0} values/s wall, {:.0} values/s modelled, one thread, {} at a time",
+        speed.values_per_s, speed.modelled_values_per_s, args.batch
     );
     println!(
         "operations {:.2} one-sided per value, {} messages",

@@ -87,6 +87,17 @@ impl CostModel {
     pub fn latency(&self, verb: Verb, bytes: u64) -> Duration {
         Duration::from_nanos(self.issue(verb, bytes, 0, 0).0)
     }
+
+    /// The modelled time until the last of `ops` (verb, bytes) completes
+    /// when they are posted together on an idle queue.
+    pub fn batch(&self, ops: impl IntoIterator<Item = (Verb, u64)>) -> Duration {
+        let (mut last, mut free) = (0, 0);
+        for (verb, bytes) in ops {
+            let (done, next) = self.issue(verb, bytes, 0, free);
+            (last, free) = (last.max(done), next);
+        }
+        Duration::from_nanos(last)
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +120,12 @@ mod tests {
             (last, free) = (done, next);
         }
         assert_eq!(last, 31 * 30 + 1 + 2_000);
+        assert_eq!(
+            model.batch((0..32).map(|_| (Verb::Read, 8))).as_nanos(),
+            u128::from(last),
+            "batch is the posted-at-once case"
+        );
+        assert_eq!(model.batch([]).as_nanos(), 0);
         // 64 KiB WRITEs are bandwidth bound: 65536 B at 6 GB/s = 10.9 µs each.
         assert_eq!(
             model.latency(Verb::Write, 65_536).as_nanos(),

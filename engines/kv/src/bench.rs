@@ -512,15 +512,30 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// Approvals migrated together at most.
+const MIGRATION_BATCH: usize = 256;
+
 /// The migration thread: moves every approved key here. Returns how many
 /// were refused as too large to move.
 fn migrate_all(store: &Store, approved: mpsc::Receiver<u32>) -> Result<u64> {
     let mut session = store.session();
     let mut refused = 0;
-    for key in approved {
-        match session.migrate(key) {
+    // Every approval waiting is migrated in one pipelined batch; a value
+    // too large to move is refused on its own.
+    while let Ok(first) = approved.recv() {
+        let mut batch = vec![first];
+        batch.extend(approved.try_iter().take(MIGRATION_BATCH - 1));
+        match session.migrate_batch(&batch) {
             Ok(_) => {}
-            Err(Error::TooLarge { .. }) => refused += 1,
+            Err(Error::TooLarge { .. }) => {
+                for key in batch {
+                    match session.migrate(key) {
+                        Ok(_) => {}
+                        Err(Error::TooLarge { .. }) => refused += 1,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
             Err(e) => return Err(e),
         }
     }

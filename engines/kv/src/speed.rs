@@ -1,6 +1,7 @@
 //! Raw migration speed (Pragh Fig. 13): one thread on node 1 migrates
-//! values homed on node 0 to itself, one after another, as fast as it can;
-//! node 0's CPU does nothing. Values of up to `max_bytes` are taken, in id
+//! values homed on node 0 to itself as fast as it can, `batch` at a time
+//! with the protocol's stages pipelined across them (1: one after
+//! another); node 0's CPU does nothing. Values of up to `max_bytes` are taken, in id
 //! order, from the keys homed on node 0.
 
 use std::path::PathBuf;
@@ -24,6 +25,8 @@ pub struct SpeedConfig {
     /// Largest value taken, in bytes (its block, size and count words
     /// included).
     pub max_bytes: u64,
+    /// Values migrated together, their stages pipelined (1: one at a time).
+    pub batch: usize,
     /// The store.
     pub store: StoreConfig,
 }
@@ -37,7 +40,7 @@ pub struct Speed {
     pub bytes: u64,
     /// Wall time of the migrations.
     pub wall_ns: u64,
-    /// Their modelled time, one after another.
+    /// Their modelled time (batches one after another).
     pub modelled_ns: u64,
     /// One-sided operations they posted.
     pub one_sided: u64,
@@ -104,8 +107,8 @@ pub fn measure(node: &Node, graph: &Graph, config: &SpeedConfig) -> Result<Speed
         let mut session = store.session();
         let before = node.counters();
         let started = Instant::now();
-        for &key in &keys {
-            session.migrate(key)?;
+        for chunk in keys.chunks(config.batch.max(1)) {
+            session.migrate_batch(chunk)?;
         }
         speed.wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let used = node.counters().since(&before);

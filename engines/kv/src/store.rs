@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use quiver_csr::Graph;
 use quiver_verbs::{
-    Completion, CostModel, Node, NodeRank, Op, Queue, Region, RemoteRegion, Verb, WorkRequest,
+    Completion, CostModel, Node, NodeRank, Op, Output, Queue, Region, RemoteRegion, Verb,
+    WorkRequest,
 };
 use serde::{Deserialize, Serialize};
 
@@ -662,26 +663,18 @@ impl Session<'_> {
 
     /// Looks `key` up at its home `home` (one READ per bucket of the chain).
     fn remote_lookup(&mut self, key: u32, home: u32, bucket: u64) -> Result<Option<Location>> {
-        let tag = u64::from(key) + 1;
         let layout = self.store.layout;
         let mut bucket = bucket;
         loop {
             let base = layout.bucket(bucket);
             let bytes = self.read(home, base, BUCKET_BYTES)?;
-            let word =
-                |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            for slot in 0..SLOTS - 1 {
-                if word(2 * slot) == tag {
-                    return Ok(Some(Location {
-                        word: word(2 * slot + 1),
-                        slot: base + (slot * SLOT_BYTES) as u64 + 8,
-                    }));
-                }
+            if let Some(location) = find_in_bucket(key, base, &bytes) {
+                return Ok(Some(location));
             }
-            if word(2 * (SLOTS - 1)) != LINK {
-                return Ok(None);
+            match chained(&bytes) {
+                Some(next) => bucket = next,
+                None => return Ok(None),
             }
-            bucket = word(2 * SLOTS - 1);
         }
     }
 
@@ -958,74 +951,289 @@ impl Session<'_> {
         }
     }
 
+    /// Moves the values of `keys` to this node like [`Session::migrate`],
+    /// with the protocol's stages pipelined across the keys (Pragh §4.7):
+    /// the key READs of all of them posted together, then the value READs,
+    /// then the CASes, then the invalidations and ring entries; each key's
+    /// stages stay in order. A key whose CAS loses a race, whose copy was
+    /// invalid or whose slot lies down a bucket chain is migrated again on
+    /// its own. Returns the one-sided operations posted.
+    ///
+    /// # Errors
+    /// As [`Session::migrate`].
+    pub fn migrate_batch(&mut self, keys: &[u32]) -> Result<u64> {
+        let store = self.store;
+        let before = self.tally.one_sided;
+        for &key in keys {
+            store.check_vertex(key)?;
+        }
+        let mut keys = keys.to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        // Stage 1: where each value is (cached, local, or one bucket READ).
+        let mut located: Vec<(u32, Location)> = Vec::with_capacity(keys.len());
+        let mut lookups = Vec::new();
+        for &key in &keys {
+            let (home, bucket) = store.placement.home(key);
+            let known = if home == store.rank {
+                store.local_lookup(key, bucket)
+            } else {
+                store
+                    .cache
+                    .access(key, store.clock.now_ns())
+                    .filter(|_| store.config.serve_cache)
+            };
+            match known {
+                Some(location) => located.push((key, location)),
+                None => lookups.push(WorkRequest::new(
+                    u64::from(key),
+                    Op::Read {
+                        remote: self.remote(home),
+                        offset: store.layout.bucket(bucket),
+                        len: BUCKET_BYTES,
+                    },
+                )),
+            }
+        }
+        let mut alone = Vec::new();
+        for (wr_id, output) in self.post_all(lookups)? {
+            let key = u32::try_from(wr_id).expect("work-request ids are keys");
+            let Output::Data(bytes) = output else {
+                unreachable!("a READ completes with data")
+            };
+            let base = store.layout.bucket(store.placement.home(key).1);
+            match find_in_bucket(key, base, &bytes) {
+                Some(location) => {
+                    store.cache.fill(key, location, store.clock.now_ns());
+                    located.push((key, location));
+                }
+                None => alone.push(key),
+            }
+        }
+        // Stage 2: a block here for each value, and a READ of each.
+        let mut copies = Vec::new();
+        let mut reads = Vec::new();
+        for (key, location) in located {
+            let home = store.placement.home_node(key);
+            let addr = Addr::decode(location.word)
+                .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
+            let source = addr.holder(home);
+            if source == store.rank {
+                continue;
+            }
+            if home != store.rank && addr.size() > MAX_MIGRATED_WORDS {
+                alone.push(key);
+                continue;
+            }
+            let offset = store.allocate(addr.size())?;
+            reads.push(WorkRequest::new(
+                copies.len() as u64,
+                Op::Read {
+                    remote: self.remote(source),
+                    offset: store.layout.value(addr.offset()),
+                    len: usize::try_from(addr.size() * 8).expect("a block fits memory"),
+                },
+            ));
+            copies.push((key, home, location, addr, source, offset));
+        }
+        // Stage 3: keep the valid copies and CAS their address words.
+        let mut valid = vec![false; copies.len()];
+        for (wr_id, output) in self.post_all(reads)? {
+            let i = usize::try_from(wr_id).expect("an index");
+            let (_, _, _, addr, _, offset) = copies[i];
+            let Output::Data(bytes) = output else {
+                unreachable!("a READ completes with data")
+            };
+            if decode_block(addr, &bytes).is_some() {
+                store
+                    .region
+                    .write(store.byte(store.layout.value(offset)), &bytes);
+                valid[i] = true;
+            }
+        }
+        let mut stripes: Vec<usize> = keys.iter().map(|&k| k as usize % PUT_STRIPES).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let guards: Vec<_> = stripes.iter().map(|&i| lock(&store.put_locks[i])).collect();
+        let mut news = vec![0; copies.len()];
+        let mut won = vec![false; copies.len()];
+        let mut swaps = Vec::new();
+        for (i, &(key, home, location, addr, _, offset)) in copies.iter().enumerate() {
+            if !valid[i] {
+                continue;
+            }
+            news[i] = Addr::at(home, store.rank, addr.size(), offset)
+                .and_then(Addr::encode)
+                .map_err(|source| Error::TooLarge {
+                    vertex: key,
+                    source,
+                })?;
+            if home == store.rank {
+                let slot = store.byte(location.slot);
+                won[i] = store.region.compare_swap(slot, location.word, news[i]) == location.word;
+            } else {
+                swaps.push(WorkRequest::new(
+                    i as u64,
+                    Op::CompareSwap {
+                        remote: self.remote(home),
+                        offset: location.slot,
+                        expected: location.word,
+                        new: news[i],
+                    },
+                ));
+            }
+        }
+        for (wr_id, output) in self.post_all(swaps)? {
+            let i = usize::try_from(wr_id).expect("an index");
+            let Output::Value(previous) = output else {
+                unreachable!("a CAS completes with a value")
+            };
+            won[i] = previous == copies[i].2.word;
+        }
+        // Stage 4: retire the blocks the CASes replaced.
+        let mut next_entry = vec![0; store.node.size() as usize];
+        for source in 0..store.node.size() {
+            let n = (0..copies.len())
+                .filter(|&i| won[i] && copies[i].4 == source)
+                .count() as u64;
+            if n > 0 {
+                next_entry[source as usize] = self.reserve_ring(source, n)?;
+            }
+        }
+        let mut retirements = Vec::new();
+        for (i, &(key, home, location, addr, source, offset)) in copies.iter().enumerate() {
+            if !won[i] {
+                store.release(offset, addr.size());
+                store.cache.forget(key);
+                if valid[i] {
+                    store
+                        .counts
+                        .migration_retries
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                alone.push(key);
+                continue;
+            }
+            store.published(key, home, location.slot, news[i]);
+            let index = next_entry[source as usize];
+            next_entry[source as usize] += 1;
+            retirements.extend(self.retirement(source, addr, index, i as u64));
+            store.counts.migrations.fetch_add(1, Ordering::Relaxed);
+            store
+                .counts
+                .words_moved
+                .fetch_add(addr.size(), Ordering::Relaxed);
+        }
+        self.post_all(retirements)?;
+        drop(guards);
+        store
+            .counts
+            .migration_ops
+            .fetch_add(self.tally.one_sided - before, Ordering::Relaxed);
+        for key in alone {
+            self.migrate(key)?;
+        }
+        Ok(self.tally.one_sided - before)
+    }
+
     /// Invalidates the block `addr` on `source` and enters it in
     /// `source`'s reclaim ring for this node: two WRITEs posted together
     /// after the CAS completed, so neither overtakes it.
     fn retire(&mut self, source: u32, addr: Addr) -> Result<()> {
+        let index = self.reserve_ring(source, 1)?;
+        let wrs = self.retirement(source, addr, index, 0);
+        self.post_all(wrs.to_vec()).map(drop)
+    }
+
+    /// Reserves `n` consecutive entries of `source`'s reclaim ring for this
+    /// node, waiting while it is full; returns the first.
+    fn reserve_ring(&mut self, source: u32, n: u64) -> Result<u64> {
         let store = self.store;
         let layout = store.layout;
-        let index = {
-            let mut rings = lock(&store.rings);
-            let cursor = &mut rings[source as usize];
-            let started = Instant::now();
-            while cursor.tail - cursor.head >= layout.ring_entries {
-                // Full as far as we know: see how far the owner got, and
-                // wait for it (entries are never dropped).
-                let bytes = self.read(source, layout.ring(store.rank), 8)?;
-                let head = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-                if head == cursor.head {
-                    if started.elapsed() > store.node.timeout() {
-                        return Err(Error::Stalled(format!(
-                            "node {source}'s reclaim ring for node {} stayed full ({} entries) for {:?}; its reclaimer is not running",
-                            store.rank,
-                            layout.ring_entries,
-                            store.node.timeout()
-                        )));
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
+        let mut rings = lock(&store.rings);
+        let cursor = &mut rings[source as usize];
+        let started = Instant::now();
+        while cursor.tail + n - cursor.head > layout.ring_entries {
+            // Full as far as we know: see how far the owner got, and wait
+            // for it (entries are never dropped).
+            let bytes = self.read(source, layout.ring(store.rank), 8)?;
+            let head = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            if head == cursor.head {
+                if started.elapsed() > store.node.timeout() || n > layout.ring_entries {
+                    return Err(Error::Stalled(format!(
+                        "node {source}'s reclaim ring for node {} stayed full ({} entries) for {:?}; its reclaimer is not running",
+                        store.rank,
+                        layout.ring_entries,
+                        store.node.timeout()
+                    )));
                 }
-                cursor.head = head;
+                std::thread::sleep(Duration::from_millis(1));
             }
-            cursor.tail += 1;
-            cursor.tail - 1
-        };
+            cursor.head = head;
+        }
+        cursor.tail += n;
+        Ok(cursor.tail - n)
+    }
+
+    /// The two WRITEs that retire block `addr` on `source` into ring entry
+    /// `index`: zero its size word, enter its address.
+    fn retirement(&self, source: u32, addr: Addr, index: u64, wr_id: u64) -> [WorkRequest; 2] {
+        let layout = self.store.layout;
         let remote = self.remote(source);
         let word = addr.encode().expect("a decoded address encodes");
-        self.charge(Verb::Write, 8);
-        self.charge(Verb::Write, 8);
-        self.queue
-            .post([
-                WorkRequest::new(
-                    0,
-                    Op::Write {
-                        remote,
-                        offset: layout.value(addr.offset()),
-                        data: 0u64.to_le_bytes().to_vec(),
-                    },
-                ),
-                WorkRequest::new(
-                    1,
-                    Op::Write {
-                        remote,
-                        offset: layout.ring_entry(store.rank, index),
-                        data: word.to_le_bytes().to_vec(),
-                    },
-                ),
-            ])
-            .map_err(Error::Verbs)?;
+        [
+            WorkRequest::new(
+                wr_id,
+                Op::Write {
+                    remote,
+                    offset: layout.value(addr.offset()),
+                    data: 0u64.to_le_bytes().to_vec(),
+                },
+            ),
+            WorkRequest::new(
+                wr_id,
+                Op::Write {
+                    remote,
+                    offset: layout.ring_entry(self.store.rank, index),
+                    data: word.to_le_bytes().to_vec(),
+                },
+            ),
+        ]
+    }
+
+    /// Posts `wrs` together, waits for all of them and returns their
+    /// outputs in completion order with their work-request ids; charges
+    /// the batch's modelled time (one latency plus the queue's gaps).
+    fn post_all(&mut self, wrs: Vec<WorkRequest>) -> Result<Vec<(u64, Output)>> {
+        if wrs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = wrs.len();
+        let cost = self.store.config.cost.batch(
+            wrs.iter()
+                .map(|wr| (wr.op.verb(), wr.op.payload_len().max(8))),
+        );
+        self.tally.one_sided += n as u64;
+        self.tally.modelled_ns += u64::try_from(cost.as_nanos()).unwrap_or(u64::MAX);
+        self.queue.post(wrs).map_err(Error::Verbs)?;
         self.completions.clear();
         self.queue
-            .wait(&mut self.completions, 2, 2)
+            .wait(&mut self.completions, n, n)
             .map_err(Error::Verbs)?;
-        for completion in self.completions.drain(..) {
-            completion.result.map_err(|source| {
-                Error::Verbs(quiver_verbs::Error::Completion {
-                    verb: completion.verb,
-                    source,
-                })
-            })?;
-        }
-        Ok(())
+        self.completions
+            .drain(..)
+            .map(|completion| {
+                completion
+                    .result
+                    .map(|output| (completion.wr_id, output))
+                    .map_err(|source| {
+                        Error::Verbs(quiver_verbs::Error::Completion {
+                            verb: completion.verb,
+                            source,
+                        })
+                    })
+            })
+            .collect()
     }
 
     /// The value's holder for `key`, read at its home (for checks).
@@ -1058,6 +1266,24 @@ impl Session<'_> {
 
 /// The largest value a migration can move, in words.
 pub const MAX_MIGRATED_WORDS: u64 = (1 << REMOTE_SIZE_BITS) - 1;
+
+/// `key`'s location if the bucket read at byte `base` holds it.
+fn find_in_bucket(key: u32, base: u64, bytes: &[u8]) -> Option<Location> {
+    let tag = u64::from(key) + 1;
+    let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    (0..SLOTS - 1)
+        .find(|&slot| word(2 * slot) == tag)
+        .map(|slot| Location {
+            word: word(2 * slot + 1),
+            slot: base + (slot * SLOT_BYTES) as u64 + 8,
+        })
+}
+
+/// The overflow bucket a bucket read links to, if any.
+fn chained(bytes: &[u8]) -> Option<u64> {
+    let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    (word(2 * (SLOTS - 1)) == LINK).then(|| word(2 * SLOTS - 1))
+}
 
 #[cfg(test)]
 mod tests {

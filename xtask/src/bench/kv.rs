@@ -167,8 +167,8 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         None => notes.push("kv: dynamic workload: the modelled throughput did not come back within 10% of its level before the scope change".into()),
     }
     // Raw migration speed, one thread, values under 4 KiB.
-    let speed = |fabric: &str, values: &str| -> Result<Value> {
-        eprintln!("xtask: kv migrate --fabric {fabric}");
+    let speed = |fabric: &str, values: &str, batch: &str| -> Result<Value> {
+        eprintln!("xtask: kv migrate --fabric {fabric} --batch {batch}");
         let argv: Vec<OsString> = [
             "--json",
             "kv",
@@ -182,22 +182,38 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             fabric,
             "--nodes",
             "2",
+            "--batch",
+            batch,
         ]
         .into_iter()
         .map(OsString::from)
         .collect();
         capture_json(&cx.bins.quiver, &argv)
     };
-    let speed_loopback = speed("loopback", "200000")?;
-    let speed_tcp = speed("tcp", "20000")?;
-    for (name, report) in [("loopback", &speed_loopback), ("tcp", &speed_tcp)] {
+    let speed_loopback = speed("loopback", "200000", "64")?;
+    let speed_serial = speed("loopback", "200000", "1")?;
+    let speed_tcp = speed("tcp", "20000", "64")?;
+    rows.push(Row::compare(
+        "kv",
+        "migration speed, loopback, pipelined 64 / one at a time, modelled values per s",
+        num(&speed_loopback, "/modelled_values_per_s")?,
+        num(&speed_serial, "/modelled_values_per_s")?,
+        None,
+    ));
+    for (name, report) in [
+        ("loopback, 64 at a time", &speed_loopback),
+        ("loopback, one at a time", &speed_serial),
+        ("tcp, 64 at a time", &speed_tcp),
+    ] {
         rows.push(Row::value(
             "kv",
-            &format!("migration speed, {name}, one thread, values under 4 KiB: values per s wall"),
-            num(report, "/values_per_s")?,
+            &format!(
+                "migration speed, {name}, one thread, values under 4 KiB: modelled values per s"
+            ),
+            num(report, "/modelled_values_per_s")?,
         ));
         notes.push(format!(
-            "kv: migration speed over {name}: {} values of {:.0} bytes on average, {:.0} values/s wall, {:.0} values/s modelled (one after another, not pipelined), {:.2} one-sided operations each, {} messages",
+            "kv: migration speed over {name}: {} values of {:.0} bytes on average, {:.0} values/s wall, {:.0} values/s modelled, {:.2} one-sided operations each, {} messages",
             num(report, "/values")?,
             num(report, "/bytes")? / num(report, "/values")?.max(1.0),
             num(report, "/values_per_s")?,
@@ -232,7 +248,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "runs": runs,
         "uniform": { "orig": uniform_orig, "split+cache": uniform },
         "dynamic": dynamic,
-        "migration_speed": { "loopback": speed_loopback, "tcp": speed_tcp },
+        "migration_speed": { "loopback": speed_loopback, "loopback_serial": speed_serial, "tcp": speed_tcp },
         "tcp": { "orig": tcp_orig, "split+cache": tcp_pragh },
         "rows": rows,
         "summary_notes": notes,

@@ -135,6 +135,7 @@ fn migration_speed_moves_values_with_five_operations_and_no_message() {
         graph: path,
         values: 10,
         max_bytes: 4096,
+        batch: 4,
         store: quiver_kv::StoreConfig::default(),
     };
     let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(2));

@@ -179,8 +179,17 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                 let mut rng = Pcg64::seed_from_u64(u64::from(store.rank()));
                 let mut moves = 0;
                 while !done.load(Ordering::Relaxed) {
-                    let key = keys[rng.random_range(0..keys.len())];
-                    session.migrate(key).unwrap();
+                    // One key, or a few with the stages pipelined.
+                    if rng.random_bool(0.5) {
+                        session
+                            .migrate(keys[rng.random_range(0..keys.len())])
+                            .unwrap();
+                    } else {
+                        let batch: Vec<u32> = (0..3)
+                            .map(|_| keys[rng.random_range(0..keys.len())])
+                            .collect();
+                        session.migrate_batch(&batch).unwrap();
+                    }
                     store.reclaim();
                     if store.rank() == 0 {
                         clock.advance(1);

@@ -315,3 +315,59 @@ fn a_lost_node_is_named_and_the_survivors_keep_serving() {
         assert!(wrong.is_empty(), "node {rank}: {wrong:?}");
     }
 }
+
+#[test]
+fn a_pipelined_batch_moves_every_value_with_at_most_five_operations_each() {
+    let graph = karate(true);
+    let nodes = 3;
+    let placement = quiver_kv::layout::Placement::new(graph.num_vertices(), nodes);
+    let away: Vec<u32> = (0..graph.num_vertices())
+        .filter(|&v| placement.home_node(v) != 1)
+        .collect();
+    on_stores(
+        &graph,
+        nodes,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |node, store| {
+            let mut session = store.session();
+            if store.rank() == 1 {
+                let before = node.counters();
+                let ops = session.migrate_batch(&away).unwrap();
+                let used = node.counters().since(&before);
+                assert_eq!(store.counts().migrations, away.len() as u64);
+                assert!(
+                    ops <= 5 * away.len() as u64,
+                    "{ops} operations for {} values",
+                    away.len()
+                );
+                assert_eq!(used.total(Verb::Send).ops, 0);
+                // Again: all here already, nothing to do.
+                assert_eq!(session.migrate_batch(&away).unwrap(), 0);
+            }
+            node.barrier().unwrap();
+            for v in 0..graph.num_vertices() {
+                let holder = if away.contains(&v) {
+                    1
+                } else {
+                    placement.home_node(v)
+                };
+                assert_eq!(session.holder(v).unwrap(), holder, "vertex {v}");
+                assert_eq!(session.get(v, u64::MAX).unwrap(), graph.neighbors(v));
+            }
+            node.barrier().unwrap();
+            // And home again, batched from each home.
+            let mine: Vec<u32> = away
+                .iter()
+                .copied()
+                .filter(|&v| placement.home_node(v) == store.rank())
+                .collect();
+            session.migrate_batch(&mine).unwrap();
+            node.barrier().unwrap();
+            for v in 0..graph.num_vertices() {
+                assert_eq!(session.holder(v).unwrap(), placement.home_node(v));
+                assert_eq!(session.get(v, u64::MAX).unwrap(), graph.neighbors(v));
+            }
+        },
+    );
+}
