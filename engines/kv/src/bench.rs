@@ -358,6 +358,12 @@ pub struct JobConfig {
     pub config: Config,
 }
 
+/// Opens the graph a job's node was told about, for the job's error.
+pub(crate) fn open_graph(path: &std::path::Path) -> std::result::Result<Graph, BoxError> {
+    Graph::open(path)
+        .map_err(|e| format!("opening {}: {}", path.display(), quiver_run::chain(&e)).into())
+}
+
 /// One node's part of a kv benchmark job ([`Task`]).
 #[derive(Debug)]
 pub struct KvTask;
@@ -369,13 +375,7 @@ impl Task for KvTask {
     type Error = BoxError;
 
     fn run(node: &Node, config: &JobConfig) -> std::result::Result<NodeReport, BoxError> {
-        let graph = Graph::open(&config.graph).map_err(|e| {
-            format!(
-                "opening {}: {}",
-                config.graph.display(),
-                quiver_run::chain(&e)
-            )
-        })?;
+        let graph = crate::bench::open_graph(&config.graph)?;
         run_node(node, &graph, &config.config, Clock::System)
             .map_err(|e| quiver_run::chain(&e).into())
     }
