@@ -165,6 +165,9 @@ proptest! {
                 by_hand.push((dense(t), dense(s), w));
             }
         }
+        // Without a properties file, weights are known from the edge
+        // file's third column: an empty edge file makes an unweighted graph.
+        let weighted = weighted && !edges.is_empty();
         let expected = Graph::from_edges(sorted.len() as u32, &by_hand, weighted, undirected)
             .unwrap()
             .with_original_ids(sorted.clone())
