@@ -271,15 +271,8 @@ fn time_ops(
         let n = usize::try_from(n).expect("a batch of at most `depth` fits usize");
         queue.wait(&mut done, n, n)?;
         for completion in done.drain(..) {
-            match completion.result {
-                Ok(Output::Written(buffer)) => spare.push(buffer),
-                Ok(_) => {}
-                Err(source) => {
-                    return Err(Error::Completion {
-                        verb: completion.verb,
-                        source,
-                    })
-                }
+            if let Output::Written(buffer) = completion.output()? {
+                spare.push(buffer);
             }
         }
         if depth == 1 {

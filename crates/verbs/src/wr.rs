@@ -205,6 +205,17 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// What the request produced, or its failure as an [`crate::Error`]
+    /// naming the verb.
+    ///
+    /// # Errors
+    /// [`crate::Error::Completion`] with the error status.
+    pub fn output(self) -> crate::Result<Output> {
+        let verb = self.verb;
+        self.result
+            .map_err(|source| crate::Error::Completion { verb, source })
+    }
+
     pub(crate) fn new(
         wr_id: u64,
         verb: Verb,

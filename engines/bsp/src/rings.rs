@@ -307,12 +307,7 @@ impl Rings {
         let mut done = std::mem::take(&mut sender.completions);
         let polled = sender.queue.poll(&mut done, usize::MAX);
         for completion in done.drain(..) {
-            completion.result.map_err(|source| {
-                Error::Verbs(quiver_verbs::Error::Completion {
-                    verb: completion.verb,
-                    source,
-                })
-            })?;
+            completion.output().map_err(Error::Verbs)?;
         }
         sender.completions = done;
         sender.in_flight -= polled;

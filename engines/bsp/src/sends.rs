@@ -110,17 +110,12 @@ impl Sends {
         lane.queue.poll(&mut completions, usize::MAX);
         let mut reposts = 0;
         for completion in completions.drain(..) {
-            let output = completion.result.map_err(|source| {
-                Error::Verbs(quiver_verbs::Error::Completion {
-                    verb: completion.verb,
-                    source,
-                })
-            })?;
-            match (completion.verb, output) {
+            let (verb, peer) = (completion.verb, completion.peer);
+            match (verb, completion.output().map_err(Error::Verbs)?) {
                 (Verb::Send, _) => lane.in_flight -= 1,
                 (Verb::Recv, Output::Message(block)) => {
                     reposts += 1;
-                    self.take_block(&block, completion.peer, deliver)?;
+                    self.take_block(&block, peer, deliver)?;
                 }
                 (verb, _) => {
                     return Err(Error::Corrupt(format!(

@@ -107,7 +107,7 @@ pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
 pub use run::{bfs_target, run, App, Config as RunConfig, Report};
-pub use source::{Backend, CsrSource, GraphSource, GtlSource, SourceCounters};
+pub use source::{Backend, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 
 /// A value read from the device, with what reading it cost.
 #[derive(Clone, Debug, PartialEq)]

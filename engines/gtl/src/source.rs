@@ -106,13 +106,29 @@ fn finish(counters: &mut SourceCounters, now: &mut Nanos, start: Nanos, end: Nan
     counters.requests += n as u64;
 }
 
-/// GraphSSD's host library: the GTT copy, the page cache of decoded graph pages.
+/// A host library on `ssd`: its page cache of `P` and its counts.
+/// [`GtlSource`] and [`CsrSource`] are its two kinds.
 #[derive(Debug)]
-pub struct GtlSource {
+pub struct Host<P> {
     ssd: Ssd,
-    cache: PageCache<Rc<Page>>,
+    cache: PageCache<P>,
     counters: SourceCounters,
 }
+
+impl<P: Clone> Host<P> {
+    /// The host side of `ssd` with an empty cache of `cache_bytes`.
+    fn with_cache(ssd: Ssd, cache_bytes: u64) -> Host<P> {
+        let page_bytes = u64::from(ssd.flash().geometry().page_bytes);
+        Host {
+            ssd,
+            cache: PageCache::new(cache_bytes, page_bytes),
+            counters: SourceCounters::default(),
+        }
+    }
+}
+
+/// GraphSSD's host library: the GTT copy, the page cache of decoded graph pages.
+pub type GtlSource = Host<Rc<Page>>;
 
 impl GtlSource {
     /// The host side of `ssd`, whose graph is initialized, with a cache of
@@ -121,12 +137,7 @@ impl GtlSource {
         if ssd.gtl().is_none() {
             return Err(Error::NoGraph);
         }
-        let page_bytes = u64::from(ssd.flash().geometry().page_bytes);
-        Ok(GtlSource {
-            ssd,
-            cache: PageCache::new(cache_bytes, page_bytes),
-            counters: SourceCounters::default(),
-        })
+        Ok(Host::with_cache(ssd, cache_bytes))
     }
 }
 
@@ -188,12 +199,7 @@ impl GraphSource for GtlSource {
 }
 
 /// The baseline's host library: a file cache of 16 KiB logical pages.
-#[derive(Debug)]
-pub struct CsrSource {
-    ssd: Ssd,
-    cache: PageCache<Rc<[u8]>>,
-    counters: SourceCounters,
-}
+pub type CsrSource = Host<Rc<[u8]>>;
 
 impl CsrSource {
     /// The host side of `ssd`, whose CSR file is written, with a cache of
@@ -202,12 +208,7 @@ impl CsrSource {
         if ssd.csr().is_none() {
             return Err(Error::NoGraph);
         }
-        let page_bytes = u64::from(ssd.flash().geometry().page_bytes);
-        Ok(CsrSource {
-            ssd,
-            cache: PageCache::new(cache_bytes, page_bytes),
-            counters: SourceCounters::default(),
-        })
+        Ok(Host::with_cache(ssd, cache_bytes))
     }
 }
 

@@ -142,13 +142,10 @@ pub(crate) fn serve(store: &Store) -> Result<()> {
             Err(e) => return Err(Error::Verbs(e)),
         }
         for completion in completions.drain(..) {
-            let output = completion.result.map_err(|source| {
-                Error::Verbs(quiver_verbs::Error::Completion {
-                    verb: completion.verb,
-                    source,
-                })
-            })?;
-            let (Verb::Recv, Output::Message(bytes)) = (completion.verb, output) else {
+            let verb = completion.verb;
+            let (Verb::Recv, Output::Message(bytes)) =
+                (verb, completion.output().map_err(Error::Verbs)?)
+            else {
                 continue;
             };
             session.queue().post([receive()]).map_err(Error::Verbs)?;

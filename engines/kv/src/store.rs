@@ -1223,15 +1223,11 @@ impl Session<'_> {
         self.completions
             .drain(..)
             .map(|completion| {
+                let wr_id = completion.wr_id;
                 completion
-                    .result
-                    .map(|output| (completion.wr_id, output))
-                    .map_err(|source| {
-                        Error::Verbs(quiver_verbs::Error::Completion {
-                            verb: completion.verb,
-                            source,
-                        })
-                    })
+                    .output()
+                    .map(|output| (wr_id, output))
+                    .map_err(Error::Verbs)
             })
             .collect()
     }
