@@ -1,0 +1,507 @@
+//! One server's share of the graph in RocksDB, versioned (paper §5.1).
+//!
+//! Every write adds versions under [`crate::key`]'s layout and never
+//! overwrites one: an update is a new version, a delete a tombstone
+//! version. A read "as of T" takes, for each attribute and each (type,
+//! destination) edge, the newest version at or before T, and drops it if it
+//! is a tombstone. A vertex exists as of T if its `type` system entry does;
+//! deleting it tombstones the type and every attribute it then had. The
+//! write-ahead log is on: a write is in the log before it is acknowledged,
+//! so it survives the server process being killed (`sync` also survives
+//! the machine losing power, at the price of an fsync per write batch).
+//!
+//! A second column family, `pending`, holds the reverse edges a write has
+//! still to deliver to other servers, written in the same batch as the
+//! forward edge, so neither survives a crash without the other.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+
+use crate::key::{self, Section};
+use crate::tree::SplitState;
+
+const PENDING: &str = "pending";
+const TYPE: &[u8] = b"type";
+const SPLIT: &[u8] = b"split";
+const LIVE: u8 = 1;
+const TOMBSTONE: u8 = 0;
+
+/// A store error: RocksDB's, or a value it holds that this crate did not
+/// write.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// RocksDB failed.
+    #[error("rocksdb")]
+    Rocks(#[from] rocksdb::Error),
+    /// A key or value is not in this crate's format.
+    #[error("corrupt entry under key {0:02x?}")]
+    Corrupt(Vec<u8>),
+}
+
+/// What [`Store`] operations return.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A vertex as of some time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VertexState {
+    /// Its type.
+    pub vtype: String,
+    /// Its live attributes, static and user-defined.
+    pub attrs: BTreeMap<String, Vec<u8>>,
+}
+
+/// One edge as of some time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EdgeVersion {
+    /// Its relation.
+    pub etype: String,
+    /// Its destination.
+    pub dst: Vec<u8>,
+    /// Its properties (one map per version, as the paper stores them).
+    pub props: BTreeMap<String, Vec<u8>>,
+    /// The version's timestamp.
+    pub ts: u64,
+}
+
+/// Encodes an edge's property map as its value.
+pub fn encode_props(props: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+    let mut out = vec![LIVE];
+    for (k, v) in props {
+        for part in [k.as_bytes(), v] {
+            out.extend_from_slice(&u32::try_from(part.len()).expect("attribute sizes are checked below 4 GiB").to_le_bytes());
+            out.extend_from_slice(part);
+        }
+    }
+    out
+}
+
+fn decode_props(bytes: &[u8]) -> Option<BTreeMap<String, Vec<u8>>> {
+    let mut props = BTreeMap::new();
+    let mut rest = bytes;
+    let take = |rest: &mut &[u8]| -> Option<Vec<u8>> {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+        let (part, tail) = (tail.get(..len)?, tail.get(len..)?);
+        *rest = tail;
+        Some(part.to_vec())
+    };
+    while !rest.is_empty() {
+        let k = String::from_utf8(take(&mut rest)?).ok()?;
+        let v = take(&mut rest)?;
+        props.insert(k, v);
+    }
+    Some(props)
+}
+
+/// Writes gathered to be applied at once.
+#[derive(Default)]
+pub struct Batch {
+    batch: WriteBatch,
+    pending_puts: Vec<(Vec<u8>, Vec<u8>)>,
+    pending_deletes: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch").field("entries", &self.batch.len()).finish()
+    }
+}
+
+impl Batch {
+    /// Records that `id` is a `vtype` from `ts` on.
+    pub fn put_type(&mut self, id: &[u8], vtype: &str, ts: u64) {
+        let mut v = vec![LIVE];
+        v.extend_from_slice(vtype.as_bytes());
+        self.batch.put(key::attr_key(id, Section::System, TYPE, ts), v);
+    }
+
+    /// A version of an attribute.
+    pub fn put_attr(&mut self, id: &[u8], section: Section, name: &str, value: &[u8], ts: u64) {
+        let mut v = Vec::with_capacity(value.len() + 1);
+        v.push(LIVE);
+        v.extend_from_slice(value);
+        self.batch.put(key::attr_key(id, section, name.as_bytes(), ts), v);
+    }
+
+    /// Deletes vertex `id` as of `ts`: tombstones for its type and for each
+    /// attribute in `live` (section, name).
+    pub fn delete_vertex(&mut self, id: &[u8], live: &[(Section, String)], ts: u64) {
+        self.batch.put(key::attr_key(id, Section::System, TYPE, ts), [TOMBSTONE]);
+        for (section, name) in live {
+            self.batch.put(key::attr_key(id, *section, name.as_bytes(), ts), [TOMBSTONE]);
+        }
+    }
+
+    /// A version of an edge: its properties, or a tombstone.
+    pub fn put_edge(&mut self, src: &[u8], etype: &str, dst: &[u8], props: Option<&BTreeMap<String, Vec<u8>>>, ts: u64) {
+        let value = props.map_or_else(|| vec![TOMBSTONE], encode_props);
+        self.batch.put(key::edge_key(src, etype.as_bytes(), dst, ts), value);
+    }
+
+    /// The split state of `id` (at its home; one version, replaced).
+    pub fn put_split(&mut self, id: &[u8], x: SplitState) {
+        self.batch.put(key::attr_key(id, Section::System, SPLIT, 0), x.0.to_le_bytes());
+    }
+
+    /// A raw entry, as a split moves it.
+    pub fn put_raw(&mut self, key: &[u8], value: &[u8]) {
+        self.batch.put(key, value);
+    }
+
+    /// Removes a raw entry that moved away.
+    pub fn delete_raw(&mut self, key: &[u8]) {
+        self.batch.delete(key);
+    }
+
+    /// A reverse edge still to deliver.
+    pub fn add_pending(&mut self, id: &[u8], value: &[u8]) {
+        self.pending_puts.push((id.to_vec(), value.to_vec()));
+    }
+
+    /// A reverse edge delivered.
+    pub fn remove_pending(&mut self, id: &[u8]) {
+        self.pending_deletes.push(id.to_vec());
+    }
+
+    /// Whether nothing was gathered.
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.pending_puts.is_empty() && self.pending_deletes.is_empty()
+    }
+}
+
+/// One server's RocksDB.
+pub struct Store {
+    db: DB,
+    write_options: WriteOptions,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.db.path()).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`. `sync` fsyncs the log on
+    /// every write.
+    pub fn open(dir: &Path, sync: bool) -> Result<Store> {
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        options.increase_parallelism(2);
+        let families = [
+            ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, Options::default()),
+            ColumnFamilyDescriptor::new(PENDING, Options::default()),
+        ];
+        let db = DB::open_cf_descriptors(&options, dir, families)?;
+        let mut write_options = WriteOptions::default();
+        write_options.set_sync(sync);
+        Ok(Store { db, write_options })
+    }
+
+    /// Applies `batch` atomically.
+    pub fn write(&self, batch: Batch) -> Result<()> {
+        let Batch {
+            mut batch,
+            pending_puts,
+            pending_deletes,
+        } = batch;
+        let pending = self.db.cf_handle(PENDING).expect("opened with the pending family");
+        for (k, v) in pending_puts {
+            batch.put_cf(pending, k, v);
+        }
+        for k in pending_deletes {
+            batch.delete_cf(pending, k);
+        }
+        self.db.write_opt(batch, &self.write_options)?;
+        Ok(())
+    }
+
+    /// Reverse edges not yet delivered, in the order they were written.
+    pub fn pending(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let pending = self.db.cf_handle(PENDING).expect("opened with the pending family");
+        let mut out = Vec::new();
+        for entry in self.db.iterator_cf(pending, rocksdb::IteratorMode::Start) {
+            let (k, v) = entry?;
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Calls `f(key, parsed, value)` for every entry under `prefix`, in key
+    /// order, until it returns false.
+    fn scan(&self, prefix: &[u8], mut f: impl FnMut(&[u8], key::ParsedKey, &[u8]) -> bool) -> Result<()> {
+        let mut it = self.db.raw_iterator();
+        it.seek(prefix);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !k.starts_with(prefix) {
+                break;
+            }
+            let parsed = key::parse(k).ok_or_else(|| StoreError::Corrupt(k.to_vec()))?;
+            if !f(k, parsed, v) {
+                break;
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(())
+    }
+
+    /// Vertex `id` as of `as_of`, if it exists then.
+    pub fn read_vertex(&self, id: &[u8], as_of: u64) -> Result<Option<VertexState>> {
+        let mut vtype = None;
+        let mut attrs = BTreeMap::new();
+        let mut last: Option<(Section, Vec<u8>)> = None;
+        let mut corrupt = None;
+        let prefix = key::vertex_prefix(id);
+        self.scan(&prefix, |k, p, v| {
+            if p.section == Section::Edge {
+                return false;
+            }
+            let entry = (p.section, p.name);
+            if p.ts > as_of || last.as_ref() == Some(&entry) {
+                return true;
+            }
+            let Some((&flag, value)) = v.split_first() else {
+                corrupt = Some(k.to_vec());
+                return false;
+            };
+            let (section, name) = &entry;
+            match (section, flag) {
+                (Section::System, LIVE) if name == TYPE => vtype = Some(String::from_utf8_lossy(value).into_owned()),
+                (Section::Static | Section::User, LIVE) => {
+                    attrs.insert(String::from_utf8_lossy(name).into_owned(), value.to_vec());
+                }
+                _ => {}
+            }
+            last = Some(entry);
+            true
+        })?;
+        if let Some(k) = corrupt {
+            return Err(StoreError::Corrupt(k));
+        }
+        Ok(vtype.map(|vtype| VertexState { vtype, attrs }))
+    }
+
+    /// The live attribute entries of `id` as of `as_of`, for a delete.
+    pub fn live_attrs(&self, id: &[u8], as_of: u64) -> Result<Vec<(Section, String)>> {
+        let Some(state) = self.read_vertex(id, as_of)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for section in [Section::Static, Section::User] {
+            for name in state.attrs.keys() {
+                let prefix = key::attr_prefix(id, section, name.as_bytes());
+                let mut found = false;
+                self.scan(&prefix, |_, _, _| {
+                    found = true;
+                    false
+                })?;
+                if found {
+                    out.push((section, name.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The edges of `src` this store holds, as of `as_of`: each (type,
+    /// destination) once, at its newest version then, tombstones dropped;
+    /// only `etype`'s when given.
+    pub fn scan_edges(&self, src: &[u8], etype: Option<&str>, as_of: u64) -> Result<Vec<EdgeVersion>> {
+        let prefix = match etype {
+            Some(t) => key::edge_type_prefix(src, t.as_bytes()),
+            None => key::section_prefix(src, Section::Edge),
+        };
+        let mut out = Vec::new();
+        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+        let mut corrupt = None;
+        self.scan(&prefix, |k, p, v| {
+            let group = (p.name, p.dst.unwrap_or_default());
+            if p.ts > as_of || last.as_ref() == Some(&group) {
+                return true;
+            }
+            match v.split_first() {
+                Some((&LIVE, _)) => match decode_props(&v[1..]) {
+                    Some(props) => out.push(EdgeVersion {
+                        etype: String::from_utf8_lossy(&group.0).into_owned(),
+                        dst: group.1.clone(),
+                        props,
+                        ts: p.ts,
+                    }),
+                    None => {
+                        corrupt = Some(k.to_vec());
+                        return false;
+                    }
+                },
+                Some((&TOMBSTONE, _)) => {}
+                _ => {
+                    corrupt = Some(k.to_vec());
+                    return false;
+                }
+            }
+            last = Some(group);
+            true
+        })?;
+        if let Some(k) = corrupt {
+            return Err(StoreError::Corrupt(k));
+        }
+        Ok(out)
+    }
+
+    /// Every stored version of `src`'s edges whose destination `keep`
+    /// accepts, raw, for a split to move; and the number of distinct
+    /// (type, destination) among all of `src`'s edges here.
+    pub fn edge_entries(&self, src: &[u8], mut keep: impl FnMut(&[u8]) -> bool) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+        let mut out = Vec::new();
+        let mut groups = 0;
+        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+        self.scan(&key::section_prefix(src, Section::Edge), |k, p, v| {
+            let group = (p.name, p.dst.unwrap_or_default());
+            if last.as_ref() != Some(&group) {
+                groups += 1;
+            }
+            if keep(&group.1) {
+                out.push((k.to_vec(), v.to_vec()));
+            }
+            last = Some(group);
+            true
+        })?;
+        Ok((out, groups))
+    }
+
+    /// The split state of `id` as its home records it.
+    pub fn split_state(&self, id: &[u8]) -> Result<SplitState> {
+        let k = key::attr_key(id, Section::System, SPLIT, 0);
+        match self.db.get_pinned(&k)? {
+            None => Ok(SplitState::default()),
+            Some(v) => {
+                let bytes: [u8; 16] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt(k.clone()))?;
+                Ok(SplitState(u128::from_le_bytes(bytes)))
+            }
+        }
+    }
+
+    /// Flushes the memtables to disk (on a graceful shutdown).
+    pub fn flush(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Attr(u8, u8, u8),
+        DeleteVertex(u8),
+        Edge(u8, u8, u8, u8),
+        DeleteEdge(u8, u8, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..3, 0u8..3, any::<u8>()).prop_map(|(v, a, x)| Op::Attr(v, a, x)),
+            (0u8..3).prop_map(Op::DeleteVertex),
+            (0u8..3, 0u8..2, 0u8..4, any::<u8>()).prop_map(|(v, t, d, x)| Op::Edge(v, t, d, x)),
+            (0u8..3, 0u8..2, 0u8..4).prop_map(|(v, t, d)| Op::DeleteEdge(v, t, d)),
+        ]
+    }
+
+    fn id(v: u8) -> Vec<u8> {
+        // Ids that prefix one another and hold the escape byte.
+        [b"/a".to_vec(), b"/a/b".to_vec(), vec![b'/', 0, b'a']][v as usize].clone()
+    }
+
+    /// Invariants 5–9 of the digest: reads as of any time equal a map of
+    /// every version kept by hand; deletes keep history.
+    #[derive(Default)]
+    struct Model {
+        // (vertex) -> [(ts, Some(attrs) | None deleted)]
+        vertices: BTreeMap<Vec<u8>, Vec<(u64, Option<BTreeMap<String, Vec<u8>>>)>>,
+        // (vertex, type, dst) -> [(ts, Some(props) | None)]
+        edges: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>,
+    }
+
+    impl Model {
+        fn vertex(&self, v: &[u8], t: u64) -> Option<BTreeMap<String, Vec<u8>>> {
+            self.vertices.get(v)?.iter().rev().find(|(ts, _)| *ts <= t)?.1.clone()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn reads_as_of_any_time_match_a_model(ops in prop::collection::vec(op(), 1..40)) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path(), false).unwrap();
+            let mut model = Model::default();
+            for (i, op) in ops.iter().enumerate() {
+                let ts = 10 * (i as u64 + 1);
+                let mut b = Batch::default();
+                match *op {
+                    Op::Attr(v, a, x) => {
+                        let mut attrs = model.vertex(&id(v), ts).unwrap_or_default();
+                        attrs.insert(format!("a{a}"), vec![x]);
+                        b.put_type(&id(v), "file", ts);
+                        b.put_attr(&id(v), if a == 0 { Section::Static } else { Section::User }, &format!("a{a}"), &[x], ts);
+                        model.vertices.entry(id(v)).or_default().push((ts, Some(attrs)));
+                    }
+                    Op::DeleteVertex(v) => {
+                        let live = store.live_attrs(&id(v), ts).unwrap();
+                        b.delete_vertex(&id(v), &live, ts);
+                        model.vertices.entry(id(v)).or_default().push((ts, None));
+                    }
+                    Op::Edge(v, t, d, x) => {
+                        let props = BTreeMap::from([("p".to_string(), vec![x])]);
+                        b.put_edge(&id(v), &format!("t{t}"), &id(d % 3), Some(&props), ts);
+                        model.edges.entry((id(v), format!("t{t}"), id(d % 3))).or_default().push((ts, Some(vec![x])));
+                    }
+                    Op::DeleteEdge(v, t, d) => {
+                        b.put_edge(&id(v), &format!("t{t}"), &id(d % 3), None, ts);
+                        model.edges.entry((id(v), format!("t{t}"), id(d % 3))).or_default().push((ts, None));
+                    }
+                }
+                store.write(b).unwrap();
+            }
+            let end = 10 * (ops.len() as u64 + 2);
+            for t in (0..end).step_by(5) {
+                for v in 0..3 {
+                    let got = store.read_vertex(&id(v), t).unwrap();
+                    prop_assert_eq!(got.map(|s| s.attrs), model.vertex(&id(v), t), "vertex {} at {}", v, t);
+                    for etype in [None, Some("t1")] {
+                        let got: Vec<(String, Vec<u8>, Vec<u8>)> = store
+                            .scan_edges(&id(v), etype, t)
+                            .unwrap()
+                            .into_iter()
+                            .map(|e| (e.etype, e.dst, e.props["p"].clone()))
+                            .collect();
+                        let want: Vec<(String, Vec<u8>, Vec<u8>)> = model
+                            .edges
+                            .iter()
+                            .filter(|((src, ty, _), _)| *src == id(v) && etype.is_none_or(|e| e == ty))
+                            .filter_map(|((_, ty, dst), versions)| {
+                                let (_, p) = versions.iter().rev().find(|(ts, _)| *ts <= t)?;
+                                Some((ty.clone(), dst.clone(), p.clone()?))
+                            })
+                            .collect();
+                        prop_assert_eq!(got, want, "edges of {} at {}", v, t);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn props_round_trip_and_garbage_is_refused() {
+        let props = BTreeMap::from([("k".to_string(), vec![0u8, 1, 2]), (String::new(), Vec::new())]);
+        assert_eq!(decode_props(&encode_props(&props)[1..]), Some(props));
+        assert_eq!(decode_props(&[9, 0, 0, 0, b'x']), None);
+    }
+}
