@@ -1,12 +1,70 @@
-//! quiver-meta: GraphMeta's versioned metadata graph (TPDS 2019).
+//! quiver-meta: GraphMeta's versioned metadata graph (Dai et al., IEEE
+//! TPDS 2019), as a cluster of gRPC servers over RocksDB.
+//!
+//! A user records users, jobs, processes and files, their relations
+//! (`run`, `exe`, `read`, `write`, `has`, `contains`, each with its reverse
+//! `wasXXBy` edge) and attributes as they happen, and asks provenance
+//! questions that fan out over servers, as of any past time:
+//!
+//! ```text
+//! v("/out/r.h5").e(wasWrittenBy).v().e(read).repeat(2).return_fp()
+//! ```
+//!
+//! - [`key`]: the paper's key layout (vertex, section, attribute or edge
+//!   type and destination, reversed timestamp), prefix-free and exact.
+//! - [`store`]: one server's versioned RocksDB; updates and deletes are new
+//!   versions, reads are "as of" a time.
+//! - [`tree`] and [`place`]: the consistent-hashing ring and DIDO's
+//!   per-vertex partition tree; the baselines edge-cut, vertex-cut and
+//!   GIGA+ behind the same interface.
+//! - [`server`]: the gRPC service, splits, reverse edges, traversal steps.
+//! - [`client`]: routing without a lookup service, session semantics, and
+//!   the level-synchronous traversal driver.
+//! - [`travel`]: GTravel, as a builder and as text.
+//! - [`darshan`]: a generator of Darshan-like metadata for loads and
+//!   benchmarks.
+//!
+//! Decisions the paper leaves open, taken here (each argued in its module):
+//! - Ids are byte strings, escaped prefix-free; a section byte puts system
+//!   entries (type, split state) and static attributes before user
+//!   attributes, and those before edges.
+//! - Timestamps are nanoseconds since the epoch, unique per server and
+//!   never below the client's session timestamp; a request whose timestamp
+//!   is more than 1 s ahead of the server is refused as from the future.
+//! - A vertex's type is a versioned system entry; deleting a vertex
+//!   tombstones its type and attributes; updates are per attribute
+//!   (latest wins), a partial attribute list leaves the rest as they were.
+//! - Reverse edges are written with their forward edge at the same
+//!   timestamp: in one batch when both live on one server, otherwise
+//!   through a durable pending entry delivered (idempotently) before the
+//!   write is acknowledged, and again after a crash.
+//! - The ring has 64 virtual nodes by default, assigned with bounded loads;
+//!   DIDO's tree spans virtual nodes, so two tree nodes may share a server.
+//! - A vertex's split state lives at its home; clients cache it and learn
+//!   of splits when a server returns an edge as stale.
+//! - The traversal barrier is the client that runs the traversal; `repeat`
+//!   takes a count.
+//! - The asynchronous GraphTrek engine is not built yet.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+pub mod client;
 pub mod clock;
+pub mod darshan;
+mod error;
 pub mod key;
 pub mod place;
 pub mod schema;
+pub mod server;
 pub mod store;
+pub mod travel;
 pub mod tree;
+
+pub use client::{Client, StepReport, TravelOptions, TravelResult, Write, Written};
+pub use error::{Error, Result};
+pub use place::Partitioner;
+pub use server::{ServerConfig, Running};
+pub use travel::{Filter, GTravel, Test, Travel};
 
 /// The generated gRPC messages, client and server.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -352,10 +352,20 @@ impl Store {
         Ok(out)
     }
 
-    /// Every stored version of `src`'s edges whose destination `keep`
+    /// Whether any version of edge `src -etype-> dst` is stored here.
+    pub fn has_edge(&self, src: &[u8], etype: &str, dst: &[u8]) -> Result<bool> {
+        let mut found = false;
+        self.scan(&key::edge_prefix(src, etype.as_bytes(), dst), |_, _, _| {
+            found = true;
+            false
+        })?;
+        Ok(found)
+    }
+
+    /// Every stored version of `src`'s edges that `keep(type, dst)`
     /// accepts, raw, for a split to move; and the number of distinct
     /// (type, destination) among all of `src`'s edges here.
-    pub fn edge_entries(&self, src: &[u8], mut keep: impl FnMut(&[u8]) -> bool) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+    pub fn edge_entries(&self, src: &[u8], mut keep: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
         let mut out = Vec::new();
         let mut groups = 0;
         let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
@@ -364,7 +374,7 @@ impl Store {
             if last.as_ref() != Some(&group) {
                 groups += 1;
             }
-            if keep(&group.1) {
+            if keep(&group.0, &group.1) {
                 out.push((k.to_vec(), v.to_vec()));
             }
             last = Some(group);

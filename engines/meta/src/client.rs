@@ -1,0 +1,495 @@
+//! The client library: routes writes and reads to the servers that hold
+//! them, and drives level-synchronous traversals.
+//!
+//! A client finds a vertex's home by hashing and an edge's partition from
+//! the vertex's split state, which it caches: no lookup service. A stale
+//! cache costs one round trip (the server returns the edge unwritten with
+//! its newer state). The client carries the newest timestamp it has seen
+//! and sends it with every request, so it reads its own writes on any
+//! server (session semantics).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+use tonic::transport::Channel;
+
+use crate::clock::wall_ns;
+use crate::error::{Error, Result};
+use crate::place::{Partitioner, Placement};
+use crate::rpc::meta_client::MetaClient;
+use crate::rpc::{self, op};
+use crate::server::{connect_lazy, split_from};
+use crate::store::{EdgeVersion, VertexState};
+use crate::travel::{Filter, Travel};
+use crate::tree::SplitState;
+
+/// One write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// Creates a vertex or adds a version of its attributes.
+    Vertex {
+        /// Its id (a user id, a full path).
+        id: Vec<u8>,
+        /// Its type.
+        vtype: String,
+        /// Attributes to set.
+        attrs: BTreeMap<String, Vec<u8>>,
+    },
+    /// Creates an edge or adds a version of its properties.
+    Edge {
+        /// Its source.
+        src: Vec<u8>,
+        /// Its relation.
+        etype: String,
+        /// Its destination.
+        dst: Vec<u8>,
+        /// Its properties.
+        props: BTreeMap<String, Vec<u8>>,
+    },
+    /// Deletes a vertex (history stays readable as of earlier times).
+    DeleteVertex {
+        /// Its id.
+        id: Vec<u8>,
+    },
+    /// Deletes an edge (and its reverse).
+    DeleteEdge {
+        /// Its source.
+        src: Vec<u8>,
+        /// Its relation.
+        etype: String,
+        /// Its destination.
+        dst: Vec<u8>,
+    },
+}
+
+/// What a batch of writes did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// The newest timestamp they were stamped with.
+    pub ts: u64,
+    /// Partitions they made split.
+    pub splits: u64,
+    /// Edges sent again after meeting a split the client did not know.
+    pub rerouted: u64,
+}
+
+/// How a traversal runs.
+#[derive(Clone, Copy, Debug)]
+pub struct TravelOptions {
+    /// Read the graph as of this time (ns since the epoch); now if `None`.
+    pub as_of: Option<u64>,
+    /// Servers prefetch the next step while they wait (paper §4.6).
+    pub prefetch: bool,
+}
+
+impl Default for TravelOptions {
+    fn default() -> TravelOptions {
+        TravelOptions {
+            as_of: None,
+            prefetch: true,
+        }
+    }
+}
+
+/// The counts of one traversal step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StepReport {
+    /// Vertices read (the step's frontier, deduplicated per server).
+    pub vertices: u64,
+    /// Partition scans.
+    pub scans: u64,
+    /// Edges followed.
+    pub edges: u64,
+    /// StatComm: vertex–partition pairs and edge–destination pairs on
+    /// different servers.
+    pub stat_comm: u64,
+    /// StatReads: the most requests (vertex reads and partition scans) any
+    /// one server served.
+    pub stat_reads: u64,
+    /// Requests between servers.
+    pub messages: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Reads the prefetcher had already done.
+    pub prefetch_hits: u64,
+    /// The step's wall time.
+    pub ns: u64,
+}
+
+/// A traversal's answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TravelResult {
+    /// The snapshot it read.
+    pub as_of: u64,
+    /// For each `rtm()` step and the last: (step, its vertices, sorted).
+    pub marked: Vec<(usize, Vec<Vec<u8>>)>,
+    /// With `return_fp()`: every path, start to end, sorted.
+    pub paths: Vec<Vec<Vec<u8>>>,
+    /// Per step.
+    pub steps: Vec<StepReport>,
+}
+
+impl TravelResult {
+    /// The last step's vertices.
+    pub fn vertices(&self) -> &[Vec<u8>] {
+        self.marked.last().map_or(&[], |(_, v)| v.as_slice())
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    addrs: Vec<String>,
+    servers: Vec<MetaClient<Channel>>,
+    placement: Placement,
+    threshold: u32,
+    splits: Mutex<HashMap<Vec<u8>, SplitState>>,
+    session: AtomicU64,
+}
+
+/// A connection to a cluster; cheap to clone, and clones share the split
+/// cache and the session.
+#[derive(Clone, Debug)]
+pub struct Client(Arc<Inner>);
+
+fn status(addr: &str) -> impl Fn(tonic::Status) -> Error + '_ {
+    move |s| Error::rpc(addr, &s)
+}
+
+impl Client {
+    /// Connects to every server of `cluster` and checks they agree on the
+    /// cluster, the partitioner and its settings.
+    pub async fn connect(cluster: &[String]) -> Result<Client> {
+        if cluster.is_empty() {
+            return Err(Error::Cluster("the cluster names no server".into()));
+        }
+        let servers = connect_lazy(cluster)?;
+        let mut config: Option<(String, u32, u32)> = None;
+        for (i, (addr, server)) in cluster.iter().zip(&servers).enumerate() {
+            let hello = server.clone().hello(rpc::HelloRequest {}).await.map_err(status(addr))?.into_inner();
+            if hello.cluster != cluster || hello.index as usize != i {
+                return Err(Error::Cluster(format!(
+                    "{addr} serves as line {} of {:?}, not line {i} of {cluster:?}",
+                    hello.index, hello.cluster
+                )));
+            }
+            let theirs = (hello.partitioner, hello.vnodes, hello.threshold);
+            match &config {
+                Some(ours) if *ours != theirs => {
+                    return Err(Error::Cluster(format!("{addr} runs {theirs:?}, the first server {ours:?}")));
+                }
+                _ => config = Some(theirs),
+            }
+        }
+        let (partitioner, vnodes, threshold) = config.expect("one server at least");
+        let partitioner: Partitioner = partitioner.parse().map_err(Error::Cluster)?;
+        Ok(Client(Arc::new(Inner {
+            addrs: cluster.to_vec(),
+            servers,
+            placement: Placement::new(cluster, vnodes, partitioner),
+            threshold,
+            splits: Mutex::new(HashMap::new()),
+            session: AtomicU64::new(0),
+        })))
+    }
+
+    /// The cluster's placement.
+    pub fn placement(&self) -> &Placement {
+        &self.0.placement
+    }
+
+    /// The split threshold the servers run with.
+    pub fn threshold(&self) -> u32 {
+        self.0.threshold
+    }
+
+    /// The servers' addresses.
+    pub fn servers(&self) -> &[String] {
+        &self.0.addrs
+    }
+
+    /// The newest timestamp this client has seen.
+    pub fn session(&self) -> u64 {
+        self.0.session.load(Ordering::Relaxed)
+    }
+
+    fn saw(&self, ts: u64) {
+        self.0.session.fetch_max(ts, Ordering::Relaxed);
+    }
+
+    fn split_of(&self, v: &[u8]) -> SplitState {
+        self.0.splits.lock().expect("split cache").get(v).copied().unwrap_or_default()
+    }
+
+    fn learn_split(&self, v: &[u8], x: SplitState) {
+        let mut cache = self.0.splits.lock().expect("split cache");
+        let known = cache.entry(v.to_vec()).or_default();
+        *known = SplitState(known.0 | x.0);
+    }
+
+    fn route(&self, write: &Write) -> (usize, rpc::Op) {
+        let p = &self.0.placement;
+        match write {
+            Write::Vertex { id, vtype, attrs } => (
+                p.home(id),
+                rpc::Op {
+                    op: Some(op::Op::Vertex(rpc::VertexPut {
+                        id: id.clone(),
+                        vtype: vtype.clone(),
+                        attrs: attrs.clone().into_iter().collect(),
+                    })),
+                },
+            ),
+            Write::DeleteVertex { id } => (
+                p.home(id),
+                rpc::Op {
+                    op: Some(op::Op::DeleteVertex(rpc::VertexDelete { id: id.clone() })),
+                },
+            ),
+            Write::Edge { src, etype, dst, props } => self.route_edge(src, etype, dst, props, false),
+            Write::DeleteEdge { src, etype, dst } => self.route_edge(src, etype, dst, &BTreeMap::new(), true),
+        }
+    }
+
+    fn route_edge(&self, src: &[u8], etype: &str, dst: &[u8], props: &BTreeMap<String, Vec<u8>>, remove: bool) -> (usize, rpc::Op) {
+        let (server, node) = self.0.placement.edge(src, dst, self.split_of(src));
+        let edge = rpc::EdgePut {
+            src: src.to_vec(),
+            etype: etype.to_string(),
+            dst: dst.to_vec(),
+            props: props.clone().into_iter().collect(),
+            node: node.index(),
+            remove,
+        };
+        (server, rpc::Op { op: Some(op::Op::Edge(edge)) })
+    }
+
+    /// Applies `writes`: one request per server, all servers at once; each
+    /// server applies its share atomically. Edges that met a split the
+    /// client did not know are sent again to the right partition.
+    pub async fn write(&self, writes: &[Write]) -> Result<Written> {
+        let mut done = Written::default();
+        let mut todo: Vec<&Write> = writes.iter().collect();
+        for round in 0..64 {
+            if todo.is_empty() {
+                return Ok(done);
+            }
+            if round > 0 {
+                done.rerouted += todo.len() as u64;
+            }
+            let mut by_server: BTreeMap<usize, (Vec<rpc::Op>, Vec<&Write>)> = BTreeMap::new();
+            for w in todo.drain(..) {
+                let (server, op) = self.route(w);
+                let entry = by_server.entry(server).or_default();
+                entry.0.push(op);
+                entry.1.push(w);
+            }
+            let mut calls = tokio::task::JoinSet::new();
+            let mut sent = Vec::new();
+            for (server, (ops, ws)) in by_server {
+                let req = rpc::WriteRequest {
+                    session_ts: self.session(),
+                    ops,
+                    reverse_ts: 0,
+                };
+                let mut client = self.0.servers[server].clone();
+                let i = sent.len();
+                sent.push((server, ws));
+                calls.spawn(async move { (i, client.write(req).await) });
+            }
+            while let Some(joined) = calls.join_next().await {
+                let (i, reply) = joined.expect("write tasks do not panic");
+                let (server, ws) = &sent[i];
+                let reply = reply.map_err(status(&self.0.addrs[*server]))?.into_inner();
+                self.saw(reply.ts);
+                done.ts = done.ts.max(reply.ts);
+                done.splits += u64::from(reply.splits);
+                for stale in reply.stale {
+                    self.learn_split(&stale.src, split_from(&stale.split).unwrap_or_default());
+                    let w = ws.get(stale.op as usize).ok_or_else(|| Error::Cluster("a server named a stale op it was not sent".into()))?;
+                    todo.push(w);
+                }
+            }
+        }
+        Err(Error::Cluster("writes keep meeting partitions that split".into()))
+    }
+
+    /// Vertex `id` as of `as_of` (now if `None`).
+    pub async fn read_vertex(&self, id: &[u8], as_of: Option<u64>) -> Result<Option<VertexState>> {
+        let home = self.0.placement.home(id);
+        let req = rpc::ReadVertexRequest {
+            id: id.to_vec(),
+            as_of: as_of.unwrap_or(0),
+            session_ts: self.session(),
+        };
+        let reply = self.0.servers[home].clone().read_vertex(req).await.map_err(status(&self.0.addrs[home]))?.into_inner();
+        Ok(reply.found.then(|| VertexState {
+            vtype: reply.vtype,
+            attrs: reply.attrs.into_iter().collect(),
+        }))
+    }
+
+    /// The edges of `src` (of `etype` only, when given) as of `as_of`, from
+    /// every server holding a partition, each (type, destination) once.
+    pub async fn scan_edges(&self, src: &[u8], etype: Option<&str>, as_of: Option<u64>) -> Result<Vec<EdgeVersion>> {
+        let p = &self.0.placement;
+        let as_of = as_of.unwrap_or_else(|| wall_ns().max(self.session()));
+        if p.partitioner().splits() {
+            let home = p.home(src);
+            let reply = self.0.servers[home]
+                .clone()
+                .get_split(rpc::GetSplitRequest { id: src.to_vec() })
+                .await
+                .map_err(status(&self.0.addrs[home]))?
+                .into_inner();
+            self.learn_split(src, split_from(&reply.split).unwrap_or_default());
+        }
+        let mut edges: BTreeMap<(String, Vec<u8>), EdgeVersion> = BTreeMap::new();
+        let mut scanned = Vec::new();
+        loop {
+            let todo: Vec<usize> = p.scan_servers(src, self.split_of(src)).into_iter().filter(|s| !scanned.contains(s)).collect();
+            if todo.is_empty() {
+                break;
+            }
+            for server in todo {
+                scanned.push(server);
+                let req = rpc::ScanEdgesRequest {
+                    src: src.to_vec(),
+                    etype: etype.unwrap_or_default().to_string(),
+                    as_of,
+                    session_ts: self.session(),
+                };
+                let reply = self.0.servers[server].clone().scan_edges(req).await.map_err(status(&self.0.addrs[server]))?.into_inner();
+                self.learn_split(src, split_from(&reply.split).unwrap_or_default());
+                for e in reply.edges {
+                    let version = EdgeVersion {
+                        etype: e.etype,
+                        dst: e.dst,
+                        props: e.props.into_iter().collect(),
+                        ts: e.ts,
+                    };
+                    let key = (version.etype.clone(), version.dst.clone());
+                    if edges.get(&key).is_none_or(|old| old.ts < version.ts) {
+                        edges.insert(key, version);
+                    }
+                }
+            }
+        }
+        Ok(edges.into_values().collect())
+    }
+
+    /// Runs `travel` level-synchronously: this client is the barrier; each
+    /// step runs on every server at once and ends when all have finished
+    /// it and sent the next step's frontier.
+    pub async fn travel(&self, travel: &Travel, options: TravelOptions) -> Result<TravelResult> {
+        travel.validate()?;
+        let as_of = options.as_of.unwrap_or_else(|| wall_ns().max(self.session()));
+        // Unique across clients: this process, this moment, this client's count.
+        static TRAVELS: AtomicU64 = AtomicU64::new(0);
+        let seed = format!("{}/{}/{}", std::process::id(), wall_ns(), TRAVELS.fetch_add(1, Ordering::Relaxed));
+        let id = crate::place::stable_hash(seed.as_bytes(), 0);
+        let p = &self.0.placement;
+        let mut seeds: BTreeMap<usize, Vec<rpc::Entry>> = BTreeMap::new();
+        for v in &travel.start {
+            seeds.entry(p.home(v)).or_default().push(rpc::Entry { id: v.clone(), path: Vec::new() });
+        }
+        for (server, entries) in seeds {
+            let req = rpc::FrontierRequest { travel: id, step: 0, entries };
+            self.0.servers[server].clone().frontier(req).await.map_err(status(&self.0.addrs[server]))?;
+        }
+        let result = self.run_steps(travel, options.prefetch, id, as_of).await;
+        for (server, client) in self.0.servers.iter().enumerate() {
+            // Best effort: a server that is gone has no state to drop.
+            if let Err(e) = client.clone().end_travel(rpc::EndTravelRequest { travel: id }).await {
+                tracing::debug!("ending traversal on {}: {}", self.0.addrs[server], e.message());
+            }
+        }
+        result
+    }
+
+    async fn run_steps(&self, travel: &Travel, prefetch: bool, id: u64, as_of: u64) -> Result<TravelResult> {
+        let mut result = TravelResult {
+            as_of,
+            ..Default::default()
+        };
+        let last = travel.hops.len();
+        let rpc_filters = |f: &[Filter]| f.iter().map(Filter::to_rpc).collect::<Vec<_>>();
+        for step in 0..=last {
+            let started = Instant::now();
+            let keep = travel.levels[step].mark || step == last;
+            let mut calls = tokio::task::JoinSet::new();
+            for (server, client) in self.0.servers.iter().enumerate() {
+                let req = rpc::RunStepRequest {
+                    travel: id,
+                    step: u32::try_from(step).expect("steps are bounded"),
+                    as_of,
+                    vertex_filters: rpc_filters(&travel.levels[step].filters),
+                    hop: travel.hops.get(step).map(|h| h.to_rpc()),
+                    keep,
+                    paths: travel.paths,
+                    next_hop: travel.hops.get(step + 1).map(|h| h.to_rpc()),
+                    prefetch,
+                };
+                let mut client = client.clone();
+                calls.spawn(async move { (server, client.run_step(req).await) });
+            }
+            let mut report = StepReport::default();
+            let mut per_server: HashMap<u32, u64> = HashMap::new();
+            let mut kept = Vec::new();
+            while let Some(joined) = calls.join_next().await {
+                let (server, reply) = joined.expect("step tasks do not panic");
+                let reply = reply.map_err(status(&self.0.addrs[server]))?.into_inner();
+                kept.extend(reply.kept);
+                for w in reply.work {
+                    report.vertices += w.vertex_reads;
+                    report.scans += w.partition_scans;
+                    report.edges += w.edges;
+                    report.stat_comm += w.stat_comm;
+                    report.messages += w.messages;
+                    report.bytes += w.bytes;
+                    report.prefetch_hits += w.prefetch_hits;
+                    *per_server.entry(w.server).or_default() += w.vertex_reads + w.partition_scans;
+                }
+            }
+            report.stat_reads = per_server.values().copied().max().unwrap_or(0);
+            report.ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let followed = report.edges;
+            result.steps.push(report);
+            if keep {
+                if travel.paths && step == last {
+                    let mut paths: Vec<Vec<Vec<u8>>> = kept
+                        .iter()
+                        .map(|e| {
+                            let mut p = e.path.clone();
+                            p.push(e.id.clone());
+                            p
+                        })
+                        .collect();
+                    paths.sort();
+                    result.paths = paths;
+                }
+                let mut ids: Vec<Vec<u8>> = kept.into_iter().map(|e| e.id).collect();
+                ids.sort();
+                ids.dedup();
+                result.marked.push((step, ids));
+            }
+            if step < last && followed == 0 {
+                // Nothing reaches the next step: every later step is empty.
+                result.marked.push((last, Vec::new()));
+                break;
+            }
+        }
+        Ok(result)
+    }
+
+    /// Each server's counters.
+    pub async fn stats(&self) -> Result<Vec<rpc::StatsReply>> {
+        let mut out = Vec::new();
+        for (addr, client) in self.0.addrs.iter().zip(&self.0.servers) {
+            out.push(client.clone().stats(rpc::StatsRequest {}).await.map_err(status(addr))?.into_inner());
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,1145 @@
+//! A metadata server: one RocksDB, the gRPC service, splits, reverse
+//! edges, and its part of level-synchronous traversals.
+//!
+//! **Writes** are validated whole before anything is stored (unknown types
+//! and relations, oversized ids or attributes, a timestamp from the
+//! future, a vertex sent to a server that is not its home: an error and no
+//! write), then applied in one RocksDB batch under the server's write
+//! lock. Edges routed to a partition that has since split come back as
+//! stale with the server's split state, unwritten; the client re-routes
+//! them.
+//!
+//! **Splits** (DIDO, GIGA+) run when a write takes a partition past the
+//! threshold, under the write lock: the right half's versions are copied to
+//! the right child's server (`Adopt`), this server stops serving them, the
+//! vertex's home records the split (`MarkSplit`), and the copies here are
+//! deleted. Each step is durable before the next, and a server serves and
+//! counts only the edges inside its own partitions, so a crash anywhere in
+//! between leaves at worst unreachable copies, never a lost or resurrected
+//! edge. `Adopt` and `MarkSplit` take no lock, so two servers splitting
+//! into each other cannot deadlock.
+//!
+//! **Reverse edges** (`read` gets `wasReadBy`, …) are written in the forward
+//! edge's batch as pending entries in their own column family, delivered
+//! to their server after the lock is released (stamped with the forward
+//! edge's timestamp, so delivery is idempotent), and removed once
+//! delivered; the write is acknowledged after delivery. Entries left by a
+//! crash or an unreachable peer are delivered again at start and every
+//! second.
+//!
+//! **Traversal steps** ([`crate::client::Client::travel`] drives them): the
+//! step's frontier arrives through `Frontier`; `RunStep` reads each
+//! vertex, applies the filters, scans the local partition and asks the
+//! servers of the other partitions to scan theirs (`Expand`), and sends the
+//! destinations to their homes for the next step. With prefetching on, a
+//! helper thread then loads the next step's vertices, their local edges and
+//! the local destinations into the traversal's cache until the next step
+//! starts (paper §4.6).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prost::Message;
+use quiver_run::InvalidArgument;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+
+use crate::clock::{Clock, MAX_SKEW_NS};
+use crate::error::{Error, Result};
+use crate::key::Section;
+use crate::place::{Partitioner, Placement};
+use crate::rpc::meta_client::MetaClient;
+use crate::rpc::meta_server::{Meta, MetaServer};
+use crate::rpc::{self, op};
+use crate::schema::Schema;
+use crate::store::{Batch, EdgeVersion, Store, VertexState};
+use crate::travel::{edge_passes, vertex_passes, Filter};
+use crate::tree::{Node, SplitState};
+
+/// A server's settings; [`ServerConfig::default`] holds every default.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Every server's address, in cluster-file order.
+    pub cluster: Vec<String>,
+    /// This server's line in `cluster`.
+    pub index: usize,
+    /// Where its RocksDB lives.
+    pub data: PathBuf,
+    /// How out-edges are placed (the whole cluster agrees).
+    pub partitioner: Partitioner,
+    /// Virtual nodes on the ring, `1..=64` (DIDO's tree spans them).
+    pub vnodes: u32,
+    /// Edges a partition holds before it splits (paper default 128).
+    pub threshold: u32,
+    /// Vertex types and relations.
+    pub schema: Schema,
+    /// Fsync the write-ahead log on every write (survives power loss, not
+    /// only a killed process).
+    pub sync: bool,
+    /// The largest attribute value or property accepted, in bytes.
+    pub max_value_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            cluster: Vec::new(),
+            index: 0,
+            data: PathBuf::new(),
+            partitioner: Partitioner::Dido,
+            vnodes: 64,
+            threshold: 128,
+            schema: Schema::default(),
+            sync: false,
+            max_value_bytes: 64 << 10,
+        }
+    }
+}
+
+/// The longest vertex id, attribute name or relation accepted.
+pub const MAX_ID_BYTES: usize = 4096;
+
+impl ServerConfig {
+    /// Checks the settings, naming the first that makes no sense.
+    pub fn validate(&self) -> Result<(), InvalidArgument> {
+        if self.cluster.is_empty() {
+            return Err(InvalidArgument::new("cluster", "names no server"));
+        }
+        if self.index >= self.cluster.len() {
+            return Err(InvalidArgument::new(
+                "index",
+                format!("server {} of a {}-server cluster", self.index, self.cluster.len()),
+            ));
+        }
+        if !(1..=crate::tree::MAX_VNODES).contains(&self.vnodes) {
+            return Err(InvalidArgument::new("vnodes", format!("{} is outside 1..=64", self.vnodes)));
+        }
+        if self.threshold == 0 {
+            return Err(InvalidArgument::new("threshold", "a partition holds at least one edge"));
+        }
+        Ok(())
+    }
+}
+
+/// One vertex's partitions on this server: the split state as far as this
+/// server knows it (exact for its own partitions), and the edges in each.
+#[derive(Debug, Default)]
+struct Parts {
+    x: SplitState,
+    counts: Vec<(Node, u64)>,
+}
+
+impl Parts {
+    fn count(&mut self, node: Node) -> &mut u64 {
+        let i = match self.counts.iter().position(|(n, _)| *n == node) {
+            Some(i) => i,
+            None => {
+                self.counts.push((node, 0));
+                self.counts.len() - 1
+            }
+        };
+        &mut self.counts[i].1
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    writes: AtomicU64,
+    splits: AtomicU64,
+    messages: AtomicU64,
+    bytes: AtomicU64,
+    edges_moved: AtomicU64,
+}
+
+/// What a prefetch loaded for one step: vertices, and (vertex, relation)
+/// local edges.
+#[derive(Debug, Default)]
+struct Cache {
+    vertices: HashMap<Vec<u8>, Option<VertexState>>,
+    edges: HashMap<(Vec<u8>, String), Vec<EdgeVersion>>,
+}
+
+#[derive(Debug, Default)]
+struct TravelState {
+    frontier: Mutex<HashMap<u32, Vec<rpc::Entry>>>,
+    cache: Arc<Mutex<Cache>>,
+    prefetch: Mutex<Option<(Arc<AtomicBool>, tokio::task::JoinHandle<u64>)>>,
+}
+
+struct Shared {
+    config: ServerConfig,
+    placement: Placement,
+    store: Store,
+    clock: Clock,
+    write_lock: tokio::sync::Mutex<()>,
+    split_lock: Mutex<()>,
+    parts: Mutex<HashMap<Vec<u8>, Parts>>,
+    peers: Vec<MetaClient<Channel>>,
+    travels: Mutex<HashMap<u64, Arc<TravelState>>>,
+    counters: Counters,
+    pending_seq: AtomicU64,
+}
+
+/// A running server's handle: its address, and a way to stop it.
+#[derive(Debug)]
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting requests, finishes those in flight, flushes the
+    /// store, and returns how serving ended.
+    pub async fn shutdown(mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.map_err(|e| Error::Serve {
+            addr: self.addr.to_string(),
+            source: Box::new(e),
+        })?
+    }
+
+    /// Stops at once, as a crash would: nothing is flushed (the write-ahead
+    /// log still holds every acknowledged write).
+    pub fn abort(self) {
+        self.task.abort();
+    }
+}
+
+/// Lazily connected clients to `cluster`, with the timeouts every hop uses.
+pub fn connect_lazy(cluster: &[String]) -> Result<Vec<MetaClient<Channel>>> {
+    cluster
+        .iter()
+        .map(|addr| {
+            let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|source| Error::Address {
+                server: addr.clone(),
+                source,
+            })?;
+            let channel = endpoint
+                .connect_timeout(Duration::from_secs(2))
+                .timeout(Duration::from_secs(120))
+                .tcp_nodelay(true)
+                .connect_lazy();
+            Ok(MetaClient::new(channel)
+                .max_decoding_message_size(256 << 20)
+                .max_encoding_message_size(256 << 20))
+        })
+        .collect()
+}
+
+/// Opens the store and serves on `listener` until shut down.
+pub async fn start(config: ServerConfig, listener: tokio::net::TcpListener) -> Result<Running> {
+    config.validate()?;
+    let addr = listener.local_addr().map_err(|e| Error::Serve {
+        addr: config.cluster[config.index].clone(),
+        source: Box::new(e),
+    })?;
+    let store = Store::open(&config.data, config.sync).map_err(|source| Error::Store {
+        path: config.data.clone(),
+        source,
+    })?;
+    let shared = Arc::new(Shared {
+        placement: Placement::new(&config.cluster, config.vnodes, config.partitioner),
+        peers: connect_lazy(&config.cluster)?,
+        store,
+        clock: Clock::default(),
+        write_lock: tokio::sync::Mutex::new(()),
+        split_lock: Mutex::new(()),
+        parts: Mutex::new(HashMap::new()),
+        travels: Mutex::new(HashMap::new()),
+        counters: Counters::default(),
+        pending_seq: AtomicU64::new(0),
+        config,
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let service = MetaServer::new(Service(shared.clone()))
+        .max_decoding_message_size(256 << 20)
+        .max_encoding_message_size(256 << 20);
+    let redeliver = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = shared.deliver_pending().await {
+                    tracing::warn!("reverse edges wait for delivery: {}", quiver_run::chain(&e));
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    let task = tokio::spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_service(service)
+            .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), async {
+                let _ = stopped.await;
+            })
+            .await;
+        redeliver.abort();
+        served.map_err(|e| Error::Serve {
+            addr: addr.to_string(),
+            source: Box::new(e),
+        })?;
+        shared.store.flush().map_err(|source| Error::Store {
+            path: shared.config.data.clone(),
+            source,
+        })
+    });
+    Ok(Running {
+        addr,
+        stop: Some(stop),
+        task,
+    })
+}
+
+fn invalid(message: impl Into<String>) -> Status {
+    Status::invalid_argument(message.into())
+}
+
+fn internal(e: impl std::error::Error + 'static) -> Status {
+    Status::internal(quiver_run::chain(&e))
+}
+
+fn printable(id: &[u8]) -> String {
+    String::from_utf8_lossy(id).into_owned()
+}
+
+fn split_bytes(x: SplitState) -> Vec<u8> {
+    x.0.to_le_bytes().to_vec()
+}
+
+/// A split state from the wire; an empty field is the unsplit state.
+pub fn split_from(bytes: &[u8]) -> Option<SplitState> {
+    if bytes.is_empty() {
+        return Some(SplitState::default());
+    }
+    Some(SplitState(u128::from_le_bytes(bytes.try_into().ok()?)))
+}
+
+fn node_from(index: u32) -> Result<Node, Status> {
+    if index < 127 {
+        Ok(Node::from_index(index))
+    } else {
+        Err(invalid(format!("partition {index} is outside the tree")))
+    }
+}
+
+impl Shared {
+    fn me(&self) -> usize {
+        self.config.index
+    }
+
+    async fn call<T>(&self, server: usize, bytes: usize, call: impl std::future::Future<Output = Result<Response<T>, Status>>) -> Result<T, Status> {
+        self.counters.messages.fetch_add(1, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        call.await.map(Response::into_inner).map_err(|s| {
+            Status::new(s.code(), format!("server {} ({}): {}", server, self.config.cluster[server], s.message()))
+        })
+    }
+
+    /// This server's view of `v`'s partitions, loaded on first use: the
+    /// split state from the home (itself, or one RPC), and the edges here
+    /// counted per local partition.
+    async fn load_parts(&self, v: &[u8]) -> Result<(), Status> {
+        if self.parts.lock().expect("parts lock").contains_key(v) {
+            return Ok(());
+        }
+        let home = self.placement.home(v);
+        let x = if home == self.me() {
+            self.store.split_state(v).map_err(internal)?
+        } else {
+            let req = rpc::GetSplitRequest { id: v.to_vec() };
+            let len = req.encoded_len();
+            let reply = self.call(home, len, self.peers[home].clone().get_split(req)).await?;
+            split_from(&reply.split).ok_or_else(|| Status::internal("split state of the wrong size"))?
+        };
+        let mut parts = Parts { x, counts: Vec::new() };
+        let mut edges = Vec::new();
+        self.store
+            .edge_entries(v, |etype, dst| {
+                edges.push((etype.to_vec(), dst.to_vec()));
+                false
+            })
+            .map_err(internal)?;
+        edges.dedup();
+        for (_, dst) in edges {
+            let leaf = x.leaf_for(self.placement.tree(), self.placement.route(v, &dst));
+            if self.placement.node_server(v, leaf) == self.me() {
+                *parts.count(leaf) += 1;
+            }
+        }
+        self.parts.lock().expect("parts lock").entry(v.to_vec()).or_insert(parts);
+        Ok(())
+    }
+
+    /// Whether edge `v -> dst` belongs to a partition of this server.
+    fn is_local(&self, v: &[u8], dst: &[u8]) -> bool {
+        if !self.config.partitioner.splits() {
+            return true;
+        }
+        let parts = self.parts.lock().expect("parts lock");
+        let x = parts.get(v).map_or_else(SplitState::default, |p| p.x);
+        let leaf = x.leaf_for(self.placement.tree(), self.placement.route(v, dst));
+        self.placement.node_server(v, leaf) == self.me()
+    }
+
+    /// `v`'s edges of `etype` (all with `None`) this server serves, as of
+    /// `as_of`.
+    async fn local_edges(&self, v: &[u8], etype: Option<&str>, as_of: u64) -> Result<Vec<EdgeVersion>, Status> {
+        let mut edges = self.store.scan_edges(v, etype, as_of).map_err(internal)?;
+        if self.config.partitioner.splits() && !edges.is_empty() {
+            self.load_parts(v).await?;
+            edges.retain(|e| self.is_local(v, &e.dst));
+        }
+        Ok(edges)
+    }
+
+    fn check_session(&self, ts: u64) -> Result<(), Status> {
+        let now = self.clock.read_time(0);
+        if ts > now + MAX_SKEW_NS {
+            return Err(invalid(format!(
+                "timestamp {ts} is {:.3} s in this server's future",
+                (ts - now) as f64 / 1e9
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_name(&self, what: &str, name: &[u8]) -> Result<(), Status> {
+        if name.is_empty() || name.len() > MAX_ID_BYTES {
+            return Err(invalid(format!("{what} must have 1 to {MAX_ID_BYTES} bytes, not {}", name.len())));
+        }
+        Ok(())
+    }
+
+    fn check_values<'a>(&self, what: &str, values: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>) -> Result<(), Status> {
+        for (k, v) in values {
+            self.check_name(&format!("{what} name"), k.as_bytes())?;
+            if v.len() > self.config.max_value_bytes {
+                return Err(invalid(format!(
+                    "{what} {k:?} has {} bytes; the limit is {}",
+                    v.len(),
+                    self.config.max_value_bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every op before any is applied.
+    fn validate(&self, req: &rpc::WriteRequest) -> Result<(), Status> {
+        self.check_session(req.session_ts)?;
+        self.check_session(req.reverse_ts)?;
+        for op in &req.ops {
+            match op.op.as_ref() {
+                None => return Err(invalid("an op names no operation")),
+                Some(op::Op::Vertex(v)) => {
+                    self.check_name("vertex id", &v.id)?;
+                    if !self.config.schema.has_type(&v.vtype) {
+                        return Err(invalid(format!("unknown vertex type {:?}", v.vtype)));
+                    }
+                    self.check_values("attribute", &v.attrs)?;
+                    self.check_home(&v.id)?;
+                }
+                Some(op::Op::DeleteVertex(v)) => {
+                    self.check_name("vertex id", &v.id)?;
+                    self.check_home(&v.id)?;
+                }
+                Some(op::Op::Edge(e)) => {
+                    self.check_name("source id", &e.src)?;
+                    self.check_name("destination id", &e.dst)?;
+                    if self.config.schema.relation(&e.etype).is_none() {
+                        return Err(invalid(format!("unknown relation {:?}", e.etype)));
+                    }
+                    self.check_values("property", &e.props)?;
+                    node_from(e.node)?;
+                    if !self.config.partitioner.splits() {
+                        let (server, _) = self.placement.edge(&e.src, &e.dst, SplitState::default());
+                        if server != self.me() {
+                            return Err(Status::failed_precondition(format!(
+                                "edge {} -> {} belongs on server {server}",
+                                printable(&e.src),
+                                printable(&e.dst)
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_home(&self, id: &[u8]) -> Result<(), Status> {
+        let home = self.placement.home(id);
+        if home != self.me() {
+            return Err(Status::failed_precondition(format!("vertex {} lives on server {home}", printable(id))));
+        }
+        Ok(())
+    }
+
+    async fn write(&self, req: rpc::WriteRequest) -> Result<rpc::WriteReply, Status> {
+        self.validate(&req)?;
+        let reverse_delivery = req.reverse_ts != 0;
+        let mut reply = rpc::WriteReply::default();
+        let mut reverse = Vec::new();
+        {
+            let _lock = self.write_lock.lock().await;
+            let ts = if reverse_delivery {
+                self.clock.stamp(req.reverse_ts - 1);
+                req.reverse_ts
+            } else {
+                self.clock.stamp(req.session_ts)
+            };
+            reply.ts = ts;
+            // Types first, so a batch may create a vertex and use it.
+            for op in &req.ops {
+                if let Some(op::Op::Vertex(v)) = &op.op {
+                    if let Some(old) = self.store.read_vertex(&v.id, u64::MAX).map_err(internal)? {
+                        if old.vtype != v.vtype {
+                            return Err(invalid(format!(
+                                "vertex {} is a {}; a put cannot make it a {}",
+                                printable(&v.id),
+                                old.vtype,
+                                v.vtype
+                            )));
+                        }
+                    }
+                }
+            }
+            let mut batch = Batch::default();
+            let mut new_edges: HashSet<(Vec<u8>, String, Vec<u8>)> = HashSet::new();
+            let mut grown: Vec<(Vec<u8>, Node)> = Vec::new();
+            for (i, op) in req.ops.iter().enumerate() {
+                match op.op.as_ref().expect("validated") {
+                    op::Op::Vertex(v) => {
+                        batch.put_type(&v.id, &v.vtype, ts);
+                        for (name, value) in &v.attrs {
+                            let section = if self.config.schema.is_static(&v.vtype, name) {
+                                Section::Static
+                            } else {
+                                Section::User
+                            };
+                            batch.put_attr(&v.id, section, name, value, ts);
+                        }
+                    }
+                    op::Op::DeleteVertex(v) => {
+                        let live = self.store.live_attrs(&v.id, ts).map_err(internal)?;
+                        batch.delete_vertex(&v.id, &live, ts);
+                    }
+                    op::Op::Edge(e) => {
+                        if self.config.partitioner.splits() {
+                            self.load_parts(&e.src).await?;
+                            let mut parts = self.parts.lock().expect("parts lock");
+                            let p = parts.get_mut(&e.src).expect("loaded above");
+                            let leaf = p.x.leaf_for(self.placement.tree(), self.placement.route(&e.src, &e.dst));
+                            if self.placement.node_server(&e.src, leaf) != self.me() {
+                                reply.stale.push(rpc::Stale {
+                                    op: u32::try_from(i).expect("ops fit a message"),
+                                    src: e.src.clone(),
+                                    split: split_bytes(p.x),
+                                });
+                                continue;
+                            }
+                            let edge = (e.src.clone(), e.etype.clone(), e.dst.clone());
+                            if !new_edges.contains(&edge) && !self.store.has_edge(&e.src, &e.etype, &e.dst).map_err(internal)? {
+                                new_edges.insert(edge);
+                                *p.count(leaf) += 1;
+                                grown.push((e.src.clone(), leaf));
+                            }
+                        }
+                        let props = (!e.remove).then_some(BTreeMap::from_iter(e.props.clone()));
+                        batch.put_edge(&e.src, &e.etype, &e.dst, props.as_ref(), ts);
+                        if !reverse_delivery {
+                            if let Some(Some(rev)) = self.config.schema.relation(&e.etype) {
+                                let back = rpc::EdgePut {
+                                    src: e.dst.clone(),
+                                    etype: rev.to_string(),
+                                    dst: e.src.clone(),
+                                    props: e.props.clone(),
+                                    node: 0,
+                                    remove: e.remove,
+                                };
+                                let mut id = ts.to_be_bytes().to_vec();
+                                id.extend_from_slice(&self.pending_seq.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+                                batch.add_pending(&id, &back.encode_to_vec());
+                                reverse.push((id, back));
+                            }
+                        }
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                self.store.write(batch).map_err(internal)?;
+            }
+            self.counters.writes.fetch_add(req.ops.len() as u64, Ordering::Relaxed);
+            grown.sort();
+            grown.dedup();
+            for (v, leaf) in grown {
+                reply.splits += self.split_while_over(&v, leaf).await?;
+            }
+        }
+        if !reverse.is_empty() {
+            self.deliver(reply.ts, reverse).await.map_err(|e| Status::unavailable(format!(
+                "the write is stored but its reverse edges wait for their server (delivered when it returns): {}",
+                quiver_run::chain(&e)
+            )))?;
+        }
+        Ok(reply)
+    }
+
+    /// Splits `leaf` of `v`, and its halves in turn, while one holds more
+    /// than the threshold and can split. Returns the number of splits.
+    async fn split_while_over(&self, v: &[u8], leaf: Node) -> Result<u32, Status> {
+        let tree = self.placement.tree();
+        let mut todo = vec![leaf];
+        let mut splits = 0;
+        while let Some(node) = todo.pop() {
+            let over = {
+                let mut parts = self.parts.lock().expect("parts lock");
+                let p = parts.get_mut(v).expect("loaded by the write");
+                !p.x.is_split(node) && *p.count(node) > u64::from(self.config.threshold)
+            };
+            let Some(right) = tree.right_child(node).filter(|_| over) else {
+                continue;
+            };
+            self.split(v, node, right).await?;
+            splits += 1;
+            todo.push(tree.left_child(node));
+            if self.placement.node_server(v, right) == self.me() {
+                todo.push(right);
+            }
+        }
+        Ok(splits)
+    }
+
+    async fn split(&self, v: &[u8], node: Node, right: Node) -> Result<(), Status> {
+        let tree = self.placement.tree();
+        let target = self.placement.node_server(v, right);
+        let (moving, _) = self
+            .store
+            .edge_entries(v, |_, dst| {
+                tree.in_subtree(self.placement.route(v, dst), right) && self.is_local(v, dst)
+            })
+            .map_err(internal)?;
+        let mut groups: Vec<&[u8]> = moving.iter().map(|(k, _)| &k[..k.len() - 8]).collect();
+        groups.dedup();
+        let moved = groups.len() as u64;
+        if target != self.me() {
+            let req = rpc::AdoptRequest {
+                src: v.to_vec(),
+                node: right.index(),
+                entries: moving.iter().map(|(key, value)| rpc::RawEntry { key: key.clone(), value: value.clone() }).collect(),
+            };
+            let len = req.encoded_len();
+            self.call(target, len, self.peers[target].clone().adopt(req)).await?;
+        }
+        {
+            let mut parts = self.parts.lock().expect("parts lock");
+            let p = parts.get_mut(v).expect("loaded by the write");
+            p.x = p.x.with_split(node);
+            let before = std::mem::take(p.count(node));
+            *p.count(tree.left_child(node)) += before.saturating_sub(moved);
+            if target == self.me() {
+                *p.count(right) += moved;
+            }
+            p.counts.retain(|(n, _)| *n != node);
+        }
+        self.mark_split(v, node).await?;
+        if target != self.me() {
+            let mut batch = Batch::default();
+            for (key, _) in &moving {
+                batch.delete_raw(key);
+            }
+            self.store.write(batch).map_err(internal)?;
+        }
+        self.counters.splits.fetch_add(1, Ordering::Relaxed);
+        self.counters.edges_moved.fetch_add(moved, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn mark_split(&self, v: &[u8], node: Node) -> Result<(), Status> {
+        let home = self.placement.home(v);
+        if home == self.me() {
+            // Two servers may split two partitions of one vertex at once.
+            let _lock = self.split_lock.lock().expect("split lock");
+            let x = self.store.split_state(v).map_err(internal)?.with_split(node);
+            let mut batch = Batch::default();
+            batch.put_split(v, x);
+            self.store.write(batch).map_err(internal)
+        } else {
+            let req = rpc::MarkSplitRequest {
+                src: v.to_vec(),
+                node: node.index(),
+            };
+            let len = req.encoded_len();
+            self.call(home, len, self.peers[home].clone().mark_split(req)).await.map(drop)
+        }
+    }
+
+    /// Delivers every pending reverse edge to its server, oldest first.
+    async fn deliver_pending(&self) -> Result<(), Error> {
+        let store_error = |source| Error::Store {
+            path: self.config.data.clone(),
+            source,
+        };
+        let mut by_ts: BTreeMap<u64, Vec<(Vec<u8>, rpc::EdgePut)>> = BTreeMap::new();
+        for (id, value) in self.store.pending().map_err(store_error)? {
+            let corrupt = || store_error(crate::store::StoreError::Corrupt(id.clone()));
+            let ts = u64::from_be_bytes(id.get(..8).ok_or_else(corrupt)?.try_into().expect("8 bytes"));
+            let edge = rpc::EdgePut::decode(value.as_slice()).map_err(|_| corrupt())?;
+            by_ts.entry(ts).or_default().push((id, edge));
+        }
+        for (ts, group) in by_ts {
+            self.deliver(ts, group).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes reverse edges stamped `ts` on their servers, one request per
+    /// server, re-routing those that meet a split; then drops them from the
+    /// pending family.
+    async fn deliver(&self, ts: u64, group: Vec<(Vec<u8>, rpc::EdgePut)>) -> Result<(), Error> {
+        let mut known: HashMap<Vec<u8>, SplitState> = HashMap::new();
+        let mut todo: Vec<rpc::EdgePut> = group.iter().map(|(_, e)| e.clone()).collect();
+        for _ in 0..64 {
+            if todo.is_empty() {
+                let mut batch = Batch::default();
+                for (id, _) in &group {
+                    batch.remove_pending(id);
+                }
+                return self.store.write(batch).map_err(|source| Error::Store {
+                    path: self.config.data.clone(),
+                    source,
+                });
+            }
+            let mut by_server: BTreeMap<usize, Vec<rpc::Op>> = BTreeMap::new();
+            for mut edge in todo.drain(..) {
+                let x = known.get(&edge.src).copied().unwrap_or_default();
+                let (server, node) = self.placement.edge(&edge.src, &edge.dst, x);
+                edge.node = node.index();
+                by_server.entry(server).or_default().push(rpc::Op { op: Some(op::Op::Edge(edge)) });
+            }
+            for (server, ops) in by_server {
+                let req = rpc::WriteRequest {
+                    session_ts: 0,
+                    ops,
+                    reverse_ts: ts,
+                };
+                let ops = req.ops.clone();
+                let reply = if server == self.me() {
+                    Box::pin(self.write(req)).await
+                } else {
+                    let len = req.encoded_len();
+                    self.call(server, len, self.peers[server].clone().write(req)).await
+                }
+                .map_err(|s| Error::rpc(&self.config.cluster[server], &s))?;
+                for stale in reply.stale {
+                    let x = split_from(&stale.split).unwrap_or_default();
+                    let entry = known.entry(stale.src).or_default();
+                    *entry = SplitState(entry.0 | x.0);
+                    if let Some(op::Op::Edge(e)) = ops.get(stale.op as usize).and_then(|o| o.op.clone()) {
+                        todo.push(e);
+                    }
+                }
+            }
+        }
+        Err(Error::Cluster("reverse edges keep meeting stale partitions".into()))
+    }
+
+    fn travel(&self, id: u64) -> Arc<TravelState> {
+        self.travels.lock().expect("travels lock").entry(id).or_default().clone()
+    }
+
+    /// Sends `entries` (by home server) as step `step`'s frontier.
+    async fn send_frontier(&self, travel: u64, step: u32, by_server: HashMap<usize, Vec<rpc::Entry>>, counts: &mut rpc::StepCounts) -> Result<(), Status> {
+        let mut calls = tokio::task::JoinSet::new();
+        for (server, entries) in by_server {
+            if server == self.me() {
+                let state = self.travel(travel);
+                state.frontier.lock().expect("frontier lock").entry(step).or_default().extend(entries);
+                continue;
+            }
+            let req = rpc::FrontierRequest { travel, step, entries };
+            counts.messages += 1;
+            counts.bytes += req.encoded_len() as u64;
+            let mut peer = self.peers[server].clone();
+            calls.spawn(async move { peer.frontier(req).await });
+        }
+        while let Some(done) = calls.join_next().await {
+            done.map_err(internal)??;
+        }
+        Ok(())
+    }
+
+    /// Scans the local partition of each entry's vertex for `hop`, and
+    /// returns the destinations by their home server.
+    async fn expand_local(
+        &self,
+        travel: &TravelState,
+        entries: &[rpc::Entry],
+        hop: &rpc::Hop,
+        as_of: u64,
+        paths: bool,
+        counts: &mut rpc::StepCounts,
+    ) -> Result<HashMap<usize, Vec<rpc::Entry>>, Status> {
+        let filters: Vec<Filter> = hop.edge_filters.iter().filter_map(Filter::from_rpc).collect();
+        let mut out: HashMap<usize, Vec<rpc::Entry>> = HashMap::new();
+        for entry in entries {
+            let cached = travel.cache.lock().expect("cache lock").edges.remove(&(entry.id.clone(), hop.etype.clone()));
+            let edges = match cached {
+                Some(edges) => {
+                    counts.prefetch_hits += 1;
+                    edges
+                }
+                None => self.local_edges(&entry.id, Some(&hop.etype), as_of).await?,
+            };
+            counts.partition_scans += 1;
+            for edge in edges {
+                if !edge_passes(&filters, &edge.props) {
+                    continue;
+                }
+                counts.edges += 1;
+                let home = self.placement.home(&edge.dst);
+                if home != self.me() {
+                    counts.stat_comm += 1;
+                }
+                let path = if paths {
+                    let mut p = entry.path.clone();
+                    p.push(entry.id.clone());
+                    p
+                } else {
+                    Vec::new()
+                };
+                out.entry(home).or_default().push(rpc::Entry { id: edge.dst, path });
+            }
+        }
+        Ok(out)
+    }
+
+    fn prefetch(self: &Arc<Self>, travel: u64, step: u32, hop: Option<rpc::Hop>, as_of: u64) {
+        let state = self.travel(travel);
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = self.clone();
+        let flag = stop.clone();
+        let cache = state.cache.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let mut loaded = 0u64;
+            let mut seen = HashSet::new();
+            // A client that vanished mid-traversal never stops it: give up.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !flag.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let ids: Vec<Vec<u8>> = {
+                    let frontier = state.frontier.lock().expect("frontier lock");
+                    frontier.get(&step).into_iter().flatten().filter(|e| !seen.contains(&e.id)).map(|e| e.id.clone()).collect()
+                };
+                if ids.is_empty() {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                for id in ids {
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    seen.insert(id.clone());
+                    loaded += shared.prefetch_vertex(&cache, &id, hop.as_ref(), as_of);
+                }
+            }
+            loaded
+        });
+        *self.travel(travel).prefetch.lock().expect("prefetch lock") = Some((stop, task));
+    }
+
+    /// Loads `id`, its local edges of the hop and their local destinations
+    /// into `cache`; returns the entries loaded. Skips what needs another
+    /// server (the paper prefetches nothing remote).
+    fn prefetch_vertex(&self, cache: &Mutex<Cache>, id: &[u8], hop: Option<&rpc::Hop>, as_of: u64) -> u64 {
+        let mut loaded = 0;
+        let mut load_vertex = |v: &[u8]| {
+            if cache.lock().expect("cache lock").vertices.contains_key(v) {
+                return;
+            }
+            if let Ok(state) = self.store.read_vertex(v, as_of) {
+                cache.lock().expect("cache lock").vertices.insert(v.to_vec(), state);
+                loaded += 1;
+            }
+        };
+        load_vertex(id);
+        let Some(hop) = hop else { return loaded };
+        let known = !self.config.partitioner.splits() || self.parts.lock().expect("parts lock").contains_key(id) || self.placement.home(id) == self.me();
+        if !known {
+            return loaded;
+        }
+        let Ok(mut edges) = self.store.scan_edges(id, Some(&hop.etype), as_of) else {
+            return loaded;
+        };
+        edges.retain(|e| self.is_local(id, &e.dst));
+        for e in &edges {
+            if self.placement.home(&e.dst) == self.me() {
+                load_vertex(&e.dst);
+            }
+        }
+        cache.lock().expect("cache lock").edges.insert((id.to_vec(), hop.etype.clone()), edges);
+        loaded + 1
+    }
+
+    async fn stop_prefetch(&self, travel: &TravelState) -> u64 {
+        let running = travel.prefetch.lock().expect("prefetch lock").take();
+        match running {
+            Some((stop, task)) => {
+                stop.store(true, Ordering::Relaxed);
+                task.await.unwrap_or(0)
+            }
+            None => 0,
+        }
+    }
+
+    async fn run_step(self: &Arc<Self>, req: rpc::RunStepRequest) -> Result<rpc::RunStepReply, Status> {
+        self.check_session(req.as_of)?;
+        let state = self.travel(req.travel);
+        let mut counts = rpc::StepCounts {
+            server: u32::try_from(self.me()).expect("servers fit u32"),
+            prefetched: self.stop_prefetch(&state).await,
+            ..Default::default()
+        };
+        let mut entries = state.frontier.lock().expect("frontier lock").remove(&req.step).unwrap_or_default();
+        if req.paths {
+            entries.sort_by(|a, b| (&a.id, &a.path).cmp(&(&b.id, &b.path)));
+            entries.dedup_by(|a, b| a.id == b.id && a.path == b.path);
+        } else {
+            entries.sort_by(|a, b| a.id.cmp(&b.id));
+            entries.dedup_by(|a, b| a.id == b.id);
+        }
+        let filters: Vec<Filter> = req.vertex_filters.iter().filter_map(Filter::from_rpc).collect();
+        let mut passed = Vec::new();
+        for entry in entries {
+            if self.placement.home(&entry.id) != self.me() {
+                return Err(invalid(format!("vertex {} is not homed here", printable(&entry.id))));
+            }
+            let cached = state.cache.lock().expect("cache lock").vertices.remove(&entry.id);
+            let vertex = match cached {
+                Some(v) => {
+                    counts.prefetch_hits += 1;
+                    v
+                }
+                None => self.store.read_vertex(&entry.id, req.as_of).map_err(internal)?,
+            };
+            counts.vertex_reads += 1;
+            if vertex.is_some_and(|v| vertex_passes(&filters, &v.vtype, &v.attrs)) {
+                passed.push(entry);
+            }
+        }
+        let mut reply = rpc::RunStepReply::default();
+        if let Some(hop) = &req.hop {
+            let mut next = self.expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts).await?;
+            // The other partitions of each vertex, by server.
+            let mut remote: HashMap<usize, Vec<rpc::Entry>> = HashMap::new();
+            for entry in &passed {
+                let x = if self.config.partitioner.splits() {
+                    self.store.split_state(&entry.id).map_err(internal)?
+                } else {
+                    SplitState::default()
+                };
+                for server in self.placement.scan_servers(&entry.id, x).into_iter().skip(1) {
+                    counts.stat_comm += 1;
+                    remote.entry(server).or_default().push(entry.clone());
+                }
+            }
+            let mut calls = tokio::task::JoinSet::new();
+            for (server, entries) in remote {
+                let req = rpc::ExpandRequest {
+                    travel: req.travel,
+                    step: req.step,
+                    hop: Some(hop.clone()),
+                    as_of: req.as_of,
+                    entries,
+                    paths: req.paths,
+                };
+                counts.messages += 1;
+                counts.bytes += req.encoded_len() as u64;
+                let mut peer = self.peers[server].clone();
+                calls.spawn(async move { peer.expand(req).await });
+            }
+            while let Some(done) = calls.join_next().await {
+                let expanded = done.map_err(internal)??.into_inner();
+                reply.work.extend(expanded.counts);
+            }
+            let step = req.step + 1;
+            let mine = next.remove(&self.me());
+            self.send_frontier(req.travel, step, next, &mut counts).await?;
+            if let Some(mine) = mine {
+                state.frontier.lock().expect("frontier lock").entry(step).or_default().extend(mine);
+            }
+            if req.prefetch {
+                self.prefetch(req.travel, step, req.next_hop.clone(), req.as_of);
+            }
+        }
+        if req.keep {
+            reply.kept = passed;
+        }
+        reply.work.push(counts);
+        Ok(reply)
+    }
+
+    async fn expand(&self, req: rpc::ExpandRequest) -> Result<rpc::ExpandReply, Status> {
+        let hop = req.hop.ok_or_else(|| invalid("expand names no hop"))?;
+        let state = self.travel(req.travel);
+        let mut counts = rpc::StepCounts {
+            server: u32::try_from(self.me()).expect("servers fit u32"),
+            ..Default::default()
+        };
+        let next = self.expand_local(&state, &req.entries, &hop, req.as_of, req.paths, &mut counts).await?;
+        self.send_frontier(req.travel, req.step + 1, next, &mut counts).await?;
+        Ok(rpc::ExpandReply { counts: Some(counts) })
+    }
+}
+
+#[derive(Clone)]
+struct Service(Arc<Shared>);
+
+#[tonic::async_trait]
+impl Meta for Service {
+    async fn hello(&self, _: Request<rpc::HelloRequest>) -> Result<Response<rpc::HelloReply>, Status> {
+        let c = &self.0.config;
+        Ok(Response::new(rpc::HelloReply {
+            index: u32::try_from(c.index).expect("servers fit u32"),
+            cluster: c.cluster.clone(),
+            partitioner: c.partitioner.name().to_string(),
+            vnodes: c.vnodes,
+            threshold: c.threshold,
+            now: self.0.clock.read_time(0),
+        }))
+    }
+
+    async fn write(&self, req: Request<rpc::WriteRequest>) -> Result<Response<rpc::WriteReply>, Status> {
+        self.0.write(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn read_vertex(&self, req: Request<rpc::ReadVertexRequest>) -> Result<Response<rpc::ReadVertexReply>, Status> {
+        let req = req.into_inner();
+        self.0.check_session(req.session_ts)?;
+        self.0.check_session(req.as_of)?;
+        self.0.check_home(&req.id)?;
+        let ts = if req.as_of == 0 { self.0.clock.read_time(req.session_ts) } else { req.as_of };
+        let state = self.0.store.read_vertex(&req.id, ts).map_err(internal)?;
+        Ok(Response::new(match state {
+            Some(s) => rpc::ReadVertexReply {
+                found: true,
+                vtype: s.vtype,
+                attrs: s.attrs.into_iter().collect(),
+                ts,
+            },
+            None => rpc::ReadVertexReply { ts, ..Default::default() },
+        }))
+    }
+
+    async fn scan_edges(&self, req: Request<rpc::ScanEdgesRequest>) -> Result<Response<rpc::ScanEdgesReply>, Status> {
+        let req = req.into_inner();
+        self.0.check_session(req.session_ts)?;
+        self.0.check_session(req.as_of)?;
+        let ts = if req.as_of == 0 { self.0.clock.read_time(req.session_ts) } else { req.as_of };
+        let etype = (!req.etype.is_empty()).then_some(req.etype.as_str());
+        let edges = self.0.local_edges(&req.src, etype, ts).await?;
+        let x = self.0.parts.lock().expect("parts lock").get(&req.src).map_or_else(SplitState::default, |p| p.x);
+        Ok(Response::new(rpc::ScanEdgesReply {
+            edges: edges
+                .into_iter()
+                .map(|e| rpc::Edge {
+                    etype: e.etype,
+                    dst: e.dst,
+                    props: e.props.into_iter().collect(),
+                    ts: e.ts,
+                })
+                .collect(),
+            split: split_bytes(x),
+            ts,
+        }))
+    }
+
+    async fn get_split(&self, req: Request<rpc::GetSplitRequest>) -> Result<Response<rpc::GetSplitReply>, Status> {
+        let req = req.into_inner();
+        self.0.check_home(&req.id)?;
+        let x = self.0.store.split_state(&req.id).map_err(internal)?;
+        Ok(Response::new(rpc::GetSplitReply { split: split_bytes(x) }))
+    }
+
+    async fn adopt(&self, req: Request<rpc::AdoptRequest>) -> Result<Response<rpc::Ack>, Status> {
+        let req = req.into_inner();
+        let node = node_from(req.node)?;
+        if node.depth == 0 || node.pos % 2 == 0 || self.0.placement.node_server(&req.src, node) != self.0.me() {
+            return Err(invalid(format!("partition {} of {} is not this server's to adopt", req.node, printable(&req.src))));
+        }
+        // Learn the split before the entries land, so that loading the
+        // vertex's partitions never counts them against the old state.
+        self.0.load_parts(&req.src).await?;
+        let parent = Node {
+            depth: node.depth - 1,
+            pos: node.pos / 2,
+        };
+        let mut batch = Batch::default();
+        let mut groups = HashSet::new();
+        for e in &req.entries {
+            let parsed = crate::key::parse(&e.key).filter(|p| p.vertex == req.src && p.section == Section::Edge);
+            let Some(parsed) = parsed else {
+                return Err(invalid("an adopted entry is not an edge of the vertex"));
+            };
+            groups.insert((parsed.name, parsed.dst));
+            batch.put_raw(&e.key, &e.value);
+        }
+        {
+            let mut parts = self.0.parts.lock().expect("parts lock");
+            let p = parts.get_mut(&req.src).expect("loaded above");
+            p.x = p.x.with_split(parent);
+            *p.count(node) += groups.len() as u64;
+        }
+        self.0.store.write(batch).map_err(internal)?;
+        Ok(Response::new(rpc::Ack {}))
+    }
+
+    async fn mark_split(&self, req: Request<rpc::MarkSplitRequest>) -> Result<Response<rpc::Ack>, Status> {
+        let req = req.into_inner();
+        self.0.check_home(&req.src)?;
+        let node = node_from(req.node)?;
+        self.0.mark_split(&req.src, node).await?;
+        Ok(Response::new(rpc::Ack {}))
+    }
+
+    async fn frontier(&self, req: Request<rpc::FrontierRequest>) -> Result<Response<rpc::Ack>, Status> {
+        let req = req.into_inner();
+        let state = self.0.travel(req.travel);
+        state.frontier.lock().expect("frontier lock").entry(req.step).or_default().extend(req.entries);
+        Ok(Response::new(rpc::Ack {}))
+    }
+
+    async fn expand(&self, req: Request<rpc::ExpandRequest>) -> Result<Response<rpc::ExpandReply>, Status> {
+        self.0.expand(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn run_step(&self, req: Request<rpc::RunStepRequest>) -> Result<Response<rpc::RunStepReply>, Status> {
+        self.0.run_step(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn end_travel(&self, req: Request<rpc::EndTravelRequest>) -> Result<Response<rpc::Ack>, Status> {
+        let removed = self.0.travels.lock().expect("travels lock").remove(&req.into_inner().travel);
+        if let Some(state) = removed {
+            self.0.stop_prefetch(&state).await;
+        }
+        Ok(Response::new(rpc::Ack {}))
+    }
+
+    async fn stats(&self, _: Request<rpc::StatsRequest>) -> Result<Response<rpc::StatsReply>, Status> {
+        let c = &self.0.counters;
+        Ok(Response::new(rpc::StatsReply {
+            writes: c.writes.load(Ordering::Relaxed),
+            splits: c.splits.load(Ordering::Relaxed),
+            messages: c.messages.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            edges_moved: c.edges_moved.load(Ordering::Relaxed),
+        }))
+    }
+}
