@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use quiver_run::InvalidArgument;
 use serde::Serialize;
 use tonic::transport::Channel;
 
@@ -21,7 +22,8 @@ use crate::error::{Error, Result};
 use crate::place::{Partitioner, Placement};
 use crate::rpc::meta_client::MetaClient;
 use crate::rpc::{self, op};
-use crate::server::{connect_lazy, split_from};
+use crate::schema::Schema;
+use crate::server::{connect_lazy, split_from, MAX_ID_BYTES};
 use crate::store::{EdgeVersion, VertexState};
 use crate::travel::{Filter, Travel};
 use crate::tree::SplitState;
@@ -145,6 +147,8 @@ struct Inner {
     servers: Vec<MetaClient<Channel>>,
     placement: Placement,
     threshold: u32,
+    schema: Schema,
+    max_value_bytes: usize,
     splits: Mutex<HashMap<Vec<u8>, SplitState>>,
     session: AtomicU64,
 }
@@ -166,30 +170,49 @@ impl Client {
             return Err(Error::Cluster("the cluster names no server".into()));
         }
         let servers = connect_lazy(cluster)?;
-        let mut config: Option<(String, u32, u32)> = None;
+        let mut config: Option<(String, u32, u32, String, u64)> = None;
         for (i, (addr, server)) in cluster.iter().zip(&servers).enumerate() {
-            let hello = server.clone().hello(rpc::HelloRequest {}).await.map_err(status(addr))?.into_inner();
+            let hello = server
+                .clone()
+                .hello(rpc::HelloRequest {})
+                .await
+                .map_err(status(addr))?
+                .into_inner();
             if hello.cluster != cluster || hello.index as usize != i {
                 return Err(Error::Cluster(format!(
                     "{addr} serves as line {} of {:?}, not line {i} of {cluster:?}",
                     hello.index, hello.cluster
                 )));
             }
-            let theirs = (hello.partitioner, hello.vnodes, hello.threshold);
+            let theirs = (
+                hello.partitioner,
+                hello.vnodes,
+                hello.threshold,
+                hello.schema,
+                hello.max_value_bytes,
+            );
             match &config {
                 Some(ours) if *ours != theirs => {
-                    return Err(Error::Cluster(format!("{addr} runs {theirs:?}, the first server {ours:?}")));
+                    return Err(Error::Cluster(format!(
+                        "{addr} runs {} with {} virtual nodes, threshold {} (and its schema), the first server {} with {}, {}",
+                        theirs.0, theirs.1, theirs.2, ours.0, ours.1, ours.2
+                    )));
                 }
                 _ => config = Some(theirs),
             }
         }
-        let (partitioner, vnodes, threshold) = config.expect("one server at least");
+        let (partitioner, vnodes, threshold, schema, max_value_bytes) =
+            config.expect("one server at least");
         let partitioner: Partitioner = partitioner.parse().map_err(Error::Cluster)?;
+        let schema: Schema = serde_json::from_str(&schema)
+            .map_err(|e| Error::Cluster(format!("the servers' schema: {e}")))?;
         Ok(Client(Arc::new(Inner {
             addrs: cluster.to_vec(),
             servers,
             placement: Placement::new(cluster, vnodes, partitioner),
             threshold,
+            schema,
+            max_value_bytes: usize::try_from(max_value_bytes).unwrap_or(usize::MAX),
             splits: Mutex::new(HashMap::new()),
             session: AtomicU64::new(0),
         })))
@@ -220,7 +243,13 @@ impl Client {
     }
 
     fn split_of(&self, v: &[u8]) -> SplitState {
-        self.0.splits.lock().expect("split cache").get(v).copied().unwrap_or_default()
+        self.0
+            .splits
+            .lock()
+            .expect("split cache")
+            .get(v)
+            .copied()
+            .unwrap_or_default()
     }
 
     fn learn_split(&self, v: &[u8], x: SplitState) {
@@ -248,12 +277,26 @@ impl Client {
                     op: Some(op::Op::DeleteVertex(rpc::VertexDelete { id: id.clone() })),
                 },
             ),
-            Write::Edge { src, etype, dst, props } => self.route_edge(src, etype, dst, props, false),
-            Write::DeleteEdge { src, etype, dst } => self.route_edge(src, etype, dst, &BTreeMap::new(), true),
+            Write::Edge {
+                src,
+                etype,
+                dst,
+                props,
+            } => self.route_edge(src, etype, dst, props, false),
+            Write::DeleteEdge { src, etype, dst } => {
+                self.route_edge(src, etype, dst, &BTreeMap::new(), true)
+            }
         }
     }
 
-    fn route_edge(&self, src: &[u8], etype: &str, dst: &[u8], props: &BTreeMap<String, Vec<u8>>, remove: bool) -> (usize, rpc::Op) {
+    fn route_edge(
+        &self,
+        src: &[u8],
+        etype: &str,
+        dst: &[u8],
+        props: &BTreeMap<String, Vec<u8>>,
+        remove: bool,
+    ) -> (usize, rpc::Op) {
         let (server, node) = self.0.placement.edge(src, dst, self.split_of(src));
         let edge = rpc::EdgePut {
             src: src.to_vec(),
@@ -263,13 +306,102 @@ impl Client {
             node: node.index(),
             remove,
         };
-        (server, rpc::Op { op: Some(op::Op::Edge(edge)) })
+        (
+            server,
+            rpc::Op {
+                op: Some(op::Op::Edge(edge)),
+            },
+        )
+    }
+
+    /// Checks what the servers would refuse, so that a batch spanning
+    /// servers is refused whole.
+    fn validate(&self, writes: &[Write]) -> Result<(), InvalidArgument> {
+        let id = |what: &'static str, id: &[u8]| {
+            if id.is_empty() || id.len() > MAX_ID_BYTES {
+                return Err(InvalidArgument::new(
+                    what,
+                    format!("must have 1 to {MAX_ID_BYTES} bytes, not {}", id.len()),
+                ));
+            }
+            Ok(())
+        };
+        let values = |map: &BTreeMap<String, Vec<u8>>| {
+            for (k, v) in map {
+                id("attribute", k.as_bytes())?;
+                if v.len() > self.0.max_value_bytes {
+                    return Err(InvalidArgument::new(
+                        "attribute",
+                        format!(
+                            "{k:?} has {} bytes; the limit is {}",
+                            v.len(),
+                            self.0.max_value_bytes
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        };
+        for w in writes {
+            match w {
+                Write::Vertex {
+                    id: v,
+                    vtype,
+                    attrs,
+                } => {
+                    id("vertex", v)?;
+                    if !self.0.schema.has_type(vtype) {
+                        return Err(InvalidArgument::new(
+                            "vertex",
+                            format!("unknown vertex type {vtype:?}"),
+                        ));
+                    }
+                    values(attrs)?;
+                }
+                Write::DeleteVertex { id: v } => id("vertex", v)?,
+                Write::Edge {
+                    src,
+                    etype,
+                    dst,
+                    props,
+                } => {
+                    id("source", src)?;
+                    id("destination", dst)?;
+                    if self.0.schema.relation(etype).is_none() {
+                        return Err(InvalidArgument::new(
+                            "edge",
+                            format!("unknown relation {etype:?}"),
+                        ));
+                    }
+                    values(props)?;
+                }
+                Write::DeleteEdge { src, etype, dst } => {
+                    id("source", src)?;
+                    id("destination", dst)?;
+                    if self.0.schema.relation(etype).is_none() {
+                        return Err(InvalidArgument::new(
+                            "edge",
+                            format!("unknown relation {etype:?}"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The schema the servers run with.
+    pub fn schema(&self) -> &Schema {
+        &self.0.schema
     }
 
     /// Applies `writes`: one request per server, all servers at once; each
-    /// server applies its share atomically. Edges that met a split the
-    /// client did not know are sent again to the right partition.
+    /// server applies its share atomically, and what any server would
+    /// refuse is refused here first, so a bad batch stores nothing. Edges
+    /// that met a split the client did not know are sent again to the
+    /// right partition.
     pub async fn write(&self, writes: &[Write]) -> Result<Written> {
+        self.validate(writes)?;
         let mut done = Written::default();
         let mut todo: Vec<&Write> = writes.iter().collect();
         for round in 0..64 {
@@ -308,12 +440,16 @@ impl Client {
                 done.splits += u64::from(reply.splits);
                 for stale in reply.stale {
                     self.learn_split(&stale.src, split_from(&stale.split).unwrap_or_default());
-                    let w = ws.get(stale.op as usize).ok_or_else(|| Error::Cluster("a server named a stale op it was not sent".into()))?;
+                    let w = ws.get(stale.op as usize).ok_or_else(|| {
+                        Error::Cluster("a server named a stale op it was not sent".into())
+                    })?;
                     todo.push(w);
                 }
             }
         }
-        Err(Error::Cluster("writes keep meeting partitions that split".into()))
+        Err(Error::Cluster(
+            "writes keep meeting partitions that split".into(),
+        ))
     }
 
     /// Vertex `id` as of `as_of` (now if `None`).
@@ -324,7 +460,12 @@ impl Client {
             as_of: as_of.unwrap_or(0),
             session_ts: self.session(),
         };
-        let reply = self.0.servers[home].clone().read_vertex(req).await.map_err(status(&self.0.addrs[home]))?.into_inner();
+        let reply = self.0.servers[home]
+            .clone()
+            .read_vertex(req)
+            .await
+            .map_err(status(&self.0.addrs[home]))?
+            .into_inner();
         Ok(reply.found.then(|| VertexState {
             vtype: reply.vtype,
             attrs: reply.attrs.into_iter().collect(),
@@ -333,7 +474,12 @@ impl Client {
 
     /// The edges of `src` (of `etype` only, when given) as of `as_of`, from
     /// every server holding a partition, each (type, destination) once.
-    pub async fn scan_edges(&self, src: &[u8], etype: Option<&str>, as_of: Option<u64>) -> Result<Vec<EdgeVersion>> {
+    pub async fn scan_edges(
+        &self,
+        src: &[u8],
+        etype: Option<&str>,
+        as_of: Option<u64>,
+    ) -> Result<Vec<EdgeVersion>> {
         let p = &self.0.placement;
         let as_of = as_of.unwrap_or_else(|| wall_ns().max(self.session()));
         if p.partitioner().splits() {
@@ -349,7 +495,11 @@ impl Client {
         let mut edges: BTreeMap<(String, Vec<u8>), EdgeVersion> = BTreeMap::new();
         let mut scanned = Vec::new();
         loop {
-            let todo: Vec<usize> = p.scan_servers(src, self.split_of(src)).into_iter().filter(|s| !scanned.contains(s)).collect();
+            let todo: Vec<usize> = p
+                .scan_servers(src, self.split_of(src))
+                .into_iter()
+                .filter(|s| !scanned.contains(s))
+                .collect();
             if todo.is_empty() {
                 break;
             }
@@ -361,7 +511,12 @@ impl Client {
                     as_of,
                     session_ts: self.session(),
                 };
-                let reply = self.0.servers[server].clone().scan_edges(req).await.map_err(status(&self.0.addrs[server]))?.into_inner();
+                let reply = self.0.servers[server]
+                    .clone()
+                    .scan_edges(req)
+                    .await
+                    .map_err(status(&self.0.addrs[server]))?
+                    .into_inner();
                 self.learn_split(src, split_from(&reply.split).unwrap_or_default());
                 for e in reply.edges {
                     let version = EdgeVersion {
@@ -385,31 +540,63 @@ impl Client {
     /// it and sent the next step's frontier.
     pub async fn travel(&self, travel: &Travel, options: TravelOptions) -> Result<TravelResult> {
         travel.validate()?;
-        let as_of = options.as_of.unwrap_or_else(|| wall_ns().max(self.session()));
+        let as_of = options
+            .as_of
+            .unwrap_or_else(|| wall_ns().max(self.session()));
         // Unique across clients: this process, this moment, this client's count.
         static TRAVELS: AtomicU64 = AtomicU64::new(0);
-        let seed = format!("{}/{}/{}", std::process::id(), wall_ns(), TRAVELS.fetch_add(1, Ordering::Relaxed));
+        let seed = format!(
+            "{}/{}/{}",
+            std::process::id(),
+            wall_ns(),
+            TRAVELS.fetch_add(1, Ordering::Relaxed)
+        );
         let id = crate::place::stable_hash(seed.as_bytes(), 0);
         let p = &self.0.placement;
         let mut seeds: BTreeMap<usize, Vec<rpc::Entry>> = BTreeMap::new();
         for v in &travel.start {
-            seeds.entry(p.home(v)).or_default().push(rpc::Entry { id: v.clone(), path: Vec::new() });
+            seeds.entry(p.home(v)).or_default().push(rpc::Entry {
+                id: v.clone(),
+                path: Vec::new(),
+            });
         }
         for (server, entries) in seeds {
-            let req = rpc::FrontierRequest { travel: id, step: 0, entries };
-            self.0.servers[server].clone().frontier(req).await.map_err(status(&self.0.addrs[server]))?;
+            let req = rpc::FrontierRequest {
+                travel: id,
+                step: 0,
+                entries,
+            };
+            self.0.servers[server]
+                .clone()
+                .frontier(req)
+                .await
+                .map_err(status(&self.0.addrs[server]))?;
         }
         let result = self.run_steps(travel, options.prefetch, id, as_of).await;
         for (server, client) in self.0.servers.iter().enumerate() {
             // Best effort: a server that is gone has no state to drop.
-            if let Err(e) = client.clone().end_travel(rpc::EndTravelRequest { travel: id }).await {
-                tracing::debug!("ending traversal on {}: {}", self.0.addrs[server], e.message());
+            if let Err(e) = client
+                .clone()
+                .end_travel(rpc::EndTravelRequest { travel: id })
+                .await
+            {
+                tracing::debug!(
+                    "ending traversal on {}: {}",
+                    self.0.addrs[server],
+                    e.message()
+                );
             }
         }
         result
     }
 
-    async fn run_steps(&self, travel: &Travel, prefetch: bool, id: u64, as_of: u64) -> Result<TravelResult> {
+    async fn run_steps(
+        &self,
+        travel: &Travel,
+        prefetch: bool,
+        id: u64,
+        as_of: u64,
+    ) -> Result<TravelResult> {
         let mut result = TravelResult {
             as_of,
             ..Default::default()
@@ -488,7 +675,14 @@ impl Client {
     pub async fn stats(&self) -> Result<Vec<rpc::StatsReply>> {
         let mut out = Vec::new();
         for (addr, client) in self.0.addrs.iter().zip(&self.0.servers) {
-            out.push(client.clone().stats(rpc::StatsRequest {}).await.map_err(status(addr))?.into_inner());
+            out.push(
+                client
+                    .clone()
+                    .stats(rpc::StatsRequest {})
+                    .await
+                    .map_err(status(addr))?
+                    .into_inner(),
+            );
         }
         Ok(out)
     }

@@ -15,7 +15,9 @@ pub const MAX_SKEW_NS: u64 = 1_000_000_000;
 
 /// Nanoseconds since the Unix epoch.
 pub fn wall_ns() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -31,7 +33,10 @@ impl Clock {
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
             let next = wall_ns().max(last + 1).max(after + 1);
-            match self.last.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            match self
+                .last
+                .compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
                 Ok(_) => return next,
                 Err(seen) => last = seen,
             }
@@ -41,7 +46,9 @@ impl Clock {
     /// The time a read happens at: now, or the client's last-seen timestamp
     /// if that is later (it came from a server whose clock is ahead).
     pub fn read_time(&self, session: u64) -> u64 {
-        wall_ns().max(self.last.load(Ordering::Relaxed)).max(session)
+        wall_ns()
+            .max(self.last.load(Ordering::Relaxed))
+            .max(session)
     }
 }
 

@@ -20,7 +20,9 @@ use crate::client::Write;
 pub const ATTR_BYTES: usize = 128;
 
 fn attr(rng: &mut Pcg64) -> Vec<u8> {
-    (0..ATTR_BYTES).map(|_| rng.random_range(b'a'..=b'z')).collect()
+    (0..ATTR_BYTES)
+        .map(|_| rng.random_range(b'a'..=b'z'))
+        .collect()
 }
 
 fn attrs(rng: &mut Pcg64, key: &str) -> BTreeMap<String, Vec<u8>> {
@@ -30,6 +32,8 @@ fn attrs(rng: &mut Pcg64, key: &str) -> BTreeMap<String, Vec<u8>> {
 /// Zipf-like rank in `0..n`: rank r with weight about 1/(r+1).
 fn skewed(rng: &mut Pcg64, n: usize) -> usize {
     let x: f64 = rng.random();
+    // In [0, n] by construction; the float-to-int cast saturates.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let r = ((n as f64 + 1.0).powf(x) - 1.0) as usize;
     r.min(n - 1)
 }

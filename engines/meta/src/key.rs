@@ -64,9 +64,9 @@ fn take_component(key: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     while i < key.len() {
         let b = key[i];
         if b == ESCAPE {
-            match key.get(i + 1)? {
-                &ESCAPED_ZERO => out.push(ESCAPE),
-                &END => return Some((out, &key[i + 2..])),
+            match *key.get(i + 1)? {
+                ESCAPED_ZERO => out.push(ESCAPE),
+                END => return Some((out, &key[i + 2..])),
                 _ => return None,
             }
             i += 2;
@@ -190,7 +190,10 @@ mod tests {
 
     fn bytes() -> impl Strategy<Value = Vec<u8>> {
         // Small alphabet with the escape bytes, so collisions and prefixes are common.
-        prop::collection::vec(prop::sample::select(vec![0u8, 1, 2, 0xFE, 0xFF, b'/', b'a']), 0..6)
+        prop::collection::vec(
+            prop::sample::select(vec![0u8, 1, 2, 0xFE, 0xFF, b'/', b'a']),
+            0..6,
+        )
     }
 
     proptest! {
@@ -223,7 +226,8 @@ mod tests {
         fn keys_sort_by_vertex_section_name_then_newest_first(
             entries in prop::collection::vec((bytes(), 0u8..4, bytes(), bytes(), 0u64..4), 2..40)
         ) {
-            let mut keys: Vec<(Vec<u8>, (Vec<u8>, u8, Vec<u8>, Vec<u8>, std::cmp::Reverse<u64>))> = entries
+            type Order = (Vec<u8>, u8, Vec<u8>, Vec<u8>, std::cmp::Reverse<u64>);
+            let mut keys: Vec<(Vec<u8>, Order)> = entries
                 .into_iter()
                 .map(|(v, s, name, dst, ts)| {
                     let section = Section::from_byte(s).unwrap();

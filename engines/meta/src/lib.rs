@@ -63,7 +63,7 @@ pub mod tree;
 pub use client::{Client, StepReport, TravelOptions, TravelResult, Write, Written};
 pub use error::{Error, Result};
 pub use place::Partitioner;
-pub use server::{ServerConfig, Running};
+pub use server::{Running, ServerConfig};
 pub use travel::{Filter, GTravel, Test, Travel};
 
 /// The generated gRPC messages, client and server.

@@ -114,7 +114,12 @@ impl Placement {
             .iter()
             .zip(0..n)
             .flat_map(|(addr, s)| {
-                (0..RING_POINTS).map(move |i| (stable_hash(format!("{addr}#{i}").as_bytes(), VERTEX_SEED), s))
+                (0..RING_POINTS).map(move |i| {
+                    (
+                        stable_hash(format!("{addr}#{i}").as_bytes(), VERTEX_SEED),
+                        s,
+                    )
+                })
             })
             .collect();
         points.sort_unstable();
@@ -239,7 +244,7 @@ mod tests {
             for v in 0..k {
                 load[p.owner(v)] += 1;
             }
-            prop_assert!(*load.iter().max().unwrap() <= k.div_ceil(n as u32), "{:?}", load);
+            prop_assert!(*load.iter().max().unwrap() <= k.div_ceil(u32::try_from(n).unwrap()), "{:?}", load);
         }
 
         /// Invariant 15: under DIDO an edge's partition contains its
@@ -269,8 +274,14 @@ mod tests {
     #[test]
     fn hashes_are_stable_across_builds() {
         // Placement is on disk: a hash that changed would lose data.
-        assert_eq!(stable_hash(b"/home/alice/out.h5", 0), 9_743_867_366_453_144_429);
+        assert_eq!(
+            stable_hash(b"/home/alice/out.h5", 0),
+            9_743_867_366_453_144_429
+        );
         assert_eq!("vertex-cut".parse(), Ok(Partitioner::VertexCut));
-        assert!("metis".parse::<Partitioner>().unwrap_err().contains("metis"));
+        assert!("metis"
+            .parse::<Partitioner>()
+            .unwrap_err()
+            .contains("metis"));
     }
 }

@@ -56,7 +56,8 @@ impl Default for Schema {
 impl Schema {
     /// Adds relation `name`, and its reverse with it.
     pub fn add_relation(&mut self, name: &str, reverse: Option<&str>) {
-        self.relations.insert(name.to_string(), reverse.map(str::to_string));
+        self.relations
+            .insert(name.to_string(), reverse.map(str::to_string));
         if let Some(r) = reverse {
             self.relations.insert(r.to_string(), Some(name.to_string()));
         }
@@ -84,7 +85,9 @@ impl Schema {
 
     /// Whether `attr` is a static attribute of `vtype`.
     pub fn is_static(&self, vtype: &str, attr: &str) -> bool {
-        self.types.get(vtype).is_some_and(|a| a.iter().any(|x| x == attr))
+        self.types
+            .get(vtype)
+            .is_some_and(|a| a.iter().any(|x| x == attr))
     }
 
     /// Whether `vtype` is a known vertex type.
@@ -114,7 +117,11 @@ mod tests {
         assert_eq!(s.relation("wasWrittenBy"), Some(Some("write")));
         assert_eq!(s.relation("loginTogether"), Some(None));
         assert_eq!(s.relation("likes"), None);
-        assert!(s.is_static("workflow", "name") && s.is_static("file", "mode") && !s.is_static("file", "tag"));
+        assert!(
+            s.is_static("workflow", "name")
+                && s.is_static("file", "mode")
+                && !s.is_static("file", "tag")
+        );
         assert!(Schema::with_additions(r#"{"typo": {}}"#).is_err());
     }
 }

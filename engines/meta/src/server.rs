@@ -112,14 +112,24 @@ impl ServerConfig {
         if self.index >= self.cluster.len() {
             return Err(InvalidArgument::new(
                 "index",
-                format!("server {} of a {}-server cluster", self.index, self.cluster.len()),
+                format!(
+                    "server {} of a {}-server cluster",
+                    self.index,
+                    self.cluster.len()
+                ),
             ));
         }
         if !(1..=crate::tree::MAX_VNODES).contains(&self.vnodes) {
-            return Err(InvalidArgument::new("vnodes", format!("{} is outside 1..=64", self.vnodes)));
+            return Err(InvalidArgument::new(
+                "vnodes",
+                format!("{} is outside 1..=64", self.vnodes),
+            ));
         }
         if self.threshold == 0 {
-            return Err(InvalidArgument::new("threshold", "a partition holds at least one edge"));
+            return Err(InvalidArgument::new(
+                "threshold",
+                "a partition holds at least one edge",
+            ));
         }
         Ok(())
     }
@@ -205,12 +215,6 @@ impl Running {
             source: Box::new(e),
         })?
     }
-
-    /// Stops at once, as a crash would: nothing is flushed (the write-ahead
-    /// log still holds every acknowledged write).
-    pub fn abort(self) {
-        self.task.abort();
-    }
 }
 
 /// Lazily connected clients to `cluster`, with the timeouts every hop uses.
@@ -218,9 +222,11 @@ pub fn connect_lazy(cluster: &[String]) -> Result<Vec<MetaClient<Channel>>> {
     cluster
         .iter()
         .map(|addr| {
-            let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|source| Error::Address {
-                server: addr.clone(),
-                source,
+            let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|source| {
+                Error::Address {
+                    server: addr.clone(),
+                    source,
+                }
             })?;
             let channel = endpoint
                 .connect_timeout(Duration::from_secs(2))
@@ -277,11 +283,16 @@ pub async fn start(config: ServerConfig, listener: tokio::net::TcpListener) -> R
         let served = tonic::transport::Server::builder()
             .tcp_nodelay(true)
             .add_service(service)
-            .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), async {
-                let _ = stopped.await;
-            })
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                async {
+                    let _ = stopped.await;
+                },
+            )
             .await;
         redeliver.abort();
+        // Its handle on the store must be gone before the store closes.
+        let _ = redeliver.await;
         served.map_err(|e| Error::Serve {
             addr: addr.to_string(),
             source: Box::new(e),
@@ -335,11 +346,26 @@ impl Shared {
         self.config.index
     }
 
-    async fn call<T>(&self, server: usize, bytes: usize, call: impl std::future::Future<Output = Result<Response<T>, Status>>) -> Result<T, Status> {
+    async fn call<T>(
+        &self,
+        server: usize,
+        bytes: usize,
+        call: impl std::future::Future<Output = Result<Response<T>, Status>>,
+    ) -> Result<T, Status> {
         self.counters.messages.fetch_add(1, Ordering::Relaxed);
-        self.counters.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.counters
+            .bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         call.await.map(Response::into_inner).map_err(|s| {
-            Status::new(s.code(), format!("server {} ({}): {}", server, self.config.cluster[server], s.message()))
+            Status::new(
+                s.code(),
+                format!(
+                    "server {} ({}): {}",
+                    server,
+                    self.config.cluster[server],
+                    s.message()
+                ),
+            )
         })
     }
 
@@ -356,10 +382,16 @@ impl Shared {
         } else {
             let req = rpc::GetSplitRequest { id: v.to_vec() };
             let len = req.encoded_len();
-            let reply = self.call(home, len, self.peers[home].clone().get_split(req)).await?;
-            split_from(&reply.split).ok_or_else(|| Status::internal("split state of the wrong size"))?
+            let reply = self
+                .call(home, len, self.peers[home].clone().get_split(req))
+                .await?;
+            split_from(&reply.split)
+                .ok_or_else(|| Status::internal("split state of the wrong size"))?
         };
-        let mut parts = Parts { x, counts: Vec::new() };
+        let mut parts = Parts {
+            x,
+            counts: Vec::new(),
+        };
         let mut edges = Vec::new();
         self.store
             .edge_entries(v, |etype, dst| {
@@ -374,7 +406,11 @@ impl Shared {
                 *parts.count(leaf) += 1;
             }
         }
-        self.parts.lock().expect("parts lock").entry(v.to_vec()).or_insert(parts);
+        self.parts
+            .lock()
+            .expect("parts lock")
+            .entry(v.to_vec())
+            .or_insert(parts);
         Ok(())
     }
 
@@ -391,7 +427,12 @@ impl Shared {
 
     /// `v`'s edges of `etype` (all with `None`) this server serves, as of
     /// `as_of`.
-    async fn local_edges(&self, v: &[u8], etype: Option<&str>, as_of: u64) -> Result<Vec<EdgeVersion>, Status> {
+    async fn local_edges(
+        &self,
+        v: &[u8],
+        etype: Option<&str>,
+        as_of: u64,
+    ) -> Result<Vec<EdgeVersion>, Status> {
         let mut edges = self.store.scan_edges(v, etype, as_of).map_err(internal)?;
         if self.config.partitioner.splits() && !edges.is_empty() {
             self.load_parts(v).await?;
@@ -413,12 +454,19 @@ impl Shared {
 
     fn check_name(&self, what: &str, name: &[u8]) -> Result<(), Status> {
         if name.is_empty() || name.len() > MAX_ID_BYTES {
-            return Err(invalid(format!("{what} must have 1 to {MAX_ID_BYTES} bytes, not {}", name.len())));
+            return Err(invalid(format!(
+                "{what} must have 1 to {MAX_ID_BYTES} bytes, not {}",
+                name.len()
+            )));
         }
         Ok(())
     }
 
-    fn check_values<'a>(&self, what: &str, values: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>) -> Result<(), Status> {
+    fn check_values<'a>(
+        &self,
+        what: &str,
+        values: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>,
+    ) -> Result<(), Status> {
         for (k, v) in values {
             self.check_name(&format!("{what} name"), k.as_bytes())?;
             if v.len() > self.config.max_value_bytes {
@@ -460,7 +508,8 @@ impl Shared {
                     self.check_values("property", &e.props)?;
                     node_from(e.node)?;
                     if !self.config.partitioner.splits() {
-                        let (server, _) = self.placement.edge(&e.src, &e.dst, SplitState::default());
+                        let (server, _) =
+                            self.placement.edge(&e.src, &e.dst, SplitState::default());
                         if server != self.me() {
                             return Err(Status::failed_precondition(format!(
                                 "edge {} -> {} belongs on server {server}",
@@ -478,7 +527,10 @@ impl Shared {
     fn check_home(&self, id: &[u8]) -> Result<(), Status> {
         let home = self.placement.home(id);
         if home != self.me() {
-            return Err(Status::failed_precondition(format!("vertex {} lives on server {home}", printable(id))));
+            return Err(Status::failed_precondition(format!(
+                "vertex {} lives on server {home}",
+                printable(id)
+            )));
         }
         Ok(())
     }
@@ -537,7 +589,10 @@ impl Shared {
                             self.load_parts(&e.src).await?;
                             let mut parts = self.parts.lock().expect("parts lock");
                             let p = parts.get_mut(&e.src).expect("loaded above");
-                            let leaf = p.x.leaf_for(self.placement.tree(), self.placement.route(&e.src, &e.dst));
+                            let leaf = p.x.leaf_for(
+                                self.placement.tree(),
+                                self.placement.route(&e.src, &e.dst),
+                            );
                             if self.placement.node_server(&e.src, leaf) != self.me() {
                                 reply.stale.push(rpc::Stale {
                                     op: u32::try_from(i).expect("ops fit a message"),
@@ -547,7 +602,12 @@ impl Shared {
                                 continue;
                             }
                             let edge = (e.src.clone(), e.etype.clone(), e.dst.clone());
-                            if !new_edges.contains(&edge) && !self.store.has_edge(&e.src, &e.etype, &e.dst).map_err(internal)? {
+                            if !new_edges.contains(&edge)
+                                && !self
+                                    .store
+                                    .has_edge(&e.src, &e.etype, &e.dst)
+                                    .map_err(internal)?
+                            {
                                 new_edges.insert(edge);
                                 *p.count(leaf) += 1;
                                 grown.push((e.src.clone(), leaf));
@@ -566,7 +626,12 @@ impl Shared {
                                     remove: e.remove,
                                 };
                                 let mut id = ts.to_be_bytes().to_vec();
-                                id.extend_from_slice(&self.pending_seq.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+                                id.extend_from_slice(
+                                    &self
+                                        .pending_seq
+                                        .fetch_add(1, Ordering::Relaxed)
+                                        .to_be_bytes(),
+                                );
                                 batch.add_pending(&id, &back.encode_to_vec());
                                 reverse.push((id, back));
                             }
@@ -577,7 +642,9 @@ impl Shared {
             if !batch.is_empty() {
                 self.store.write(batch).map_err(internal)?;
             }
-            self.counters.writes.fetch_add(req.ops.len() as u64, Ordering::Relaxed);
+            self.counters
+                .writes
+                .fetch_add(req.ops.len() as u64, Ordering::Relaxed);
             grown.sort();
             grown.dedup();
             for (v, leaf) in grown {
@@ -621,7 +688,7 @@ impl Shared {
     async fn split(&self, v: &[u8], node: Node, right: Node) -> Result<(), Status> {
         let tree = self.placement.tree();
         let target = self.placement.node_server(v, right);
-        let (moving, _) = self
+        let moving = self
             .store
             .edge_entries(v, |_, dst| {
                 tree.in_subtree(self.placement.route(v, dst), right) && self.is_local(v, dst)
@@ -634,10 +701,17 @@ impl Shared {
             let req = rpc::AdoptRequest {
                 src: v.to_vec(),
                 node: right.index(),
-                entries: moving.iter().map(|(key, value)| rpc::RawEntry { key: key.clone(), value: value.clone() }).collect(),
+                entries: moving
+                    .iter()
+                    .map(|(key, value)| rpc::RawEntry {
+                        key: key.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
             };
             let len = req.encoded_len();
-            self.call(target, len, self.peers[target].clone().adopt(req)).await?;
+            self.call(target, len, self.peers[target].clone().adopt(req))
+                .await?;
         }
         {
             let mut parts = self.parts.lock().expect("parts lock");
@@ -659,7 +733,9 @@ impl Shared {
             self.store.write(batch).map_err(internal)?;
         }
         self.counters.splits.fetch_add(1, Ordering::Relaxed);
-        self.counters.edges_moved.fetch_add(moved, Ordering::Relaxed);
+        self.counters
+            .edges_moved
+            .fetch_add(moved, Ordering::Relaxed);
         Ok(())
     }
 
@@ -668,17 +744,27 @@ impl Shared {
         if home == self.me() {
             // Two servers may split two partitions of one vertex at once.
             let _lock = self.split_lock.lock().expect("split lock");
-            let x = self.store.split_state(v).map_err(internal)?.with_split(node);
+            let x = self
+                .store
+                .split_state(v)
+                .map_err(internal)?
+                .with_split(node);
             let mut batch = Batch::default();
             batch.put_split(v, x);
-            self.store.write(batch).map_err(internal)
+            self.store.write(batch).map_err(internal)?;
+            if let Some(p) = self.parts.lock().expect("parts lock").get_mut(v) {
+                p.x = SplitState(p.x.0 | x.0);
+            }
+            Ok(())
         } else {
             let req = rpc::MarkSplitRequest {
                 src: v.to_vec(),
                 node: node.index(),
             };
             let len = req.encoded_len();
-            self.call(home, len, self.peers[home].clone().mark_split(req)).await.map(drop)
+            self.call(home, len, self.peers[home].clone().mark_split(req))
+                .await
+                .map(drop)
         }
     }
 
@@ -691,7 +777,12 @@ impl Shared {
         let mut by_ts: BTreeMap<u64, Vec<(Vec<u8>, rpc::EdgePut)>> = BTreeMap::new();
         for (id, value) in self.store.pending().map_err(store_error)? {
             let corrupt = || store_error(crate::store::StoreError::Corrupt(id.clone()));
-            let ts = u64::from_be_bytes(id.get(..8).ok_or_else(corrupt)?.try_into().expect("8 bytes"));
+            let ts = u64::from_be_bytes(
+                id.get(..8)
+                    .ok_or_else(corrupt)?
+                    .try_into()
+                    .expect("8 bytes"),
+            );
             let edge = rpc::EdgePut::decode(value.as_slice()).map_err(|_| corrupt())?;
             by_ts.entry(ts).or_default().push((id, edge));
         }
@@ -723,7 +814,9 @@ impl Shared {
                 let x = known.get(&edge.src).copied().unwrap_or_default();
                 let (server, node) = self.placement.edge(&edge.src, &edge.dst, x);
                 edge.node = node.index();
-                by_server.entry(server).or_default().push(rpc::Op { op: Some(op::Op::Edge(edge)) });
+                by_server.entry(server).or_default().push(rpc::Op {
+                    op: Some(op::Op::Edge(edge)),
+                });
             }
             for (server, ops) in by_server {
                 let req = rpc::WriteRequest {
@@ -736,36 +829,62 @@ impl Shared {
                     Box::pin(self.write(req)).await
                 } else {
                     let len = req.encoded_len();
-                    self.call(server, len, self.peers[server].clone().write(req)).await
+                    self.call(server, len, self.peers[server].clone().write(req))
+                        .await
                 }
                 .map_err(|s| Error::rpc(&self.config.cluster[server], &s))?;
                 for stale in reply.stale {
                     let x = split_from(&stale.split).unwrap_or_default();
                     let entry = known.entry(stale.src).or_default();
                     *entry = SplitState(entry.0 | x.0);
-                    if let Some(op::Op::Edge(e)) = ops.get(stale.op as usize).and_then(|o| o.op.clone()) {
+                    if let Some(op::Op::Edge(e)) =
+                        ops.get(stale.op as usize).and_then(|o| o.op.clone())
+                    {
                         todo.push(e);
                     }
                 }
             }
         }
-        Err(Error::Cluster("reverse edges keep meeting stale partitions".into()))
+        Err(Error::Cluster(
+            "reverse edges keep meeting stale partitions".into(),
+        ))
     }
 
     fn travel(&self, id: u64) -> Arc<TravelState> {
-        self.travels.lock().expect("travels lock").entry(id).or_default().clone()
+        self.travels
+            .lock()
+            .expect("travels lock")
+            .entry(id)
+            .or_default()
+            .clone()
     }
 
     /// Sends `entries` (by home server) as step `step`'s frontier.
-    async fn send_frontier(&self, travel: u64, step: u32, by_server: HashMap<usize, Vec<rpc::Entry>>, counts: &mut rpc::StepCounts) -> Result<(), Status> {
+    async fn send_frontier(
+        &self,
+        travel: u64,
+        step: u32,
+        by_server: HashMap<usize, Vec<rpc::Entry>>,
+        counts: &mut rpc::StepCounts,
+    ) -> Result<(), Status> {
         let mut calls = tokio::task::JoinSet::new();
         for (server, entries) in by_server {
             if server == self.me() {
                 let state = self.travel(travel);
-                state.frontier.lock().expect("frontier lock").entry(step).or_default().extend(entries);
+                state
+                    .frontier
+                    .lock()
+                    .expect("frontier lock")
+                    .entry(step)
+                    .or_default()
+                    .extend(entries);
                 continue;
             }
-            let req = rpc::FrontierRequest { travel, step, entries };
+            let req = rpc::FrontierRequest {
+                travel,
+                step,
+                entries,
+            };
             counts.messages += 1;
             counts.bytes += req.encoded_len() as u64;
             let mut peer = self.peers[server].clone();
@@ -788,10 +907,19 @@ impl Shared {
         paths: bool,
         counts: &mut rpc::StepCounts,
     ) -> Result<HashMap<usize, Vec<rpc::Entry>>, Status> {
-        let filters: Vec<Filter> = hop.edge_filters.iter().filter_map(Filter::from_rpc).collect();
+        let filters: Vec<Filter> = hop
+            .edge_filters
+            .iter()
+            .filter_map(Filter::from_rpc)
+            .collect();
         let mut out: HashMap<usize, Vec<rpc::Entry>> = HashMap::new();
         for entry in entries {
-            let cached = travel.cache.lock().expect("cache lock").edges.remove(&(entry.id.clone(), hop.etype.clone()));
+            let cached = travel
+                .cache
+                .lock()
+                .expect("cache lock")
+                .edges
+                .remove(&(entry.id.clone(), hop.etype.clone()));
             let edges = match cached {
                 Some(edges) => {
                     counts.prefetch_hits += 1;
@@ -816,7 +944,9 @@ impl Shared {
                 } else {
                     Vec::new()
                 };
-                out.entry(home).or_default().push(rpc::Entry { id: edge.dst, path });
+                out.entry(home)
+                    .or_default()
+                    .push(rpc::Entry { id: edge.dst, path });
             }
         }
         Ok(out)
@@ -836,7 +966,13 @@ impl Shared {
             while !flag.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
                 let ids: Vec<Vec<u8>> = {
                     let frontier = state.frontier.lock().expect("frontier lock");
-                    frontier.get(&step).into_iter().flatten().filter(|e| !seen.contains(&e.id)).map(|e| e.id.clone()).collect()
+                    frontier
+                        .get(&step)
+                        .into_iter()
+                        .flatten()
+                        .filter(|e| !seen.contains(&e.id))
+                        .map(|e| e.id.clone())
+                        .collect()
                 };
                 if ids.is_empty() {
                     std::thread::sleep(Duration::from_micros(200));
@@ -858,20 +994,32 @@ impl Shared {
     /// Loads `id`, its local edges of the hop and their local destinations
     /// into `cache`; returns the entries loaded. Skips what needs another
     /// server (the paper prefetches nothing remote).
-    fn prefetch_vertex(&self, cache: &Mutex<Cache>, id: &[u8], hop: Option<&rpc::Hop>, as_of: u64) -> u64 {
+    fn prefetch_vertex(
+        &self,
+        cache: &Mutex<Cache>,
+        id: &[u8],
+        hop: Option<&rpc::Hop>,
+        as_of: u64,
+    ) -> u64 {
         let mut loaded = 0;
         let mut load_vertex = |v: &[u8]| {
             if cache.lock().expect("cache lock").vertices.contains_key(v) {
                 return;
             }
             if let Ok(state) = self.store.read_vertex(v, as_of) {
-                cache.lock().expect("cache lock").vertices.insert(v.to_vec(), state);
+                cache
+                    .lock()
+                    .expect("cache lock")
+                    .vertices
+                    .insert(v.to_vec(), state);
                 loaded += 1;
             }
         };
         load_vertex(id);
         let Some(hop) = hop else { return loaded };
-        let known = !self.config.partitioner.splits() || self.parts.lock().expect("parts lock").contains_key(id) || self.placement.home(id) == self.me();
+        let known = !self.config.partitioner.splits()
+            || self.parts.lock().expect("parts lock").contains_key(id)
+            || self.placement.home(id) == self.me();
         if !known {
             return loaded;
         }
@@ -884,7 +1032,11 @@ impl Shared {
                 load_vertex(&e.dst);
             }
         }
-        cache.lock().expect("cache lock").edges.insert((id.to_vec(), hop.etype.clone()), edges);
+        cache
+            .lock()
+            .expect("cache lock")
+            .edges
+            .insert((id.to_vec(), hop.etype.clone()), edges);
         loaded + 1
     }
 
@@ -899,7 +1051,10 @@ impl Shared {
         }
     }
 
-    async fn run_step(self: &Arc<Self>, req: rpc::RunStepRequest) -> Result<rpc::RunStepReply, Status> {
+    async fn run_step(
+        self: &Arc<Self>,
+        req: rpc::RunStepRequest,
+    ) -> Result<rpc::RunStepReply, Status> {
         self.check_session(req.as_of)?;
         let state = self.travel(req.travel);
         let mut counts = rpc::StepCounts {
@@ -907,7 +1062,12 @@ impl Shared {
             prefetched: self.stop_prefetch(&state).await,
             ..Default::default()
         };
-        let mut entries = state.frontier.lock().expect("frontier lock").remove(&req.step).unwrap_or_default();
+        let mut entries = state
+            .frontier
+            .lock()
+            .expect("frontier lock")
+            .remove(&req.step)
+            .unwrap_or_default();
         if req.paths {
             entries.sort_by(|a, b| (&a.id, &a.path).cmp(&(&b.id, &b.path)));
             entries.dedup_by(|a, b| a.id == b.id && a.path == b.path);
@@ -915,19 +1075,34 @@ impl Shared {
             entries.sort_by(|a, b| a.id.cmp(&b.id));
             entries.dedup_by(|a, b| a.id == b.id);
         }
-        let filters: Vec<Filter> = req.vertex_filters.iter().filter_map(Filter::from_rpc).collect();
+        let filters: Vec<Filter> = req
+            .vertex_filters
+            .iter()
+            .filter_map(Filter::from_rpc)
+            .collect();
         let mut passed = Vec::new();
         for entry in entries {
             if self.placement.home(&entry.id) != self.me() {
-                return Err(invalid(format!("vertex {} is not homed here", printable(&entry.id))));
+                return Err(invalid(format!(
+                    "vertex {} is not homed here",
+                    printable(&entry.id)
+                )));
             }
-            let cached = state.cache.lock().expect("cache lock").vertices.remove(&entry.id);
+            let cached = state
+                .cache
+                .lock()
+                .expect("cache lock")
+                .vertices
+                .remove(&entry.id);
             let vertex = match cached {
                 Some(v) => {
                     counts.prefetch_hits += 1;
                     v
                 }
-                None => self.store.read_vertex(&entry.id, req.as_of).map_err(internal)?,
+                None => self
+                    .store
+                    .read_vertex(&entry.id, req.as_of)
+                    .map_err(internal)?,
             };
             counts.vertex_reads += 1;
             if vertex.is_some_and(|v| vertex_passes(&filters, &v.vtype, &v.attrs)) {
@@ -936,7 +1111,9 @@ impl Shared {
         }
         let mut reply = rpc::RunStepReply::default();
         if let Some(hop) = &req.hop {
-            let mut next = self.expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts).await?;
+            let mut next = self
+                .expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts)
+                .await?;
             // The other partitions of each vertex, by server.
             let mut remote: HashMap<usize, Vec<rpc::Entry>> = HashMap::new();
             for entry in &passed {
@@ -945,7 +1122,12 @@ impl Shared {
                 } else {
                     SplitState::default()
                 };
-                for server in self.placement.scan_servers(&entry.id, x).into_iter().skip(1) {
+                for server in self
+                    .placement
+                    .scan_servers(&entry.id, x)
+                    .into_iter()
+                    .skip(1)
+                {
                     counts.stat_comm += 1;
                     remote.entry(server).or_default().push(entry.clone());
                 }
@@ -971,9 +1153,16 @@ impl Shared {
             }
             let step = req.step + 1;
             let mine = next.remove(&self.me());
-            self.send_frontier(req.travel, step, next, &mut counts).await?;
+            self.send_frontier(req.travel, step, next, &mut counts)
+                .await?;
             if let Some(mine) = mine {
-                state.frontier.lock().expect("frontier lock").entry(step).or_default().extend(mine);
+                state
+                    .frontier
+                    .lock()
+                    .expect("frontier lock")
+                    .entry(step)
+                    .or_default()
+                    .extend(mine);
             }
             if req.prefetch {
                 self.prefetch(req.travel, step, req.next_hop.clone(), req.as_of);
@@ -993,9 +1182,21 @@ impl Shared {
             server: u32::try_from(self.me()).expect("servers fit u32"),
             ..Default::default()
         };
-        let next = self.expand_local(&state, &req.entries, &hop, req.as_of, req.paths, &mut counts).await?;
-        self.send_frontier(req.travel, req.step + 1, next, &mut counts).await?;
-        Ok(rpc::ExpandReply { counts: Some(counts) })
+        let next = self
+            .expand_local(
+                &state,
+                &req.entries,
+                &hop,
+                req.as_of,
+                req.paths,
+                &mut counts,
+            )
+            .await?;
+        self.send_frontier(req.travel, req.step + 1, next, &mut counts)
+            .await?;
+        Ok(rpc::ExpandReply {
+            counts: Some(counts),
+        })
     }
 }
 
@@ -1004,7 +1205,10 @@ struct Service(Arc<Shared>);
 
 #[tonic::async_trait]
 impl Meta for Service {
-    async fn hello(&self, _: Request<rpc::HelloRequest>) -> Result<Response<rpc::HelloReply>, Status> {
+    async fn hello(
+        &self,
+        _: Request<rpc::HelloRequest>,
+    ) -> Result<Response<rpc::HelloReply>, Status> {
         let c = &self.0.config;
         Ok(Response::new(rpc::HelloReply {
             index: u32::try_from(c.index).expect("servers fit u32"),
@@ -1013,19 +1217,31 @@ impl Meta for Service {
             vnodes: c.vnodes,
             threshold: c.threshold,
             now: self.0.clock.read_time(0),
+            schema: serde_json::to_string(&c.schema).expect("a schema serialises"),
+            max_value_bytes: c.max_value_bytes as u64,
         }))
     }
 
-    async fn write(&self, req: Request<rpc::WriteRequest>) -> Result<Response<rpc::WriteReply>, Status> {
+    async fn write(
+        &self,
+        req: Request<rpc::WriteRequest>,
+    ) -> Result<Response<rpc::WriteReply>, Status> {
         self.0.write(req.into_inner()).await.map(Response::new)
     }
 
-    async fn read_vertex(&self, req: Request<rpc::ReadVertexRequest>) -> Result<Response<rpc::ReadVertexReply>, Status> {
+    async fn read_vertex(
+        &self,
+        req: Request<rpc::ReadVertexRequest>,
+    ) -> Result<Response<rpc::ReadVertexReply>, Status> {
         let req = req.into_inner();
         self.0.check_session(req.session_ts)?;
         self.0.check_session(req.as_of)?;
         self.0.check_home(&req.id)?;
-        let ts = if req.as_of == 0 { self.0.clock.read_time(req.session_ts) } else { req.as_of };
+        let ts = if req.as_of == 0 {
+            self.0.clock.read_time(req.session_ts)
+        } else {
+            req.as_of
+        };
         let state = self.0.store.read_vertex(&req.id, ts).map_err(internal)?;
         Ok(Response::new(match state {
             Some(s) => rpc::ReadVertexReply {
@@ -1034,18 +1250,34 @@ impl Meta for Service {
                 attrs: s.attrs.into_iter().collect(),
                 ts,
             },
-            None => rpc::ReadVertexReply { ts, ..Default::default() },
+            None => rpc::ReadVertexReply {
+                ts,
+                ..Default::default()
+            },
         }))
     }
 
-    async fn scan_edges(&self, req: Request<rpc::ScanEdgesRequest>) -> Result<Response<rpc::ScanEdgesReply>, Status> {
+    async fn scan_edges(
+        &self,
+        req: Request<rpc::ScanEdgesRequest>,
+    ) -> Result<Response<rpc::ScanEdgesReply>, Status> {
         let req = req.into_inner();
         self.0.check_session(req.session_ts)?;
         self.0.check_session(req.as_of)?;
-        let ts = if req.as_of == 0 { self.0.clock.read_time(req.session_ts) } else { req.as_of };
+        let ts = if req.as_of == 0 {
+            self.0.clock.read_time(req.session_ts)
+        } else {
+            req.as_of
+        };
         let etype = (!req.etype.is_empty()).then_some(req.etype.as_str());
         let edges = self.0.local_edges(&req.src, etype, ts).await?;
-        let x = self.0.parts.lock().expect("parts lock").get(&req.src).map_or_else(SplitState::default, |p| p.x);
+        let x = self
+            .0
+            .parts
+            .lock()
+            .expect("parts lock")
+            .get(&req.src)
+            .map_or_else(SplitState::default, |p| p.x);
         Ok(Response::new(rpc::ScanEdgesReply {
             edges: edges
                 .into_iter()
@@ -1061,30 +1293,39 @@ impl Meta for Service {
         }))
     }
 
-    async fn get_split(&self, req: Request<rpc::GetSplitRequest>) -> Result<Response<rpc::GetSplitReply>, Status> {
+    async fn get_split(
+        &self,
+        req: Request<rpc::GetSplitRequest>,
+    ) -> Result<Response<rpc::GetSplitReply>, Status> {
         let req = req.into_inner();
         self.0.check_home(&req.id)?;
         let x = self.0.store.split_state(&req.id).map_err(internal)?;
-        Ok(Response::new(rpc::GetSplitReply { split: split_bytes(x) }))
+        Ok(Response::new(rpc::GetSplitReply {
+            split: split_bytes(x),
+        }))
     }
 
     async fn adopt(&self, req: Request<rpc::AdoptRequest>) -> Result<Response<rpc::Ack>, Status> {
         let req = req.into_inner();
         let node = node_from(req.node)?;
-        if node.depth == 0 || node.pos % 2 == 0 || self.0.placement.node_server(&req.src, node) != self.0.me() {
-            return Err(invalid(format!("partition {} of {} is not this server's to adopt", req.node, printable(&req.src))));
+        if node.depth == 0
+            || node.pos % 2 == 0
+            || self.0.placement.node_server(&req.src, node) != self.0.me()
+        {
+            return Err(invalid(format!(
+                "partition {} of {} is not this server's to adopt",
+                req.node,
+                printable(&req.src)
+            )));
         }
         // Learn the split before the entries land, so that loading the
         // vertex's partitions never counts them against the old state.
         self.0.load_parts(&req.src).await?;
-        let parent = Node {
-            depth: node.depth - 1,
-            pos: node.pos / 2,
-        };
         let mut batch = Batch::default();
         let mut groups = HashSet::new();
         for e in &req.entries {
-            let parsed = crate::key::parse(&e.key).filter(|p| p.vertex == req.src && p.section == Section::Edge);
+            let parsed = crate::key::parse(&e.key)
+                .filter(|p| p.vertex == req.src && p.section == Section::Edge);
             let Some(parsed) = parsed else {
                 return Err(invalid("an adopted entry is not an edge of the vertex"));
             };
@@ -1094,45 +1335,81 @@ impl Meta for Service {
         {
             let mut parts = self.0.parts.lock().expect("parts lock");
             let p = parts.get_mut(&req.src).expect("loaded above");
-            p.x = p.x.with_split(parent);
+            // This server may not have seen the splits above the parent,
+            // made by other servers since it last looked.
+            p.x = p.x.with_ancestors_of(node);
             *p.count(node) += groups.len() as u64;
         }
         self.0.store.write(batch).map_err(internal)?;
         Ok(Response::new(rpc::Ack {}))
     }
 
-    async fn mark_split(&self, req: Request<rpc::MarkSplitRequest>) -> Result<Response<rpc::Ack>, Status> {
+    async fn mark_split(
+        &self,
+        req: Request<rpc::MarkSplitRequest>,
+    ) -> Result<Response<rpc::Ack>, Status> {
         let req = req.into_inner();
         self.0.check_home(&req.src)?;
         let node = node_from(req.node)?;
+        // Servers trust each other (the cluster's network is private, as
+        // the paper's is); this only refuses what no server would send.
+        if self.0.placement.tree().right_child(node).is_none() {
+            return Err(invalid(format!("partition {} cannot split", req.node)));
+        }
         self.0.mark_split(&req.src, node).await?;
         Ok(Response::new(rpc::Ack {}))
     }
 
-    async fn frontier(&self, req: Request<rpc::FrontierRequest>) -> Result<Response<rpc::Ack>, Status> {
+    async fn frontier(
+        &self,
+        req: Request<rpc::FrontierRequest>,
+    ) -> Result<Response<rpc::Ack>, Status> {
         let req = req.into_inner();
         let state = self.0.travel(req.travel);
-        state.frontier.lock().expect("frontier lock").entry(req.step).or_default().extend(req.entries);
+        state
+            .frontier
+            .lock()
+            .expect("frontier lock")
+            .entry(req.step)
+            .or_default()
+            .extend(req.entries);
         Ok(Response::new(rpc::Ack {}))
     }
 
-    async fn expand(&self, req: Request<rpc::ExpandRequest>) -> Result<Response<rpc::ExpandReply>, Status> {
+    async fn expand(
+        &self,
+        req: Request<rpc::ExpandRequest>,
+    ) -> Result<Response<rpc::ExpandReply>, Status> {
         self.0.expand(req.into_inner()).await.map(Response::new)
     }
 
-    async fn run_step(&self, req: Request<rpc::RunStepRequest>) -> Result<Response<rpc::RunStepReply>, Status> {
+    async fn run_step(
+        &self,
+        req: Request<rpc::RunStepRequest>,
+    ) -> Result<Response<rpc::RunStepReply>, Status> {
         self.0.run_step(req.into_inner()).await.map(Response::new)
     }
 
-    async fn end_travel(&self, req: Request<rpc::EndTravelRequest>) -> Result<Response<rpc::Ack>, Status> {
-        let removed = self.0.travels.lock().expect("travels lock").remove(&req.into_inner().travel);
+    async fn end_travel(
+        &self,
+        req: Request<rpc::EndTravelRequest>,
+    ) -> Result<Response<rpc::Ack>, Status> {
+        let removed = self
+            .0
+            .travels
+            .lock()
+            .expect("travels lock")
+            .remove(&req.into_inner().travel);
         if let Some(state) = removed {
             self.0.stop_prefetch(&state).await;
         }
         Ok(Response::new(rpc::Ack {}))
     }
 
-    async fn stats(&self, _: Request<rpc::StatsRequest>) -> Result<Response<rpc::StatsReply>, Status> {
+    async fn stats(
+        &self,
+        _: Request<rpc::StatsRequest>,
+    ) -> Result<Response<rpc::StatsReply>, Status> {
         let c = &self.0.counters;
         Ok(Response::new(rpc::StatsReply {
             writes: c.writes.load(Ordering::Relaxed),

@@ -41,6 +41,9 @@ pub enum StoreError {
     Corrupt(Vec<u8>),
 }
 
+/// A key and its value, as stored.
+pub type RawEntry = (Vec<u8>, Vec<u8>);
+
 /// What [`Store`] operations return.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -71,7 +74,11 @@ pub fn encode_props(props: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     let mut out = vec![LIVE];
     for (k, v) in props {
         for part in [k.as_bytes(), v] {
-            out.extend_from_slice(&u32::try_from(part.len()).expect("attribute sizes are checked below 4 GiB").to_le_bytes());
+            out.extend_from_slice(
+                &u32::try_from(part.len())
+                    .expect("attribute sizes are checked below 4 GiB")
+                    .to_le_bytes(),
+            );
             out.extend_from_slice(part);
         }
     }
@@ -106,7 +113,9 @@ pub struct Batch {
 
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch").field("entries", &self.batch.len()).finish()
+        f.debug_struct("Batch")
+            .field("entries", &self.batch.len())
+            .finish()
     }
 }
 
@@ -115,7 +124,8 @@ impl Batch {
     pub fn put_type(&mut self, id: &[u8], vtype: &str, ts: u64) {
         let mut v = vec![LIVE];
         v.extend_from_slice(vtype.as_bytes());
-        self.batch.put(key::attr_key(id, Section::System, TYPE, ts), v);
+        self.batch
+            .put(key::attr_key(id, Section::System, TYPE, ts), v);
     }
 
     /// A version of an attribute.
@@ -123,27 +133,43 @@ impl Batch {
         let mut v = Vec::with_capacity(value.len() + 1);
         v.push(LIVE);
         v.extend_from_slice(value);
-        self.batch.put(key::attr_key(id, section, name.as_bytes(), ts), v);
+        self.batch
+            .put(key::attr_key(id, section, name.as_bytes(), ts), v);
     }
 
     /// Deletes vertex `id` as of `ts`: tombstones for its type and for each
     /// attribute in `live` (section, name).
     pub fn delete_vertex(&mut self, id: &[u8], live: &[(Section, String)], ts: u64) {
-        self.batch.put(key::attr_key(id, Section::System, TYPE, ts), [TOMBSTONE]);
+        self.batch
+            .put(key::attr_key(id, Section::System, TYPE, ts), [TOMBSTONE]);
         for (section, name) in live {
-            self.batch.put(key::attr_key(id, *section, name.as_bytes(), ts), [TOMBSTONE]);
+            self.batch.put(
+                key::attr_key(id, *section, name.as_bytes(), ts),
+                [TOMBSTONE],
+            );
         }
     }
 
     /// A version of an edge: its properties, or a tombstone.
-    pub fn put_edge(&mut self, src: &[u8], etype: &str, dst: &[u8], props: Option<&BTreeMap<String, Vec<u8>>>, ts: u64) {
+    pub fn put_edge(
+        &mut self,
+        src: &[u8],
+        etype: &str,
+        dst: &[u8],
+        props: Option<&BTreeMap<String, Vec<u8>>>,
+        ts: u64,
+    ) {
         let value = props.map_or_else(|| vec![TOMBSTONE], encode_props);
-        self.batch.put(key::edge_key(src, etype.as_bytes(), dst, ts), value);
+        self.batch
+            .put(key::edge_key(src, etype.as_bytes(), dst, ts), value);
     }
 
     /// The split state of `id` (at its home; one version, replaced).
     pub fn put_split(&mut self, id: &[u8], x: SplitState) {
-        self.batch.put(key::attr_key(id, Section::System, SPLIT, 0), x.0.to_le_bytes());
+        self.batch.put(
+            key::attr_key(id, Section::System, SPLIT, 0),
+            x.0.to_le_bytes(),
+        );
     }
 
     /// A raw entry, as a split moves it.
@@ -180,7 +206,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.db.path()).finish()
+        f.debug_struct("Store")
+            .field("path", &self.db.path())
+            .finish()
     }
 }
 
@@ -209,7 +237,10 @@ impl Store {
             pending_puts,
             pending_deletes,
         } = batch;
-        let pending = self.db.cf_handle(PENDING).expect("opened with the pending family");
+        let pending = self
+            .db
+            .cf_handle(PENDING)
+            .expect("opened with the pending family");
         for (k, v) in pending_puts {
             batch.put_cf(pending, k, v);
         }
@@ -221,8 +252,11 @@ impl Store {
     }
 
     /// Reverse edges not yet delivered, in the order they were written.
-    pub fn pending(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let pending = self.db.cf_handle(PENDING).expect("opened with the pending family");
+    pub fn pending(&self) -> Result<Vec<RawEntry>> {
+        let pending = self
+            .db
+            .cf_handle(PENDING)
+            .expect("opened with the pending family");
         let mut out = Vec::new();
         for entry in self.db.iterator_cf(pending, rocksdb::IteratorMode::Start) {
             let (k, v) = entry?;
@@ -233,7 +267,11 @@ impl Store {
 
     /// Calls `f(key, parsed, value)` for every entry under `prefix`, in key
     /// order, until it returns false.
-    fn scan(&self, prefix: &[u8], mut f: impl FnMut(&[u8], key::ParsedKey, &[u8]) -> bool) -> Result<()> {
+    fn scan(
+        &self,
+        prefix: &[u8],
+        mut f: impl FnMut(&[u8], key::ParsedKey, &[u8]) -> bool,
+    ) -> Result<()> {
         let mut it = self.db.raw_iterator();
         it.seek(prefix);
         while let (Some(k), Some(v)) = (it.key(), it.value()) {
@@ -271,7 +309,9 @@ impl Store {
             };
             let (section, name) = &entry;
             match (section, flag) {
-                (Section::System, LIVE) if name == TYPE => vtype = Some(String::from_utf8_lossy(value).into_owned()),
+                (Section::System, LIVE) if name == TYPE => {
+                    vtype = Some(String::from_utf8_lossy(value).into_owned())
+                }
                 (Section::Static | Section::User, LIVE) => {
                     attrs.insert(String::from_utf8_lossy(name).into_owned(), value.to_vec());
                 }
@@ -311,7 +351,12 @@ impl Store {
     /// The edges of `src` this store holds, as of `as_of`: each (type,
     /// destination) once, at its newest version then, tombstones dropped;
     /// only `etype`'s when given.
-    pub fn scan_edges(&self, src: &[u8], etype: Option<&str>, as_of: u64) -> Result<Vec<EdgeVersion>> {
+    pub fn scan_edges(
+        &self,
+        src: &[u8],
+        etype: Option<&str>,
+        as_of: u64,
+    ) -> Result<Vec<EdgeVersion>> {
         let prefix = match etype {
             Some(t) => key::edge_type_prefix(src, t.as_bytes()),
             None => key::section_prefix(src, Section::Edge),
@@ -363,24 +408,20 @@ impl Store {
     }
 
     /// Every stored version of `src`'s edges that `keep(type, dst)`
-    /// accepts, raw, for a split to move; and the number of distinct
-    /// (type, destination) among all of `src`'s edges here.
-    pub fn edge_entries(&self, src: &[u8], mut keep: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+    /// accepts, raw, for a split to move.
+    pub fn edge_entries(
+        &self,
+        src: &[u8],
+        mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<Vec<RawEntry>> {
         let mut out = Vec::new();
-        let mut groups = 0;
-        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
         self.scan(&key::section_prefix(src, Section::Edge), |k, p, v| {
-            let group = (p.name, p.dst.unwrap_or_default());
-            if last.as_ref() != Some(&group) {
-                groups += 1;
-            }
-            if keep(&group.0, &group.1) {
+            if keep(&p.name, &p.dst.unwrap_or_default()) {
                 out.push((k.to_vec(), v.to_vec()));
             }
-            last = Some(group);
             true
         })?;
-        Ok((out, groups))
+        Ok(out)
     }
 
     /// The split state of `id` as its home records it.
@@ -389,7 +430,10 @@ impl Store {
         match self.db.get_pinned(&k)? {
             None => Ok(SplitState::default()),
             Some(v) => {
-                let bytes: [u8; 16] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt(k.clone()))?;
+                let bytes: [u8; 16] = v
+                    .as_ref()
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt(k.clone()))?;
                 Ok(SplitState(u128::from_le_bytes(bytes)))
             }
         }
@@ -431,17 +475,24 @@ mod tests {
 
     /// Invariants 5–9 of the digest: reads as of any time equal a map of
     /// every version kept by hand; deletes keep history.
+    type Versions<T> = Vec<(u64, Option<T>)>;
+    type EdgeKey = (Vec<u8>, String, Vec<u8>);
+
     #[derive(Default)]
     struct Model {
-        // (vertex) -> [(ts, Some(attrs) | None deleted)]
-        vertices: BTreeMap<Vec<u8>, Vec<(u64, Option<BTreeMap<String, Vec<u8>>>)>>,
-        // (vertex, type, dst) -> [(ts, Some(props) | None)]
-        edges: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>,
+        vertices: BTreeMap<Vec<u8>, Versions<BTreeMap<String, Vec<u8>>>>,
+        edges: BTreeMap<EdgeKey, Versions<Vec<u8>>>,
     }
 
     impl Model {
         fn vertex(&self, v: &[u8], t: u64) -> Option<BTreeMap<String, Vec<u8>>> {
-            self.vertices.get(v)?.iter().rev().find(|(ts, _)| *ts <= t)?.1.clone()
+            self.vertices
+                .get(v)?
+                .iter()
+                .rev()
+                .find(|(ts, _)| *ts <= t)?
+                .1
+                .clone()
         }
     }
 
@@ -510,7 +561,10 @@ mod tests {
 
     #[test]
     fn props_round_trip_and_garbage_is_refused() {
-        let props = BTreeMap::from([("k".to_string(), vec![0u8, 1, 2]), (String::new(), Vec::new())]);
+        let props = BTreeMap::from([
+            ("k".to_string(), vec![0u8, 1, 2]),
+            (String::new(), Vec::new()),
+        ]);
         assert_eq!(decode_props(&encode_props(&props)[1..]), Some(props));
         assert_eq!(decode_props(&[9, 0, 0, 0, b'x']), None);
     }

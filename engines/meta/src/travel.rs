@@ -94,7 +94,10 @@ impl Filter {
             T::Any(v) => Test::In(v.values.clone()),
             T::Range(r) => Test::Range(r.lo.clone(), r.hi.clone()),
         };
-        Some(Filter { key: f.key.clone(), test })
+        Some(Filter {
+            key: f.key.clone(),
+            test,
+        })
     }
 }
 
@@ -112,7 +115,9 @@ pub fn vertex_passes(filters: &[Filter], vtype: &str, attrs: &BTreeMap<String, V
 
 /// Whether an edge with `props` passes every filter.
 pub fn edge_passes(filters: &[Filter], props: &BTreeMap<String, Vec<u8>>) -> bool {
-    filters.iter().all(|f| f.accepts(props.get(&f.key).map(Vec::as_slice)))
+    filters
+        .iter()
+        .all(|f| f.accepts(props.get(&f.key).map(Vec::as_slice)))
 }
 
 /// The vertices of one step: filters, and whether they are returned.
@@ -208,7 +213,11 @@ impl Travel {
 
     /// Filters the current vertices.
     pub fn va(mut self, filter: Filter) -> Travel {
-        self.levels.last_mut().expect("levels are never empty").filters.push(filter);
+        self.levels
+            .last_mut()
+            .expect("levels are never empty")
+            .filters
+            .push(filter);
         self
     }
 
@@ -239,7 +248,9 @@ impl Travel {
         }
         if self.hops.len().saturating_mul(times) > MAX_HOPS {
             let hops = self.hops.len();
-            return self.fail(format!("{hops} hops repeated {times} times is more than {MAX_HOPS} steps"));
+            return self.fail(format!(
+                "{hops} hops repeated {times} times is more than {MAX_HOPS} steps"
+            ));
         }
         let (hops, levels) = (self.hops.clone(), self.levels[1..].to_vec());
         for _ in 1..times {
@@ -261,10 +272,16 @@ impl Travel {
             return Err(InvalidArgument::new("travel", e.clone()));
         }
         if self.start.is_empty() {
-            return Err(InvalidArgument::new("travel", "v(...) names no start vertex"));
+            return Err(InvalidArgument::new(
+                "travel",
+                "v(...) names no start vertex",
+            ));
         }
         if self.hops.len() > MAX_HOPS {
-            return Err(InvalidArgument::new("travel", format!("more than {MAX_HOPS} steps")));
+            return Err(InvalidArgument::new(
+                "travel",
+                format!("more than {MAX_HOPS} steps"),
+            ));
         }
         Ok(())
     }
@@ -282,7 +299,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn error(&self, what: &str) -> InvalidArgument {
-        InvalidArgument::new("travel", format!("{what} at column {} of {:?}", self.pos + 1, self.text))
+        InvalidArgument::new(
+            "travel",
+            format!("{what} at column {} of {:?}", self.pos + 1, self.text),
+        )
     }
 
     fn skip_space(&mut self) {
@@ -315,7 +335,10 @@ impl Parser<'_> {
 
     fn word(&mut self) -> Option<&str> {
         self.skip_space();
-        let len = self.rest().find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).unwrap_or(self.rest().len());
+        let len = self
+            .rest()
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(self.rest().len());
         (len > 0).then(|| {
             let w = &self.text[self.pos..self.pos + len];
             self.pos += len;
@@ -351,7 +374,9 @@ impl Parser<'_> {
         if self.rest().starts_with('"') {
             String::from_utf8(self.string()?).map_err(|_| self.error("names are text"))
         } else {
-            self.word().map(str::to_string).ok_or_else(|| self.error("expected a name"))
+            self.word()
+                .map(str::to_string)
+                .ok_or_else(|| self.error("expected a name"))
         }
     }
 
@@ -421,11 +446,20 @@ impl Parser<'_> {
                 "rtm" => travel.rtm(),
                 "return_fp" => travel.return_fp(),
                 "repeat" if has_args => {
-                    let n = self.word().and_then(|w| w.parse().ok()).ok_or_else(|| self.error("repeat(n) takes a count"))?;
+                    let n = self
+                        .word()
+                        .and_then(|w| w.parse().ok())
+                        .ok_or_else(|| self.error("repeat(n) takes a count"))?;
                     travel.repeat(n)
                 }
-                "e" | "va" | "ea" | "repeat" => return Err(self.error(&format!("{call} takes arguments"))),
-                _ => return Err(self.error(&format!("unknown step `{call}` (v, e, va, ea, rtm, repeat, return_fp)"))),
+                "e" | "va" | "ea" | "repeat" => {
+                    return Err(self.error(&format!("{call} takes arguments")))
+                }
+                _ => {
+                    return Err(self.error(&format!(
+                        "unknown step `{call}` (v, e, va, ea, rtm, repeat, return_fp)"
+                    )))
+                }
             };
             if has_args {
                 self.expect(")")?;
@@ -477,7 +511,10 @@ mod tests {
             ("v(\"a\").walk()", "unknown step `walk`"),
             ("v(\"a\").ea(x = \"1\")", "ea() comes after an e()"),
             ("v(\"a\").e(read).repeat(0)", "n >= 1"),
-            ("v(\"a\").e(read).va(x > \"1\")", "expected `=`, `in` or `range`"),
+            (
+                "v(\"a\").e(read).va(x > \"1\")",
+                "expected `=`, `in` or `range`",
+            ),
             ("v()", "names no start vertex"),
             ("v(\"a) ", "unterminated"),
             ("v(\"a\").e(read).repeat(65)", "more than 64 steps"),
@@ -490,10 +527,13 @@ mod tests {
     #[test]
     fn filters_and_together_and_a_missing_attribute_fails() {
         let attrs = BTreeMap::from([("size".to_string(), b"100".to_vec())]);
-        let f = [Filter::eq("type", "file"), Filter {
-            key: "size".into(),
-            test: Test::Range(b"1".to_vec(), b"2".to_vec()),
-        }];
+        let f = [
+            Filter::eq("type", "file"),
+            Filter {
+                key: "size".into(),
+                test: Test::Range(b"1".to_vec(), b"2".to_vec()),
+            },
+        ];
         assert!(vertex_passes(&f, "file", &attrs));
         assert!(!vertex_passes(&f, "job", &attrs));
         assert!(!vertex_passes(&[Filter::eq("mode", "x")], "file", &attrs));

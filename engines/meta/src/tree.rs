@@ -76,7 +76,10 @@ pub struct Tree {
 impl Tree {
     /// The tree over `k` virtual nodes, `1..=MAX_VNODES`.
     pub fn new(k: u32) -> Tree {
-        assert!((1..=MAX_VNODES).contains(&k), "a tree spans 1..={MAX_VNODES} virtual nodes, not {k}");
+        assert!(
+            (1..=MAX_VNODES).contains(&k),
+            "a tree spans 1..={MAX_VNODES} virtual nodes, not {k}"
+        );
         Tree {
             k,
             max_depth: k.next_power_of_two().trailing_zeros(),
@@ -154,6 +157,21 @@ impl SplitState {
         SplitState(self.0 | 1 << node.index())
     }
 
+    /// The state with every ancestor of `node` split: a partition at
+    /// `node` exists only once each of them has.
+    pub fn with_ancestors_of(self, node: Node) -> SplitState {
+        let mut x = self;
+        let mut n = node;
+        while n.depth > 0 {
+            n = Node {
+                depth: n.depth - 1,
+                pos: n.pos / 2,
+            };
+            x = x.with_split(n);
+        }
+        x
+    }
+
     /// The partition (an unsplit node) holding edges routed by offset `o`.
     pub fn leaf_for(self, tree: Tree, o: u32) -> Node {
         let mut node = Node::ROOT;
@@ -219,17 +237,37 @@ mod tests {
         assert_eq!(t.offset(t.right_child(s2).unwrap()) + 1, 4);
         assert_eq!(t.offset(t.right_child(t.left_child(s2)).unwrap()) + 1, 7);
         // subtree(S2 at depth 1) = {S2, S4, S7, S8}; S8 is in it.
-        let sub: Vec<u32> = (0..8).filter(|&o| t.in_subtree(o, s2)).map(|o| o + 1).collect();
+        let sub: Vec<u32> = (0..8)
+            .filter(|&o| t.in_subtree(o, s2))
+            .map(|o| o + 1)
+            .collect();
         assert_eq!(sub, [2, 4, 7, 8]);
         // The 32-server leaves the digest lists.
         let t32 = Tree::new(32);
-        let leaves: Vec<u32> = (0..32).map(|pos| t32.offset(Node { depth: 5, pos }) + 1).collect();
+        let leaves: Vec<u32> = (0..32)
+            .map(|pos| t32.offset(Node { depth: 5, pos }) + 1)
+            .collect();
         assert_eq!(
             leaves,
-            [1, 17, 9, 18, 5, 19, 10, 20, 3, 21, 11, 22, 6, 23, 12, 24, 2, 25, 13, 26, 7, 27, 14, 28, 4, 29, 15, 30, 8, 31, 16, 32]
+            [
+                1, 17, 9, 18, 5, 19, 10, 20, 3, 21, 11, 22, 6, 23, 12, 24, 2, 25, 13, 26, 7, 27,
+                14, 28, 4, 29, 15, 30, 8, 31, 16, 32
+            ]
         );
         // k = 6: S2 and S4 cannot split at depth 2.
-        assert_eq!(level(Tree::new(6), 3), [Some(1), Some(5), Some(3), Some(6), Some(2), None, Some(4), None]);
+        assert_eq!(
+            level(Tree::new(6), 3),
+            [
+                Some(1),
+                Some(5),
+                Some(3),
+                Some(6),
+                Some(2),
+                None,
+                Some(4),
+                None
+            ]
+        );
     }
 
     proptest! {
@@ -295,6 +333,15 @@ mod tests {
             offsets.dedup();
             prop_assert_eq!(before, offsets.len());
         }
+    }
+
+    #[test]
+    fn a_nodes_ancestors_are_its_path_from_the_root() {
+        let t = Tree::new(8);
+        let node = Node { depth: 3, pos: 5 };
+        let x = SplitState::default().with_ancestors_of(node);
+        assert_eq!(x.leaf_for(t, t.offset(node)), node);
+        assert_eq!(x.leaves(t).len(), 4);
     }
 
     #[test]

@@ -1,0 +1,416 @@
+//! quiver-meta against a model: clusters of real gRPC servers on
+//! 127.0.0.1, each with its own RocksDB, checked against a `BTreeMap` of
+//! every version written.
+
+mod model;
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use quiver_meta::server::{self, Running, ServerConfig};
+use quiver_meta::{Client, Filter, GTravel, Partitioner, Travel, TravelOptions, Write};
+
+/// A cluster on 127.0.0.1 with its data in a temporary directory.
+struct Cluster {
+    dir: tempfile::TempDir,
+    configs: Vec<ServerConfig>,
+    servers: Vec<Option<Running>>,
+    client: Client,
+}
+
+impl Cluster {
+    async fn start(n: usize, partitioner: Partitioner, vnodes: u32, threshold: u32) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let mut listeners = Vec::new();
+        for _ in 0..n {
+            listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let cluster: Vec<String> = listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().to_string())
+            .collect();
+        let mut configs = Vec::new();
+        let mut servers = Vec::new();
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let config = ServerConfig {
+                cluster: cluster.clone(),
+                index,
+                data: dir.path().join(format!("s{index}")),
+                partitioner,
+                vnodes,
+                threshold,
+                ..ServerConfig::default()
+            };
+            servers.push(Some(server::start(config.clone(), listener).await.unwrap()));
+            configs.push(config);
+        }
+        let client = Client::connect(&cluster).await.unwrap();
+        Cluster {
+            dir,
+            configs,
+            servers,
+            client,
+        }
+    }
+
+    /// Stops server `i` (the crash of a server process is the driver's
+    /// test, which kills one with SIGKILL).
+    async fn stop_server(&mut self, i: usize) {
+        self.servers[i].take().unwrap().shutdown().await.unwrap();
+    }
+
+    /// Starts server `i` again on its address and data.
+    async fn restart(&mut self, i: usize) {
+        for _ in 0..100 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let Ok(listener) = tokio::net::TcpListener::bind(&self.configs[i].cluster[i]).await
+            else {
+                continue;
+            };
+            match server::start(self.configs[i].clone(), listener).await {
+                Ok(running) => {
+                    self.servers[i] = Some(running);
+                    return;
+                }
+                Err(e) => eprintln!("restart: {}", quiver_run::chain(&e)),
+            }
+        }
+        panic!("server {i} did not restart");
+    }
+
+    async fn stop(self) {
+        for s in self.servers.into_iter().flatten() {
+            s.shutdown().await.unwrap();
+        }
+        drop(self.dir);
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn bytes(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Random writes, deletes and splits on a 3-server cluster, every
+    /// partitioner: reads as of every write's time, scans, reverse edges
+    /// and traversals equal the model's (digest invariants 5–8, 14, 20,
+    /// 21).
+    #[test]
+    fn the_cluster_agrees_with_a_model(ops in prop::collection::vec(model::op(), 1..60), p in 0usize..4, threshold in 1u32..4) {
+        let partitioner = Partitioner::ALL[p];
+        runtime().block_on(async {
+            let cluster = Cluster::start(3, partitioner, 8, threshold).await;
+            let mut m = model::Model::default();
+            let mut times = Vec::new();
+            for op in &ops {
+                let write = op.write();
+                let done = cluster.client.write(std::slice::from_ref(&write)).await.unwrap();
+                m.apply(&write, done.ts);
+                times.push(done.ts);
+            }
+            times.push(cluster.client.session() + 1);
+            for &t in &times {
+                m.check_reads(&cluster.client, t).await;
+            }
+            for travel in model::travels() {
+                for prefetch in [false, true] {
+                    let got = cluster.client.travel(&travel, TravelOptions { as_of: Some(*times.last().unwrap()), prefetch }).await.unwrap();
+                    let want = m.travel(&travel, *times.last().unwrap());
+                    assert_eq!(got.marked, want.0, "{travel:?} with {partitioner:?}, prefetch {prefetch}");
+                    assert_eq!(got.paths, want.1, "{travel:?} paths");
+                }
+                // And as of the middle of the history.
+                let mid = times[times.len() / 2];
+                let got = cluster.client.travel(&travel, TravelOptions { as_of: Some(mid), prefetch: true }).await.unwrap();
+                assert_eq!(got.marked, m.travel(&travel, mid).0, "{travel:?} as of the middle");
+            }
+            cluster.stop().await;
+        });
+    }
+}
+
+/// DIDO with threshold 4 on 4 servers: a vertex with 200 edges spreads over
+/// every server, each edge sits where its tree says, and splitting moved
+/// edges toward their destinations (the paper's Fig. 6 claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_splits_toward_its_destinations() {
+    let cluster = Cluster::start(4, Partitioner::Dido, 16, 4).await;
+    let c = &cluster.client;
+    let mut writes = vec![Write::Vertex {
+        id: bytes("job:hub"),
+        vtype: "job".into(),
+        attrs: BTreeMap::new(),
+    }];
+    for i in 0..200 {
+        writes.push(Write::Vertex {
+            id: bytes(&format!("/f{i}")),
+            vtype: "file".into(),
+            attrs: BTreeMap::new(),
+        });
+    }
+    c.write(&writes).await.unwrap();
+    let mut splits = 0;
+    for chunk in (0..200).collect::<Vec<_>>().chunks(10) {
+        let edges: Vec<Write> = chunk
+            .iter()
+            .map(|i| Write::Edge {
+                src: bytes("job:hub"),
+                etype: "write".into(),
+                dst: bytes(&format!("/f{i}")),
+                props: BTreeMap::new(),
+            })
+            .collect();
+        splits += c.write(&edges).await.unwrap().splits;
+    }
+    assert!(splits > 0);
+    let edges = c.scan_edges(b"job:hub", Some("write"), None).await.unwrap();
+    assert_eq!(edges.len(), 200);
+    // Every reverse edge exists, on the file's own partition.
+    for i in 0..200 {
+        let back = c
+            .scan_edges(format!("/f{i}").as_bytes(), None, None)
+            .await
+            .unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(
+            (back[0].etype.as_str(), back[0].dst.as_slice()),
+            ("wasWrittenBy", &b"job:hub"[..])
+        );
+    }
+    let stats = c.stats().await.unwrap();
+    let moved: u64 = stats.iter().map(|s| s.edges_moved).sum();
+    assert!(moved > 0, "{stats:?}");
+    // A one-step traversal from the hub: most edges are now next to their
+    // destination, so StatComm is well below the edge count.
+    let t = c
+        .travel(
+            &GTravel::v(["job:hub"]).e("write"),
+            TravelOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.vertices().len(), 200);
+    let step = &t.steps[0];
+    assert!(step.stat_comm < 100, "{step:?}");
+    cluster.stop().await;
+}
+
+/// Every acknowledged write is there after a server restarts, and the
+/// client gets a clear error, not a hang, while it is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_survive_a_restart_and_a_down_server_is_named() {
+    let mut cluster = Cluster::start(2, Partitioner::Dido, 8, 3).await;
+    let writes = quiver_meta::darshan::generate(300, 5);
+    for chunk in writes.chunks(50) {
+        cluster.client.write(chunk).await.unwrap();
+    }
+    let before = cluster.client.session();
+    cluster.stop_server(1).await;
+    let down = (0..400).map(|i| Write::Vertex {
+        id: bytes(&format!("/probe{i}")),
+        vtype: "file".into(),
+        attrs: BTreeMap::new(),
+    });
+    let err = cluster
+        .client
+        .write(&down.collect::<Vec<_>>())
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{}", quiver_run::chain(&err));
+    assert!(
+        err.to_string().contains(&cluster.configs[1].cluster[1]),
+        "{err}"
+    );
+    cluster.restart(1).await;
+    for w in &writes {
+        match w {
+            Write::Vertex { id, vtype, attrs } => {
+                let got = cluster
+                    .client
+                    .read_vertex(id, Some(before))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!((&got.vtype, &got.attrs), (vtype, attrs));
+            }
+            Write::Edge {
+                src, etype, dst, ..
+            } => {
+                let edges = cluster
+                    .client
+                    .scan_edges(src, Some(etype), Some(before))
+                    .await
+                    .unwrap();
+                assert!(
+                    edges.iter().any(|e| &e.dst == dst),
+                    "{:?} lost",
+                    String::from_utf8_lossy(src)
+                );
+            }
+            _ => unreachable!(),
+        }
+    }
+    cluster.stop().await;
+}
+
+/// Bad requests get an error that names the problem and store nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_whole() {
+    let cluster = Cluster::start(2, Partitioner::Dido, 8, 128).await;
+    let c = &cluster.client;
+    let file = |id: &str| Write::Vertex {
+        id: bytes(id),
+        vtype: "file".into(),
+        attrs: BTreeMap::new(),
+    };
+    c.write(&[file("/ok")]).await.unwrap();
+    let cases: Vec<(Vec<Write>, &str)> = vec![
+        (
+            vec![
+                file("/a"),
+                Write::Vertex {
+                    id: bytes("/b"),
+                    vtype: "planet".into(),
+                    attrs: BTreeMap::new(),
+                },
+            ],
+            "unknown vertex type \"planet\"",
+        ),
+        (
+            vec![Write::Edge {
+                src: bytes("/ok"),
+                etype: "likes".into(),
+                dst: bytes("/ok"),
+                props: BTreeMap::new(),
+            }],
+            "unknown relation \"likes\"",
+        ),
+        (
+            vec![Write::Vertex {
+                id: bytes("/c"),
+                vtype: "file".into(),
+                attrs: BTreeMap::from([("blob".into(), vec![0; 70_000])]),
+            }],
+            "has 70000 bytes; the limit is 65536",
+        ),
+        (vec![file("")], "vertex: must have 1 to 4096 bytes, not 0"),
+        (
+            vec![Write::Vertex {
+                id: bytes("/ok"),
+                vtype: "job".into(),
+                attrs: BTreeMap::new(),
+            }],
+            "is a file; a put cannot make it a job",
+        ),
+    ];
+    for (writes, want) in cases {
+        let err = quiver_run::chain(&c.write(&writes).await.unwrap_err());
+        assert!(err.contains(want), "{err}");
+    }
+    for id in ["/a", "/b", "/c"] {
+        assert_eq!(
+            c.read_vertex(id.as_bytes(), None).await.unwrap(),
+            None,
+            "{id} was stored"
+        );
+    }
+    // A read as of a time in the future.
+    let future = quiver_meta::clock::wall_ns() + 60_000_000_000;
+    let err = c
+        .read_vertex(b"/ok", Some(future))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("in this server's future"), "{err}");
+    let err = c
+        .travel(
+            &GTravel::v(["/ok"]).e("has"),
+            TravelOptions {
+                as_of: Some(future),
+                prefetch: false,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("future"), "{err}");
+    // A traversal that makes no sense never reaches a server.
+    let err = c
+        .travel(&GTravel::v(Vec::<Vec<u8>>::new()), TravelOptions::default())
+        .await
+        .unwrap_err();
+    assert!(quiver_run::is_invalid_argument(&err), "{err}");
+    cluster.stop().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Requests with random field values, and random bytes that happen to
+    /// decode as a request, sent straight to a server: an error or a
+    /// consistent answer, never a crash or a hang; the server still serves.
+    #[test]
+    fn random_requests_get_answers_not_crashes(
+        raw in prop::collection::vec(any::<u8>(), 0..200),
+        id in prop::collection::vec(any::<u8>(), 0..20),
+        vtype in "[a-z]{0,6}",
+        node: u32,
+        ts: u64,
+    ) {
+        use prost::Message;
+        use quiver_meta::rpc;
+        runtime().block_on(async {
+            let cluster = Cluster::start(1, Partitioner::Dido, 4, 2).await;
+            let mut raw_client = server::connect_lazy(cluster.client.servers()).unwrap().remove(0);
+            if let Ok(req) = rpc::WriteRequest::decode(raw.as_slice()) {
+                let _ = raw_client.write(req).await;
+            }
+            if let Ok(req) = rpc::RunStepRequest::decode(raw.as_slice()) {
+                let _ = raw_client.run_step(req).await;
+            }
+            if let Ok(req) = rpc::AdoptRequest::decode(raw.as_slice()) {
+                let _ = raw_client.adopt(req).await;
+            }
+            let edge = rpc::EdgePut { src: id.clone(), etype: vtype.clone(), dst: id.clone(), node, ..Default::default() };
+            let ops = vec![
+                rpc::Op { op: Some(rpc::op::Op::Vertex(rpc::VertexPut { id: id.clone(), vtype, attrs: Default::default() })) },
+                rpc::Op { op: Some(rpc::op::Op::Edge(edge)) },
+                rpc::Op { op: None },
+            ];
+            let _ = raw_client.write(rpc::WriteRequest { session_ts: ts, ops, reverse_ts: ts }).await;
+            let _ = raw_client.read_vertex(rpc::ReadVertexRequest { id: id.clone(), as_of: ts, session_ts: 0 }).await;
+            let _ = raw_client.adopt(rpc::AdoptRequest { src: id.clone(), node, entries: vec![rpc::RawEntry { key: raw.clone(), value: raw.clone() }] }).await;
+            let _ = raw_client.mark_split(rpc::MarkSplitRequest { src: id.clone(), node }).await;
+            // Still serving, and still right.
+            let w = Write::Vertex { id: b"/after".to_vec(), vtype: "file".into(), attrs: BTreeMap::new() };
+            cluster.client.write(std::slice::from_ref(&w)).await.unwrap();
+            assert!(cluster.client.read_vertex(b"/after", None).await.unwrap().is_some());
+            cluster.stop().await;
+        });
+    }
+}
+
+#[test]
+fn traversal_text_matches_the_builder_used_above() {
+    let t = Travel::parse(r#"v("u1").e(run).v().va(type = "job").rtm().e(contains).return_fp()"#)
+        .unwrap();
+    assert_eq!(
+        t,
+        GTravel::v(["u1"])
+            .e("run")
+            .v()
+            .va(Filter::eq("type", "job"))
+            .rtm()
+            .e("contains")
+            .return_fp()
+    );
+}
