@@ -127,6 +127,18 @@ error.")]
         #[command(subcommand)]
         command: crate::kv::KvCommand,
     },
+    /// GraphMeta's versioned metadata graph: users, jobs, processes and files with their
+    /// relations, on a cluster of RocksDB servers partitioned by DIDO; provenance queries as of
+    /// any past time.
+    #[command(after_help = r#"Examples:
+  quiver meta cluster up --servers 4                  (in another terminal:)
+  quiver meta load --cluster meta-cluster/cluster --generate darshan --vertices 100000
+  quiver meta query --cluster meta-cluster/cluster 'v("uid:1000").e(run).v().e(write)'
+  quiver meta bench insert --servers 4 --clients 32"#)]
+    Meta {
+        #[command(subcommand)]
+        command: crate::meta::MetaCommand,
+    },
     /// Check and measure the RDMA verbs fabrics that the distributed engines run on.
     #[command(after_help = "Examples:
   quiver verbs check --nodes 4

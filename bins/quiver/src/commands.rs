@@ -40,6 +40,9 @@ pub fn run(cli: Cli) -> Result<()> {
             crate::gtl::gtl(command, json, !std::io::stderr().is_terminal())
         }
         Command::Kv { command } => crate::kv::kv(command, json, !std::io::stderr().is_terminal()),
+        Command::Meta { command } => {
+            crate::meta::meta(command, json, !std::io::stderr().is_terminal())
+        }
         Command::Bsp { algorithm } => {
             crate::bsp::bsp(algorithm, json, !std::io::stderr().is_terminal())
         }

@@ -10,6 +10,7 @@ mod commands;
 mod gtl;
 mod job;
 mod kv;
+mod meta;
 mod progress;
 mod units;
 mod verbs;

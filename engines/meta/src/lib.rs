@@ -21,8 +21,8 @@
 //! - [`client`]: routing without a lookup service, session semantics, and
 //!   the level-synchronous traversal driver.
 //! - [`travel`]: GTravel, as a builder and as text.
-//! - [`darshan`]: a generator of Darshan-like metadata for loads and
-//!   benchmarks.
+//! - [`load`], [`darshan`] and [`bench`]: bulk loading with many clients,
+//!   Darshan-like metadata, and the paper's measurements.
 //!
 //! Decisions the paper leaves open, taken here (each argued in its module):
 //! - Ids are byte strings, escaped prefix-free; a section byte puts system
@@ -48,11 +48,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod client;
 pub mod clock;
 pub mod darshan;
 mod error;
 pub mod key;
+pub mod load;
 pub mod place;
 pub mod schema;
 pub mod server;

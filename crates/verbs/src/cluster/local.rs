@@ -130,9 +130,10 @@ impl Drop for LocalJob {
 
 /// Makes the child receive SIGKILL when its parent dies, so nodes never
 /// outlive their driver even if it is killed. Linux sends the signal when
-/// the *thread* that spawned the child exits, so [`LocalJob::spawn`] must be
-/// called from a thread that outlives the job (the driver's main thread).
-fn die_with_parent(cmd: &mut Command) {
+/// the *thread* that spawned the child exits, so [`LocalJob::spawn`] (and
+/// any other caller) must spawn from a thread that outlives the child (the
+/// driver's main thread).
+pub fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::control::{Control, Membership};
 pub use self::coordinator::Coordinator;
-pub use self::local::LocalJob;
+pub use self::local::{die_with_parent, LocalJob};
 use crate::error::{Error, Result};
 use crate::NodeRank;
 

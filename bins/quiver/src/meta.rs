@@ -1,0 +1,810 @@
+//! `quiver meta`: GraphMeta's versioned metadata graph, served by a cluster
+//! of RocksDB-backed gRPC servers; loading, provenance queries and the
+//! paper's benchmarks.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use quiver_csr::{Graph, GraphSpec, SortOptions};
+use quiver_meta::bench::{BenchConfig, BenchReport, Workload};
+use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
+use quiver_meta::schema::Schema;
+use quiver_meta::server::ServerConfig;
+use quiver_meta::{Client, Partitioner, Travel, TravelOptions, TravelResult};
+use serde::Serialize;
+
+use crate::commands::UsageError;
+use crate::progress::Bar;
+use crate::units::seconds;
+
+#[derive(Debug, Subcommand)]
+pub enum MetaCommand {
+    /// Run one metadata server: its RocksDB in --data, its share of the graph by the cluster
+    /// file's hashing, until Ctrl-C or SIGTERM (then it finishes requests and flushes).
+    #[command(after_help = "Examples:
+  quiver meta serve --listen 127.0.0.1:7400 --data /var/lib/meta0 --cluster cluster.txt
+  quiver meta serve --data ./meta                  a one-server cluster on 127.0.0.1:7400
+
+The cluster file has one host:port a line, the same file for every server and client; this
+server is the line equal to --listen. Every server of a cluster must run with the same
+--partitioner, --vnodes, --threshold and --schema (clients check).")]
+    Serve(ServeArgs),
+    /// Run a cluster on this machine.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+    /// Load metadata: Darshan-like users, jobs, processes and files, or a .qcsr graph; the
+    /// report counts the writes the servers acknowledged.
+    #[command(after_help = "Examples:
+  quiver meta load --cluster meta-cluster/cluster --generate darshan --vertices 100000
+  quiver meta load --cluster cluster.txt --graph rmat16.qcsr --relation has")]
+    Load(LoadArgs),
+    /// Ask a provenance question in GTravel, as of now or of a past time.
+    #[command(after_help = r#"Examples:
+  quiver meta query --cluster c.txt 'v("uid:1000").e(run).v().e(write)'
+  quiver meta query --cluster c.txt 'v("/proj/d0/f3.dat").e(wasWrittenBy).v().e(read).repeat(2).return_fp()'
+  quiver meta query --cluster c.txt 'v("job:7").e(contains).v().va(type = "process").rtm().e(read)' --as-of -1h
+
+Steps: v("id", ...) starts; e(relation) follows out-edges; v() moves on (optional);
+va(key = "x"), va(key in ("x", "y")), va(key range ("lo", "hi")) filter vertices (the key
+`type` is the vertex type) and ea(...) the last hop's edges, all conditions must hold;
+rtm() returns that step's vertices too; repeat(n) runs the steps so far n times;
+return_fp() returns whole paths."#)]
+    Query(QueryArgs),
+    /// Measure: start a cluster of --servers on this machine, run the workload with --clients,
+    /// print throughput and the servers' counts.
+    #[command(after_help = "Examples:
+  quiver meta bench insert --servers 4 --clients 32
+  quiver meta bench mdtest --servers 4 --clients 32 --files-per-client 4000
+  quiver meta bench traverse --servers 8 --partitioner edge-cut --scale 16 --steps 2,4,8 --json
+
+insert loads Darshan-like metadata (paper Fig. 11); mdtest creates files in one directory
+(Fig. 18); traverse loads a permuted R-MAT graph (a = 0.45, b = 0.15, c = 0.15, 128-byte
+attributes) and traverses it from a fixed vertex with prefetching off and on, then once
+more as of the first version of every edge (Figs. 10, 12-16).")]
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start --servers servers on 127.0.0.1, each with its data directory under --data, write
+    /// the cluster file, and stop them all on Ctrl-C or SIGTERM.
+    #[command(after_help = "Examples:
+  quiver meta cluster up --servers 4
+  quiver meta cluster up --servers 8 --data /tmp/meta --partitioner giga --threshold 256")]
+    Up(UpArgs),
+}
+
+/// How the cluster places data (every server of a cluster runs the same).
+#[derive(Debug, Args)]
+pub struct PlacementArgs {
+    /// Where out-edges go: dido (split toward destinations), edge-cut (all with their
+    /// source), vertex-cut (hashed per edge), giga (split into even halves).
+    #[arg(long, default_value = "dido", value_parser = parse_partitioner)]
+    pub partitioner: Partitioner,
+    /// Virtual nodes on the ring, 1..=64 (DIDO's tree spans them).
+    #[arg(long, default_value_t = ServerConfig::default().vnodes)]
+    pub vnodes: u32,
+    /// Edges a partition holds before it splits (dido and giga).
+    #[arg(long, default_value_t = ServerConfig::default().threshold)]
+    pub threshold: u32,
+    /// A JSON file of vertex types and relations to add to the default schema:
+    /// {"types": {"workflow": ["name"]}, "relations": {"partOf": "hasPart"}}.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Fsync the log on every write batch: acknowledged writes also survive power loss (a
+    /// killed server loses none either way).
+    #[arg(long)]
+    pub sync: bool,
+}
+
+fn parse_partitioner(text: &str) -> Result<Partitioner, String> {
+    text.parse()
+}
+
+impl PlacementArgs {
+    fn server_config(
+        &self,
+        cluster: Vec<String>,
+        index: usize,
+        data: PathBuf,
+    ) -> Result<ServerConfig> {
+        let schema = match &self.schema {
+            None => Schema::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the schema {}", path.display()))?;
+                Schema::with_additions(&text)
+                    .with_context(|| format!("the schema {}", path.display()))?
+            }
+        };
+        Ok(ServerConfig {
+            cluster,
+            index,
+            data,
+            partitioner: self.partitioner,
+            vnodes: self.vnodes,
+            threshold: self.threshold,
+            schema,
+            sync: self.sync,
+            ..ServerConfig::default()
+        })
+    }
+
+    /// The same flags, for a spawned server.
+    fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--partitioner".into(),
+            self.partitioner.name().into(),
+            "--vnodes".into(),
+            self.vnodes.to_string(),
+            "--threshold".into(),
+            self.threshold.to_string(),
+        ];
+        if let Some(schema) = &self.schema {
+            args.extend(["--schema".into(), schema.display().to_string()]);
+        }
+        if self.sync {
+            args.push("--sync".into());
+        }
+        args
+    }
+}
+
+/// `quiver meta serve` flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (a line of the cluster file).
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub listen: SocketAddr,
+    /// The server's RocksDB directory (created if missing).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The cluster file; without it, a cluster of this one server.
+    #[arg(long)]
+    pub cluster: Option<PathBuf>,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+/// `quiver meta cluster up` flags.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Servers to start.
+    #[arg(long, default_value_t = 4)]
+    pub servers: usize,
+    /// Where the servers keep their data (one directory each) and the cluster file.
+    #[arg(long, default_value = "meta-cluster")]
+    pub data: PathBuf,
+    /// The first server's port, the others following (0: free ports the system picks).
+    #[arg(long, default_value_t = 0)]
+    pub base_port: u16,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Generator {
+    /// Users, jobs, processes, files and directories, Darshan-log shaped.
+    Darshan,
+}
+
+/// `quiver meta load` flags.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The cluster file.
+    #[arg(long)]
+    pub cluster: PathBuf,
+    /// Generate metadata instead of reading a graph.
+    #[arg(
+        long,
+        value_enum,
+        conflicts_with = "graph",
+        required_unless_present = "graph"
+    )]
+    pub generate: Option<Generator>,
+    /// Vertices to generate.
+    #[arg(long, default_value_t = BenchConfig::default().vertices)]
+    pub vertices: usize,
+    /// A .qcsr graph: each vertex becomes a --vertex-type named v<id>, each edge a --relation.
+    #[arg(long)]
+    pub graph: Option<PathBuf>,
+    /// The type of a graph's vertices.
+    #[arg(long, default_value = "file")]
+    pub vertex_type: String,
+    /// The relation of a graph's edges.
+    #[arg(long, default_value = "has")]
+    pub relation: String,
+    #[command(flatten)]
+    pub clients: ClientArgs,
+    /// Seed of generated data.
+    #[arg(long, default_value_t = BenchConfig::default().seed)]
+    pub seed: u64,
+}
+
+/// How many clients write, in what batches.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Clients writing at once.
+    #[arg(long, default_value_t = LoadConfig::default().clients)]
+    pub clients: usize,
+    /// Writes per request.
+    #[arg(long, default_value_t = LoadConfig::default().batch)]
+    pub batch: usize,
+}
+
+impl ClientArgs {
+    fn config(&self) -> LoadConfig {
+        LoadConfig {
+            clients: self.clients,
+            batch: self.batch,
+        }
+    }
+}
+
+/// `quiver meta query` flags.
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The cluster file.
+    #[arg(long)]
+    pub cluster: PathBuf,
+    /// The traversal, in GTravel's text form (see below).
+    pub travel: String,
+    /// Read the graph as of TIME: nanoseconds since the epoch (as reports print them), or an
+    /// age such as -30s, -5m, -2h, -1d.
+    #[arg(long, allow_hyphen_values = true)]
+    pub as_of: Option<String>,
+    /// Servers do not prefetch the next step while they wait.
+    #[arg(long)]
+    pub no_prefetch: bool,
+    /// Vertices or paths printed per step (the JSON report has all).
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum WorkloadArg {
+    Insert,
+    Mdtest,
+    Traverse,
+}
+
+/// `quiver meta bench` flags.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub workload: WorkloadArg,
+    /// Servers to start on this machine.
+    #[arg(long, default_value_t = 4)]
+    pub servers: usize,
+    #[command(flatten)]
+    pub clients: ClientArgs,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// insert: vertices of the Darshan-like graph.
+    #[arg(long, default_value_t = BenchConfig::default().vertices)]
+    pub vertices: usize,
+    /// mdtest: files each client creates.
+    #[arg(long, default_value_t = BenchConfig::default().files_per_client)]
+    pub files_per_client: usize,
+    /// traverse: depths, comma-separated.
+    #[arg(long, default_value = "2,4,8", value_delimiter = ',')]
+    pub steps: Vec<usize>,
+    /// traverse: log2 of the R-MAT graph's vertices.
+    #[arg(long, default_value_t = 16)]
+    pub scale: u32,
+    /// traverse: edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    pub edge_factor: u64,
+    /// Seed of generated data.
+    #[arg(long, default_value_t = BenchConfig::default().seed)]
+    pub seed: u64,
+    /// Keep the servers' data here (default: a temporary directory, removed after).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+}
+
+pub fn meta(command: MetaCommand, json: bool, quiet: bool) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    match command {
+        MetaCommand::Serve(args) => runtime.block_on(serve(args)),
+        MetaCommand::Cluster {
+            command: ClusterCommand::Up(args),
+        } => runtime.block_on(up(args)),
+        MetaCommand::Load(args) => runtime.block_on(load(args, json, quiet)),
+        MetaCommand::Query(args) => runtime.block_on(query(args, json)),
+        MetaCommand::Bench(args) => runtime.block_on(bench(args, json, quiet)),
+    }
+}
+
+/// Reads a cluster file: one `host:port` a line; blank lines and `#`
+/// comments are skipped.
+fn read_cluster(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the cluster file {}", path.display()))?;
+    let servers: Vec<String> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    if servers.is_empty() {
+        bail!(UsageError(format!(
+            "the cluster file {} names no server",
+            path.display()
+        )));
+    }
+    for s in &servers {
+        if s.rsplit_once(':')
+            .and_then(|(_, port)| port.parse::<u16>().ok())
+            .is_none()
+        {
+            bail!(UsageError(format!(
+                "{}: {s:?} is not host:port",
+                path.display()
+            )));
+        }
+    }
+    Ok(servers)
+}
+
+async fn connect(path: &Path) -> Result<Client> {
+    let cluster = read_cluster(path)?;
+    Client::connect(&cluster)
+        .await
+        .with_context(|| format!("connecting to the cluster {}", path.display()))
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn stop_signal() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("listening for Ctrl-C"),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let listen = args.listen.to_string();
+    let (cluster, index) = match &args.cluster {
+        None => (vec![listen.clone()], 0),
+        Some(path) => {
+            let cluster = read_cluster(path)?;
+            let Some(index) = cluster.iter().position(|s| *s == listen) else {
+                bail!(UsageError(format!(
+                    "--listen {listen} is not a line of the cluster file {}",
+                    path.display()
+                )));
+            };
+            (cluster, index)
+        }
+    };
+    let config = args
+        .placement
+        .server_config(cluster.clone(), index, args.data.clone())?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let running = quiver_meta::server::start(config, listener).await?;
+    eprintln!(
+        "quiver meta: server {index} of {} serving on {} ({}, data in {}); Ctrl-C stops it",
+        cluster.len(),
+        running.addr,
+        args.placement.partitioner.name(),
+        args.data.display()
+    );
+    stop_signal().await?;
+    running.shutdown().await?;
+    eprintln!("quiver meta: server {index} stopped; its store is flushed");
+    Ok(())
+}
+
+/// Servers running as child processes of this one; dropping it kills them.
+struct LocalCluster {
+    children: Vec<Child>,
+    file: PathBuf,
+    addrs: Vec<String>,
+}
+
+impl LocalCluster {
+    /// Starts `n` servers with data under `dir` and waits until they all
+    /// answer.
+    async fn spawn(
+        n: usize,
+        dir: &Path,
+        base_port: u16,
+        placement: &PlacementArgs,
+    ) -> Result<(LocalCluster, Client)> {
+        if n == 0 {
+            bail!(UsageError("--servers must be at least 1".into()));
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut addrs = Vec::new();
+        for i in 0..n {
+            let port = if base_port == 0 {
+                // A port the system says is free now; the server binds it a moment later.
+                let probe =
+                    std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+                probe.local_addr()?.port()
+            } else {
+                let offset = u16::try_from(i).ok().and_then(|i| base_port.checked_add(i));
+                offset.ok_or_else(|| {
+                    UsageError(format!(
+                        "--base-port {base_port} leaves no room for {n} servers"
+                    ))
+                })?
+            };
+            addrs.push(format!("127.0.0.1:{port}"));
+        }
+        let file = dir.join("cluster");
+        let temp = dir.join("cluster.tmp");
+        std::fs::write(&temp, addrs.join("\n") + "\n")
+            .with_context(|| format!("writing {}", temp.display()))?;
+        std::fs::rename(&temp, &file).with_context(|| format!("writing {}", file.display()))?;
+        let exe = std::env::current_exe().context("finding this program to start servers")?;
+        let mut cluster = LocalCluster {
+            children: Vec::new(),
+            file: file.clone(),
+            addrs: addrs.clone(),
+        };
+        for (i, addr) in addrs.iter().enumerate() {
+            let data = dir.join(format!("server{i}"));
+            let mut cmd = Command::new(&exe);
+            cmd.args(["meta", "serve", "--listen", addr, "--cluster"])
+                .arg(&file)
+                .arg("--data")
+                .arg(&data)
+                .args(placement.to_args());
+            quiver_verbs::cluster::die_with_parent(&mut cmd);
+            cluster.children.push(
+                cmd.spawn()
+                    .with_context(|| format!("starting server {i}: {cmd:?}"))?,
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            for (i, child) in cluster.children.iter_mut().enumerate() {
+                if let Some(status) = child.try_wait()? {
+                    bail!(
+                        "server {i} ({}) exited at start with {status}; its error is above",
+                        addrs[i]
+                    );
+                }
+            }
+            match Client::connect(&addrs).await {
+                Ok(client) => return Ok((cluster, client)),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(e).context("the cluster's servers did not all answer within 30 s");
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// Asks every server to stop (SIGTERM: they finish requests and flush)
+    /// and waits up to 10 s before killing what is left.
+    fn stop(&mut self) {
+        for child in &self.children {
+            // Best effort: `kill` is how a safe program sends SIGTERM.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for child in &mut self.children {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+async fn up(args: UpArgs) -> Result<()> {
+    let (mut cluster, _) =
+        LocalCluster::spawn(args.servers, &args.data, args.base_port, &args.placement).await?;
+    eprintln!(
+        "quiver meta: {} servers up ({}), cluster file {}; Ctrl-C stops them",
+        args.servers,
+        cluster.addrs.join(", "),
+        cluster.file.display()
+    );
+    println!("{}", cluster.file.display());
+    let mut watch = tokio::time::interval(Duration::from_millis(500));
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            r = &mut stop => {
+                r?;
+                break;
+            }
+            _ = watch.tick() => {
+                for (i, child) in cluster.children.iter_mut().enumerate() {
+                    if let Some(status) = child.try_wait()? {
+                        cluster.stop();
+                        bail!("server {i} ({}) exited with {status}; stopped the others", cluster.addrs[i]);
+                    }
+                }
+            }
+        }
+    }
+    cluster.stop();
+    eprintln!(
+        "quiver meta: cluster stopped; data kept in {}",
+        args.data.display()
+    );
+    Ok(())
+}
+
+fn print_load(what: &str, r: &LoadReport) {
+    println!(
+        "{what}: {} writes acknowledged ({} vertices, {} edges) in {:.2} s = {:.0} writes/s; {} splits, {} re-routed",
+        r.acknowledged,
+        r.vertices,
+        r.edges,
+        seconds(r.wall_ns),
+        r.writes_per_s,
+        r.splits,
+        r.rerouted
+    );
+}
+
+async fn load(args: LoadArgs, json: bool, quiet: bool) -> Result<()> {
+    let client = connect(&args.cluster).await?;
+    let writes = match (&args.graph, args.generate) {
+        (Some(path), _) => {
+            let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
+            graph_writes(&graph, &args.vertex_type, &args.relation, args.seed)
+        }
+        (None, Some(Generator::Darshan)) => {
+            quiver_meta::darshan::generate(args.vertices, args.seed)
+        }
+        (None, None) => bail!(UsageError(
+            "name --generate darshan or --graph G.qcsr".into()
+        )),
+    };
+    let bar = Bar::new(json || quiet);
+    let report =
+        quiver_meta::load::load(&client, Arc::new(writes), args.clients.config(), &bar).await?;
+    drop(bar);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_load("loaded", &report);
+        println!("everything is visible as of {}", report.ts);
+    }
+    Ok(())
+}
+
+/// Parses `--as-of`: nanoseconds since the epoch, or an age (`-5m`).
+fn parse_as_of(text: &str) -> Result<u64> {
+    let bad = || {
+        UsageError(format!("--as-of {text:?}: give nanoseconds since the epoch or an age such as -30s, -5m, -2h, -1d"))
+    };
+    let Some(age) = text.strip_prefix('-') else {
+        return text.parse().map_err(|_| bad().into());
+    };
+    let split = age
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(age.len());
+    let (number, unit) = age.split_at(split);
+    let scale = match unit {
+        "ms" => 1e-3,
+        "s" | "" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(bad().into()),
+    };
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(bad().into());
+    }
+    let back = Duration::from_secs_f64(value * scale);
+    let back = u64::try_from(back.as_nanos()).unwrap_or(u64::MAX);
+    Ok(quiver_meta::clock::wall_ns().saturating_sub(back))
+}
+
+#[derive(Serialize)]
+struct QueryReport<'a> {
+    travel: &'a str,
+    #[serde(flatten)]
+    result: Printable,
+}
+
+/// A result with ids as text.
+#[derive(Serialize)]
+struct Printable {
+    as_of: u64,
+    marked: Vec<(usize, Vec<String>)>,
+    paths: Vec<Vec<String>>,
+    steps: Vec<quiver_meta::StepReport>,
+}
+
+fn text(id: &[u8]) -> String {
+    String::from_utf8_lossy(id).into_owned()
+}
+
+impl From<TravelResult> for Printable {
+    fn from(r: TravelResult) -> Printable {
+        Printable {
+            as_of: r.as_of,
+            marked: r
+                .marked
+                .into_iter()
+                .map(|(s, ids)| (s, ids.iter().map(|i| text(i)).collect()))
+                .collect(),
+            paths: r
+                .paths
+                .iter()
+                .map(|p| p.iter().map(|i| text(i)).collect())
+                .collect(),
+            steps: r.steps,
+        }
+    }
+}
+
+async fn query(args: QueryArgs, json: bool) -> Result<()> {
+    let travel = Travel::parse(&args.travel)?;
+    let as_of = args.as_of.as_deref().map(parse_as_of).transpose()?;
+    let client = connect(&args.cluster).await?;
+    let result: Printable = client
+        .travel(
+            &travel,
+            TravelOptions {
+                as_of,
+                prefetch: !args.no_prefetch,
+            },
+        )
+        .await?
+        .into();
+    if json {
+        let report = QueryReport {
+            travel: &args.travel,
+            result,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("as of {}:", result.as_of);
+    for (step, ids) in &result.marked {
+        println!("step {step}: {} vertices", ids.len());
+        for id in ids.iter().take(args.limit) {
+            println!("  {id}");
+        }
+        if ids.len() > args.limit {
+            println!(
+                "  ... {} more (--limit, or --json for all)",
+                ids.len() - args.limit
+            );
+        }
+    }
+    if travel.paths {
+        println!("{} paths", result.paths.len());
+        for p in result.paths.iter().take(args.limit) {
+            println!("  {}", p.join(" -> "));
+        }
+    }
+    for (i, s) in result.steps.iter().enumerate() {
+        println!(
+            "  step {i}: {} vertices read, {} edges, StatComm {}, StatReads {}, {} messages ({} B) between servers, {:.1} ms",
+            s.vertices,
+            s.edges,
+            s.stat_comm,
+            s.stat_reads,
+            s.messages,
+            s.bytes,
+            s.ns as f64 / 1e6
+        );
+    }
+    Ok(())
+}
+
+async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
+    let workload = match args.workload {
+        WorkloadArg::Insert => Workload::Insert,
+        WorkloadArg::Mdtest => Workload::Mdtest,
+        WorkloadArg::Traverse => Workload::Traverse,
+    };
+    let config = BenchConfig {
+        vertices: args.vertices,
+        files_per_client: args.files_per_client,
+        steps: args.steps.clone(),
+        load: args.clients.config(),
+        seed: args.seed,
+    };
+    config.validate()?;
+    let temp = tempfile::tempdir().context("creating a temporary directory")?;
+    let dir = args
+        .data
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    let bar = Bar::new(json || quiet);
+    let graph = match workload {
+        Workload::Traverse => {
+            let spec = GraphSpec::Rmat {
+                scale: args.scale,
+                edge_factor: args.edge_factor,
+                probabilities: (0.45, 0.15, 0.15),
+                permute: true,
+            };
+            let path = temp.path().join("rmat.qcsr");
+            let sort = SortOptions {
+                dedupe: true,
+                drop_self_loops: true,
+                ..SortOptions::default()
+            };
+            quiver_csr::generate_to_file(&spec, args.seed, None, &sort, &path, &bar)?;
+            Some(Graph::open(&path)?)
+        }
+        _ => None,
+    };
+    let (mut cluster, client) =
+        LocalCluster::spawn(args.servers, &dir.join("servers"), 0, &args.placement).await?;
+    let report = quiver_meta::bench::run(&client, workload, graph.as_ref(), &config, &bar).await?;
+    drop(bar);
+    cluster.stop();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_bench(&report);
+    }
+    Ok(())
+}
+
+fn print_bench(r: &BenchReport) {
+    println!(
+        "{:?} on {} servers ({}), {} clients",
+        r.workload, r.servers, r.partitioner, r.clients
+    );
+    print_load("  load", &r.load);
+    if let Some(c) = r.creates_per_s {
+        println!("  {c:.0} creates/s");
+    }
+    if let Some(start) = &r.start {
+        println!("  traversals from {start}:");
+        for t in &r.traversals {
+            println!(
+                "  {} steps{}{}: {:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
+                t.steps,
+                if t.prefetch { ", prefetch" } else { "" },
+                if t.past { ", as of the first versions" } else { "" },
+                t.ns as f64 / 1e6,
+                t.vertices,
+                t.edges,
+                t.stat_comm,
+                t.stat_reads,
+                t.messages,
+                t.bytes,
+                t.prefetch_hits
+            );
+        }
+    }
+    println!(
+        "  servers: {} splits, {} edges moved, {} messages ({} B) between servers",
+        r.totals.splits, r.totals.edges_moved, r.totals.messages, r.totals.bytes
+    );
+}
