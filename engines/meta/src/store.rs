@@ -17,7 +17,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, Options, ReadOptions, WriteBatch,
+    WriteOptions, DB,
+};
 
 use crate::key::{self, Section};
 use crate::tree::SplitState;
@@ -40,6 +43,9 @@ pub enum StoreError {
     #[error("corrupt entry under key {0:02x?}")]
     Corrupt(Vec<u8>),
 }
+
+/// The block cache of a server's graph.
+const BLOCK_CACHE_BYTES: usize = 256 << 20;
 
 /// A key and its value, as stored.
 pub type RawEntry = (Vec<u8>, Vec<u8>);
@@ -220,8 +226,12 @@ impl Store {
         options.create_if_missing(true);
         options.create_missing_column_families(true);
         options.increase_parallelism(2);
+        let mut graph = Options::default();
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES)?);
+        graph.set_block_based_table_factory(&table);
         let families = [
-            ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, Options::default()),
+            ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, graph),
             ColumnFamilyDescriptor::new(PENDING, Options::default()),
         ];
         let db = DB::open_cf_descriptors(&options, dir, families)?;
@@ -397,14 +407,33 @@ impl Store {
         Ok(out)
     }
 
-    /// Whether any version of edge `src -etype-> dst` is stored here.
-    pub fn has_edge(&self, src: &[u8], etype: &str, dst: &[u8]) -> Result<bool> {
-        let mut found = false;
-        self.scan(&key::edge_prefix(src, etype.as_bytes(), dst), |_, _, _| {
-            found = true;
-            false
-        })?;
+    /// The newest version of one entry (`prefix` is the key without its
+    /// timestamp): its value, through the prefix bloom filters.
+    fn newest(&self, prefix: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut read = ReadOptions::default();
+        read.set_prefix_same_as_start(true);
+        let mut it = self.db.raw_iterator_opt(read);
+        it.seek(prefix);
+        let found = match (it.key(), it.value()) {
+            (Some(k), Some(v)) if k.len() == prefix.len() + 8 && k.starts_with(prefix) => {
+                Some(v.to_vec())
+            }
+            _ => None,
+        };
+        it.status()?;
         Ok(found)
+    }
+
+    /// The type of vertex `id` now, if it exists.
+    pub fn vertex_type(&self, id: &[u8]) -> Result<Option<String>> {
+        Ok(
+            match self.newest(&key::attr_prefix(id, Section::System, TYPE))? {
+                Some(v) if v.first() == Some(&LIVE) => {
+                    Some(String::from_utf8_lossy(&v[1..]).into_owned())
+                }
+                _ => None,
+            },
+        )
     }
 
     /// Every stored version of `src`'s edges that `keep(type, dst)`
@@ -532,6 +561,11 @@ mod tests {
                 store.write(b).unwrap();
             }
             let end = 10 * (ops.len() as u64 + 2);
+            // From the memtable, then from table files (and their filters).
+            for flushed in [false, true] {
+            if flushed {
+                store.flush().unwrap();
+            }
             for t in (0..end).step_by(5) {
                 for v in 0..3 {
                     let got = store.read_vertex(&id(v), t).unwrap();
@@ -555,6 +589,7 @@ mod tests {
                         prop_assert_eq!(got, want, "edges of {} at {}", v, t);
                     }
                 }
+            }
             }
         }
     }
