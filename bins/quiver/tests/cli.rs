@@ -64,6 +64,12 @@ fn every_subcommand_explains_itself_with_examples() {
         &["gtl", "--help"],
         &["gtl", "run", "--help"],
         &["gtl", "get", "--help"],
+        &["meta", "--help"],
+        &["meta", "serve", "--help"],
+        &["meta", "cluster", "up", "--help"],
+        &["meta", "load", "--help"],
+        &["meta", "query", "--help"],
+        &["meta", "bench", "--help"],
     ] {
         let out = quiver(args);
         assert!(out.status.success(), "{args:?}");
@@ -758,4 +764,229 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         "{}",
         stderr(&out)
     );
+}
+
+/// A metadata server process on a port of its own, killed with SIGKILL
+/// when dropped (as a crash would).
+struct MetaServer(std::process::Child);
+
+impl MetaServer {
+    fn start(addr: &str, cluster: &Path, data: &Path) -> MetaServer {
+        let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args([
+                "meta",
+                "serve",
+                "--listen",
+                addr,
+                "--cluster",
+                path(cluster),
+                "--data",
+                path(data),
+            ])
+            .args(["--threshold", "8", "--vnodes", "16"])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the driver runs");
+        MetaServer(child)
+    }
+}
+
+impl Drop for MetaServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until every server answers a query (or fails after 20 s).
+fn wait_for(cluster: &Path) {
+    for _ in 0..200 {
+        let out = quiver(&["meta", "query", "--cluster", path(cluster), r#"v("probe")"#]);
+        if out.status.success() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the meta servers did not come up");
+}
+
+#[test]
+fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let cluster = dir.path().join("cluster");
+    std::fs::write(&cluster, addrs.join("\n")).unwrap();
+    let data = |i: usize| dir.path().join(format!("s{i}"));
+    let _s0 = MetaServer::start(&addrs[0], &cluster, &data(0));
+    let mut s1 = MetaServer::start(&addrs[1], &cluster, &data(1));
+    wait_for(&cluster);
+    let c = path(&cluster);
+    let loaded = json(&quiver(&[
+        "meta",
+        "load",
+        "--cluster",
+        c,
+        "--generate",
+        "darshan",
+        "--vertices",
+        "3000",
+        "--json",
+    ]));
+    assert!(loaded["acknowledged"].as_u64().unwrap() > 6000, "{loaded}");
+    let as_of = loaded["ts"].as_u64().unwrap().to_string();
+    let users: Vec<String> = (1000..1015).map(|u| format!("\"uid:{u}\"")).collect();
+    let travel = format!(
+        "v({}).e(run).v().e(contains).v().e(read).return_fp()",
+        users.join(", ")
+    );
+    let before = json(&quiver(&[
+        "meta",
+        "query",
+        "--cluster",
+        c,
+        &travel,
+        "--as-of",
+        &as_of,
+        "--json",
+    ]));
+    assert!(!before["paths"].as_array().unwrap().is_empty(), "{before}");
+
+    // A second load runs while server 1 is killed: it fails, naming the
+    // server, instead of hanging.
+    let load = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args([
+            "meta",
+            "load",
+            "--cluster",
+            c,
+            "--generate",
+            "darshan",
+            "--vertices",
+            "200000",
+            "--seed",
+            "9",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    s1.0.kill().unwrap();
+    s1.0.wait().unwrap();
+    let out = load.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&addrs[1]), "{}", stderr(&out));
+    let out = quiver(&["meta", "query", "--cluster", c, &travel]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("Unavailable"), "{}", stderr(&out));
+
+    // Restarted, it has every write it acknowledged before the kill (they
+    // were only in its log), and takes new ones.
+    let _s1 = MetaServer::start(&addrs[1], &cluster, &data(1));
+    wait_for(&cluster);
+    let after = json(&quiver(&[
+        "meta",
+        "query",
+        "--cluster",
+        c,
+        &travel,
+        "--as-of",
+        &as_of,
+        "--json",
+    ]));
+    assert_eq!(before["paths"], after["paths"]);
+    assert_eq!(before["marked"], after["marked"]);
+    let more = json(&quiver(&[
+        "meta",
+        "load",
+        "--cluster",
+        c,
+        "--generate",
+        "darshan",
+        "--vertices",
+        "500",
+        "--seed",
+        "3",
+        "--json",
+    ]));
+    assert!(more["acknowledged"].as_u64().unwrap() > 1000, "{more}");
+}
+
+#[test]
+fn meta_mistakes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("cluster");
+    std::fs::write(&cluster, "# nothing here\n").unwrap();
+    let c = path(&cluster);
+    for (args, named) in [
+        (
+            vec!["meta", "query", "--cluster", c, r#"v("a")"#],
+            "names no server",
+        ),
+        (
+            vec!["meta", "query", "--cluster", c, "e(read)"],
+            "starts with v(",
+        ),
+        (
+            vec![
+                "meta",
+                "query",
+                "--cluster",
+                c,
+                r#"v("a")"#,
+                "--as-of",
+                "yesterday",
+            ],
+            "--as-of",
+        ),
+        (
+            vec!["meta", "bench", "insert", "--servers", "0"],
+            "--servers",
+        ),
+        (
+            vec!["meta", "bench", "insert", "--partitioner", "metis"],
+            "unknown partitioner",
+        ),
+        (vec!["meta", "bench", "traverse", "--steps", "0"], "steps"),
+        (
+            vec!["meta", "serve", "--data", path(dir.path()), "--cluster", c],
+            "names no server",
+        ),
+        (vec!["meta", "load", "--cluster", c], "--generate"),
+    ] {
+        let out = quiver(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+    }
+    std::fs::write(&cluster, "127.0.0.1:1\n").unwrap();
+    let out = quiver(&[
+        "meta",
+        "serve",
+        "--listen",
+        "127.0.0.1:2",
+        "--data",
+        path(dir.path()),
+        "--cluster",
+        c,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a line of the cluster file"),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing listens on port 1: a clear error, not a hang.
+    let out = quiver(&["meta", "query", "--cluster", c, r#"v("a")"#]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("127.0.0.1:1"), "{}", stderr(&out));
 }
