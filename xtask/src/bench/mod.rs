@@ -33,6 +33,7 @@ mod gtl;
 mod ingest;
 mod io;
 mod kv;
+mod meta;
 mod verbs;
 mod walker;
 mod walker_systems;
@@ -82,6 +83,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "kv",
         help: "The kv engine on Kronecker 20, 8 loopback nodes: split+cache against orig, cache, split and ideal (modelled throughput, remote share, keys moved); uniform; tcp",
         run: kv::run,
+    },
+    Benchmark {
+        name: "meta",
+        help: "The meta engine: ingest and mdtest on 1 and 4 servers, traversals on R-MAT 16 over 8 servers per partitioner (DIDO against edge-cut, vertex-cut, GIGA+), prefetching, as-of reads",
+        run: meta::run,
     },
     Benchmark {
         name: "verbs",

@@ -1,0 +1,134 @@
+//! `cargo xtask bench meta`: GraphMeta's measurements with the release
+//! driver, each `quiver meta bench` starting its own cluster of server
+//! processes on this machine: Darshan-like ingest on 1 and 4 servers (32
+//! clients) and with each partitioner on 4; mdtest creates in one
+//! directory; traversals of 2, 4 and 8 steps on a permuted R-MAT graph
+//! (a = 0.45, b = 0.15, c = 0.15, 2^16 vertices, 16 edges each, 128-byte
+//! attributes) on 8 servers, DIDO against edge-cut, vertex-cut and GIGA+,
+//! prefetching off and on, and as of a past time against the newest.
+
+use std::ffi::OsString;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use super::{capture_json, num, Context};
+use crate::report::{Row, Target};
+
+const CLIENTS: &str = "32";
+const INSERT_VERTICES: &str = "100000";
+const TRAVERSE_SERVERS: &str = "8";
+const TRAVERSE_SCALE: &str = "16";
+
+pub(super) fn run(cx: &Context) -> Result<Value> {
+    let bench = |args: &[&str]| -> Result<Value> {
+        eprintln!("xtask: meta bench {}", args.join(" "));
+        let mut argv: Vec<OsString> = vec!["--json".into(), "meta".into(), "bench".into()];
+        argv.extend(args.iter().map(OsString::from));
+        argv.extend(["--clients", CLIENTS].map(OsString::from));
+        capture_json(&cx.bins.quiver, &argv)
+    };
+    let rate = |r: &Value| num(r, "/load/writes_per_s");
+    let mut rows = Vec::new();
+    let mut runs = serde_json::Map::new();
+
+    let insert = |servers: &str, partitioner: &str| {
+        bench(&[
+            "insert",
+            "--servers",
+            servers,
+            "--partitioner",
+            partitioner,
+            "--vertices",
+            INSERT_VERTICES,
+        ])
+    };
+    let one = insert("1", "dido")?;
+    let four = insert("4", "dido")?;
+    rows.push(Row::value("meta", "insert, 4 servers, dido: acknowledged writes/s (paper: ~200K/s on 32 servers; target 200K/s)", rate(&four)?));
+    rows.push(Row::compare(
+        "meta",
+        "insert writes/s, 4 servers / 1 server",
+        rate(&four)?,
+        rate(&one)?,
+        None,
+    ));
+    runs.insert("insert_1_dido".into(), one);
+    for partitioner in ["edge-cut", "vertex-cut", "giga"] {
+        let r = insert("4", partitioner)?;
+        rows.push(Row::compare("meta", &format!("insert writes/s on 4 servers, dido / {partitioner} (paper: vertex-cut > edge-cut, giga > dido)"), rate(&four)?, rate(&r)?, None));
+        runs.insert(format!("insert_4_{partitioner}"), r);
+    }
+    runs.insert("insert_4_dido".into(), four);
+
+    let mdtest = bench(&["mdtest", "--servers", "4"])?;
+    rows.push(Row::value("meta", "mdtest, 4 servers: file creates/s in one directory (paper: ~150K/s on 32 servers; target 150K/s)", num(&mdtest, "/creates_per_s")?));
+    runs.insert("mdtest_4_dido".into(), mdtest);
+
+    let mut traverse = serde_json::Map::new();
+    for partitioner in ["dido", "edge-cut", "vertex-cut", "giga"] {
+        let r = bench(&[
+            "traverse",
+            "--servers",
+            TRAVERSE_SERVERS,
+            "--partitioner",
+            partitioner,
+            "--scale",
+            TRAVERSE_SCALE,
+        ])?;
+        traverse.insert(partitioner.into(), r);
+    }
+    // Rows 0..6 are (steps, prefetch off/on) for 2, 4, 8; then newest and past.
+    let row =
+        |p: &str, i: usize, field: &str| num(&traverse[p], &format!("/traversals/{i}/{field}"));
+    for (i, steps, target) in [(1, 2, 1.15), (3, 4, 1.0), (5, 8, 1.19)] {
+        for other in ["edge-cut", "vertex-cut", "giga"] {
+            let paper = if other == "edge-cut" {
+                Some(Target::AtLeast(target))
+            } else {
+                None
+            };
+            rows.push(Row::compare(
+                "meta",
+                &format!("{steps}-step traversal with prefetch, {other} time / dido time (paper vs edge-cut: 1.15 at 2 steps, 1.19 at 8)"),
+                row(other, i, "ns")?,
+                row("dido", i, "ns")?,
+                paper,
+            ));
+        }
+        for p in ["dido", "edge-cut", "vertex-cut", "giga"] {
+            rows.push(Row::value(
+                "meta",
+                &format!("{steps}-step traversal, {p}: StatComm"),
+                row(p, i, "stat_comm")?,
+            ));
+            rows.push(Row::value(
+                "meta",
+                &format!("{steps}-step traversal, {p}: StatReads"),
+                row(p, i, "stat_reads")?,
+            ));
+        }
+        rows.push(Row::compare(
+            "meta",
+            &format!("{steps}-step traversal, dido: time without / with prefetching"),
+            row("dido", i - 1, "ns")?,
+            row("dido", i, "ns")?,
+            None,
+        ));
+    }
+    rows.push(Row::compare(
+        "meta",
+        "8-step traversal, dido: as of the first versions / newest, time",
+        row("dido", 7, "ns")?,
+        row("dido", 6, "ns")?,
+        None,
+    ));
+    runs.insert("traverse".into(), Value::Object(traverse));
+    Ok(json!({
+        "bench": "meta",
+        "params": { "clients": CLIENTS, "insert_vertices": INSERT_VERTICES, "traverse_servers": TRAVERSE_SERVERS, "traverse_scale": TRAVERSE_SCALE },
+        "runs": runs,
+        "rows": rows,
+        "summary_notes": [format!("meta: servers are processes on this 2-core machine with 32 clients in one more; traverse on permuted R-MAT scale {TRAVERSE_SCALE} (a = 0.45, b = 0.15, c = 0.15), {TRAVERSE_SERVERS} servers, reverse edges written")],
+    }))
+}
