@@ -88,7 +88,7 @@ pub struct PlacementArgs {
     /// source), vertex-cut (hashed per edge), giga (split into even halves).
     #[arg(long, default_value = "dido", value_parser = parse_partitioner)]
     pub partitioner: Partitioner,
-    /// Virtual nodes on the ring, 1..=64 (DIDO's tree spans them).
+    /// Virtual nodes on the ring (vertices hash to them; the ring maps them to servers).
     #[arg(long, default_value_t = ServerConfig::default().vnodes)]
     pub vnodes: u32,
     /// Edges a partition holds before it splits (dido and giga).

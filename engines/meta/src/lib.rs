@@ -39,7 +39,8 @@
 //!   through a durable pending entry delivered (idempotently) before the
 //!   write is acknowledged, and again after a crash.
 //! - The ring has 64 virtual nodes by default, assigned with bounded loads;
-//!   DIDO's tree spans virtual nodes, so two tree nodes may share a server.
+//!   DIDO's tree spans the servers (at most 64), so each split moves edges
+//!   to another machine.
 //! - A vertex's split state lives at its home; clients cache it and learn
 //!   of splits when a server returns an edge as stale.
 //! - The traversal barrier is the client that runs the traversal; `repeat`

@@ -156,7 +156,7 @@ pub fn graph_writes(graph: &Graph, vtype: &str, relation: &str, seed: u64) -> Ve
         BTreeMap::from([("attr".to_string(), v)])
     };
     let n = graph.num_vertices();
-    let mut out = Vec::with_capacity(n as usize + graph.num_edges() as usize);
+    let mut out = Vec::with_capacity(n as usize + usize::try_from(graph.num_edges()).unwrap_or(0));
     for v in 0..n {
         out.push(Write::Vertex {
             id: vertex_id(graph, v),

@@ -1,8 +1,13 @@
 //! Where vertices and edges live: virtual nodes on a consistent-hashing
 //! ring, and the four partitioners the paper compares.
 //!
-//! A vertex hashes to one of `k` virtual nodes; the ring maps virtual nodes
-//! to servers. Its attributes always live on that server, its home `S_v`.
+//! A vertex hashes to one of the virtual nodes; the ring maps virtual
+//! nodes to servers. Its attributes always live on that server, its home
+//! `S_v`. DIDO's tree spans the servers themselves (round-robin from
+//! `S_v`), so every split moves edges to another machine and a vertex
+//! reaches its destinations' servers in `ceil(log2 servers)` splits; a tree
+//! over virtual nodes would spend splits moving edges between virtual nodes
+//! of one server.
 //! Its out-edges live where the partitioner puts them:
 //! - **DIDO**: in partitions along its tree ([`crate::tree`]), routed by the
 //!   destination's virtual node, so splits move edges toward their
@@ -94,6 +99,7 @@ fn reduce(h: u64, n: u32) -> u32 {
 pub struct Placement {
     servers: usize,
     owner: Vec<u32>,
+    vnodes: u32,
     tree: Tree,
     partitioner: Partitioner,
 }
@@ -108,8 +114,9 @@ impl Placement {
     /// its life (the paper leaves migration open; so does this crate).
     pub fn new(servers: &[String], vnodes: u32, partitioner: Partitioner) -> Placement {
         assert!(!servers.is_empty(), "a cluster has servers");
+        assert!(vnodes >= 1, "a ring has virtual nodes");
         let n = u32::try_from(servers.len()).expect("fewer than 2^32 servers");
-        let tree = Tree::new(vnodes);
+        let tree = Tree::new(n);
         let mut points: Vec<(u64, u32)> = servers
             .iter()
             .zip(0..n)
@@ -140,6 +147,7 @@ impl Placement {
         Placement {
             servers: servers.len(),
             owner,
+            vnodes,
             tree,
             partitioner,
         }
@@ -162,7 +170,7 @@ impl Placement {
 
     /// The virtual node `vertex` hashes to.
     pub fn vnode(&self, vertex: &[u8]) -> u32 {
-        reduce(stable_hash(vertex, VERTEX_SEED), self.tree.k())
+        reduce(stable_hash(vertex, VERTEX_SEED), self.vnodes)
     }
 
     /// The server holding virtual node `vnode`.
@@ -180,13 +188,18 @@ impl Placement {
         let k = self.tree.k();
         match self.partitioner {
             Partitioner::Giga => reduce(stable_hash(dst, GIGA_SEED), k),
-            _ => (self.vnode(dst) + k - self.vnode(src)) % k,
+            _ => (self.server_u32(self.home(dst)) + k - self.server_u32(self.home(src))) % k,
         }
     }
 
-    /// The server of a tree node of `src`.
+    fn server_u32(&self, server: usize) -> u32 {
+        u32::try_from(server).expect("servers are counted in u32")
+    }
+
+    /// The server of a tree node of `src`: the tree spans the servers,
+    /// round-robin from `src`'s home.
     pub fn node_server(&self, src: &[u8], node: Node) -> usize {
-        self.owner((self.vnode(src) + self.tree.offset(node)) % self.tree.k())
+        (self.home(src) + self.tree.offset(node) as usize) % self.servers
     }
 
     /// The server and partition of edge `src -> dst` under split state `x`.
@@ -196,7 +209,7 @@ impl Placement {
             Partitioner::VertexCut => {
                 let mut both = src.to_vec();
                 both.extend_from_slice(dst);
-                let vnode = reduce(stable_hash(&both, EDGE_SEED), self.tree.k());
+                let vnode = reduce(stable_hash(&both, EDGE_SEED), self.vnodes);
                 (self.owner(vnode), Node::ROOT)
             }
             Partitioner::Dido | Partitioner::Giga => {

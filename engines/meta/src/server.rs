@@ -71,7 +71,7 @@ pub struct ServerConfig {
     pub data: PathBuf,
     /// How out-edges are placed (the whole cluster agrees).
     pub partitioner: Partitioner,
-    /// Virtual nodes on the ring, `1..=64` (DIDO's tree spans them).
+    /// Virtual nodes on the ring, `1..=MAX_VNODES`.
     pub vnodes: u32,
     /// Edges a partition holds before it splits (paper default 128).
     pub threshold: u32,
@@ -100,6 +100,9 @@ impl Default for ServerConfig {
     }
 }
 
+/// The most virtual nodes a ring has.
+pub const MAX_VNODES: u32 = 4096;
+
 /// The longest vertex id, attribute name or relation accepted.
 pub const MAX_ID_BYTES: usize = 4096;
 
@@ -119,10 +122,20 @@ impl ServerConfig {
                 ),
             ));
         }
-        if !(1..=crate::tree::MAX_VNODES).contains(&self.vnodes) {
+        if self.cluster.len() > crate::tree::MAX_SERVERS as usize {
+            return Err(InvalidArgument::new(
+                "cluster",
+                format!(
+                    "{} servers; a cluster has at most {}",
+                    self.cluster.len(),
+                    crate::tree::MAX_SERVERS
+                ),
+            ));
+        }
+        if !(1..=MAX_VNODES).contains(&self.vnodes) {
             return Err(InvalidArgument::new(
                 "vnodes",
-                format!("{} is outside 1..=64", self.vnodes),
+                format!("{} is outside 1..={MAX_VNODES}", self.vnodes),
             ));
         }
         if self.threshold == 0 {

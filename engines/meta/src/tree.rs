@@ -1,5 +1,5 @@
-//! DIDO's per-vertex partition tree (paper §5.2.2, Fig. 6), over virtual
-//! nodes.
+//! DIDO's per-vertex partition tree (paper §5.2.2, Fig. 6), over the
+//! cluster's servers.
 //!
 //! The root is the vertex's home `S_v`; a node's left child is the same
 //! virtual node, its right child the next one not yet in the tree, handed
@@ -20,9 +20,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The largest number of virtual nodes a tree spans: `X(v)` is a `u128`
-/// of heap-ordered nodes, 127 of them for 64 virtual nodes.
-pub const MAX_VNODES: u32 = 64;
+/// The largest number of servers a tree spans: `X(v)` is a `u128` of
+/// heap-ordered nodes, 127 of them for 64 servers.
+pub const MAX_SERVERS: u32 = 64;
 
 /// A node of the tree: depth from the root and position from the left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -74,11 +74,11 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// The tree over `k` virtual nodes, `1..=MAX_VNODES`.
+    /// The tree over `k` servers, `1..=MAX_SERVERS`.
     pub fn new(k: u32) -> Tree {
         assert!(
-            (1..=MAX_VNODES).contains(&k),
-            "a tree spans 1..={MAX_VNODES} virtual nodes, not {k}"
+            (1..=MAX_SERVERS).contains(&k),
+            "a tree spans 1..={MAX_SERVERS} virtual nodes, not {k}"
         );
         Tree {
             k,
@@ -275,7 +275,7 @@ mod tests {
         /// partition their parent's subtree, a split-out leaf's subtree is
         /// itself alone.
         #[test]
-        fn children_partition_the_parents_subtree(k in 1u32..=MAX_VNODES) {
+        fn children_partition_the_parents_subtree(k in 1u32..=MAX_SERVERS) {
             let t = Tree::new(k);
             let mut entered = vec![0u32; k as usize];
             let mut stack = vec![Node::ROOT];
@@ -308,7 +308,7 @@ mod tests {
         /// leaf, which contains it, and an offset at a leaf that cannot
         /// split further is that leaf's own virtual node.
         #[test]
-        fn every_offset_finds_exactly_one_leaf(k in 1u32..=MAX_VNODES, splits in prop::collection::vec(0u32..64, 0..40)) {
+        fn every_offset_finds_exactly_one_leaf(k in 1u32..=MAX_SERVERS, splits in prop::collection::vec(0u32..64, 0..40)) {
             let t = Tree::new(k);
             let mut x = SplitState::default();
             for o in splits {
