@@ -15,7 +15,7 @@ use quiver_meta::bench::{BenchConfig, BenchReport, Workload};
 use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
 use quiver_meta::schema::Schema;
 use quiver_meta::server::ServerConfig;
-use quiver_meta::{Client, Partitioner, Travel, TravelOptions, TravelResult};
+use quiver_meta::{Client, Engine, Partitioner, Travel, TravelOptions, TravelResult};
 use serde::Serialize;
 
 use crate::commands::UsageError;
@@ -102,6 +102,10 @@ pub struct PlacementArgs {
     /// killed server loses none either way).
     #[arg(long)]
     pub sync: bool,
+}
+
+fn parse_engine(text: &str) -> Result<Engine, String> {
+    text.parse()
 }
 
 fn parse_partitioner(text: &str) -> Result<Partitioner, String> {
@@ -263,6 +267,10 @@ pub struct QueryArgs {
     /// Servers do not prefetch the next step while they wait.
     #[arg(long)]
     pub no_prefetch: bool,
+    /// sync: level-synchronous steps (the paper's default); async: no barrier, entries flow
+    /// on as soon as they are expanded.
+    #[arg(long, default_value = "sync", value_parser = parse_engine)]
+    pub engine: Engine,
     /// Vertices or paths printed per step (the JSON report has all).
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -677,6 +685,7 @@ async fn query(args: QueryArgs, json: bool) -> Result<()> {
             TravelOptions {
                 as_of,
                 prefetch: !args.no_prefetch,
+                engine: args.engine,
             },
         )
         .await?
@@ -788,8 +797,9 @@ fn print_bench(r: &BenchReport) {
         println!("  traversals from {start}:");
         for t in &r.traversals {
             println!(
-                "  {} steps{}{}: {:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
+                "  {} steps, {:?}{}{}: {:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
                 t.steps,
+                t.engine,
                 if t.prefetch { ", prefetch" } else { "" },
                 if t.past { ", as of the first versions" } else { "" },
                 t.ns as f64 / 1e6,

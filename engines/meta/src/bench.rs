@@ -11,7 +11,7 @@ use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress};
 use serde::Serialize;
 
-use crate::client::{Client, TravelOptions, Write};
+use crate::client::{Client, Engine, TravelOptions, Write};
 use crate::error::Result;
 use crate::load::{graph_writes, load, vertex_id, LoadConfig, LoadReport};
 use crate::travel::{GTravel, Travel};
@@ -78,6 +78,8 @@ impl BenchConfig {
 pub struct TraversalRow {
     /// Hops.
     pub steps: usize,
+    /// The traversal engine.
+    pub engine: Engine,
     /// Servers prefetched while waiting.
     pub prefetch: bool,
     /// Read as of the first version of every edge (older than the newest).
@@ -132,7 +134,8 @@ pub struct BenchReport {
     pub creates_per_s: Option<f64>,
     /// traverse: the vertex traversals start from.
     pub start: Option<String>,
-    /// traverse: each depth with prefetching off and on, and as of the past.
+    /// traverse: each depth synchronous without and with prefetching and
+    /// asynchronous, then the deepest as of now and as of the past.
     pub traversals: Vec<TraversalRow>,
     /// Counts the servers kept.
     pub totals: ServerTotals,
@@ -220,10 +223,19 @@ pub async fn run(
             let first = client.session();
             for &steps in &config.steps {
                 let travel = GTravel::v([start.clone()]).e("has").repeat(steps);
-                for prefetch in [false, true] {
+                for (engine, prefetch) in [
+                    (Engine::Sync, false),
+                    (Engine::Sync, true),
+                    (Engine::Async, false),
+                ] {
+                    let options = TravelOptions {
+                        as_of: None,
+                        prefetch,
+                        engine,
+                    };
                     report
                         .traversals
-                        .push(traverse(client, &travel, steps, prefetch, None).await?);
+                        .push(traverse(client, &travel, steps, options).await?);
                 }
             }
             // A second version of every edge, then the deepest traversal
@@ -236,12 +248,17 @@ pub async fn run(
             load(client, Arc::new(again), config.load, progress).await?;
             let steps = config.steps.iter().copied().max().unwrap_or(2);
             let travel = GTravel::v([start.clone()]).e("has").repeat(steps);
+            let newest = TravelOptions::default();
             report
                 .traversals
-                .push(traverse(client, &travel, steps, true, None).await?);
+                .push(traverse(client, &travel, steps, newest).await?);
+            let past = TravelOptions {
+                as_of: Some(first),
+                ..newest
+            };
             report
                 .traversals
-                .push(traverse(client, &travel, steps, true, Some(first)).await?);
+                .push(traverse(client, &travel, steps, past).await?);
         }
     }
     let after = totals(client).await?;
@@ -258,18 +275,16 @@ async fn traverse(
     client: &Client,
     travel: &Travel,
     steps: usize,
-    prefetch: bool,
-    as_of: Option<u64>,
+    options: TravelOptions,
 ) -> Result<TraversalRow> {
-    let result = client
-        .travel(travel, TravelOptions { as_of, prefetch })
-        .await?;
+    let result = client.travel(travel, options).await?;
     let sum = |f: fn(&crate::client::StepReport) -> u64| result.steps.iter().map(f).sum::<u64>();
     Ok(TraversalRow {
         steps,
-        prefetch,
-        past: as_of.is_some(),
-        ns: sum(|s| s.ns),
+        engine: options.engine,
+        prefetch: options.prefetch,
+        past: options.as_of.is_some(),
+        ns: result.ns,
         vertices: result.vertices().len() as u64,
         vertex_reads: sum(|s| s.vertices),
         edges: sum(|s| s.edges),

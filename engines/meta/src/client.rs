@@ -78,13 +78,40 @@ pub struct Written {
     pub rerouted: u64,
 }
 
+/// Which traversal engine runs a traversal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Engine {
+    /// Level-synchronous: every server finishes a step before any starts
+    /// the next (the paper's default, with prefetching while waiting).
+    #[default]
+    Sync,
+    /// Asynchronous (GraphTrek's way): entries flow on as soon as they are
+    /// expanded; no barrier, no prefetching.
+    Async,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Engine, String> {
+        match s {
+            "sync" => Ok(Engine::Sync),
+            "async" => Ok(Engine::Async),
+            _ => Err(format!("unknown engine {s:?} (sync, async)")),
+        }
+    }
+}
+
 /// How a traversal runs.
 #[derive(Clone, Copy, Debug)]
 pub struct TravelOptions {
     /// Read the graph as of this time (ns since the epoch); now if `None`.
     pub as_of: Option<u64>,
-    /// Servers prefetch the next step while they wait (paper §4.6).
+    /// Servers prefetch the next step while they wait (paper §4.6; the
+    /// synchronous engine only).
     pub prefetch: bool,
+    /// The engine.
+    pub engine: Engine,
 }
 
 impl Default for TravelOptions {
@@ -92,6 +119,7 @@ impl Default for TravelOptions {
         TravelOptions {
             as_of: None,
             prefetch: true,
+            engine: Engine::Sync,
         }
     }
 }
@@ -117,7 +145,8 @@ pub struct StepReport {
     pub bytes: u64,
     /// Reads the prefetcher had already done.
     pub prefetch_hits: u64,
-    /// The step's wall time.
+    /// The step's wall time (synchronous engine; the asynchronous one runs
+    /// its steps at once).
     pub ns: u64,
 }
 
@@ -132,9 +161,68 @@ pub struct TravelResult {
     pub paths: Vec<Vec<Vec<u8>>>,
     /// Per step.
     pub steps: Vec<StepReport>,
+    /// The whole traversal's wall time.
+    pub ns: u64,
+}
+
+/// A step's report from every server's counts of it.
+fn step_report(work: &[&rpc::StepCounts]) -> StepReport {
+    let mut report = StepReport::default();
+    let mut per_server: HashMap<u32, u64> = HashMap::new();
+    for w in work {
+        report.vertices += w.vertex_reads;
+        report.scans += w.partition_scans;
+        report.edges += w.edges;
+        report.stat_comm += w.stat_comm;
+        report.messages += w.messages;
+        report.bytes += w.bytes;
+        report.prefetch_hits += w.prefetch_hits;
+        *per_server.entry(w.server).or_default() += w.vertex_reads + w.partition_scans;
+    }
+    report.stat_reads = per_server.values().copied().max().unwrap_or(0);
+    report
 }
 
 impl TravelResult {
+    /// Records step `step`: its report, and its kept entries if the step
+    /// returns them (sorted ids; at the last step with paths, every path).
+    /// False when no edge reached the next step, which then ends the
+    /// traversal with an empty last step.
+    fn record(
+        &mut self,
+        travel: &Travel,
+        step: usize,
+        report: StepReport,
+        kept: Vec<rpc::Entry>,
+    ) -> bool {
+        let last = travel.hops.len();
+        let followed = report.edges;
+        self.steps.push(report);
+        if travel.levels[step].mark || step == last {
+            if travel.paths && step == last {
+                let mut paths: Vec<Vec<Vec<u8>>> = kept
+                    .iter()
+                    .map(|e| {
+                        let mut p = e.path.clone();
+                        p.push(e.id.clone());
+                        p
+                    })
+                    .collect();
+                paths.sort();
+                self.paths = paths;
+            }
+            let mut ids: Vec<Vec<u8>> = kept.into_iter().map(|e| e.id).collect();
+            ids.sort();
+            ids.dedup();
+            self.marked.push((step, ids));
+        }
+        if step < last && followed == 0 {
+            self.marked.push((last, Vec::new()));
+            return false;
+        }
+        true
+    }
+
     /// The last step's vertices.
     pub fn vertices(&self) -> &[Vec<u8>] {
         self.marked.last().map_or(&[], |(_, v)| v.as_slice())
@@ -540,6 +628,7 @@ impl Client {
     /// it and sent the next step's frontier.
     pub async fn travel(&self, travel: &Travel, options: TravelOptions) -> Result<TravelResult> {
         travel.validate()?;
+        let started = Instant::now();
         let as_of = options
             .as_of
             .unwrap_or_else(|| wall_ns().max(self.session()));
@@ -560,19 +649,13 @@ impl Client {
                 path: Vec::new(),
             });
         }
-        for (server, entries) in seeds {
-            let req = rpc::FrontierRequest {
-                travel: id,
-                step: 0,
-                entries,
-            };
-            self.0.servers[server]
-                .clone()
-                .frontier(req)
-                .await
-                .map_err(status(&self.0.addrs[server]))?;
-        }
-        let result = self.run_steps(travel, options.prefetch, id, as_of).await;
+        let result = match options.engine {
+            Engine::Sync => {
+                self.run_steps(travel, seeds, options.prefetch, id, as_of)
+                    .await
+            }
+            Engine::Async => self.run_flow(travel, seeds, id, as_of).await,
+        };
         for (server, client) in self.0.servers.iter().enumerate() {
             // Best effort: a server that is gone has no state to drop.
             if let Err(e) = client
@@ -587,16 +670,31 @@ impl Client {
                 );
             }
         }
-        result
+        let mut result = result?;
+        result.ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        Ok(result)
     }
 
     async fn run_steps(
         &self,
         travel: &Travel,
+        seeds: BTreeMap<usize, Vec<rpc::Entry>>,
         prefetch: bool,
         id: u64,
         as_of: u64,
     ) -> Result<TravelResult> {
+        for (server, entries) in seeds {
+            let req = rpc::FrontierRequest {
+                travel: id,
+                step: 0,
+                entries,
+            };
+            self.0.servers[server]
+                .clone()
+                .frontier(req)
+                .await
+                .map_err(status(&self.0.addrs[server]))?;
+        }
         let mut result = TravelResult {
             as_of,
             ..Default::default()
@@ -622,49 +720,77 @@ impl Client {
                 let mut client = client.clone();
                 calls.spawn(async move { (server, client.run_step(req).await) });
             }
-            let mut report = StepReport::default();
-            let mut per_server: HashMap<u32, u64> = HashMap::new();
+            let mut work = Vec::new();
             let mut kept = Vec::new();
             while let Some(joined) = calls.join_next().await {
                 let (server, reply) = joined.expect("step tasks do not panic");
                 let reply = reply.map_err(status(&self.0.addrs[server]))?.into_inner();
                 kept.extend(reply.kept);
-                for w in reply.work {
-                    report.vertices += w.vertex_reads;
-                    report.scans += w.partition_scans;
-                    report.edges += w.edges;
-                    report.stat_comm += w.stat_comm;
-                    report.messages += w.messages;
-                    report.bytes += w.bytes;
-                    report.prefetch_hits += w.prefetch_hits;
-                    *per_server.entry(w.server).or_default() += w.vertex_reads + w.partition_scans;
-                }
+                work.extend(reply.work);
             }
-            report.stat_reads = per_server.values().copied().max().unwrap_or(0);
+            let mut report = step_report(&work.iter().collect::<Vec<_>>());
             report.ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            let followed = report.edges;
-            result.steps.push(report);
-            if keep {
-                if travel.paths && step == last {
-                    let mut paths: Vec<Vec<Vec<u8>>> = kept
-                        .iter()
-                        .map(|e| {
-                            let mut p = e.path.clone();
-                            p.push(e.id.clone());
-                            p
-                        })
-                        .collect();
-                    paths.sort();
-                    result.paths = paths;
-                }
-                let mut ids: Vec<Vec<u8>> = kept.into_iter().map(|e| e.id).collect();
-                ids.sort();
-                ids.dedup();
-                result.marked.push((step, ids));
+            if !result.record(travel, step, report, kept) {
+                break;
             }
-            if step < last && followed == 0 {
-                // Nothing reaches the next step: every later step is empty.
-                result.marked.push((last, Vec::new()));
+        }
+        Ok(result)
+    }
+
+    /// The asynchronous engine: every start batch flows through all steps
+    /// at once; the servers' replies carry what each step kept and did.
+    async fn run_flow(
+        &self,
+        travel: &Travel,
+        seeds: BTreeMap<usize, Vec<rpc::Entry>>,
+        id: u64,
+        as_of: u64,
+    ) -> Result<TravelResult> {
+        let last = travel.hops.len();
+        let plan: Vec<rpc::StepSpec> = (0..=last)
+            .map(|step| rpc::StepSpec {
+                vertex_filters: travel.levels[step]
+                    .filters
+                    .iter()
+                    .map(Filter::to_rpc)
+                    .collect(),
+                hop: travel.hops.get(step).map(|h| h.to_rpc()),
+                keep: travel.levels[step].mark || step == last,
+            })
+            .collect();
+        let mut calls = tokio::task::JoinSet::new();
+        for (server, entries) in seeds {
+            let req = rpc::FlowRequest {
+                travel: id,
+                step: 0,
+                as_of,
+                paths: travel.paths,
+                plan: plan.clone(),
+                entries,
+            };
+            let mut client = self.0.servers[server].clone();
+            calls.spawn(async move { (server, client.flow(req).await) });
+        }
+        let mut kept: Vec<Vec<rpc::Entry>> = vec![Vec::new(); last + 1];
+        let mut work = Vec::new();
+        while let Some(joined) = calls.join_next().await {
+            let (server, reply) = joined.expect("flow tasks do not panic");
+            let reply = reply.map_err(status(&self.0.addrs[server]))?.into_inner();
+            for k in reply.kept {
+                if let (Some(entry), Some(list)) = (k.entry, kept.get_mut(k.step as usize)) {
+                    list.push(entry);
+                }
+            }
+            work.extend(reply.work);
+        }
+        let mut result = TravelResult {
+            as_of,
+            ..Default::default()
+        };
+        for (step, kept) in kept.into_iter().enumerate() {
+            let work: Vec<&rpc::StepCounts> =
+                work.iter().filter(|w| w.step as usize == step).collect();
+            if !result.record(travel, step, step_report(&work), kept) {
                 break;
             }
         }

@@ -45,7 +45,12 @@
 //!   of splits when a server returns an edge as stale.
 //! - The traversal barrier is the client that runs the traversal; `repeat`
 //!   takes a count.
-//! - The asynchronous GraphTrek engine is not built yet.
+//! - The asynchronous engine (GraphTrek's idea; its internals are not in
+//!   the paper) is a chain of calls: a batch of a step is visited,
+//!   expanded and sent on at once, a per-step visited set gives each vertex
+//!   one visit per step as the synchronous engine does, and a call returns
+//!   when everything downstream of it has, so the client's calls end with
+//!   the traversal.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -63,7 +68,7 @@ pub mod store;
 pub mod travel;
 pub mod tree;
 
-pub use client::{Client, StepReport, TravelOptions, TravelResult, Write, Written};
+pub use client::{Client, Engine, StepReport, TravelOptions, TravelResult, Write, Written};
 pub use error::{Error, Result};
 pub use place::Partitioner;
 pub use server::{Running, ServerConfig};

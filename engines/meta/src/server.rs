@@ -186,9 +186,15 @@ struct Cache {
     edges: HashMap<(Vec<u8>, String), Vec<EdgeVersion>>,
 }
 
+/// A visit of an asynchronous traversal: step, vertex, path (empty unless
+/// paths are kept).
+type Visit = (u32, Vec<u8>, Vec<Vec<u8>>);
+
 #[derive(Debug, Default)]
 struct TravelState {
     frontier: Mutex<HashMap<u32, Vec<rpc::Entry>>>,
+    /// Asynchronous traversals: (step, vertex, path) already visited.
+    visited: Mutex<HashSet<Visit>>,
     cache: Arc<Mutex<Cache>>,
     prefetch: Mutex<Option<(Arc<AtomicBool>, tokio::task::JoinHandle<u64>)>>,
 }
@@ -1078,35 +1084,25 @@ impl Shared {
         }
     }
 
-    async fn run_step(
-        self: &Arc<Self>,
-        req: rpc::RunStepRequest,
-    ) -> Result<rpc::RunStepReply, Status> {
-        self.check_session(req.as_of)?;
-        let state = self.travel(req.travel);
-        let mut counts = rpc::StepCounts {
+    fn counts(&self, step: u32) -> rpc::StepCounts {
+        rpc::StepCounts {
             server: u32::try_from(self.me()).expect("servers fit u32"),
-            prefetched: self.stop_prefetch(&state).await,
+            step,
             ..Default::default()
-        };
-        let mut entries = state
-            .frontier
-            .lock()
-            .expect("frontier lock")
-            .remove(&req.step)
-            .unwrap_or_default();
-        if req.paths {
-            entries.sort_by(|a, b| (&a.id, &a.path).cmp(&(&b.id, &b.path)));
-            entries.dedup_by(|a, b| a.id == b.id && a.path == b.path);
-        } else {
-            entries.sort_by(|a, b| a.id.cmp(&b.id));
-            entries.dedup_by(|a, b| a.id == b.id);
         }
-        let filters: Vec<Filter> = req
-            .vertex_filters
-            .iter()
-            .filter_map(Filter::from_rpc)
-            .collect();
+    }
+
+    /// Reads each entry's vertex as of `as_of` (from the prefetch cache when
+    /// it is there) and keeps those that exist and pass `filters`.
+    fn visit(
+        &self,
+        state: &TravelState,
+        entries: Vec<rpc::Entry>,
+        filters: &[rpc::Filter],
+        as_of: u64,
+        counts: &mut rpc::StepCounts,
+    ) -> Result<Vec<rpc::Entry>, Status> {
+        let filters: Vec<Filter> = filters.iter().filter_map(Filter::from_rpc).collect();
         let mut passed = Vec::new();
         for entry in entries {
             if self.placement.home(&entry.id) != self.me() {
@@ -1126,58 +1122,121 @@ impl Shared {
                     counts.prefetch_hits += 1;
                     v
                 }
-                None => self
-                    .store
-                    .read_vertex(&entry.id, req.as_of)
-                    .map_err(internal)?,
+                None => self.store.read_vertex(&entry.id, as_of).map_err(internal)?,
             };
             counts.vertex_reads += 1;
             if vertex.is_some_and(|v| vertex_passes(&filters, &v.vtype, &v.attrs)) {
                 passed.push(entry);
             }
         }
+        Ok(passed)
+    }
+
+    /// The entries whose vertices have partitions on other servers, by
+    /// server (this is the vertices' home, which knows their split state).
+    fn remote_partitions(
+        &self,
+        passed: &[rpc::Entry],
+        counts: &mut rpc::StepCounts,
+    ) -> Result<HashMap<usize, Vec<rpc::Entry>>, Status> {
+        let mut remote: HashMap<usize, Vec<rpc::Entry>> = HashMap::new();
+        for entry in passed {
+            let x = if self.config.partitioner.splits() {
+                self.store.split_state(&entry.id).map_err(internal)?
+            } else {
+                SplitState::default()
+            };
+            for server in self
+                .placement
+                .scan_servers(&entry.id, x)
+                .into_iter()
+                .skip(1)
+            {
+                counts.stat_comm += 1;
+                remote.entry(server).or_default().push(entry.clone());
+            }
+        }
+        Ok(remote)
+    }
+
+    /// Sends `remote` partitions of this step's vertices to be expanded
+    /// (asynchronously when `plan` is given) and gathers what comes back.
+    async fn expand_remote(
+        &self,
+        req: (u64, u32, u64, bool),
+        hop: &rpc::Hop,
+        plan: &[rpc::StepSpec],
+        remote: HashMap<usize, Vec<rpc::Entry>>,
+        counts: &mut rpc::StepCounts,
+        out: &mut rpc::FlowReply,
+    ) -> Result<(), Status> {
+        let (travel, step, as_of, paths) = req;
+        let mut calls = tokio::task::JoinSet::new();
+        for (server, entries) in remote {
+            let req = rpc::ExpandRequest {
+                travel,
+                step,
+                hop: Some(hop.clone()),
+                as_of,
+                entries,
+                paths,
+                plan: plan.to_vec(),
+            };
+            counts.messages += 1;
+            counts.bytes += req.encoded_len() as u64;
+            let mut peer = self.peers[server].clone();
+            calls.spawn(async move { peer.expand(req).await });
+        }
+        while let Some(done) = calls.join_next().await {
+            let expanded = done.map_err(internal)??.into_inner();
+            out.work.extend(expanded.counts);
+            if let Some(down) = expanded.downstream {
+                out.kept.extend(down.kept);
+                out.work.extend(down.work);
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_step(
+        self: &Arc<Self>,
+        req: rpc::RunStepRequest,
+    ) -> Result<rpc::RunStepReply, Status> {
+        self.check_session(req.as_of)?;
+        let state = self.travel(req.travel);
+        let mut counts = self.counts(req.step);
+        counts.prefetched = self.stop_prefetch(&state).await;
+        let mut entries = state
+            .frontier
+            .lock()
+            .expect("frontier lock")
+            .remove(&req.step)
+            .unwrap_or_default();
+        if req.paths {
+            entries.sort_by(|a, b| (&a.id, &a.path).cmp(&(&b.id, &b.path)));
+            entries.dedup_by(|a, b| a.id == b.id && a.path == b.path);
+        } else {
+            entries.sort_by(|a, b| a.id.cmp(&b.id));
+            entries.dedup_by(|a, b| a.id == b.id);
+        }
+        let passed = self.visit(&state, entries, &req.vertex_filters, req.as_of, &mut counts)?;
         let mut reply = rpc::RunStepReply::default();
         if let Some(hop) = &req.hop {
             let mut next = self
                 .expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts)
                 .await?;
-            // The other partitions of each vertex, by server.
-            let mut remote: HashMap<usize, Vec<rpc::Entry>> = HashMap::new();
-            for entry in &passed {
-                let x = if self.config.partitioner.splits() {
-                    self.store.split_state(&entry.id).map_err(internal)?
-                } else {
-                    SplitState::default()
-                };
-                for server in self
-                    .placement
-                    .scan_servers(&entry.id, x)
-                    .into_iter()
-                    .skip(1)
-                {
-                    counts.stat_comm += 1;
-                    remote.entry(server).or_default().push(entry.clone());
-                }
-            }
-            let mut calls = tokio::task::JoinSet::new();
-            for (server, entries) in remote {
-                let req = rpc::ExpandRequest {
-                    travel: req.travel,
-                    step: req.step,
-                    hop: Some(hop.clone()),
-                    as_of: req.as_of,
-                    entries,
-                    paths: req.paths,
-                };
-                counts.messages += 1;
-                counts.bytes += req.encoded_len() as u64;
-                let mut peer = self.peers[server].clone();
-                calls.spawn(async move { peer.expand(req).await });
-            }
-            while let Some(done) = calls.join_next().await {
-                let expanded = done.map_err(internal)??.into_inner();
-                reply.work.extend(expanded.counts);
-            }
+            let remote = self.remote_partitions(&passed, &mut counts)?;
+            let mut expanded = rpc::FlowReply::default();
+            self.expand_remote(
+                (req.travel, req.step, req.as_of, req.paths),
+                hop,
+                &[],
+                remote,
+                &mut counts,
+                &mut expanded,
+            )
+            .await?;
+            reply.work = expanded.work;
             let step = req.step + 1;
             let mine = next.remove(&self.me());
             self.send_frontier(req.travel, step, next, &mut counts)
@@ -1202,13 +1261,10 @@ impl Shared {
         Ok(reply)
     }
 
-    async fn expand(&self, req: rpc::ExpandRequest) -> Result<rpc::ExpandReply, Status> {
+    async fn expand(self: &Arc<Self>, req: rpc::ExpandRequest) -> Result<rpc::ExpandReply, Status> {
         let hop = req.hop.ok_or_else(|| invalid("expand names no hop"))?;
         let state = self.travel(req.travel);
-        let mut counts = rpc::StepCounts {
-            server: u32::try_from(self.me()).expect("servers fit u32"),
-            ..Default::default()
-        };
+        let mut counts = self.counts(req.step);
         let next = self
             .expand_local(
                 &state,
@@ -1219,10 +1275,131 @@ impl Shared {
                 &mut counts,
             )
             .await?;
-        self.send_frontier(req.travel, req.step + 1, next, &mut counts)
+        if req.plan.is_empty() {
+            self.send_frontier(req.travel, req.step + 1, next, &mut counts)
+                .await?;
+            return Ok(rpc::ExpandReply {
+                counts: Some(counts),
+                downstream: None,
+            });
+        }
+        let onward = (req.travel, req.step + 1, req.as_of, req.paths);
+        let downstream = self
+            .flow_onward(onward, req.plan, next, &mut counts)
             .await?;
         Ok(rpc::ExpandReply {
             counts: Some(counts),
+            downstream: Some(downstream),
+        })
+    }
+
+    /// Sends `next` on to its home servers as step `onward.1` of an
+    /// asynchronous traversal, and gathers what follows from it.
+    async fn flow_onward(
+        self: &Arc<Self>,
+        onward: (u64, u32, u64, bool),
+        plan: Vec<rpc::StepSpec>,
+        next: HashMap<usize, Vec<rpc::Entry>>,
+        counts: &mut rpc::StepCounts,
+    ) -> Result<rpc::FlowReply, Status> {
+        let (travel, step, as_of, paths) = onward;
+        let mut calls = tokio::task::JoinSet::new();
+        for (server, entries) in next {
+            let req = rpc::FlowRequest {
+                travel,
+                step,
+                as_of,
+                paths,
+                plan: plan.clone(),
+                entries,
+            };
+            if server == self.me() {
+                let me = self.clone();
+                calls.spawn(async move { me.flow(req).await });
+            } else {
+                counts.messages += 1;
+                counts.bytes += req.encoded_len() as u64;
+                let mut peer = self.peers[server].clone();
+                calls.spawn(async move { peer.flow(req).await.map(Response::into_inner) });
+            }
+        }
+        let mut out = rpc::FlowReply::default();
+        while let Some(done) = calls.join_next().await {
+            let reply = done.map_err(internal)??;
+            out.kept.extend(reply.kept);
+            out.work.extend(reply.work);
+        }
+        Ok(out)
+    }
+
+    /// One batch of an asynchronous traversal's step: visited at once (a
+    /// vertex once per step, as the synchronous engine does, by a per-step
+    /// visited set), expanded, and sent on without waiting for the rest of
+    /// the step.
+    fn flow(
+        self: Arc<Self>,
+        req: rpc::FlowRequest,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<rpc::FlowReply, Status>> + Send>>
+    {
+        Box::pin(async move {
+            self.check_session(req.as_of)?;
+            let spec = req.plan.get(req.step as usize).cloned().ok_or_else(|| {
+                invalid(format!(
+                    "step {} is past the plan's {} steps",
+                    req.step,
+                    req.plan.len()
+                ))
+            })?;
+            let state = self.travel(req.travel);
+            let mut counts = self.counts(req.step);
+            let entries: Vec<rpc::Entry> = {
+                let mut visited = state.visited.lock().expect("visited lock");
+                req.entries
+                    .into_iter()
+                    .filter(|e| {
+                        visited.insert((
+                            req.step,
+                            e.id.clone(),
+                            if req.paths {
+                                e.path.clone()
+                            } else {
+                                Vec::new()
+                            },
+                        ))
+                    })
+                    .collect()
+            };
+            let passed = self.visit(
+                &state,
+                entries,
+                &spec.vertex_filters,
+                req.as_of,
+                &mut counts,
+            )?;
+            let mut out = rpc::FlowReply::default();
+            if spec.keep {
+                out.kept.extend(passed.iter().map(|e| rpc::Kept {
+                    step: req.step,
+                    entry: Some(e.clone()),
+                }));
+            }
+            if let Some(hop) = &spec.hop {
+                let next = self
+                    .expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts)
+                    .await?;
+                let remote = self.remote_partitions(&passed, &mut counts)?;
+                let this = (req.travel, req.step, req.as_of, req.paths);
+                self.expand_remote(this, hop, &req.plan, remote, &mut counts, &mut out)
+                    .await?;
+                let onward = (req.travel, req.step + 1, req.as_of, req.paths);
+                let down = self
+                    .flow_onward(onward, req.plan, next, &mut counts)
+                    .await?;
+                out.kept.extend(down.kept);
+                out.work.extend(down.work);
+            }
+            out.work.push(counts);
+            Ok(out)
         })
     }
 }
@@ -1408,6 +1585,17 @@ impl Meta for Service {
         req: Request<rpc::ExpandRequest>,
     ) -> Result<Response<rpc::ExpandReply>, Status> {
         self.0.expand(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn flow(
+        &self,
+        req: Request<rpc::FlowRequest>,
+    ) -> Result<Response<rpc::FlowReply>, Status> {
+        self.0
+            .clone()
+            .flow(req.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn run_step(

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use quiver_meta::server::{self, Running, ServerConfig};
-use quiver_meta::{Client, Filter, GTravel, Partitioner, Travel, TravelOptions, Write};
+use quiver_meta::{Client, Engine, Filter, GTravel, Partitioner, Travel, TravelOptions, Write};
 
 /// A cluster on 127.0.0.1 with its data in a temporary directory.
 struct Cluster {
@@ -122,17 +122,17 @@ proptest! {
             for &t in &times {
                 m.check_reads(&cluster.client, t).await;
             }
+            let now = *times.last().unwrap();
+            let mid = times[times.len() / 2];
             for travel in model::travels() {
-                for prefetch in [false, true] {
-                    let got = cluster.client.travel(&travel, TravelOptions { as_of: Some(*times.last().unwrap()), prefetch }).await.unwrap();
-                    let want = m.travel(&travel, *times.last().unwrap());
-                    assert_eq!(got.marked, want.0, "{travel:?} with {partitioner:?}, prefetch {prefetch}");
-                    assert_eq!(got.paths, want.1, "{travel:?} paths");
+                for (engine, prefetch) in [(Engine::Sync, false), (Engine::Sync, true), (Engine::Async, false)] {
+                    for t in [now, mid] {
+                        let got = cluster.client.travel(&travel, TravelOptions { as_of: Some(t), prefetch, engine }).await.unwrap();
+                        let want = m.travel(&travel, t);
+                        assert_eq!(got.marked, want.0, "{travel:?} with {partitioner:?}, {engine:?}, prefetch {prefetch}, as of {t}");
+                        assert_eq!(got.paths, want.1, "{travel:?} paths, {engine:?}");
+                    }
                 }
-                // And as of the middle of the history.
-                let mid = times[times.len() / 2];
-                let got = cluster.client.travel(&travel, TravelOptions { as_of: Some(mid), prefetch: true }).await.unwrap();
-                assert_eq!(got.marked, m.travel(&travel, mid).0, "{travel:?} as of the middle");
             }
             cluster.stop().await;
         });
@@ -337,7 +337,7 @@ async fn bad_requests_are_refused_whole() {
             &GTravel::v(["/ok"]).e("has"),
             TravelOptions {
                 as_of: Some(future),
-                prefetch: false,
+                ..TravelOptions::default()
             },
         )
         .await
