@@ -216,7 +216,8 @@ pub struct LoadArgs {
     /// Vertices to generate.
     #[arg(long, default_value_t = BenchConfig::default().vertices)]
     pub vertices: usize,
-    /// A .qcsr graph: each vertex becomes a --vertex-type named v<id>, each edge a --relation.
+    /// A .qcsr graph: each vertex becomes a --vertex-type named by its id (vertex 17: "v17"),
+    /// each edge a --relation.
     #[arg(long)]
     pub graph: Option<PathBuf>,
     /// The type of a graph's vertices.

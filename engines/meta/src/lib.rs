@@ -21,7 +21,7 @@
 //! - [`client`]: routing without a lookup service, session semantics, and
 //!   the level-synchronous traversal driver.
 //! - [`travel`]: GTravel, as a builder and as text.
-//! - [`load`], [`darshan`] and [`bench`]: bulk loading with many clients,
+//! - [`load`], [`darshan`] and [`mod@bench`]: bulk loading with many clients,
 //!   Darshan-like metadata, and the paper's measurements.
 //!
 //! Decisions the paper leaves open, taken here (each argued in its module):
