@@ -1186,16 +1186,25 @@ impl Shared {
             counts.bytes += req.encoded_len() as u64;
             let mut peer = self.peers[server].clone();
             calls.spawn(async move { peer.expand(req).await });
-        }
-        while let Some(done) = calls.join_next().await {
-            let expanded = done.map_err(internal)??.into_inner();
-            out.work.extend(expanded.counts);
-            if let Some(down) = expanded.downstream {
-                out.kept.extend(down.kept);
-                out.work.extend(down.work);
+            if !plan.is_empty() {
+                // Asynchronous: one call at a time, as in `flow_onward`.
+                if let Some(done) = calls.join_next().await {
+                    Self::take_expanded(done.map_err(internal)??.into_inner(), out);
+                }
             }
         }
+        while let Some(done) = calls.join_next().await {
+            Self::take_expanded(done.map_err(internal)??.into_inner(), out);
+        }
         Ok(())
+    }
+
+    fn take_expanded(expanded: rpc::ExpandReply, out: &mut rpc::FlowReply) {
+        out.work.extend(expanded.counts);
+        if let Some(down) = expanded.downstream {
+            out.kept.extend(down.kept);
+            out.work.extend(down.work);
+        }
     }
 
     async fn run_step(
@@ -1303,7 +1312,12 @@ impl Shared {
         counts: &mut rpc::StepCounts,
     ) -> Result<rpc::FlowReply, Status> {
         let (travel, step, as_of, paths) = onward;
-        let mut calls = tokio::task::JoinSet::new();
+        // One call at a time: each call waits for everything downstream of
+        // it, so calls in flight stay within the traversal's depth times
+        // the start's servers. Spawning them all at once multiplied by up
+        // to the server count per step, and past a few thousand streams
+        // HTTP/2 reset the connections.
+        let mut out = rpc::FlowReply::default();
         for (server, entries) in next {
             let req = rpc::FlowRequest {
                 travel,
@@ -1313,19 +1327,13 @@ impl Shared {
                 plan: plan.clone(),
                 entries,
             };
-            if server == self.me() {
-                let me = self.clone();
-                calls.spawn(async move { me.flow(req).await });
+            let reply = if server == self.me() {
+                self.clone().flow(req).await?
             } else {
                 counts.messages += 1;
                 counts.bytes += req.encoded_len() as u64;
-                let mut peer = self.peers[server].clone();
-                calls.spawn(async move { peer.flow(req).await.map(Response::into_inner) });
-            }
-        }
-        let mut out = rpc::FlowReply::default();
-        while let Some(done) = calls.join_next().await {
-            let reply = done.map_err(internal)??;
+                self.peers[server].clone().flow(req).await?.into_inner()
+            };
             out.kept.extend(reply.kept);
             out.work.extend(reply.work);
         }
