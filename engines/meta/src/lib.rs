@@ -50,7 +50,9 @@
 //!   expanded and sent on at once, a per-step visited set gives each vertex
 //!   one visit per step as the synchronous engine does, and a call returns
 //!   when everything downstream of it has, so the client's calls end with
-//!   the traversal.
+//!   the traversal. Calls go out one at a time (depth-first), which bounds
+//!   the calls in flight but makes it slower than the synchronous engine;
+//!   termination by counting, as GraphTrek does it, is the next step.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
