@@ -803,14 +803,14 @@ fn print_bench(r: &BenchReport) {
                 t.engine,
                 if t.prefetch { ", prefetch" } else { "" },
                 if t.past { ", as of the first versions" } else { "" },
-                t.ns as f64 / 1e6,
-                t.vertices,
-                t.edges,
-                t.stat_comm,
-                t.stat_reads,
-                t.messages,
-                t.bytes,
-                t.prefetch_hits
+                t.totals.ns as f64 / 1e6,
+                t.end_vertices,
+                t.totals.edges,
+                t.totals.stat_comm,
+                t.totals.stat_reads,
+                t.totals.messages,
+                t.totals.bytes,
+                t.totals.prefetch_hits
             );
         }
     }

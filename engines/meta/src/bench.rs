@@ -84,24 +84,11 @@ pub struct TraversalRow {
     pub prefetch: bool,
     /// Read as of the first version of every edge (older than the newest).
     pub past: bool,
-    /// Wall time.
-    pub ns: u64,
     /// Vertices at the last step.
-    pub vertices: u64,
-    /// Vertex reads over all steps.
-    pub vertex_reads: u64,
-    /// Edges followed over all steps.
-    pub edges: u64,
-    /// StatComm over all steps.
-    pub stat_comm: u64,
-    /// StatReads over all steps.
-    pub stat_reads: u64,
-    /// Requests between servers.
-    pub messages: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Reads served from the prefetch cache.
-    pub prefetch_hits: u64,
+    pub end_vertices: u64,
+    /// Every step's counts added up, and the traversal's wall time.
+    #[serde(flatten)]
+    pub totals: crate::client::StepReport,
 }
 
 /// Server-side counts over the benchmark.
@@ -286,20 +273,12 @@ async fn traverse(
     options: TravelOptions,
 ) -> Result<TraversalRow> {
     let result = client.travel(travel, options).await?;
-    let sum = |f: fn(&crate::client::StepReport) -> u64| result.steps.iter().map(f).sum::<u64>();
     Ok(TraversalRow {
         steps,
         engine: options.engine,
         prefetch: options.prefetch,
         past: options.as_of.is_some(),
-        ns: result.ns,
-        vertices: result.vertices().len() as u64,
-        vertex_reads: sum(|s| s.vertices),
-        edges: sum(|s| s.edges),
-        stat_comm: sum(|s| s.stat_comm),
-        stat_reads: sum(|s| s.stat_reads),
-        messages: sum(|s| s.messages),
-        bytes: sum(|s| s.bytes),
-        prefetch_hits: sum(|s| s.prefetch_hits),
+        end_vertices: result.vertices().len() as u64,
+        totals: result.totals(),
     })
 }

@@ -223,6 +223,26 @@ impl TravelResult {
         true
     }
 
+    /// Every step's counts added up (StatReads too: the paper sums it over
+    /// steps), with the whole traversal's wall time.
+    pub fn totals(&self) -> StepReport {
+        let mut t = StepReport {
+            ns: self.ns,
+            ..StepReport::default()
+        };
+        for s in &self.steps {
+            t.vertices += s.vertices;
+            t.scans += s.scans;
+            t.edges += s.edges;
+            t.stat_comm += s.stat_comm;
+            t.stat_reads += s.stat_reads;
+            t.messages += s.messages;
+            t.bytes += s.bytes;
+            t.prefetch_hits += s.prefetch_hits;
+        }
+        t
+    }
+
     /// The last step's vertices.
     pub fn vertices(&self) -> &[Vec<u8>] {
         self.marked.last().map_or(&[], |(_, v)| v.as_slice())
@@ -234,7 +254,6 @@ struct Inner {
     addrs: Vec<String>,
     servers: Vec<MetaClient<Channel>>,
     placement: Placement,
-    threshold: u32,
     schema: Schema,
     max_value_bytes: usize,
     splits: Mutex<HashMap<Vec<u8>, SplitState>>,
@@ -289,7 +308,7 @@ impl Client {
                 _ => config = Some(theirs),
             }
         }
-        let (partitioner, vnodes, threshold, schema, max_value_bytes) =
+        let (partitioner, vnodes, _, schema, max_value_bytes) =
             config.expect("one server at least");
         let partitioner: Partitioner = partitioner.parse().map_err(Error::Cluster)?;
         let schema: Schema = serde_json::from_str(&schema)
@@ -298,7 +317,6 @@ impl Client {
             addrs: cluster.to_vec(),
             servers,
             placement: Placement::new(cluster, vnodes, partitioner),
-            threshold,
             schema,
             max_value_bytes: usize::try_from(max_value_bytes).unwrap_or(usize::MAX),
             splits: Mutex::new(HashMap::new()),
@@ -309,11 +327,6 @@ impl Client {
     /// The cluster's placement.
     pub fn placement(&self) -> &Placement {
         &self.0.placement
-    }
-
-    /// The split threshold the servers run with.
-    pub fn threshold(&self) -> u32 {
-        self.0.threshold
     }
 
     /// The servers' addresses.

@@ -163,11 +163,6 @@ impl Placement {
         self.tree
     }
 
-    /// The number of servers.
-    pub fn servers(&self) -> usize {
-        self.servers
-    }
-
     /// The virtual node `vertex` hashes to.
     pub fn vnode(&self, vertex: &[u8]) -> u32 {
         reduce(stable_hash(vertex, VERTEX_SEED), self.vnodes)

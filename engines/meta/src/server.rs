@@ -471,6 +471,18 @@ impl Shared {
         Ok(())
     }
 
+    /// The time a read happens at: `as_of`, or now (0), after checking
+    /// neither it nor the session's timestamp is in the future.
+    fn read_time(&self, as_of: u64, session: u64) -> Result<u64, Status> {
+        self.check_session(session)?;
+        self.check_session(as_of)?;
+        Ok(if as_of == 0 {
+            self.clock.read_time(session)
+        } else {
+            as_of
+        })
+    }
+
     fn check_name(&self, what: &str, name: &[u8]) -> Result<(), Status> {
         if name.is_empty() || name.len() > MAX_ID_BYTES {
             return Err(invalid(format!(
@@ -1446,14 +1458,8 @@ impl Meta for Service {
         req: Request<rpc::ReadVertexRequest>,
     ) -> Result<Response<rpc::ReadVertexReply>, Status> {
         let req = req.into_inner();
-        self.0.check_session(req.session_ts)?;
-        self.0.check_session(req.as_of)?;
         self.0.check_home(&req.id)?;
-        let ts = if req.as_of == 0 {
-            self.0.clock.read_time(req.session_ts)
-        } else {
-            req.as_of
-        };
+        let ts = self.0.read_time(req.as_of, req.session_ts)?;
         let state = self.0.store.read_vertex(&req.id, ts).map_err(internal)?;
         Ok(Response::new(match state {
             Some(s) => rpc::ReadVertexReply {
@@ -1474,13 +1480,7 @@ impl Meta for Service {
         req: Request<rpc::ScanEdgesRequest>,
     ) -> Result<Response<rpc::ScanEdgesReply>, Status> {
         let req = req.into_inner();
-        self.0.check_session(req.session_ts)?;
-        self.0.check_session(req.as_of)?;
-        let ts = if req.as_of == 0 {
-            self.0.clock.read_time(req.session_ts)
-        } else {
-            req.as_of
-        };
+        let ts = self.0.read_time(req.as_of, req.session_ts)?;
         let etype = (!req.etype.is_empty()).then_some(req.etype.as_str());
         let edges = self.0.local_edges(&req.src, etype, ts).await?;
         let x = self
