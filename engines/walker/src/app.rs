@@ -8,6 +8,10 @@ use serde::Serialize;
 
 use crate::spec::WalkSpec;
 
+/// The source fields of the visits [`WalkApp::visit_positions`] makes,
+/// where no source is known.
+pub const NO_SOURCE: u32 = u32::MAX;
+
 /// One position of one walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Visit {
@@ -43,6 +47,32 @@ pub trait WalkApp: Sync {
 
     /// Called once for every position of every walk, hop 0 included.
     fn visit(&self, state: &mut Self::State, visit: &Visit);
+
+    /// Whether [`WalkApp::visit`] reads nothing of a visit but its
+    /// `vertex` and `hop`. In compact mode, with no restarts, memory mode
+    /// then moves walks as bare vertices (a quarter of the bytes to sort)
+    /// and reports them through [`WalkApp::visit_positions`].
+    fn reads_positions_only(&self) -> bool {
+        false
+    }
+
+    /// The visits of walks standing at `vertices` after `hop` steps, for an
+    /// app that [reads positions only](WalkApp::reads_positions_only).
+    /// The default calls [`WalkApp::visit`] for each, with no walk id and
+    /// [`NO_SOURCE`] for the source fields; an app that needs less (a
+    /// count) can take the whole slice at once.
+    fn visit_positions(&self, state: &mut Self::State, hop: u32, vertices: &[u32]) {
+        for &vertex in vertices {
+            let visit = Visit {
+                walk: None,
+                source: u64::from(NO_SOURCE),
+                source_vertex: NO_SOURCE,
+                vertex,
+                hop,
+            };
+            self.visit(state, &visit);
+        }
+    }
 
     /// Folds `other` into `into`.
     fn merge(&self, into: &mut Self::State, other: Self::State);

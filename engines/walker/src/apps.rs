@@ -61,6 +61,12 @@ impl WalkApp for RawWalks {
     fn visit(&self, state: &mut u64, _visit: &Visit) {
         *state += 1;
     }
+    fn reads_positions_only(&self) -> bool {
+        true
+    }
+    fn visit_positions(&self, state: &mut u64, _hop: u32, vertices: &[u32]) {
+        *state += vertices.len() as u64;
+    }
     fn merge(&self, into: &mut u64, other: u64) {
         *into += other;
     }
@@ -172,6 +178,9 @@ impl WalkApp for VisitFrequency {
     fn visit(&self, state: &mut Self::State, visit: &Visit) {
         *state.entry(visit.vertex).or_insert(0) += 1;
     }
+    fn reads_positions_only(&self) -> bool {
+        true
+    }
     fn merge(&self, into: &mut Self::State, other: Self::State) {
         for (v, c) in other {
             *into.entry(v).or_insert(0) += c;
@@ -225,6 +234,9 @@ impl WalkApp for Domination {
     fn new_state(&self) {}
     fn visit(&self, _state: &mut (), visit: &Visit) {
         self.counts[visit.vertex as usize].fetch_add(1, Ordering::Relaxed);
+    }
+    fn reads_positions_only(&self) -> bool {
+        true
     }
     fn merge(&self, _into: &mut (), _other: ()) {}
     fn finish(&self, _state: ()) -> Result<FrequencyOutput> {

@@ -65,7 +65,7 @@ mod report;
 mod rng;
 mod spec;
 
-pub use app::{Visit, WalkApp};
+pub use app::{Visit, WalkApp, NO_SOURCE};
 pub use config::{Config, IoMode, Mode, FINE_BLOCK};
 pub use engine::{run, run_with_progress};
 pub use quiver_run::{NoProgress, Progress, RunSummary, Unit};

@@ -11,7 +11,7 @@ use super::{Engine, InFlight, CHUNK};
 use crate::app::{Visit, WalkApp};
 use crate::loaded::{Executing, LoadedBlock};
 use crate::rng::KeyedRng;
-use crate::spec::{step, Step};
+use crate::spec::{step, DeadEnd, Step};
 use crate::Result;
 use quiver_run::Stopwatch;
 
@@ -99,144 +99,175 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 
     /// In memory, first-order walks move hop by hop in partition order
     /// (FlashMob's design): each hop, a counting sort groups a batch's walks
-    /// by the partition (about [`Config::partition_bytes`] of graph data) holding
-    /// their vertex, then each partition's data is swept into the CPU's
-    /// caches and its walks step there, partitions in parallel. Walks keep
-    /// their draws (exact: keyed by walk id and hop; compact: by the hop's
-    /// pass and the walk's place in it, which the stable sort fixes), so
-    /// thread counts change nothing.
+    /// by the partition (about [`Config::partition_bytes`] of graph data)
+    /// holding their vertex, then each partition's data is swept into the
+    /// CPU's caches and its walks step there, partitions in parallel.
+    ///
+    /// When nothing reads more of a walk than where it stands (compact
+    /// mode, an app that looks only at positions, no restarts), walks move
+    /// as bare vertices: 4 bytes to sort instead of 16, and the app sees
+    /// each partition's positions at once ([`WalkApp::visit_positions`]).
+    ///
+    /// Draws do not depend on the thread count: exact walks are keyed by
+    /// walk id and hop; compact walks draw from one stream per partition
+    /// and hop, in the order the stable sort fixes.
     pub(super) fn run_partitioned(&mut self, graph: &LoadedBlock) -> Result<A::State> {
         let bounds = graph.partitions(self.config.partition_bytes);
-        let locator = Locator::new(&bounds);
-        let parts = bounds.len() - 1;
+        let positions_only = !self.config.exact
+            && self.app.reads_positions_only()
+            && self.spec.restart_probability == 0.0
+            && self.spec.dead_end != DeadEnd::Restart;
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
         let mut first = 0;
         while first < total {
             let last = (first + PARTITIONED_BATCH).min(total);
-            let mut walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
-            let mut sorted = walks.clone();
-            let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
-            self.stats.hold(bytes);
-            // The walks still going, as runs of `walks`: equal pieces at
-            // first, then each partition's survivors.
-            let piece = walks.len().div_ceil(FIRST_RUNS);
-            let mut runs: Vec<(usize, usize)> = (0..walks.len())
-                .step_by(piece)
-                .map(|start| (start, piece.min(walks.len() - start)))
-                .collect();
-            let mut live = walks.len();
-            for hop in 0..=u64::from(self.spec.length) {
-                if runs.is_empty() {
-                    break;
-                }
-                // Each run's walks per partition, then a stable scatter of
-                // every run into its share of each partition.
-                let counts: Vec<Vec<usize>> = runs
-                    .par_iter()
-                    .map(|&(start, len)| {
-                        let mut count = vec![0; parts];
-                        for &(_, v) in &walks[start..start + len] {
-                            count[locator.partition(v)] += 1;
-                        }
-                        count
-                    })
-                    .collect();
-                let sizes: Vec<usize> = (0..parts)
-                    .map(|p| counts.iter().map(|c| c[p]).sum())
-                    .collect();
-                let mut targets: Vec<Vec<&mut [InFlight<W>]>> =
-                    runs.iter().map(|_| Vec::with_capacity(parts)).collect();
-                let mut rest = &mut sorted[..];
-                for p in 0..parts {
-                    for (run, count) in counts.iter().enumerate() {
-                        let (share, tail) = rest.split_at_mut(count[p]);
-                        targets[run].push(share);
-                        rest = tail;
-                    }
-                }
-                runs.par_iter()
-                    .zip(targets)
-                    .for_each(|(&(start, len), mut shares)| {
-                        let mut filled = vec![0; parts];
-                        for &walk in &walks[start..start + len] {
-                            let p = locator.partition(walk.1);
-                            shares[p][filled[p]] = walk;
-                            filled[p] += 1;
-                        }
-                    });
-                // Then partition by partition, each on its own data.
-                self.stats.batches += 1;
-                let pass = self.stats.batches;
-                let mut partitions = Vec::with_capacity(parts);
-                let mut rest = &mut sorted[..];
-                let mut start = 0;
-                for (p, &size) in sizes.iter().enumerate() {
-                    let (these, tail) = rest.split_at_mut(size);
-                    partitions.push((p, start, these));
-                    rest = tail;
-                    start += size;
-                }
-                let this = &*self;
-                let moved: Vec<(usize, usize, u64, A::State)> = partitions
-                    .into_par_iter()
-                    .map(|(p, start, these)| {
-                        let (kept, steps, state) = this.step_partition(
-                            graph,
-                            bounds[p]..bounds[p + 1],
-                            these,
-                            hop,
-                            pass,
-                            start as u64,
-                        );
-                        (start, kept, steps, state)
-                    })
-                    .collect();
-                runs.clear();
-                for (start, kept, steps, s) in moved {
-                    self.stats.steps += steps;
-                    self.app.merge(&mut state, s);
-                    if kept > 0 {
-                        runs.push((start, kept));
-                    }
-                }
-                // Walks of first-order runs end together at the last hop:
-                // every hop is news all the same.
-                let kept: usize = runs.iter().map(|&(_, kept)| kept).sum();
-                self.walks_ended((live - kept) as u64);
-                self.note_progress();
-                live = kept;
-                std::mem::swap(&mut walks, &mut sorted);
-            }
-            self.stats.release(bytes);
+            let batch = if positions_only {
+                let walks: Vec<u32> = (first..last).map(|id| self.start(id).1).collect();
+                self.move_by_partition(graph, &bounds, walks, Self::step_positions)
+            } else {
+                let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+                self.move_by_partition(graph, &bounds, walks, Self::step_partition)
+            };
+            self.app.merge(&mut state, batch);
             first = last;
             self.report_progress(total - last);
         }
         Ok(state)
     }
 
-    /// Visits and steps the walks standing in partition `vertices` (`walks`,
-    /// the `first`.. of the hop's pass), keeping those that go on at the
-    /// front of `walks`. Returns how many it kept, the steps taken and what
-    /// the app gathered.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn step_partition(
+    /// Moves one batch of `walks` to their ends, hop by hop: each hop a
+    /// parallel stable counting sort by partition, then `step` on each
+    /// partition's walks (partitions in parallel), which keeps the walks
+    /// that go on at the front of its slice. Returns what the app gathered.
+    fn move_by_partition<T: Standing>(
+        &mut self,
+        graph: &LoadedBlock,
+        bounds: &[u32],
+        mut walks: Vec<T>,
+        step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T]) -> (usize, u64, A::State) + Sync,
+    ) -> A::State {
+        let locator = Locator::new(bounds);
+        let parts = bounds.len() - 1;
+        let mut state = self.app.new_state();
+        let mut sorted = walks.clone();
+        let bytes = 2 * (walks.len() * std::mem::size_of::<T>()) as u64;
+        self.stats.hold(bytes);
+        // The walks still going, as runs of `walks`: equal pieces at
+        // first, then each partition's survivors.
+        let piece = walks.len().div_ceil(FIRST_RUNS).max(1);
+        let mut runs: Vec<(usize, usize)> = (0..walks.len())
+            .step_by(piece)
+            .map(|start| (start, piece.min(walks.len() - start)))
+            .collect();
+        let mut live = walks.len();
+        for hop in 0..=u64::from(self.spec.length) {
+            if runs.is_empty() {
+                break;
+            }
+            // Each run's walks per partition, then a stable scatter of
+            // every run into its share of each partition.
+            let counts: Vec<Vec<usize>> = runs
+                .par_iter()
+                .map(|&(start, len)| {
+                    let mut count = vec![0; parts];
+                    for walk in &walks[start..start + len] {
+                        count[locator.partition(walk.vertex())] += 1;
+                    }
+                    count
+                })
+                .collect();
+            let sizes: Vec<usize> = (0..parts)
+                .map(|p| counts.iter().map(|c| c[p]).sum())
+                .collect();
+            let mut targets: Vec<Vec<&mut [T]>> =
+                runs.iter().map(|_| Vec::with_capacity(parts)).collect();
+            let mut rest = &mut sorted[..];
+            for p in 0..parts {
+                for (run, count) in counts.iter().enumerate() {
+                    let (share, tail) = rest.split_at_mut(count[p]);
+                    targets[run].push(share);
+                    rest = tail;
+                }
+            }
+            runs.par_iter()
+                .zip(targets)
+                .for_each(|(&(start, len), mut shares)| {
+                    let mut filled = vec![0; parts];
+                    for &walk in &walks[start..start + len] {
+                        let p = locator.partition(walk.vertex());
+                        shares[p][filled[p]] = walk;
+                        filled[p] += 1;
+                    }
+                });
+            // Then partition by partition, each on its own data.
+            self.stats.batches += 1;
+            let pass = self.stats.batches;
+            let mut partitions = Vec::with_capacity(parts);
+            let mut rest = &mut sorted[..];
+            let mut start = 0;
+            for (p, &size) in sizes.iter().enumerate() {
+                let (these, tail) = rest.split_at_mut(size);
+                let at = Partition {
+                    index: p,
+                    vertices: bounds[p]..bounds[p + 1],
+                    hop,
+                    pass,
+                };
+                partitions.push((at, start, these));
+                rest = tail;
+                start += size;
+            }
+            let this = &*self;
+            let moved: Vec<(usize, usize, u64, A::State)> = partitions
+                .into_par_iter()
+                .map(|(at, start, these)| {
+                    let (kept, steps, state) = step(this, graph, at, these);
+                    (start, kept, steps, state)
+                })
+                .collect();
+            runs.clear();
+            for (start, kept, steps, s) in moved {
+                self.stats.steps += steps;
+                self.app.merge(&mut state, s);
+                if kept > 0 {
+                    runs.push((start, kept));
+                }
+            }
+            // Walks of first-order runs end together at the last hop:
+            // every hop is news all the same.
+            let kept: usize = runs.iter().map(|&(_, kept)| kept).sum();
+            self.walks_ended((live - kept) as u64);
+            self.note_progress();
+            live = kept;
+            std::mem::swap(&mut walks, &mut sorted);
+        }
+        self.stats.release(bytes);
+        state
+    }
+
+    /// Sweeps partition `at`'s data into cache when its `walks` will touch
+    /// most of its cache lines.
+    fn warm(&self, graph: &LoadedBlock, at: &Partition, walks: usize) {
+        if walks as u64 * WARM_LINES_PER_WALK >= self.config.partition_bytes / 64 {
+            graph.warm(at.vertices.clone());
+        }
+    }
+
+    /// Visits and steps the walks standing in partition `at`, keeping
+    /// those that go on at the front of `walks`. Returns how many it kept,
+    /// the steps taken and what the app gathered.
+    fn step_partition(
         &self,
         graph: &LoadedBlock,
-        vertices: std::ops::Range<u32>,
+        at: Partition,
         walks: &mut [InFlight<W>],
-        hop: u64,
-        pass: u64,
-        first: u64,
     ) -> (usize, u64, A::State) {
-        // Sweeping the partition's data in pays when walks will touch most
-        // of its cache lines.
-        if walks.len() as u64 * WARM_LINES_PER_WALK >= self.config.partition_bytes / 64 {
-            graph.warm(vertices);
-        }
+        self.warm(graph, &at, walks.len());
         let mut state = self.app.new_state();
+        let mut stream = at.stream(self.config.seed);
         let (mut kept, mut steps) = (0, 0);
-        for (index, i) in (first..).zip(0..walks.len()) {
+        for i in 0..walks.len() {
             let (walk, vertex) = walks[i];
             let source = self.word.source(walk.word());
             let source_vertex = self.spec.starts.source_vertex(source);
@@ -246,15 +277,19 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 source,
                 source_vertex,
                 vertex,
-                hop: hop as u32,
+                hop: at.hop as u32,
             };
             self.app.visit(&mut state, &visit);
-            if hop == u64::from(self.spec.length) {
+            if at.hop == u64::from(self.spec.length) {
                 continue;
             }
-            let mut rng = match walk.id() {
-                Some(id) => KeyedRng::new(self.config.seed, id, hop),
-                None => KeyedRng::new(self.config.seed, pass, index),
+            let mut keyed;
+            let rng = match walk.id() {
+                Some(id) => {
+                    keyed = KeyedRng::new(self.config.seed, id, at.hop);
+                    &mut keyed
+                }
+                None => &mut stream,
             };
             let next = match step(
                 &self.spec,
@@ -263,15 +298,94 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 source_vertex,
                 vertex,
                 None,
-                &mut rng,
+                rng,
             ) {
                 Step::Stop => continue,
                 Step::Move(next) | Step::Teleport(next) => next,
             };
             steps += 1;
-            walks[kept] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
+            walks[kept] = (
+                walk.with_word(self.word.encode(source, 0, at.hop + 1)),
+                next,
+            );
             kept += 1;
         }
         (kept, steps, state)
+    }
+
+    /// [`Engine::step_partition`] for walks that are only where they
+    /// stand: the app sees the partition's positions at once, and each
+    /// step is one draw from the partition's stream.
+    fn step_positions(
+        &self,
+        graph: &LoadedBlock,
+        at: Partition,
+        walks: &mut [u32],
+    ) -> (usize, u64, A::State) {
+        self.warm(graph, &at, walks.len());
+        let mut state = self.app.new_state();
+        #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+        self.app.visit_positions(&mut state, at.hop as u32, walks);
+        if at.hop == u64::from(self.spec.length) {
+            return (0, 0, state);
+        }
+        let mut stream = at.stream(self.config.seed);
+        let mut kept = 0;
+        for i in 0..walks.len() {
+            let vertex = walks[i];
+            // No restart and no dead-end policy here reads the source.
+            match step(
+                &self.spec,
+                graph,
+                self.num_vertices,
+                vertex,
+                vertex,
+                None,
+                &mut stream,
+            ) {
+                Step::Stop => {}
+                Step::Move(next) | Step::Teleport(next) => {
+                    walks[kept] = next;
+                    kept += 1;
+                }
+            }
+        }
+        (kept, kept as u64, state)
+    }
+}
+
+/// A walk as memory mode sorts it: all it needs is where the walk stands.
+trait Standing: Copy + Send + Sync {
+    fn vertex(&self) -> u32;
+}
+
+impl<W: Copy + Send + Sync> Standing for InFlight<W> {
+    fn vertex(&self) -> u32 {
+        self.1
+    }
+}
+
+/// A walk that is nothing but its position.
+impl Standing for u32 {
+    fn vertex(&self) -> u32 {
+        *self
+    }
+}
+
+/// One partition at one hop of a batch.
+struct Partition {
+    /// Its place among the partitions.
+    index: usize,
+    vertices: std::ops::Range<u32>,
+    /// Steps the walks standing there have taken.
+    hop: u64,
+    /// The hop's number in the whole run (batches count on).
+    pass: u64,
+}
+
+impl Partition {
+    /// The draws of compact walks standing here, in sorted order.
+    fn stream(&self, seed: u64) -> KeyedRng {
+        KeyedRng::new(seed, self.pass, self.index as u64)
     }
 }

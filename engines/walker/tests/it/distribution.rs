@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use quiver_csr::Graph;
-use quiver_walker::apps::VisitFrequency;
+use quiver_walker::apps::{RawWalks, VisitFrequency};
 use quiver_walker::{run, Config, DeadEnd, Kind, Mode, Starts, Visit, WalkApp, WalkSpec};
 
 use crate::apps::{adjacency, karate};
@@ -20,11 +20,15 @@ use crate::write;
 struct EndPoints {
     spec: WalkSpec,
     counts: Vec<AtomicU64>,
+    /// Whether it says it reads positions only (so that memory mode moves
+    /// compact walks as bare vertices).
+    positions_only: bool,
 }
 
 impl EndPoints {
     fn new(num_vertices: usize, walks: u64, length: u32) -> EndPoints {
         EndPoints {
+            positions_only: false,
             spec: WalkSpec {
                 starts: Starts::Uniform { walks },
                 length,
@@ -52,6 +56,9 @@ impl WalkApp for EndPoints {
             self.counts[visit.vertex as usize].fetch_add(1, Ordering::Relaxed);
         }
     }
+    fn reads_positions_only(&self) -> bool {
+        self.positions_only
+    }
     fn merge(&self, _into: &mut (), _other: ()) {}
     fn finish(&self, _state: ()) -> quiver_walker::Result<Vec<u64>> {
         Ok(self
@@ -64,10 +71,16 @@ impl WalkApp for EndPoints {
 
 /// End-point counts of `walks` compact-mode walks of `length` steps.
 fn end_points(path: &Path, config: &Config, walks: u64, length: u32) -> Vec<u64> {
-    let n = adjacency(path).len();
-    let counts = run(path, config, &EndPoints::new(n, walks, length))
-        .unwrap()
-        .result;
+    end_points_of(
+        path,
+        config,
+        EndPoints::new(adjacency(path).len(), walks, length),
+    )
+}
+
+fn end_points_of(path: &Path, config: &Config, app: EndPoints) -> Vec<u64> {
+    let walks = app.spec.starts.total(0);
+    let counts = run(path, config, &app).unwrap().result;
     assert!(!config.exact);
     assert_eq!(
         counts.iter().sum::<u64>(),
@@ -234,6 +247,46 @@ fn compact_walks_end_where_memory_walks_do() {
             "{name} vs memory: chi-square {stat:.1} >= {critical:.1} (df {df}, p = 0.001)"
         );
     }
+}
+
+/// Memory mode moves the walks of an app that reads positions only as
+/// bare vertices, each partition drawing from one stream: they end where
+/// the exact distribution says, the same whatever the thread count, and a
+/// counting app sees every position.
+#[test]
+fn walks_moved_as_bare_vertices_end_where_they_should() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = karate(dir.path(), true);
+    let length = 4;
+    let n = adjacency(&path).len();
+    let app = || EndPoints {
+        positions_only: true,
+        ..EndPoints::new(n, WALKS, length)
+    };
+    let config = |threads: usize, partition_bytes: u64| Config {
+        threads,
+        partition_bytes,
+        ..compact(Mode::Memory, 21, dir.path())
+    };
+    // 64-byte partitions cut karate into many, so walks are sorted.
+    let bare = end_points_of(&path, &config(2, 64), app());
+    let (stat, df) = goodness_of_fit(&bare, &exact_end_points(&adjacency(&path), length));
+    assert_eq!(df, 33);
+    let critical = critical_0_001(df);
+    assert!(
+        stat < critical,
+        "bare walks vs exact: {stat:.1} >= {critical:.1}"
+    );
+    assert_eq!(bare, end_points_of(&path, &config(1, 64), app()));
+    assert_eq!(bare, end_points_of(&path, &config(3, 64), app()));
+    // Raw walks count a partition's positions at once.
+    let raw = run(&path, &config(2, 64), &RawWalks::new(WALKS, length)).unwrap();
+    assert_eq!(
+        raw.steps,
+        WALKS * u64::from(length),
+        "karate has no dead end"
+    );
+    assert_eq!(raw.result.visits, WALKS + raw.steps);
 }
 
 #[test]
