@@ -90,14 +90,14 @@ impl LoadedBlock {
     }
 
     /// `offsets[start..=end]` of the block (absolute edge indices).
-    #[inline]
+    #[inline(always)]
     fn offsets(&self) -> &[u64] {
         let all: &[u64] = bytemuck_cast(&self.offsets);
         &all[self.offsets_skip
             ..self.offsets_skip + index(u64::from(self.vertices.end - self.vertices.start)) + 1]
     }
 
-    #[inline]
+    #[inline(always)]
     fn edge_range(&self, v: u32) -> Range<usize> {
         debug_assert!(
             self.vertices.contains(&v),
@@ -181,7 +181,7 @@ impl Adjacency for LoadedBlock {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn neighbors(&self, v: u32) -> &[u32] {
         let range = self.edge_range(v);
         let targets: &[u32] = bytemuck_cast(&self.targets);

@@ -176,7 +176,7 @@ pub struct Prev<'a> {
 /// restart chance, then the neighbour (Node2Vec: rounds of the return
 /// outlier, candidate and acceptance until one accepts), or the jump
 /// target at a dead end.
-#[inline]
+#[inline(always)]
 pub fn step(
     spec: &WalkSpec,
     adjacency: &impl Adjacency,
@@ -449,7 +449,7 @@ pub fn contains_all(queries: &[(&[u32], u32)], found: &mut Vec<bool>) {
 
 /// The draws every step starts with: the walk may stop, or restart at
 /// `source`, before it looks at any edge.
-#[inline]
+#[inline(always)]
 fn stop_or_restart(spec: &WalkSpec, source: u32, rng: &mut KeyedRng) -> Option<Step> {
     if spec.stop_probability > 0.0 && rng.chance(spec.stop_probability) {
         return Some(Step::Stop);
@@ -527,7 +527,7 @@ fn past_stop_and_restart<'a>(
 }
 
 /// Index of a neighbour of `v` (of `degree > 0`), uniform or by weight.
-#[inline]
+#[inline(always)]
 fn candidate(
     kind: Kind,
     adjacency: &impl Adjacency,
