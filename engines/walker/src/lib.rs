@@ -28,7 +28,11 @@
 //! step) and `Memory` (the reference: first-order walks move hop by hop, a
 //! counting sort per hop grouping them by the ~1 MiB partition of graph data
 //! holding their vertex, each partition swept into cache and stepped on its
-//! own core, as FlashMob does; Node2Vec walks use the interleaved lanes below).
+//! own core, as FlashMob does; in compact mode, walks of an app that reads
+//! only positions (`WalkApp::reads_positions_only`: raw walks, visit counts)
+//! move as bare 4-byte vertices with one draw stream per partition and hop,
+//! and the app sees a partition's positions at once; Node2Vec walks use the
+//! interleaved lanes below).
 //! Exact mode keys every draw by (seed, walk
 //! id, hop), so all modes walk identically; walks of a batch step a few at a
 //! time in round robin with a prefetch of the next vertex, so memory latency

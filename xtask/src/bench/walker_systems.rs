@@ -109,6 +109,10 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "direct",
     )?;
     let rate = |r: &Value| num(r, "/steps_per_sec");
+    // FlashMob and ThunderRW time their walking only, not their graph
+    // loading: memory mode is compared by its compute time likewise.
+    let compute_rate =
+        |r: &Value| -> Result<f64> { Ok(num(r, "/steps")? / (num(r, "/compute_ns")? / 1e9)) };
     let rows = vec![
         Row::compare(
             "walker-systems",
@@ -140,15 +144,15 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         ),
         Row::compare(
             "walker-systems",
-            "Kronecker 20, memory mode, raw 10M x 10: steps/s vs FlashMob 86M",
-            rate(&memory)?,
+            "Kronecker 20, memory mode, raw 10M x 10: steps/s of compute vs FlashMob 86M",
+            compute_rate(&memory)?,
             FLASHMOB,
             Some(Target::AtLeast(1.0)),
         ),
         Row::compare(
             "walker-systems",
-            "Kronecker 20, memory mode, raw 10M x 10: steps/s vs ThunderRW 78M",
-            rate(&memory)?,
+            "Kronecker 20, memory mode, raw 10M x 10: steps/s of compute vs ThunderRW 78M",
+            compute_rate(&memory)?,
             THUNDERRW,
             None,
         ),
