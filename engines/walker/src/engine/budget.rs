@@ -6,11 +6,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use quiver_csr::{Block, Blocks, Graph};
 use quiver_walkstate::{WalkPools, WalkWord};
 
 use super::walks::PooledWalk;
 use super::{Engine, InFlight};
 use crate::app::WalkApp;
+use crate::config::Config;
 use crate::loaded::{LoadedBlock, Vertices};
 
 /// Whole blocks kept in memory between loads.
@@ -190,16 +192,82 @@ pub(super) fn default_block_size(walks: u64, mem_budget: u64) -> u64 {
     rule.min(mem_budget / 4).max(64 << 10)
 }
 
+/// The smallest block a run given no block size is cut into while its
+/// blocks do not fit the budget.
+pub(super) const MIN_DEFAULT_BLOCK: u64 = 4 << 10;
+
+/// Bytes block `block` takes in memory once loaded: its aligned extents,
+/// plus the cumulative weights when `weighted`.
+pub(super) fn block_memory(block: &Block, weighted: bool) -> u64 {
+    // An aligned buffer takes at least a page.
+    let buffer = |len: u64| len.max(quiver_io::ALIGN as u64);
+    let targets_and_offsets = buffer(block.offsets_extent.len) + buffer(block.targets_extent.len);
+    if weighted {
+        targets_and_offsets
+            + buffer(block.weights_extent.map_or(0, |e| e.len))
+            + 4 * block.num_edges()
+    } else {
+        targets_and_offsets
+    }
+}
+
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
+    /// The blocks of a run given no block size: `preferred` bytes each
+    /// (the paper's static rule, or fine blocks for adaptive loads), halved
+    /// while the largest block does not fit the cache's share of the budget
+    /// beside one pool per block and the walks in flight. Halving stops
+    /// where the pools of the smaller blocks would need more than they
+    /// save (or at [`MIN_DEFAULT_BLOCK`]); the run's budget check then
+    /// says what does not fit. Returns the block size and the blocks.
+    pub(super) fn default_blocks(
+        graph: &Graph,
+        config: &Config,
+        weighted: bool,
+        prev_reserve: u64,
+        preferred: u64,
+    ) -> crate::Result<(u64, Blocks)> {
+        // Bytes the budget lacks for one pool per block, the reserve and
+        // the largest block as the cache's share (three quarters of what
+        // the pools and the reserve leave; the rest is for walks in flight).
+        let shortfall = |size: u64| -> crate::Result<(u64, Blocks)> {
+            let blocks = Blocks::by_bytes(graph, size)?;
+            let pools = Self::pools_bytes(blocks.len(), config.pool_capacity);
+            let largest = blocks
+                .iter()
+                .map(|b| block_memory(b, weighted))
+                .max()
+                .unwrap_or(0);
+            let need = pools + prev_reserve + largest.div_ceil(3) * 4;
+            Ok((need.saturating_sub(config.mem_budget), blocks))
+        };
+        let (mut size, (mut short, mut blocks)) = (preferred, shortfall(preferred)?);
+        while short > 0 && size > MIN_DEFAULT_BLOCK {
+            let smaller = (size / 2).max(MIN_DEFAULT_BLOCK);
+            let (smaller_short, smaller_blocks) = shortfall(smaller)?;
+            if smaller_short > short {
+                break;
+            }
+            (size, short, blocks) = (smaller, smaller_short, smaller_blocks);
+        }
+        Ok((size, blocks))
+    }
+
+    /// Bytes `pools` pools of `capacity` walks take.
+    fn pools_bytes(pools: usize, capacity: usize) -> u64 {
+        (pools * (capacity * std::mem::size_of::<W>() + POOL_BOOKKEEPING)) as u64
+    }
+
     /// Shares the budget out (see [`Budget`]) given `pooling`'s pools of
     /// `capacity` walks each.
     pub(super) fn share_budget(&self, pooling: Pooling, capacity: usize) -> Budget {
-        let pools =
-            (pooling.len() * (capacity * std::mem::size_of::<W>() + POOL_BOOKKEEPING)) as u64;
-        let rest = self
-            .config
-            .mem_budget
-            .saturating_sub(pools + self.prev_reserve);
+        let pools = Self::pools_bytes(pooling.len(), capacity);
+        Self::split_budget(self.config.mem_budget, pools, self.prev_reserve)
+    }
+
+    /// [`Engine::share_budget`] of `mem_budget` with `pools` bytes of pools
+    /// and `prev_reserve` bytes kept for a previous vertex's list.
+    fn split_budget(mem_budget: u64, pools: u64, prev_reserve: u64) -> Budget {
+        let rest = mem_budget.saturating_sub(pools + prev_reserve);
         let in_flight = rest / 4;
         // A walk in flight takes its slot and one for where it moves. (The
         // previous vertices' lists of second-order walks are read in rounds

@@ -68,7 +68,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             return Err(Error::invalid("mem_budget", format!(
                 "a memory budget of {} bytes cannot hold the walk pools ({} pools of {} walks: {} \
                  bytes){lists}, walks in flight ({} bytes) and one block ({largest} bytes); raise the \
-                 budget or lower the block size",
+                 budget, or lower the block size or the pool capacity",
                 self.config.mem_budget,
                 pooling.len(),
                 capacity(pooling),

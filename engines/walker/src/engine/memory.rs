@@ -19,6 +19,10 @@ use quiver_run::Stopwatch;
 /// copies of them).
 pub(super) const PARTITIONED_BATCH: u64 = 1 << 24;
 
+/// Fewest walks in-memory walking moves together, whatever the budget:
+/// fewer would leave most partitions without walks each hop.
+pub(super) const MIN_PARTITIONED_BATCH: u64 = 1 << 16;
+
 /// Pieces the first hop's sort counts in parallel.
 pub(super) const FIRST_RUNS: usize = 64;
 
@@ -68,6 +72,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         self.load_ns += reading.elapsed_ns();
         self.stats.blocks_loaded += 1;
         self.stats.hold(loaded.memory_bytes());
+        if loaded.memory_bytes() > self.config.mem_budget {
+            tracing::warn!(
+                "memory mode holds the whole graph ({}), more than the memory budget ({}): \
+                 its peak will exceed the budget (graphwalker mode stays within it)",
+                quiver_io::size::format_bytes(loaded.memory_bytes()),
+                quiver_io::size::format_bytes(self.config.mem_budget)
+            );
+        }
         if self.spec.node2vec.is_none() {
             return self.run_partitioned(&loaded);
         }
@@ -120,8 +132,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
         let mut first = 0;
+        let walk_bytes = if positions_only {
+            std::mem::size_of::<u32>()
+        } else {
+            std::mem::size_of::<InFlight<W>>()
+        };
+        let batch_walks = self.memory_batch(walk_bytes as u64);
         while first < total {
-            let last = (first + PARTITIONED_BATCH).min(total);
+            let last = (first + batch_walks).min(total);
             let batch = if positions_only {
                 let walks: Vec<u32> = (first..last).map(|id| self.start(id).1).collect();
                 self.move_by_partition(graph, &bounds, walks, Self::step_positions)
@@ -134,6 +152,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.report_progress(total - last);
         }
         Ok(state)
+    }
+
+    /// Walks memory mode moves at once: as many as the budget holds beside
+    /// what it holds already (the graph), two slots of `walk_bytes` each,
+    /// but at least [`MIN_PARTITIONED_BATCH`] and at most
+    /// [`PARTITIONED_BATCH`].
+    fn memory_batch(&self, walk_bytes: u64) -> u64 {
+        let left = self.config.mem_budget.saturating_sub(self.stats.mem_now);
+        (left / (2 * walk_bytes)).clamp(MIN_PARTITIONED_BATCH, PARTITIONED_BATCH)
     }
 
     /// Moves one batch of `walks` to their ends, hop by hop: each hop a

@@ -198,24 +198,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             ));
         }
         let walks = spec.starts.total(num_vertices);
-        let block_size = match (config.mode, config.block_size) {
-            (Mode::Memory, _) => u64::MAX,
-            (_, Some(size)) => size,
-            (Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => FINE_BLOCK,
-            (_, None) => default_block_size(walks, config.mem_budget),
-        };
-        let blocks = Blocks::by_bytes(&graph, block_size)?;
-        let largest = blocks
-            .iter()
-            .map(|b| u64::from(b.num_vertices()))
-            .max()
-            .unwrap_or(1);
-        let word = WalkLayout::new(
-            spec.starts.num_sources(num_vertices),
-            largest,
-            u64::from(spec.length),
-        )?;
-        let layout = graph.layout();
         let prev_reserve = if spec.node2vec.is_some() {
             let max_degree = graph
                 .offsets()
@@ -227,6 +209,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         } else {
             0
         };
+        let default_blocks =
+            |preferred| Self::default_blocks(&graph, config, weighted, prev_reserve, preferred);
+        let (block_size, blocks) = match (config.mode, config.block_size) {
+            (Mode::Memory, _) => (u64::MAX, Blocks::by_bytes(&graph, u64::MAX)?),
+            (_, Some(size)) => (size, Blocks::by_bytes(&graph, size)?),
+            (Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
+                default_blocks(FINE_BLOCK)?
+            }
+            (_, None) => default_blocks(default_block_size(walks, config.mem_budget))?,
+        };
+        let largest = blocks
+            .iter()
+            .map(|b| u64::from(b.num_vertices()))
+            .max()
+            .unwrap_or(1);
+        let word = WalkLayout::new(
+            spec.starts.num_sources(num_vertices),
+            largest,
+            u64::from(spec.length),
+        )?;
+        let layout = graph.layout();
         let distinct_targets = graph.has_distinct_targets();
         let pages = graph
             .page_checksums()
@@ -448,18 +451,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// plus cumulative weights for weighted walks.
     fn block_memory(&self, b: usize) -> u64 {
         #[allow(clippy::cast_possible_truncation)]
-        let block = self.blocks.get(quiver_csr::BlockId(b as u32));
-        // An aligned buffer takes at least a page.
-        let buffer = |len: u64| len.max(quiver_io::ALIGN as u64);
-        let targets_and_offsets =
-            buffer(block.offsets_extent.len) + buffer(block.targets_extent.len);
-        if self.weighted {
-            targets_and_offsets
-                + buffer(block.weights_extent.map_or(0, |e| e.len))
-                + 4 * block.num_edges()
-        } else {
-            targets_and_offsets
-        }
+        budget::block_memory(
+            self.blocks.get(quiver_csr::BlockId(b as u32)),
+            self.weighted,
+        )
     }
 
     /// Bytes a whole read of block `b` transfers.

@@ -406,3 +406,93 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
         config.mem_budget
     );
 }
+
+/// Given a memory budget and no block size, every mode cuts the graph into
+/// blocks the budget holds (a graph of about 1 MiB under 400 KiB used to be
+/// refused with "lower the block size"), walks as memory mode does and
+/// stays within the budget. Memory mode itself moves walks in batches that
+/// fit what the budget leaves beside the graph.
+#[test]
+fn a_budget_without_a_block_size_gets_blocks_that_fit() {
+    let graph = hubs_graph(5_000, 40, 2, false);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let graph_bytes = std::fs::metadata(&path).unwrap().len();
+    assert!(graph_bytes > 2 * (400 << 10), "{graph_bytes} bytes");
+    let spec = |node2vec| WalkSpec {
+        starts: Starts::Uniform { walks: 2000 },
+        length: 8,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Unbiased,
+        node2vec,
+        dead_end: DeadEnd::Stop,
+    };
+    let base = Config {
+        exact: true,
+        seed: 5,
+        threads: 2,
+        work_dir: dir.path().to_owned(),
+        io: IoMode::Buffered,
+        ..Config::default()
+    };
+    for node2vec in [None, Some(Node2Vec { p: 0.5, q: 2.0 })] {
+        let app = Recorder(spec(node2vec));
+        let reference = run(&path, &memory_mode(&base), &app).unwrap();
+        for (mode, adaptive) in [
+            (Mode::GraphWalker, true),
+            (Mode::GraphWalker, false),
+            (Mode::Iteration, false),
+        ] {
+            let config = Config {
+                mode,
+                adaptive,
+                mem_budget: 400 << 10,
+                block_size: None,
+                ..base.clone()
+            };
+            let what = format!("{mode:?} (adaptive {adaptive}, node2vec {node2vec:?})");
+            let report = run(&path, &config, &app).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            assert!(report.blocks > 1, "{what}: {} block", report.blocks);
+            assert!(
+                report.result == reference.result,
+                "{what} walked differently"
+            );
+            assert!(
+                report.summary.peak_mem_bytes <= config.mem_budget,
+                "{what}: peak {} over the budget of {}",
+                report.summary.peak_mem_bytes,
+                config.mem_budget
+            );
+        }
+    }
+    // Memory mode: a budget of the graph plus room for 100K walks' two
+    // slots moves them in batches that keep the peak within it.
+    let walks = 400_000;
+    let app = Recorder(WalkSpec {
+        starts: Starts::Uniform { walks },
+        ..spec(None)
+    });
+    let unbounded = run(&path, &memory_mode(&base), &app).unwrap();
+    let budget = graph_bytes + 100_000 * 2 * 24;
+    let bounded = run(
+        &path,
+        &Config {
+            mem_budget: budget,
+            ..memory_mode(&base)
+        },
+        &app,
+    )
+    .unwrap();
+    assert!(bounded.result == unbounded.result, "batches change no walk");
+    assert!(
+        unbounded.summary.peak_mem_bytes > budget,
+        "{} bytes: the test needs a run that would pass the budget",
+        unbounded.summary.peak_mem_bytes
+    );
+    assert!(
+        bounded.summary.peak_mem_bytes <= budget,
+        "peak {} over the budget of {budget}",
+        bounded.summary.peak_mem_bytes
+    );
+}
