@@ -37,7 +37,10 @@
 //! id, hop), so all modes walk identically; walks of a batch step a few at a
 //! time in round robin with a prefetch of the next vertex, so memory latency
 //! overlaps. Memory accounting (`Report::peak_mem_bytes`) covers pools, cached
-//! blocks and lists, walks in flight and I/O buffers, and stays within `--mem`.
+//! blocks and lists, walks in flight and I/O buffers, and stays within `--mem`
+//! (memory mode sizes its walk batches to what the graph leaves of it, and
+//! warns when the graph alone does not fit). Without `--block-size`, blocks
+//! are halved from the default until one fits the budget beside its pools.
 //! Second-order (Node2Vec) walks in GraphWalker mode wait in pools keyed by
 //! (block, previous vertex's block) and move on loaded block pairs, chosen by
 //! walks served per byte to read (GraSorw's bi-block execution), so a step
