@@ -227,6 +227,12 @@ impl Executing {
             && (self.consecutive || self.block(v).vertices.contains(&v))
     }
 
+    /// The blocks, when they leave no gap.
+    pub fn consecutive_blocks(&self) -> Option<Vec<&LoadedBlock>> {
+        self.consecutive
+            .then(|| self.blocks.iter().map(|b| &**b).collect())
+    }
+
     fn block(&self, v: u32) -> &LoadedBlock {
         let i = self.blocks.partition_point(|b| b.vertices.end <= v);
         &self.blocks[i]

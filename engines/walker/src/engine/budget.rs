@@ -269,11 +269,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     fn split_budget(mem_budget: u64, pools: u64, prev_reserve: u64) -> Budget {
         let rest = mem_budget.saturating_sub(pools + prev_reserve);
         let in_flight = rest / 4;
-        // A walk in flight takes its slot and one for where it moves. (The
-        // previous vertices' lists of second-order walks are read in rounds
-        // that fit what is free, at least the reserve, so they do not
-        // shrink batches.)
-        let per_walk = 2 * std::mem::size_of::<InFlight<W>>() as u64;
+        // A walk in flight takes its slot, one for where it moves and one
+        // for its sorted copy (first-order walks move on loaded blocks
+        // partition by partition). (The previous vertices' lists of
+        // second-order walks are read in rounds that fit what is free, at
+        // least the reserve, so they do not shrink batches.)
+        let per_walk = 3 * std::mem::size_of::<InFlight<W>>() as u64;
         Budget {
             pools,
             in_flight,

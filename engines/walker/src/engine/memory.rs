@@ -124,7 +124,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// walk id and hop; compact walks draw from one stream per partition
     /// and hop, in the order the stable sort fixes.
     pub(super) fn run_partitioned(&mut self, graph: &LoadedBlock) -> Result<A::State> {
-        let bounds = graph.partitions(self.config.partition_bytes);
+        let parts = Partitions::of(&[graph], self.config.partition_bytes);
         let positions_only = !self.config.exact
             && self.app.reads_positions_only()
             && self.spec.restart_probability == 0.0
@@ -140,13 +140,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let batch_walks = self.memory_batch(walk_bytes as u64);
         while first < total {
             let last = (first + batch_walks).min(total);
-            let batch = if positions_only {
+            // The batch and its sorted copy.
+            let bytes = 2 * (last - first) * walk_bytes as u64;
+            self.stats.hold(bytes);
+            let (batch, left) = if positions_only {
                 let walks: Vec<u32> = (first..last).map(|id| self.start(id).1).collect();
-                self.move_by_partition(graph, &bounds, walks, Self::step_positions)
+                let (batch, left) = self.move_by_partition(&parts, walks, Self::step_positions);
+                (batch, left.len())
             } else {
                 let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
-                self.move_by_partition(graph, &bounds, walks, Self::step_partition)
+                let (batch, left) = self.move_by_partition(&parts, walks, Self::step_partition);
+                (batch, left.len())
             };
+            assert_eq!(left, 0, "no walk can leave a block holding every vertex");
+            self.stats.release(bytes);
             self.app.merge(&mut state, batch);
             first = last;
             self.report_progress(total - last);
@@ -163,23 +170,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         (left / (2 * walk_bytes)).clamp(MIN_PARTITIONED_BATCH, PARTITIONED_BATCH)
     }
 
-    /// Moves one batch of `walks` to their ends, hop by hop: each hop a
-    /// parallel stable counting sort by partition, then `step` on each
-    /// partition's walks (partitions in parallel), which keeps the walks
-    /// that go on at the front of its slice. Returns what the app gathered.
-    fn move_by_partition<T: Standing>(
+    /// Moves first-order `walks` on loaded data cut into `parts`, a step
+    /// per round: each round a parallel stable counting sort by partition,
+    /// then `step` on each partition's walks (partitions in parallel),
+    /// which keeps the walks that go on inside at the front of its slice
+    /// and hands back those that leave. Returns what the app gathered and
+    /// the walks that left, in partition order. The caller accounts for
+    /// the memory of `walks` and its sorted copy.
+    pub(super) fn move_by_partition<T: Standing>(
         &mut self,
-        graph: &LoadedBlock,
-        bounds: &[u32],
+        parts: &Partitions<'_>,
         mut walks: Vec<T>,
-        step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T]) -> (usize, u64, A::State) + Sync,
-    ) -> A::State {
+        step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T], &mut Vec<T>) -> (usize, u64, A::State)
+            + Sync,
+    ) -> (A::State, Vec<T>) {
+        let bounds = &parts.bounds;
         let locator = Locator::new(bounds);
-        let parts = bounds.len() - 1;
+        let count = bounds.len() - 1;
+        let within = bounds[0]..bounds[count];
         let mut state = self.app.new_state();
+        let mut left = Vec::new();
         let mut sorted = walks.clone();
-        let bytes = 2 * (walks.len() * std::mem::size_of::<T>()) as u64;
-        self.stats.hold(bytes);
         // The walks still going, as runs of `walks`: equal pieces at
         // first, then each partition's survivors.
         let piece = walks.len().div_ceil(FIRST_RUNS).max(1);
@@ -188,7 +199,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .map(|start| (start, piece.min(walks.len() - start)))
             .collect();
         let mut live = walks.len();
-        for hop in 0..=u64::from(self.spec.length) {
+        // A walk takes at most `length` steps, one a round.
+        for round in 0..=u64::from(self.spec.length) {
             if runs.is_empty() {
                 break;
             }
@@ -197,20 +209,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let counts: Vec<Vec<usize>> = runs
                 .par_iter()
                 .map(|&(start, len)| {
-                    let mut count = vec![0; parts];
+                    let mut count = vec![0; count];
                     for walk in &walks[start..start + len] {
                         count[locator.partition(walk.vertex())] += 1;
                     }
                     count
                 })
                 .collect();
-            let sizes: Vec<usize> = (0..parts)
+            let sizes: Vec<usize> = (0..count)
                 .map(|p| counts.iter().map(|c| c[p]).sum())
                 .collect();
             let mut targets: Vec<Vec<&mut [T]>> =
-                runs.iter().map(|_| Vec::with_capacity(parts)).collect();
+                runs.iter().map(|_| Vec::with_capacity(count)).collect();
             let mut rest = &mut sorted[..];
-            for p in 0..parts {
+            for p in 0..count {
                 for (run, count) in counts.iter().enumerate() {
                     let (share, tail) = rest.split_at_mut(count[p]);
                     targets[run].push(share);
@@ -220,7 +232,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             runs.par_iter()
                 .zip(targets)
                 .for_each(|(&(start, len), mut shares)| {
-                    let mut filled = vec![0; parts];
+                    let mut filled = vec![0; count];
                     for &walk in &walks[start..start + len] {
                         let p = locator.partition(walk.vertex());
                         shares[p][filled[p]] = walk;
@@ -230,7 +242,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // Then partition by partition, each on its own data.
             self.stats.batches += 1;
             let pass = self.stats.batches;
-            let mut partitions = Vec::with_capacity(parts);
+            let mut partitions = Vec::with_capacity(count);
             let mut rest = &mut sorted[..];
             let mut start = 0;
             for (p, &size) in sizes.iter().enumerate() {
@@ -238,7 +250,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let at = Partition {
                     index: p,
                     vertices: bounds[p]..bounds[p + 1],
-                    hop,
+                    within: within.clone(),
+                    hop: round,
                     pass,
                 };
                 partitions.push((at, start, these));
@@ -246,31 +259,32 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 start += size;
             }
             let this = &*self;
-            let moved: Vec<(usize, usize, u64, A::State)> = partitions
+            let moved: Vec<(usize, usize, u64, A::State, Vec<T>)> = partitions
                 .into_par_iter()
                 .map(|(at, start, these)| {
-                    let (kept, steps, state) = step(this, graph, at, these);
-                    (start, kept, steps, state)
+                    let mut leaving = Vec::new();
+                    let block = parts.blocks[at.index];
+                    let (kept, steps, state) = step(this, block, at, these, &mut leaving);
+                    (start, kept, steps, state, leaving)
                 })
                 .collect();
             runs.clear();
-            for (start, kept, steps, s) in moved {
+            let before = left.len();
+            for (start, kept, steps, s, leaving) in moved {
                 self.stats.steps += steps;
                 self.app.merge(&mut state, s);
+                left.extend(leaving);
                 if kept > 0 {
                     runs.push((start, kept));
                 }
             }
-            // Walks of first-order runs end together at the last hop:
-            // every hop is news all the same.
             let kept: usize = runs.iter().map(|&(_, kept)| kept).sum();
-            self.walks_ended((live - kept) as u64);
+            self.walks_ended((live - kept - (left.len() - before)) as u64);
             self.note_progress();
             live = kept;
             std::mem::swap(&mut walks, &mut sorted);
         }
-        self.stats.release(bytes);
-        state
+        (state, left)
     }
 
     /// Sweeps partition `at`'s data into cache when its `walks` will touch
@@ -282,38 +296,43 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Visits and steps the walks standing in partition `at`, keeping
-    /// those that go on at the front of `walks`. Returns how many it kept,
-    /// the steps taken and what the app gathered.
-    fn step_partition(
+    /// those that go on inside the loaded data at the front of `walks` and
+    /// handing those that leave it to `leaving` (a walk whose last step
+    /// leaves has its last position visited here instead). Returns how
+    /// many it kept, the steps taken and what the app gathered.
+    pub(super) fn step_partition(
         &self,
         graph: &LoadedBlock,
         at: Partition,
         walks: &mut [InFlight<W>],
+        leaving: &mut Vec<InFlight<W>>,
     ) -> (usize, u64, A::State) {
         self.warm(graph, &at, walks.len());
         let mut state = self.app.new_state();
         let mut stream = at.stream(self.config.seed);
+        let length = u64::from(self.spec.length);
         let (mut kept, mut steps) = (0, 0);
         for i in 0..walks.len() {
             let (walk, vertex) = walks[i];
-            let source = self.word.source(walk.word());
+            let word = walk.word();
+            let (source, hop) = (self.word.source(word), self.word.hop(word));
             let source_vertex = self.spec.starts.source_vertex(source);
             #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
-            let visit = Visit {
+            let mut visit = Visit {
                 walk: walk.id(),
                 source,
                 source_vertex,
                 vertex,
-                hop: at.hop as u32,
+                hop: hop as u32,
             };
             self.app.visit(&mut state, &visit);
-            if at.hop == u64::from(self.spec.length) {
+            if hop == length {
                 continue;
             }
             let mut keyed;
             let rng = match walk.id() {
                 Some(id) => {
-                    keyed = KeyedRng::new(self.config.seed, id, at.hop);
+                    keyed = KeyedRng::new(self.config.seed, id, hop);
                     &mut keyed
                 }
                 None => &mut stream,
@@ -331,11 +350,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 Step::Move(next) | Step::Teleport(next) => next,
             };
             steps += 1;
-            walks[kept] = (
-                walk.with_word(self.word.encode(source, 0, at.hop + 1)),
-                next,
-            );
-            kept += 1;
+            if at.within.contains(&next) {
+                walks[kept] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
+                kept += 1;
+            } else if hop + 1 == length {
+                // The last position needs no adjacency list.
+                visit.vertex = next;
+                visit.hop += 1;
+                self.app.visit(&mut state, &visit);
+            } else {
+                leaving.push((walk.with_word(self.word.encode(source, 0, hop + 1)), next));
+            }
         }
         (kept, steps, state)
     }
@@ -348,7 +373,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         graph: &LoadedBlock,
         at: Partition,
         walks: &mut [u32],
+        _leaving: &mut Vec<u32>,
     ) -> (usize, u64, A::State) {
+        debug_assert_eq!(
+            at.within.len(),
+            self.num_vertices as usize,
+            "the whole graph"
+        );
         self.warm(graph, &at, walks.len());
         let mut state = self.app.new_state();
         #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
@@ -382,7 +413,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 }
 
 /// A walk as memory mode sorts it: all it needs is where the walk stands.
-trait Standing: Copy + Send + Sync {
+pub(super) trait Standing: Copy + Send + Sync {
     fn vertex(&self) -> u32;
 }
 
@@ -399,12 +430,43 @@ impl Standing for u32 {
     }
 }
 
-/// One partition at one hop of a batch.
-struct Partition {
+/// Loaded graph data cut into partitions of about
+/// [`Config::partition_bytes`](crate::Config::partition_bytes) each.
+pub(super) struct Partitions<'g> {
+    /// From the first loaded vertex to the end of the last.
+    bounds: Vec<u32>,
+    /// The block holding each partition.
+    blocks: Vec<&'g LoadedBlock>,
+}
+
+impl<'g> Partitions<'g> {
+    /// The partitions of `blocks`, which are consecutive.
+    pub(super) fn of(blocks: &[&'g LoadedBlock], bytes: u64) -> Partitions<'g> {
+        let mut parts = Partitions {
+            bounds: Vec::new(),
+            blocks: Vec::new(),
+        };
+        for &block in blocks {
+            let bounds = block.partitions(bytes);
+            if let Some(&end) = parts.bounds.last() {
+                assert_eq!(end, bounds[0], "partitioned blocks are consecutive");
+                parts.bounds.pop();
+            }
+            parts.blocks.extend(bounds.windows(2).map(|_| block));
+            parts.bounds.extend(bounds);
+        }
+        parts
+    }
+}
+
+/// One partition in one round of a batch.
+pub(super) struct Partition {
     /// Its place among the partitions.
     index: usize,
     vertices: std::ops::Range<u32>,
-    /// Steps the walks standing there have taken.
+    /// Every vertex loaded: a walk stepping outside leaves.
+    within: std::ops::Range<u32>,
+    /// The round (in memory mode, the steps every walk here has taken).
     hop: u64,
     /// The hop's number in the whole run (batches count on).
     pass: u64,

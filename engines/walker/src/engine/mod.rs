@@ -33,6 +33,7 @@ use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
 use budget::{default_block_size, Pooling};
+use memory::Partitions;
 use quiver_run::{NoProgress, Progress, RunSummary, Stopwatch, Unit};
 use std::sync::atomic::{AtomicU64, Ordering};
 use walks::{PooledWalk, SecondOrderWalk};
@@ -154,11 +155,21 @@ trait Contains {
     fn holds(&self, v: u32) -> bool {
         self.contains(v)
     }
+
+    /// The data as whole consecutive blocks, if it is: first-order walks
+    /// then move on it partition by partition ([`Engine::move_by_partition`]).
+    fn consecutive_blocks(&self) -> Option<Vec<&LoadedBlock>> {
+        None
+    }
 }
 
 impl Contains for Executing {
     fn contains(&self, v: u32) -> bool {
         Executing::contains(self, v)
+    }
+
+    fn consecutive_blocks(&self) -> Option<Vec<&LoadedBlock>> {
+        Executing::consecutive_blocks(self)
     }
 }
 
@@ -484,10 +495,22 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         walks: Vec<InFlight<W>>,
         one_step: bool,
     ) -> Result<()> {
-        // Room for the batch and for as many walks leaving it.
-        let bytes = 2 * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        // Room for the batch and for as many walks leaving it (and, moving
+        // partition by partition, for the batch's sorted copy).
+        let blocks = exec
+            .consecutive_blocks()
+            .filter(|_| self.spec.node2vec.is_none() && !one_step);
+        let copies = if blocks.is_some() { 3 } else { 2 };
+        let bytes = copies * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
         self.stats.hold(bytes);
-        let (mut moved, s) = self.advance(exec, walks, one_step)?;
+        let (mut moved, s) = match blocks {
+            Some(blocks) => {
+                let parts = Partitions::of(&blocks, self.config.partition_bytes);
+                let (s, left) = self.move_by_partition(&parts, walks, Self::step_partition);
+                (left, s)
+            }
+            None => self.advance(exec, walks, one_step)?,
+        };
         self.app.merge(state, s);
         // Where each goes, worked out on all threads (two block searches
         // and a word each); then filed in order.
