@@ -259,7 +259,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 start += size;
             }
             let this = &*self;
-            let moved: Vec<(usize, usize, u64, A::State, Vec<T>)> = partitions
+            let moved: Vec<Stepped<A::State, T>> = partitions
                 .into_par_iter()
                 .map(|(at, start, these)| {
                     let mut leaving = Vec::new();
@@ -411,6 +411,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         (kept, kept as u64, state)
     }
 }
+
+/// What stepping one partition gave: where its slice starts, the walks
+/// kept, the steps taken, what the app gathered and the walks that left.
+type Stepped<S, T> = (usize, usize, u64, S, Vec<T>);
 
 /// A walk as memory mode sorts it: all it needs is where the walk stands.
 pub(super) trait Standing: Copy + Send + Sync {
