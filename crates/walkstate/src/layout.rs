@@ -64,6 +64,7 @@ impl WalkLayout {
         self.hop_bits
     }
 
+    #[inline]
     fn mask(bits: u32) -> u64 {
         if bits == 64 {
             u64::MAX
@@ -74,6 +75,7 @@ impl WalkLayout {
 
     /// Packs a walk. Panics if a value does not fit its field: the layout
     /// was built for the workload, so that is a bug, never a wrap.
+    #[inline]
     pub fn encode(&self, source: u64, position: u64, hop: u64) -> u64 {
         assert!(
             source <= Self::mask(self.source_bits)
@@ -85,21 +87,25 @@ impl WalkLayout {
     }
 
     /// The source index.
+    #[inline]
     pub fn source(&self, word: u64) -> u64 {
         shr(word, self.position_bits + self.hop_bits) & Self::mask(self.source_bits)
     }
 
     /// The position inside the current block.
+    #[inline]
     pub fn position(&self, word: u64) -> u64 {
         shr(word, self.hop_bits) & Self::mask(self.position_bits)
     }
 
     /// Steps taken.
+    #[inline]
     pub fn hop(&self, word: u64) -> u64 {
         word & Self::mask(self.hop_bits)
     }
 
     /// The same walk at another position (after moving to another block).
+    #[inline]
     pub fn with_position(&self, word: u64, position: u64) -> u64 {
         self.encode(self.source(word), position, self.hop(word))
     }
@@ -107,10 +113,12 @@ impl WalkLayout {
 
 /// Shifts that treat a shift by 64 as producing zero, for layouts where a
 /// field has all the bits.
+#[inline]
 fn shl(x: u64, by: u32) -> u64 {
     x.checked_shl(by).unwrap_or(0)
 }
 
+#[inline]
 fn shr(x: u64, by: u32) -> u64 {
     x.checked_shr(by).unwrap_or(0)
 }
