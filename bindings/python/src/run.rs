@@ -5,67 +5,40 @@
 //! engine runs on a thread of its own while the calling thread, GIL
 //! released, waits for it and checks for signals every
 //! [`SIGNAL_CHECK`]. When a handler raises (Ctrl-C's raises
-//! `KeyboardInterrupt`), the engine is stopped at its next call to
-//! [`Progress`], which every engine makes after each batch of walks,
-//! superstep or megabyte of edges: that call unwinds out of the engine
-//! (dropping its state, removing its temporary files) and the exception
-//! is raised.
-//!
-//! The engines' contract has no way to ask a run to stop, so the stop is
-//! an unwind with a private payload ([`Interrupted`]), started with
-//! `resume_unwind` (which runs no panic hook and prints nothing) and
-//! caught here; any other panic is passed on to pyo3, which raises it as
-//! `PanicException`.
+//! `KeyboardInterrupt`), the run's [`Progress`] says it is cancelled: every
+//! engine looks where it reports progress (after each batch or round of
+//! walks, superstep or megabyte of edges) and stops with its `Cancelled`
+//! error, dropping its state and temporary files; the exception is raised.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use quiver_run::{Progress, Unit};
+use quiver_run::Progress;
 
 use crate::error::error;
 
 /// How often the waiting thread checks for signals.
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
-/// The payload of the unwind that stops an interrupted run.
-struct Interrupted;
-
 /// The progress every engine run through [`run`] reports to: it ignores
-/// the figures and stops the run once `stop` is set.
+/// the figures and asks the run to stop once `stop` is set.
 struct Stoppable {
     stop: AtomicBool,
 }
 
-impl Stoppable {
-    fn check(&self) {
-        // Relaxed: the flag carries no data; a report that misses it
-        // stops the run at the next one.
-        if self.stop.load(Ordering::Relaxed) {
-            std::panic::resume_unwind(Box::new(Interrupted));
-        }
-    }
-}
-
 impl Progress for Stoppable {
-    fn start(&self, _phase: &'static str, _unit: Unit, _total: Option<u64>) {
-        self.check();
-    }
-
-    fn advance(&self, _delta: u64) {
-        self.check();
-    }
-
-    fn note(&self, _note: &str) {
-        self.check();
+    fn cancelled(&self) -> bool {
+        // Relaxed: the flag carries no data; a check that misses it stops
+        // the run at the next one.
+        self.stop.load(Ordering::Relaxed)
     }
 }
 
 /// Runs `work` with the GIL released and returns its result, or raises
 /// its error as a Python exception ([`error`]) or the exception a signal
-/// handler raised while it ran (then the run is stopped at its next
+/// handler raised while it ran (then the run is cancelled at its next
 /// progress report, and its result, if it had finished, is dropped).
 pub fn run<T, E>(
     py: Python<'_>,
@@ -83,7 +56,7 @@ where
             let (done, finished) = mpsc::channel::<()>();
             let progress = &progress;
             let worker = scope.spawn(move || {
-                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| work(progress)));
+                let outcome = work(progress);
                 // The receiver lives until this thread is joined.
                 let _ = done.send(());
                 outcome
@@ -97,22 +70,18 @@ where
                     }
                 }
             }
-            // The worker catches every unwind of `work`, so joining it
-            // fails only if that failed; pass such a payload on as well.
-            let outcome = worker.join().unwrap_or_else(Err);
+            // A panic in the engine is passed on (pyo3 raises it as
+            // `PanicException`).
+            let outcome = worker
+                .join()
+                .unwrap_or_else(|payload| std::panic::resume_unwind(payload));
             (outcome, signal)
         })
     });
-    let outcome = match outcome {
-        Err(payload) if !payload.is::<Interrupted>() => std::panic::resume_unwind(payload),
-        outcome => outcome,
-    };
+    // An interrupted run ends with its `Cancelled` error (or its result,
+    // if it finished first): either way the signal's exception is raised.
     if let Some(raised) = signal {
         return Err(raised);
     }
-    match outcome {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(error(&err)),
-        Err(_) => unreachable!("a run is interrupted only after a signal was raised"),
-    }
+    outcome.map_err(|err| error(&err))
 }

@@ -123,6 +123,9 @@ pub enum Error {
     /// An argument makes no sense (zero budget, zero chunks, an empty graph shape...).
     #[error("invalid argument")]
     InvalidArgument(#[from] quiver_run::InvalidArgument),
+    /// The caller asked the work to stop ([`quiver_run::Progress::cancelled`]).
+    #[error(transparent)]
+    Cancelled(#[from] quiver_run::Cancelled),
 }
 
 impl Error {

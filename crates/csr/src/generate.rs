@@ -263,6 +263,7 @@ pub fn generate_to_file(
         done += 1;
         if done % (1 << 20) == 0 {
             progress.advance(1 << 20);
+            progress.check()?;
         }
         sorter.push(u64::from(s), u64::from(t), weights.map(|_| w))
     })?;

@@ -84,6 +84,7 @@ fn for_each_line(
         let n = read_some(reader, &mut buf[filled..], name)?;
         total += n as u64;
         progress.advance(n as u64);
+        progress.check()?;
         filled += n;
         let eof = n == 0;
         let end = if eof {
@@ -331,6 +332,7 @@ pub fn parse_binary(
     loop {
         let n = read_some(reader, &mut buf[filled..], name)?;
         progress.advance(n as u64);
+        progress.check()?;
         summary.bytes += n as u64;
         filled += n;
         let whole = filled / record * record;

@@ -493,6 +493,7 @@ fn write_keys<K: Key>(
         done += 1;
         if done % (1 << 20) == 0 {
             progress.advance(1 << 20);
+            progress.check()?;
         }
     }
     spill.stats.duplicates_dropped += dropped;

@@ -21,7 +21,7 @@
 mod progress;
 mod summary;
 
-pub use progress::{NoProgress, Progress, Unit};
+pub use progress::{Cancelled, NoProgress, Progress, Unit};
 pub use summary::{RunSummary, Stopwatch};
 
 /// A setting or argument that makes no sense: the caller's mistake, not a

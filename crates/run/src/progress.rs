@@ -28,7 +28,29 @@ pub trait Progress: Sync {
     /// A short status of the current phase beside its count
     /// (`"12.5M steps, 1.2 GiB read"`).
     fn note(&self, _note: &str) {}
+    /// Whether the caller asks the run to stop. Engines look where they
+    /// report progress ([`Progress::check`]) and stop with their
+    /// `Cancelled` error, dropping their state and temporary files.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
+
+impl dyn Progress + '_ {
+    /// `Err(Cancelled)` once the caller asked the run to stop.
+    pub fn check(&self) -> Result<(), Cancelled> {
+        if self.cancelled() {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A run stopped because its caller asked it to ([`Progress::cancelled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cancelled by the caller")]
+pub struct Cancelled;
 
 /// A [`Progress`] that ignores everything.
 #[derive(Clone, Copy, Debug, Default)]

@@ -786,6 +786,7 @@ impl<'g> Engine<'g> {
             ns: started.elapsed_ns(),
         });
         self.progress.advance(1);
+        self.progress.check()?;
         Ok(Frontier { bits: next, list })
     }
 

@@ -81,6 +81,11 @@ pub enum Error {
     /// What arrived from another node makes no sense.
     #[error("a message from another node is corrupt: {0}")]
     Corrupt(String),
+    /// The caller asked the run to stop (its progress says so after a
+    /// superstep). Every node of a distributed run must be asked: one
+    /// that stops alone leaves the others waiting at the next barrier.
+    #[error(transparent)]
+    Cancelled(#[from] quiver_run::Cancelled),
 }
 
 impl Error {

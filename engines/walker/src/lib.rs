@@ -101,6 +101,9 @@ pub enum Error {
     /// A setting or argument makes no sense (for this graph).
     #[error("invalid argument")]
     InvalidArgument(#[from] quiver_run::InvalidArgument),
+    /// The caller asked the run to stop ([`Progress::cancelled`]).
+    #[error(transparent)]
+    Cancelled(#[from] quiver_run::Cancelled),
     /// Writing an application's output failed.
     #[error("writing {}", path.display())]
     Output {

@@ -363,3 +363,36 @@ fn many_runs_merge_in_several_passes_and_still_match() {
         &Graph::open(dir.path().join("g.qcsr")).unwrap(),
     );
 }
+
+/// Asks the work to stop from the start.
+struct CancelAtOnce;
+
+impl quiver_csr::Progress for CancelAtOnce {
+    fn cancelled(&self) -> bool {
+        true
+    }
+}
+
+/// A conversion whose caller asks it to stop ends with `Cancelled` after
+/// its first read, and leaves neither the output nor a temporary file.
+#[test]
+fn a_cancelled_conversion_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("edges.txt");
+    let edges: Vec<(u64, u64, f32)> = (0..200_000u64)
+        .map(|i| (i % 5000, (i * 7) % 5000, 1.0))
+        .collect();
+    write_text(&input, &edges, false);
+    let output = dir.path().join("g.qcsr");
+    let options = ConvertOptions {
+        sort: SortOptions {
+            work_dir: Some(dir.path().to_owned()),
+            ..SortOptions::default()
+        },
+        ..ConvertOptions::default()
+    };
+    let err = convert(&input, &output, &options, &CancelAtOnce).unwrap_err();
+    assert!(matches!(err, quiver_csr::Error::Cancelled(_)), "{err}");
+    assert_eq!(files_in(dir.path()), ["edges.txt"]);
+    convert(&input, &output, &options, &NoProgress).unwrap();
+}

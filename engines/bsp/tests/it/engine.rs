@@ -115,3 +115,47 @@ fn bad_parameters_are_named() {
     )
     .is_err());
 }
+
+/// Asks a run to stop after `after` supersteps.
+struct CancelAfter {
+    after: u64,
+    supersteps: std::sync::atomic::AtomicU64,
+}
+
+impl quiver_run::Progress for CancelAfter {
+    fn advance(&self, delta: u64) {
+        self.supersteps
+            .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn cancelled(&self) -> bool {
+        self.supersteps.load(std::sync::atomic::Ordering::Relaxed) >= self.after
+    }
+}
+
+/// A run whose caller asks it to stop ends with `Cancelled` after the
+/// superstep in which it was asked.
+#[test]
+fn a_run_stops_after_the_superstep_its_caller_asks() {
+    let edges: Vec<(u32, u32, f32)> = (0..99u32)
+        .flat_map(|v| [(v, v + 1, 1.0), (v + 1, v, 1.0)])
+        .collect();
+    let path = Graph::from_edges(100, &edges, false, true).unwrap();
+    let algorithm = Algorithm::PageRank {
+        damping: 0.85,
+        iterations: 20,
+    };
+    let progress = CancelAfter {
+        after: 3,
+        supersteps: Default::default(),
+    };
+    let err = run(&path, &algorithm, &Config::default(), &progress).unwrap_err();
+    assert!(matches!(err, quiver_bsp::Error::Cancelled(_)), "{err}");
+    assert_eq!(
+        progress
+            .supersteps
+            .load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+    let (_, report) = run(&path, &algorithm, &Config::default(), &NoProgress).unwrap();
+    assert!(report.supersteps.len() > 3);
+}

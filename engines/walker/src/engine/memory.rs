@@ -104,7 +104,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.app.merge(&mut state, s);
             self.stats.release(bytes);
             first = last;
-            self.report_progress(total - last);
+            self.report_progress(total - last)?;
         }
         Ok(state)
     }
@@ -145,18 +145,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.stats.hold(bytes);
             let (batch, left) = if positions_only {
                 let walks: Vec<u32> = (first..last).map(|id| self.start(id).1).collect();
-                let (batch, left) = self.move_by_partition(&parts, walks, Self::step_positions);
+                let (batch, left) = self.move_by_partition(&parts, walks, Self::step_positions)?;
                 (batch, left.len())
             } else {
                 let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
-                let (batch, left) = self.move_by_partition(&parts, walks, Self::step_partition);
+                let (batch, left) = self.move_by_partition(&parts, walks, Self::step_partition)?;
                 (batch, left.len())
             };
             assert_eq!(left, 0, "no walk can leave a block holding every vertex");
             self.stats.release(bytes);
             self.app.merge(&mut state, batch);
             first = last;
-            self.report_progress(total - last);
+            self.report_progress(total - last)?;
         }
         Ok(state)
     }
@@ -175,15 +175,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// then `step` on each partition's walks (partitions in parallel),
     /// which keeps the walks that go on inside at the front of its slice
     /// and hands back those that leave. Returns what the app gathered and
-    /// the walks that left, in partition order. The caller accounts for
-    /// the memory of `walks` and its sorted copy.
+    /// the walks that left, in partition order (or `Cancelled` between
+    /// rounds). The caller accounts for the memory of `walks` and its
+    /// sorted copy.
     pub(super) fn move_by_partition<T: Standing>(
         &mut self,
         parts: &Partitions<'_>,
         mut walks: Vec<T>,
         step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T], &mut Vec<T>) -> (usize, u64, A::State)
             + Sync,
-    ) -> (A::State, Vec<T>) {
+    ) -> Result<(A::State, Vec<T>)> {
         let bounds = &parts.bounds;
         let locator = Locator::new(bounds);
         let count = bounds.len() - 1;
@@ -280,11 +281,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             }
             let kept: usize = runs.iter().map(|&(_, kept)| kept).sum();
             self.walks_ended((live - kept - (left.len() - before)) as u64);
-            self.note_progress();
+            self.note_progress()?;
             live = kept;
             std::mem::swap(&mut walks, &mut sorted);
         }
-        (state, left)
+        Ok((state, left))
     }
 
     /// Sweeps partition `at`'s data into cache when its `walks` will touch

@@ -354,24 +354,26 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 
     /// Tells `progress` that `live` walks have not ended yet (the walks
     /// [`Engine::walks_ended`] reported already are not reported again).
-    fn report_progress(&self, live: u64) {
+    fn report_progress(&self, live: u64) -> Result<()> {
         let done = self.total_walks - live;
         // Relaxed: counts only; this runs between parallel sections, whose
         // joins order it after every `walks_ended`.
         let before = self.reported.swap(done, Ordering::Relaxed);
         self.progress.advance(done.saturating_sub(before));
-        self.note_progress();
+        self.note_progress()
     }
 
-    /// Tells `progress` the steps taken and the bytes read so far.
+    /// Tells `progress` the steps taken and the bytes read so far, and
+    /// stops the run if its caller asks.
     #[allow(clippy::cast_precision_loss)] // figures for people to read
-    fn note_progress(&self) {
+    fn note_progress(&self) -> Result<()> {
         let read = self.file.file().stats().snapshot().read_bytes;
         self.progress.note(&format!(
             "{:.1}M steps, {:.1} MiB read",
             self.stats.steps as f64 / 1e6,
             read as f64 / f64::from(1 << 20)
         ));
+        Ok(self.progress.check()?)
     }
 
     /// Tells `progress` that `ended` more walks have ended, as soon as a
@@ -506,7 +508,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let (mut moved, s) = match blocks {
             Some(blocks) => {
                 let parts = Partitions::of(&blocks, self.config.partition_bytes);
-                let (s, left) = self.move_by_partition(&parts, walks, Self::step_partition);
+                let (s, left) = self.move_by_partition(&parts, walks, Self::step_partition)?;
                 (left, s)
             }
             None => self.advance(exec, walks, one_step)?,
@@ -529,7 +531,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             pools.push(pool as usize, walk, hop)?;
         }
         self.stats.release(bytes);
-        self.report_progress(pools.total());
-        Ok(())
+        self.report_progress(pools.total())
     }
 }

@@ -914,3 +914,57 @@ fn walks_are_reported_as_they_end_within_a_batch() {
         }
     }
 }
+
+/// Asks a run to stop once it has reported `after` times.
+#[derive(Debug)]
+struct CancelAfter {
+    after: u64,
+    reports: std::sync::atomic::AtomicU64,
+}
+
+impl quiver_walker::Progress for CancelAfter {
+    fn advance(&self, _delta: u64) {
+        self.reports
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn cancelled(&self) -> bool {
+        self.reports.load(std::sync::atomic::Ordering::Relaxed) >= self.after
+    }
+}
+
+/// A run whose caller asks it to stop ends with `Cancelled` at its next
+/// report, in every mode and for first- and second-order walks, long
+/// before its walks are done; one that is not asked runs to the end.
+#[test]
+fn a_run_stops_when_its_caller_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = karate(dir.path(), true);
+    let walks_per_vertex = 2_000;
+    let mut node2vec = corpus_spec(10);
+    node2vec.node2vec = Some(quiver_walker::Node2Vec { p: 2.0, q: 0.5 });
+    for mode in [Mode::Memory, Mode::GraphWalker, Mode::Iteration] {
+        for spec in [corpus_spec(10), node2vec.clone()] {
+            let what = format!("{mode:?}, {:?}", spec.node2vec);
+            let config = Config {
+                block_size: Some(256),
+                ..config(mode, dir.path())
+            };
+            let progress = CancelAfter {
+                after: 2,
+                reports: Default::default(),
+            };
+            let err = collect_walks(&path, &config, &spec, walks_per_vertex, 1 << 30, &progress)
+                .expect_err(&what);
+            assert!(
+                matches!(err, quiver_walker::Error::Cancelled(_)),
+                "{what}: {err}"
+            );
+            let never = CancelAfter {
+                after: u64::MAX,
+                reports: Default::default(),
+            };
+            collect_walks(&path, &config, &spec, walks_per_vertex, 1 << 30, &never)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+    }
+}
