@@ -2,7 +2,7 @@
 //! produces the same walks as the in-memory reference; nothing is lost.
 
 use proptest::prelude::*;
-use quiver_walker::{run, Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, Starts, WalkSpec};
+use quiver_walker::{run, Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, Report, Starts, WalkSpec};
 
 use crate::{arb_graph, write, Recorder};
 
@@ -49,6 +49,27 @@ fn memory_mode(base: &Config) -> Config {
         mode: Mode::Memory,
         ..base.clone()
     }
+}
+
+/// Asserts that `report` (a run with `config`) walked exactly as
+/// `reference` and stayed within its budget.
+fn assert_walked_like<O: PartialEq>(
+    report: &Report<O>,
+    reference: &Report<O>,
+    config: &Config,
+    what: &str,
+) {
+    assert!(
+        report.result == reference.result,
+        "{what}: walked differently from memory"
+    );
+    assert_eq!(report.steps, reference.steps, "{what}");
+    assert!(
+        report.summary.peak_mem_bytes <= config.mem_budget,
+        "{what}: peak {} over the budget of {}",
+        report.summary.peak_mem_bytes,
+        config.mem_budget
+    );
 }
 
 /// Cases of [`every_mode_walks_the_same_paths`].
@@ -286,17 +307,7 @@ fn second_order_walks_on_hubs_stay_within_the_budget() {
             );
         }
         let what = format!("{mode:?} (adaptive {adaptive}, vertex threshold {vertex_threshold})");
-        assert!(
-            report.result == reference.result,
-            "{what} walked differently from memory"
-        );
-        assert_eq!(report.steps, reference.steps, "{what}");
-        assert!(
-            report.summary.peak_mem_bytes <= config.mem_budget,
-            "{what}: peak {} over the budget of {}",
-            report.summary.peak_mem_bytes,
-            config.mem_budget
-        );
+        assert_walked_like(&report, &reference, &config, &what);
         assert!(report.vertex_loads > 0, "{what} read no previous vertex");
     }
 }
@@ -342,16 +353,7 @@ fn second_order_walks_move_on_block_pairs() {
         let report = run(&path, &config, &app).unwrap();
         let what = format!("blocks of {block_size} bytes ({} blocks)", report.blocks);
         assert_eq!(report.paired, paired, "{what}");
-        assert!(
-            report.result == reference.result,
-            "{what}: walked differently from memory"
-        );
-        assert!(
-            report.summary.peak_mem_bytes <= config.mem_budget,
-            "{what}: peak {} over the budget of {}",
-            report.summary.peak_mem_bytes,
-            config.mem_budget
-        );
+        assert_walked_like(&report, &reference, &config, &what);
         if paired {
             assert!(report.blocks >= 4, "{what}");
             assert_eq!(report.vertex_loads, 0, "{what}: lists read on their own");
@@ -398,13 +400,7 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
         ..base.clone()
     };
     let report = run(&path, &config, &app).unwrap();
-    assert!(report.result == reference.result);
-    assert!(
-        report.summary.peak_mem_bytes <= config.mem_budget,
-        "peak {} over the budget of {}",
-        report.summary.peak_mem_bytes,
-        config.mem_budget
-    );
+    assert_walked_like(&report, &reference, &config, "one-walk pools");
 }
 
 /// Given a memory budget and no block size, every mode cuts the graph into
@@ -454,16 +450,7 @@ fn a_budget_without_a_block_size_gets_blocks_that_fit() {
             let what = format!("{mode:?} (adaptive {adaptive}, node2vec {node2vec:?})");
             let report = run(&path, &config, &app).unwrap_or_else(|e| panic!("{what}: {e:?}"));
             assert!(report.blocks > 1, "{what}: {} block", report.blocks);
-            assert!(
-                report.result == reference.result,
-                "{what} walked differently"
-            );
-            assert!(
-                report.summary.peak_mem_bytes <= config.mem_budget,
-                "{what}: peak {} over the budget of {}",
-                report.summary.peak_mem_bytes,
-                config.mem_budget
-            );
+            assert_walked_like(&report, &reference, &config, &what);
         }
     }
     // Memory mode: a budget of the graph plus room for 100K walks' two
