@@ -400,7 +400,12 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
         ..base.clone()
     };
     let report = run(&path, &config, &app).unwrap();
-    assert_walked_like(&report, &reference, &config, "one-walk pools");
+    assert_walked_like(
+        &report,
+        &reference,
+        &config,
+        "adaptive groups of hub blocks",
+    );
 }
 
 /// Given a memory budget and no block size, every mode cuts the graph into
