@@ -29,7 +29,7 @@ pub trait Progress: Sync {
     /// (`"12.5M steps, 1.2 GiB read"`).
     fn note(&self, _note: &str) {}
     /// Whether the caller asks the run to stop. Engines look where they
-    /// report progress ([`Progress::check`]) and stop with their
+    /// report progress (`progress.check()`) and stop with their
     /// `Cancelled` error, dropping their state and temporary files.
     fn cancelled(&self) -> bool {
         false
