@@ -187,8 +187,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     ) -> Result<(A::State, Vec<T>)> {
         let bounds = &parts.bounds;
         let locator = Locator::new(bounds);
-        let count = bounds.len() - 1;
-        let within = bounds[0]..bounds[count];
+        let num_parts = bounds.len() - 1;
+        let within = bounds[0]..bounds[num_parts];
         let mut state = self.app.new_state();
         let mut left = Vec::new();
         let mut sorted = walks.clone();
@@ -210,20 +210,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let counts: Vec<Vec<usize>> = runs
                 .par_iter()
                 .map(|&(start, len)| {
-                    let mut count = vec![0; count];
+                    let mut count = vec![0; num_parts];
                     for walk in &walks[start..start + len] {
                         count[locator.partition(walk.vertex())] += 1;
                     }
                     count
                 })
                 .collect();
-            let sizes: Vec<usize> = (0..count)
+            let sizes: Vec<usize> = (0..num_parts)
                 .map(|p| counts.iter().map(|c| c[p]).sum())
                 .collect();
             let mut targets: Vec<Vec<&mut [T]>> =
-                runs.iter().map(|_| Vec::with_capacity(count)).collect();
+                runs.iter().map(|_| Vec::with_capacity(num_parts)).collect();
             let mut rest = &mut sorted[..];
-            for p in 0..count {
+            for p in 0..num_parts {
                 for (run, count) in counts.iter().enumerate() {
                     let (share, tail) = rest.split_at_mut(count[p]);
                     targets[run].push(share);
@@ -233,7 +233,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             runs.par_iter()
                 .zip(targets)
                 .for_each(|(&(start, len), mut shares)| {
-                    let mut filled = vec![0; count];
+                    let mut filled = vec![0; num_parts];
                     for &walk in &walks[start..start + len] {
                         let p = locator.partition(walk.vertex());
                         shares[p][filled[p]] = walk;
@@ -243,7 +243,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // Then partition by partition, each on its own data.
             self.stats.batches += 1;
             let pass = self.stats.batches;
-            let mut partitions = Vec::with_capacity(count);
+            let mut partitions = Vec::with_capacity(num_parts);
             let mut rest = &mut sorted[..];
             let mut start = 0;
             for (p, &size) in sizes.iter().enumerate() {
