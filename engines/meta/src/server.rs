@@ -106,6 +106,10 @@ pub const MAX_VNODES: u32 = 4096;
 /// The longest vertex id, attribute name or relation accepted.
 pub const MAX_ID_BYTES: usize = 4096;
 
+/// Failed redelivery attempts (one a second) between warnings while a
+/// peer stays unreachable.
+const REDELIVERY_WARN_EVERY: u64 = 30;
+
 impl ServerConfig {
     /// Checks the settings, naming the first that makes no sense.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
@@ -290,9 +294,26 @@ pub async fn start(config: ServerConfig, listener: tokio::net::TcpListener) -> R
     let redeliver = {
         let shared = shared.clone();
         tokio::spawn(async move {
+            // Failed attempts in a row: a peer that is down (or stopping
+            // with its cluster) is news when it starts and every
+            // `REDELIVERY_WARN_EVERY` attempts after, not every second.
+            let mut failing = 0u64;
             loop {
-                if let Err(e) = shared.deliver_pending().await {
-                    tracing::warn!("reverse edges wait for delivery: {}", quiver_run::chain(&e));
+                match shared.deliver_pending().await {
+                    Ok(()) if failing > 0 => {
+                        tracing::info!("reverse edges delivered after {failing} failed attempts");
+                        failing = 0;
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        let chain = quiver_run::chain(&e);
+                        if failing % REDELIVERY_WARN_EVERY == 0 {
+                            tracing::warn!("reverse edges wait for delivery: {chain}");
+                        } else {
+                            tracing::debug!("reverse edges wait for delivery: {chain}");
+                        }
+                        failing += 1;
+                    }
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
