@@ -807,11 +807,21 @@ fn free_port() -> u16 {
 }
 
 /// Waits until every server answers a query (or fails after 20 s).
+/// Waits until every server of `cluster` listens and a query is answered
+/// (a query touches only the servers its vertices live on, so it alone
+/// cannot tell that a restarted server is back).
 fn wait_for(cluster: &Path) {
+    let text = std::fs::read_to_string(cluster).unwrap();
+    let addrs: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     for _ in 0..200 {
-        let out = quiver(&["meta", "query", "--cluster", path(cluster), r#"v("probe")"#]);
-        if out.status.success() {
-            return;
+        let listening = addrs
+            .iter()
+            .all(|a| std::net::TcpStream::connect(a.trim()).is_ok());
+        if listening {
+            let out = quiver(&["meta", "query", "--cluster", path(cluster), r#"v("probe")"#]);
+            if out.status.success() {
+                return;
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
