@@ -10,13 +10,17 @@ list with each undirected edge once, e.g. GAPBS's Kronecker graph:
     python bindings/python/bench/pecanpy_vs_quiver.py kron18.el --system pecanpy
 
 Each run prints one JSON line: seconds to load, seconds to walk, walks and
-steps (positions after a walk's first), steps per second end to end.
+steps (positions after a walk's first), steps per second end to end, and
+how much the process's peak resident memory grew while it walked (Linux
+ru_maxrss), beside the bytes of the walks it returned.
 PecanPy's walk time includes numba's compilation, as a user meets it; its
 walks come back as lists of strings, quiver's as one uint32 array.
 """
 
 import argparse
 import json
+import resource
+import sys
 import time
 
 
@@ -28,10 +32,12 @@ def pecanpy(args):
     g = getattr(node2vec, mode)(p=args.p, q=args.q, workers=args.threads, verbose=False)
     g.read_edg(args.edges, weighted=False, directed=False, delimiter=" ")
     loaded = time.perf_counter()
+    before = peak_rss()
     walks = g.simulate_walks(num_walks=args.walks_per_vertex, walk_length=args.length)
     walked = time.perf_counter()
     steps = sum(len(w) - 1 for w in walks)
-    return mode, loaded - started, walked - loaded, len(walks), steps
+    returned = sum(sys.getsizeof(w) + sum(sys.getsizeof(x) for x in w) for w in walks)
+    return mode, loaded - started, walked - loaded, len(walks), steps, peak_rss() - before, returned
 
 
 def quiver(args):
@@ -46,12 +52,18 @@ def quiver(args):
     else:
         g = quiver.convert(args.edges, undirected=True)
     loaded = time.perf_counter()
+    before = peak_rss()
     walks = g.walks(
         args.walks_per_vertex, args.length, p=p, q=q, threads=args.threads, mem=args.mem, seed=1
     )
     walked = time.perf_counter()
     steps = int(np.count_nonzero(walks != quiver.NO_VERTEX)) - walks.shape[0]
-    return "walks", loaded - started, walked - loaded, walks.shape[0], steps
+    return "walks", loaded - started, walked - loaded, walks.shape[0], steps, peak_rss() - before, walks.nbytes
+
+
+def peak_rss():
+    """The process's peak resident memory so far, in bytes (Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def main():
@@ -67,7 +79,7 @@ def main():
     parser.add_argument("--mem", default=None, help="quiver's budget (default: the walker's)")
     args = parser.parse_args()
     run = pecanpy if args.system == "pecanpy" else quiver
-    how, load, walk, walks, steps = run(args)
+    how, load, walk, walks, steps, grew, returned = run(args)
     print(
         json.dumps(
             {
@@ -80,6 +92,8 @@ def main():
                 "walks": walks,
                 "steps": steps,
                 "steps_per_s_end_to_end": round(steps / (load + walk)),
+                "peak_rss_growth_bytes_while_walking": grew,
+                "returned_walks_bytes": returned,
             }
         )
     )
