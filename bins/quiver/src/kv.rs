@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::commands::UsageError;
 use crate::job::JobArgs;
 use crate::progress::Bar;
-use crate::units::{parse_duration, seconds};
+use crate::units::{parse_duration, seconds, ByteSize};
 
 /// Nodes of the job when no job flags are given: the paper's cluster.
 const DEFAULT_NODES: u32 = 8;
@@ -122,6 +122,11 @@ pub struct BenchArgs {
     /// How long replaced or migrated memory waits before it is reused.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub reclaim_lease: Duration,
+    /// Value region per node beyond the loaded values: room for the copies Puts make and the
+    /// values migrated in while what they replace waits out --reclaim-lease (default: 64 MiB for
+    /// every 5% of Puts in --mix)
+    #[arg(long)]
+    pub value_headroom: Option<ByteSize>,
     /// The job (default without these flags: 8 nodes on --fabric loopback).
     #[command(flatten)]
     pub job: JobArgs,
@@ -232,6 +237,9 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
             track_home: !args.eager,
             cache_lease: args.cache_lease,
             reclaim_lease: args.reclaim_lease,
+            value_headroom: args
+                .value_headroom
+                .map_or_else(|| args.mix.default_value_headroom(), |b| b.0),
             ..defaults.store.clone()
         },
         ..defaults

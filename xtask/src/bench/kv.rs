@@ -153,6 +153,23 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         1.0,
         Some(Target::AtMost(0.05)),
     ));
+    // The paper's update-heavy mix: half two-hop Gets, half edge updates.
+    let half_orig = bench("orig", &["--mix", "50/50"])?;
+    let half = bench("split+cache", &["--mix", "50/50"])?;
+    rows.push(Row::compare(
+        "kv",
+        "50/50 mix: split+cache / orig, modelled queries and puts per s (last interval)",
+        steady(&half)?,
+        steady(&half_orig)?,
+        None,
+    ));
+    rows.push(Row::compare(
+        "kv",
+        "50/50 mix: split+cache remote share of gets, last interval (ratio = share)",
+        remote(&half)?,
+        1.0,
+        None,
+    ));
     // The dynamic workload: the starts move to a disjoint scope at 20 s.
     let dynamic = bench(
         "split+cache",
@@ -247,6 +264,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "generate": generate,
         "runs": runs,
         "uniform": { "orig": uniform_orig, "split+cache": uniform },
+        "mix_50_50": { "orig": half_orig, "split+cache": half },
         "dynamic": dynamic,
         "migration_speed": { "loopback": speed_loopback, "loopback_serial": speed_serial, "tcp": speed_tcp },
         "tcp": { "orig": tcp_orig, "split+cache": tcp_pragh },
