@@ -784,11 +784,31 @@ impl MetaServer {
                 path(data),
             ])
             .args(["--threshold", "8", "--vnodes", "16"])
-            .stderr(Stdio::null())
+            .stderr(log(data))
             .spawn()
             .expect("the driver runs");
         MetaServer(child)
     }
+}
+
+/// Where a meta server started on `data` writes its log (appended across
+/// restarts), for a failing test to show.
+fn log(data: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data.with_extension("log"))
+        .expect("the test directory is writable")
+}
+
+/// The logs of the meta servers on `data(0..n)`.
+fn server_logs(n: usize, data: impl Fn(usize) -> PathBuf) -> String {
+    (0..n)
+        .map(|i| {
+            let text = std::fs::read_to_string(data(i).with_extension("log")).unwrap_or_default();
+            format!("--- server {i}:\n{text}")
+        })
+        .collect()
 }
 
 impl Drop for MetaServer {
@@ -903,8 +923,16 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     // Restarted, it has every write it acknowledged before the kill (they
     // were only in its log), and takes new ones.
     let _s1 = MetaServer::start(&addrs[1], &cluster, &data(1));
+    // It listens before it has opened its store (replaying its log): it
+    // is back once it says it serves, a second time in its log.
+    for _ in 0..200 {
+        if server_logs(2, data).matches("serving on").count() >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     wait_for(&cluster);
-    let after = json(&quiver(&[
+    let after = quiver(&[
         "meta",
         "query",
         "--cluster",
@@ -913,7 +941,14 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
         "--as-of",
         &as_of,
         "--json",
-    ]));
+    ]);
+    assert!(
+        after.status.success(),
+        "{}\n{}",
+        stderr(&after),
+        server_logs(2, data)
+    );
+    let after = json(&after);
     assert_eq!(before["paths"], after["paths"]);
     assert_eq!(before["marked"], after["marked"]);
     let more = json(&quiver(&[
