@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use quiver_csr::format::Layout;
 use quiver_csr::format::VerifiedFile;
@@ -25,6 +25,9 @@ pub struct LoadedBlock {
     targets_skip: usize,
     /// Per-vertex inclusive prefix sums of the weights (weighted walks).
     cumulative: Vec<f32>,
+    /// [`LoadedBlock::partitions`], worked out once: a cached block is
+    /// walked in many batches.
+    partition_bounds: OnceLock<(u64, Vec<u32>)>,
 }
 
 fn index(x: u64) -> usize {
@@ -79,6 +82,7 @@ impl LoadedBlock {
             targets,
             targets_skip,
             cumulative: Vec::new(),
+            partition_bounds: OnceLock::new(),
         };
         if let (Some(weights), Some(extent)) = (weights, block.weights_extent) {
             let skip = index((layout.weights.offset + block.edges.start * 4 - extent.offset) / 4);
@@ -119,7 +123,16 @@ impl LoadedBlock {
     /// lists (and cumulative weights) take about `bytes` each: the bounds,
     /// from the first vertex to the end. A vertex with a longer list has a
     /// range of its own.
-    pub fn partitions(&self, bytes: u64) -> Vec<u32> {
+    /// Worked out on the first call; a block is cut for one size only.
+    pub fn partitions(&self, bytes: u64) -> &[u32] {
+        let (cut, bounds) = self
+            .partition_bounds
+            .get_or_init(|| (bytes, self.cut_partitions(bytes)));
+        assert_eq!(*cut, bytes, "a block is partitioned for one size");
+        bounds
+    }
+
+    fn cut_partitions(&self, bytes: u64) -> Vec<u32> {
         let per_edge = if self.cumulative.is_empty() { 4 } else { 8 };
         let mut bounds = vec![self.vertices.start];
         let mut held = 0;
