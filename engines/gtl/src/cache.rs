@@ -83,6 +83,13 @@ impl<T: Clone> PageCache<T> {
         );
     }
 
+    /// Drops page `key`, if held (its device page was erased).
+    pub fn remove(&mut self, key: u64) {
+        if let Some(old) = self.entries.remove(&key) {
+            self.order.remove(&old.stamp);
+        }
+    }
+
     /// Pages held.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -64,7 +64,7 @@ impl Config {
 pub(crate) struct Parts<'a> {
     pub flash: &'a mut Flash,
     pub ftl: &'a mut Ftl,
-    pub gtl: Option<&'a Gtl>,
+    pub gtl: Option<&'a mut Gtl>,
     pub csr: Option<&'a CsrFile>,
     pub now: &'a mut Nanos,
 }
@@ -76,11 +76,11 @@ pub(crate) struct Parts<'a> {
 #[derive(Debug)]
 pub struct Ssd {
     config: Config,
-    flash: Flash,
+    pub(crate) flash: Flash,
     ftl: Ftl,
-    gtl: Option<Gtl>,
+    pub(crate) gtl: Option<Gtl>,
     csr: Option<CsrFile>,
-    now: Nanos,
+    pub(crate) now: Nanos,
 }
 
 impl Ssd {
@@ -154,7 +154,7 @@ impl Ssd {
         Parts {
             flash: &mut self.flash,
             ftl: &mut self.ftl,
-            gtl: self.gtl.as_ref(),
+            gtl: self.gtl.as_mut(),
             csr: self.csr.as_ref(),
             now: &mut self.now,
         }
@@ -168,14 +168,14 @@ impl Ssd {
 
     /// GetAdjacencyList through the GTL.
     pub fn get_adjacency_list(&mut self, vertex: u32) -> Result<Fetched<Vec<u32>>> {
-        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
         let fetched = gtl.get_adjacency_list(&mut self.flash, vertex, self.now);
         self.advance(fetched)
     }
 
     /// GetEdgeWeight through the GTL.
     pub fn get_edge_weight(&mut self, source: u32, target: u32) -> Result<Fetched<Option<f32>>> {
-        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
         let fetched = gtl.get_edge_weight(&mut self.flash, source, target, self.now);
         self.advance(fetched)
     }

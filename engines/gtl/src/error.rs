@@ -71,8 +71,9 @@ pub enum Error {
         /// The FTL's logical pages.
         pages: u64,
     },
-    /// The FTL found no block to write to (its over-provisioning rule was broken).
-    #[error("no free block left for the FTL")]
+    /// No free block to write to: every page of the FTL's or the graph
+    /// area's blocks is valid (the area is too small for the data).
+    #[error("no free block left: every page of the area is in use")]
     DeviceFull,
     /// A vertex id at or above |V|.
     #[error("vertex {vertex} is out of range: the graph has {vertices} vertices")]
@@ -81,6 +82,15 @@ pub enum Error {
         vertex: u32,
         /// |V|.
         vertices: u32,
+    },
+    /// AddVertex of a vertex other than the next id (ids are dense: a new
+    /// vertex is |V|).
+    #[error("vertex {vertex} cannot be added: the next vertex id is {next}")]
+    NotNextVertex {
+        /// The vertex asked for.
+        vertex: u32,
+        /// |V|, the only id a new vertex can take.
+        next: u32,
     },
     /// The graph does not fit the part of the device meant for it.
     #[error("the graph needs {needed} pages but the {area} holds {available}")]

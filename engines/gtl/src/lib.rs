@@ -91,8 +91,11 @@
 #![warn(missing_docs)]
 
 pub mod apps;
+mod area;
 pub mod baseline;
+mod blocks;
 pub mod cache;
+pub mod delta;
 pub mod device;
 mod error;
 pub mod flash;
@@ -102,12 +105,14 @@ pub mod gtt;
 pub mod page;
 pub mod run;
 pub mod source;
+mod update;
 
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
 pub use run::{bfs_target, run, App, Config as RunConfig, Report};
 pub use source::{Backend, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
+pub use update::{Update, UpdatePath};
 
 /// A value read from the device, with what reading it cost.
 #[derive(Clone, Debug, PartialEq)]

@@ -24,6 +24,7 @@ use quiver_csr::Graph;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::PageCache;
+use crate::delta::Adjacency;
 use crate::flash::{Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 use crate::page::Page;
@@ -154,6 +155,9 @@ impl GraphSource for GtlSource {
         let parts = self.ssd.parts();
         // new() checked the graph is there.
         let gtl = parts.gtl.expect("the GTL is initialized");
+        for ppn in gtl.take_invalidated() {
+            self.cache.remove(ppn.0);
+        }
         let page_bytes = u64::from(parts.flash.geometry().page_bytes);
         let reads = parts.flash.counters().page_reads;
         let start = *parts.now;
@@ -161,7 +165,8 @@ impl GraphSource for GtlSource {
         let mut lists = Vec::with_capacity(vertices.len());
         for &v in vertices {
             let mut list = Vec::new();
-            for entry in &gtl.gtt().entries()[gtl.pages_of(v)?] {
+            let pages = gtl.pages_of(v)?;
+            for entry in &pages {
                 let ppn = entry.ppn();
                 let (page, ready) = if let Some(hit) = self.cache.get(ppn.0) {
                     self.counters.cache_hits += 1;
@@ -177,6 +182,20 @@ impl GraphSource for GtlSource {
                 };
                 list.extend_from_slice(crate::gtl::list_of(&page, entry, v)?);
                 end = end.max(ready);
+            }
+            if let Some(chain) = gtl.chain(parts.flash, v, &pages, start)? {
+                let mut adjacency = Adjacency {
+                    targets: list,
+                    weights: Vec::new(),
+                };
+                for &edit in &chain.edits {
+                    adjacency.apply(edit, false);
+                }
+                list = adjacency.targets;
+                let arrived = parts
+                    .flash
+                    .host_transfer(chain.pages_read * page_bytes, chain.done);
+                end = end.max(arrived);
             }
             lists.push(list);
         }

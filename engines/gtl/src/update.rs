@@ -1,0 +1,307 @@
+//! GraphSSD's update commands on the [`Ssd`] (Table 1: AddEdge, AddVertex,
+//! DeleteEdge, DeleteVertex, UpdateEdge, UpdateVertex), by either path:
+//! [`UpdatePath::Direct`] rewrites the changed lists' pages at once (the
+//! paper's Fig. 8, a read-modify-write of whole pages), and
+//! [`UpdatePath::Delta`] appends the batch to the delta graph as whole
+//! delta pages, to be merged later ([`Ssd::merge`]).
+//!
+//! Semantics the paper leaves open, decided here:
+//! - Vertex ids are dense: AddVertex creates vertex `|V|`; DeleteVertex
+//!   empties a list (the id stays, with no edges); UpdateVertex replaces a
+//!   list.
+//! - On an undirected graph every command keeps both directions: AddEdge
+//!   adds `v -> u` too (once for a self-loop), DeleteEdge and UpdateEdge
+//!   change both, and DeleteVertex and UpdateVertex remove the vertex from
+//!   its old neighbours' lists (and add it to its new ones').
+//! - Lists may hold an edge more than once; DeleteEdge removes, and
+//!   UpdateEdge reweights, the first edge to the target; AddEdge appends.
+//! - Presence (§3.4): DeleteEdge and UpdateEdge of an edge that is not
+//!   there, and DeleteVertex and UpdateVertex of a vertex at or beyond
+//!   `|V|`, return false and change nothing. Presence is checked by reading
+//!   the list as it stands, earlier commands of the same batch included.
+//! - Weights are ignored on an unweighted graph, where UpdateEdge is an
+//!   error; a target at or beyond `|V|` in an added edge is an error.
+
+use std::collections::HashMap;
+
+use crate::delta::{Adjacency, Edit};
+use crate::flash::Nanos;
+use crate::gtl::Merged;
+use crate::{Error, Result, Ssd};
+
+/// One update command.
+// The variants are the paper's command names (Table 1).
+#[allow(clippy::enum_variant_names)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Update {
+    /// AddEdge: appends `source -> target`.
+    AddEdge {
+        /// The edge's source.
+        source: u32,
+        /// Its target.
+        target: u32,
+        /// Its weight (ignored on an unweighted graph).
+        weight: f32,
+    },
+    /// DeleteEdge: removes the first `source -> target`.
+    DeleteEdge {
+        /// The edge's source.
+        source: u32,
+        /// Its target.
+        target: u32,
+    },
+    /// UpdateEdge: sets the weight of the first `source -> target`.
+    UpdateEdge {
+        /// The edge's source.
+        source: u32,
+        /// Its target.
+        target: u32,
+        /// The new weight.
+        weight: f32,
+    },
+    /// AddVertex: creates vertex `|V|` with out-edges `edges`.
+    AddVertex {
+        /// Its edges' targets and weights.
+        edges: Vec<(u32, f32)>,
+    },
+    /// DeleteVertex: removes every edge of `vertex`.
+    DeleteVertex {
+        /// The vertex.
+        vertex: u32,
+    },
+    /// UpdateVertex: replaces `vertex`'s edges with `edges`.
+    UpdateVertex {
+        /// The vertex.
+        vertex: u32,
+        /// Its new edges' targets and weights.
+        edges: Vec<(u32, f32)>,
+    },
+}
+
+/// How updates reach the graph pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpdatePath {
+    /// Read-modify-write of the changed lists' pages, per command.
+    Direct,
+    /// Records in the delta graph, merged into the pages later.
+    #[default]
+    Delta,
+}
+
+/// The lists a batch has read or changed, as they stand after its
+/// commands so far, and the edits of lists not read yet.
+struct Overlay {
+    lists: HashMap<u32, Adjacency>,
+    pending: HashMap<u32, Vec<Edit>>,
+    vertices: u32,
+    weighted: bool,
+    undirected: bool,
+}
+
+impl Ssd {
+    /// Runs `updates` in order by `path`, as one batch submitted now, and
+    /// returns for each whether it applied (see the module docs for when
+    /// one does not). On the delta path the batch's records are written
+    /// together; on the direct path each changed list's group of pages is
+    /// rewritten, one command after another.
+    pub fn update(&mut self, updates: &[Update], path: UpdatePath) -> Result<Vec<bool>> {
+        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let mut overlay = Overlay {
+            lists: HashMap::new(),
+            pending: HashMap::new(),
+            vertices: gtl.vertices(),
+            weighted: gtl.weighted(),
+            undirected: gtl.undirected(),
+        };
+        let start = self.now;
+        let mut done = start;
+        let mut edits = Vec::new();
+        let mut applied = Vec::with_capacity(updates.len());
+        for update in updates {
+            let expanded = self.expand(update, &mut overlay, start, &mut done)?;
+            applied.push(expanded.is_some());
+            for (v, edit) in expanded.into_iter().flatten() {
+                overlay.apply(v, edit);
+                edits.push((v, edit));
+            }
+        }
+        let gtl = self.gtl.as_mut().expect("checked above");
+        match path {
+            UpdatePath::Delta if !edits.is_empty() => {
+                done = gtl.log(&mut self.flash, &edits, done)?;
+            }
+            UpdatePath::Delta => {}
+            UpdatePath::Direct => {
+                for run in edits.chunk_by(|a, b| a.0 == b.0) {
+                    let run_edits: Vec<Edit> = run.iter().map(|&(_, e)| e).collect();
+                    done = gtl.rewrite(&mut self.flash, run[0].0, &run_edits, done)?.1;
+                }
+            }
+        }
+        self.now = done;
+        Ok(applied)
+    }
+
+    /// Merges the delta graph into the pages: at most `limit` dirty
+    /// groups (all if `None`), in vertex order.
+    pub fn merge(&mut self, limit: Option<usize>) -> Result<Merged> {
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
+        let merged = gtl.merge(&mut self.flash, limit, self.now)?;
+        self.now = merged.done;
+        Ok(merged)
+    }
+
+    /// `vertex`'s list as the batch sees it, read from the device (at
+    /// `at`, its completion folded into `done`) the first time.
+    fn current<'o>(
+        &mut self,
+        overlay: &'o mut Overlay,
+        vertex: u32,
+        at: Nanos,
+        done: &mut Nanos,
+    ) -> Result<&'o Adjacency> {
+        if !overlay.lists.contains_key(&vertex) {
+            let gtl = self.gtl.as_mut().expect("the caller checked the graph");
+            let read = gtl.read_list(&mut self.flash, vertex, true, at)?;
+            *done = (*done).max(read.done);
+            let mut list = read.value;
+            for edit in overlay.pending.remove(&vertex).unwrap_or_default() {
+                list.apply(edit, overlay.weighted);
+            }
+            overlay.lists.insert(vertex, list);
+        }
+        Ok(&overlay.lists[&vertex])
+    }
+
+    /// The directed edits of `update`, or `None` if it names an edge or a
+    /// vertex that is not there.
+    fn expand(
+        &mut self,
+        update: &Update,
+        overlay: &mut Overlay,
+        at: Nanos,
+        done: &mut Nanos,
+    ) -> Result<Option<Vec<(u32, Edit)>>> {
+        let both = |u: u32, v: u32, to_v: Edit, to_u: Edit, undirected: bool| {
+            let mut edits = vec![(u, to_v)];
+            if undirected && u != v {
+                edits.push((v, to_u));
+            }
+            edits
+        };
+        let n = overlay.vertices;
+        let undirected = overlay.undirected;
+        let in_range = |vertex: u32| {
+            if vertex < n {
+                Ok(())
+            } else {
+                Err(Error::VertexOutOfRange {
+                    vertex,
+                    vertices: n,
+                })
+            }
+        };
+        Ok(Some(match *update {
+            Update::AddEdge {
+                source,
+                target,
+                weight,
+            } => {
+                in_range(source)?;
+                in_range(target)?;
+                let add = |target| Edit::Add { target, weight };
+                both(source, target, add(target), add(source), undirected)
+            }
+            Update::DeleteEdge { source, target } | Update::UpdateEdge { source, target, .. } => {
+                let weight = match *update {
+                    Update::UpdateEdge { weight, .. } => Some(weight),
+                    _ => None,
+                };
+                if weight.is_some() && !overlay.weighted {
+                    return Err(Error::Unweighted);
+                }
+                if source >= n
+                    || target >= n
+                    || !self
+                        .current(overlay, source, at, done)?
+                        .targets
+                        .contains(&target)
+                {
+                    return Ok(None);
+                }
+                let edit = |target| match weight {
+                    Some(weight) => Edit::Reweight { target, weight },
+                    None => Edit::Delete { target },
+                };
+                both(source, target, edit(target), edit(source), undirected)
+            }
+            Update::AddVertex { ref edges } => {
+                let vertex = n;
+                overlay.vertices += 1;
+                overlay.lists.insert(vertex, Adjacency::default());
+                let mut edits = vec![(vertex, Edit::Create)];
+                edits.extend(overlay.relink(vertex, &[], edges)?);
+                edits
+            }
+            Update::DeleteVertex { vertex } | Update::UpdateVertex { vertex, .. } => {
+                if vertex >= n {
+                    return Ok(None);
+                }
+                let old = self.current(overlay, vertex, at, done)?.targets.clone();
+                let edges: &[(u32, f32)] = match update {
+                    Update::UpdateVertex { edges, .. } => edges,
+                    _ => &[],
+                };
+                let mut edits = vec![(vertex, Edit::Clear)];
+                edits.extend(overlay.relink(vertex, &old, edges)?);
+                edits
+            }
+        }))
+    }
+}
+
+impl Overlay {
+    /// The edits giving `vertex`, whose list is now empty and was `old`,
+    /// the edges `edges`: its own adds and, on an undirected graph, the
+    /// reverse edges of `old` removed and those of `edges` added.
+    fn relink(&self, vertex: u32, old: &[u32], edges: &[(u32, f32)]) -> Result<Vec<(u32, Edit)>> {
+        let n = self.vertices;
+        let mut edits = Vec::new();
+        for &(target, weight) in edges {
+            if target >= n {
+                return Err(Error::VertexOutOfRange {
+                    vertex: target,
+                    vertices: n,
+                });
+            }
+            edits.push((vertex, Edit::Add { target, weight }));
+        }
+        if self.undirected {
+            for &t in old.iter().filter(|&&t| t != vertex) {
+                edits.push((t, Edit::Delete { target: vertex }));
+            }
+            for &(t, weight) in edges.iter().filter(|&&(t, _)| t != vertex) {
+                edits.push((
+                    t,
+                    Edit::Add {
+                        target: vertex,
+                        weight,
+                    },
+                ));
+            }
+        }
+        Ok(edits)
+    }
+
+    /// Applies `edit` to `vertex`'s list if the batch holds it, else keeps
+    /// it for when the list is read.
+    fn apply(&mut self, vertex: u32, edit: Edit) {
+        match self.lists.get_mut(&vertex) {
+            Some(list) => {
+                list.apply(edit, self.weighted);
+            }
+            None => self.pending.entry(vertex).or_default().push(edit),
+        }
+    }
+}
