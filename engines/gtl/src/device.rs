@@ -6,6 +6,7 @@ use quiver_csr::Graph;
 use quiver_run::InvalidArgument;
 
 use crate::baseline::CsrFile;
+use crate::delta::Adjacency;
 use crate::flash::{Flash, Geometry, Nanos, Timing};
 use crate::ftl::Ftl;
 use crate::gtl::{Gtl, Layout};
@@ -170,6 +171,14 @@ impl Ssd {
     pub fn get_adjacency_list(&mut self, vertex: u32) -> Result<Fetched<Vec<u32>>> {
         let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
         let fetched = gtl.get_adjacency_list(&mut self.flash, vertex, self.now);
+        self.advance(fetched)
+    }
+
+    /// GetAdjacencyList through the GTL with the list's weights (none on
+    /// an unweighted graph).
+    pub fn read_list(&mut self, vertex: u32) -> Result<Fetched<Adjacency>> {
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
+        let fetched = gtl.read_list(&mut self.flash, vertex, true, self.now);
         self.advance(fetched)
     }
 

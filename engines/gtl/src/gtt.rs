@@ -279,7 +279,12 @@ impl Gtt {
                 && pages.windows(2).all(|w| w[0].vertex <= w[1].vertex),
             "a group's new pages start at its key, in order"
         );
-        if group.len() == pages.len() {
+        let same_keys = group.len() == pages.len()
+            && group
+                .iter()
+                .zip(pages)
+                .all(|(&pos, page)| self.get(pos).vertex == page.vertex);
+        if same_keys {
             for (&pos, &page) in group.iter().zip(pages) {
                 self.set(pos, page);
             }

@@ -128,6 +128,14 @@ impl<P: Clone> Host<P> {
     }
 }
 
+impl<P> Host<P> {
+    /// The device below, to send it commands (updates, merges) between
+    /// batches of reads.
+    pub fn ssd_mut(&mut self) -> &mut Ssd {
+        &mut self.ssd
+    }
+}
+
 /// GraphSSD's host library: the GTT copy, the page cache of decoded graph pages.
 pub type GtlSource = Host<Rc<Page>>;
 

@@ -1,11 +1,12 @@
 //! quiver-gtl against its references: flash physics and timing, the FTL
 //! against a map of last writes, and both graph layouts against the CSR
-//! graph they were loaded from.
+//! graph they were loaded from, and the update paths against a model.
 
 mod apps;
 mod flash;
 mod ftl;
 mod gtl;
+mod update;
 
 use quiver_gtl::flash::{Geometry, Timing};
 use quiver_gtl::Config;

@@ -1,0 +1,405 @@
+//! The update paths against a model: random graphs take random sequences
+//! of all six commands, by the direct and the delta path, with full and
+//! partial merges, on a device small enough that GC moves graph and delta
+//! pages; after every step each list (with its weights) read from the
+//! device, and through the host library's cache, equals the model's.
+
+use proptest::prelude::*;
+use quiver_csr::testing::{arb_graph, karate, Shape};
+use quiver_csr::Graph;
+use quiver_gtl::gtl::GtlCounters;
+use quiver_gtl::{Config, Error, GraphSource, GtlSource, Ssd, Update, UpdatePath};
+
+use crate::small_config;
+
+/// The reference: each vertex's out-list of (target, weight), in order.
+#[derive(Clone, Debug)]
+struct Model {
+    lists: Vec<Vec<(u32, f32)>>,
+    weighted: bool,
+    undirected: bool,
+}
+
+impl Model {
+    fn of(graph: &Graph) -> Model {
+        let lists = (0..graph.num_vertices())
+            .map(|v| {
+                let weights = graph.edge_weights(v);
+                graph
+                    .neighbors(v)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &t)| (t, weights.map_or(0.0, |w| w[i])))
+                    .collect()
+            })
+            .collect();
+        Model {
+            lists,
+            weighted: graph.is_weighted(),
+            undirected: graph.is_undirected(),
+        }
+    }
+
+    fn n(&self) -> u32 {
+        u32::try_from(self.lists.len()).unwrap()
+    }
+
+    fn remove_first(&mut self, from: u32, target: u32) -> bool {
+        let list = &mut self.lists[from as usize];
+        match list.iter().position(|&(t, _)| t == target) {
+            Some(i) => {
+                list.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Replaces `v`'s edges by `edges`, keeping the reverse edges in step.
+    fn relist(&mut self, v: u32, edges: Vec<(u32, f32)>) {
+        let old = std::mem::replace(&mut self.lists[v as usize], edges.clone());
+        if self.undirected {
+            for (t, _) in old.into_iter().filter(|&(t, _)| t != v) {
+                assert!(self.remove_first(t, v), "the model is symmetric");
+            }
+            for (t, w) in edges.into_iter().filter(|&(t, _)| t != v) {
+                self.lists[t as usize].push((v, w));
+            }
+        }
+    }
+
+    /// Applies `update`; whether it applied (the device must agree).
+    fn apply(&mut self, update: &Update) -> bool {
+        let n = self.n();
+        match *update {
+            Update::AddEdge {
+                source,
+                target,
+                weight,
+            } => {
+                self.lists[source as usize].push((target, weight));
+                if self.undirected && source != target {
+                    self.lists[target as usize].push((source, weight));
+                }
+                true
+            }
+            Update::DeleteEdge { source, target } => {
+                if source >= n || !self.remove_first(source, target) {
+                    return false;
+                }
+                if self.undirected && source != target {
+                    assert!(self.remove_first(target, source));
+                }
+                true
+            }
+            Update::UpdateEdge {
+                source,
+                target,
+                weight,
+            } => {
+                if source >= n {
+                    return false;
+                }
+                let mut set = |from: u32, to: u32| {
+                    let list = &mut self.lists[from as usize];
+                    list.iter_mut()
+                        .find(|(t, _)| *t == to)
+                        .map(|e| e.1 = weight)
+                        .is_some()
+                };
+                if !set(source, target) {
+                    return false;
+                }
+                if self.undirected && source != target {
+                    assert!(set(target, source));
+                }
+                true
+            }
+            Update::AddVertex { ref edges } => {
+                self.lists.push(Vec::new());
+                self.relist(n, edges.clone());
+                true
+            }
+            Update::DeleteVertex { vertex } => {
+                vertex < n && {
+                    self.relist(vertex, Vec::new());
+                    true
+                }
+            }
+            Update::UpdateVertex { vertex, ref edges } => {
+                vertex < n && {
+                    self.relist(vertex, edges.clone());
+                    true
+                }
+            }
+        }
+    }
+}
+
+/// A command with raw numbers, resolved against the model when it runs
+/// (vertex counts change as it goes).
+#[derive(Clone, Debug)]
+enum Raw {
+    Add(u32, u32, u16),
+    /// Deletes an edge the source has (if `existing` and it has one).
+    Delete(u32, u32, bool),
+    Reweight(u32, u32, u16),
+    AddVertex(Vec<(u32, u16)>),
+    DeleteVertex(u32),
+    UpdateVertex(u32, Vec<(u32, u16)>),
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Batch(Vec<Raw>, bool),
+    Merge(Option<usize>),
+}
+
+fn arb_raw() -> impl Strategy<Value = Raw> {
+    let edges = || prop::collection::vec((any::<u32>(), 1u16..1000), 0..6);
+    prop_oneof![
+        4 => (any::<u32>(), any::<u32>(), 1u16..1000).prop_map(|(s, t, w)| Raw::Add(s, t, w)),
+        2 => (any::<u32>(), any::<u32>(), any::<bool>()).prop_map(|(s, t, e)| Raw::Delete(s, t, e)),
+        1 => (any::<u32>(), any::<u32>(), 1u16..1000).prop_map(|(s, t, w)| Raw::Reweight(s, t, w)),
+        1 => edges().prop_map(Raw::AddVertex),
+        1 => any::<u32>().prop_map(Raw::DeleteVertex),
+        1 => (any::<u32>(), edges()).prop_map(|(v, e)| Raw::UpdateVertex(v, e)),
+    ]
+}
+
+fn arb_steps() -> impl Strategy<Value = Vec<Step>> {
+    let step = prop_oneof![
+        6 => (prop::collection::vec(arb_raw(), 1..6), any::<bool>()).prop_map(|(b, d)| Step::Batch(b, d)),
+        1 => prop::option::of(1usize..4).prop_map(Step::Merge),
+    ];
+    prop::collection::vec(step, 1..24)
+}
+
+/// `raw` as a command on the model's graph now.
+fn resolve(raw: &Raw, model: &Model) -> Update {
+    let n = model.n();
+    let weight = |w: u16| f32::from(w) / 8.0;
+    let edges = |e: &[(u32, u16)], n: u32| e.iter().map(|&(t, w)| (t % n, weight(w))).collect();
+    match *raw {
+        Raw::Add(s, t, w) => Update::AddEdge {
+            source: s % n,
+            target: t % n,
+            weight: weight(w),
+        },
+        Raw::Delete(s, t, existing) => {
+            let source = s % n;
+            let list = &model.lists[source as usize];
+            let target = if existing && !list.is_empty() {
+                list[t as usize % list.len()].0
+            } else {
+                t % (n + 1)
+            };
+            Update::DeleteEdge { source, target }
+        }
+        Raw::Reweight(s, t, w) => {
+            let source = s % (n + 1);
+            let target = match model.lists.get(source as usize) {
+                Some(list) if !list.is_empty() => list[t as usize % list.len()].0,
+                _ => t % n,
+            };
+            Update::UpdateEdge {
+                source,
+                target,
+                weight: weight(w),
+            }
+        }
+        Raw::AddVertex(ref e) => Update::AddVertex {
+            edges: edges(e, n + 1),
+        },
+        Raw::DeleteVertex(v) => Update::DeleteVertex {
+            vertex: v % (n + 1),
+        },
+        Raw::UpdateVertex(v, ref e) => Update::UpdateVertex {
+            vertex: v % n,
+            edges: edges(e, n),
+        },
+    }
+}
+
+/// Every list read from the device, with its weights, and through the
+/// host's cache, equals the model's; the GTL's structure holds.
+fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
+    let ssd = host.ssd_mut();
+    ssd.gtl().unwrap().check_structure(ssd.flash());
+    assert_eq!(ssd.gtl().unwrap().vertices(), model.n(), "{context}: |V|");
+    for v in 0..model.n() {
+        let read = ssd.read_list(v).unwrap().value;
+        let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+        assert_eq!(read.targets, want, "{context}: list of {v}");
+        if model.weighted {
+            let weights: Vec<f32> = model.lists[v as usize].iter().map(|e| e.1).collect();
+            assert_eq!(read.weights, weights, "{context}: weights of {v}");
+        }
+    }
+    let all: Vec<u32> = (0..model.n()).collect();
+    let lists = host.get_many(&all).unwrap();
+    for (v, list) in all.iter().zip(lists) {
+        let want: Vec<u32> = model.lists[*v as usize].iter().map(|e| e.0).collect();
+        assert_eq!(list, want, "{context}: host's list of {v}");
+    }
+}
+
+/// Runs `steps` on `graph` on a device of `config` whose host caches
+/// `cache_pages`, checking after each step; returns what the GTL did.
+fn run_steps(graph: &Graph, steps: &[Step], config: &Config, cache_pages: u64) -> GtlCounters {
+    let mut ssd = Ssd::new(config).unwrap();
+    ssd.graph_initialize(graph).unwrap();
+    let page_bytes = u64::from(config.geometry.page_bytes);
+    let mut host = GtlSource::new(ssd, cache_pages * page_bytes).unwrap();
+    let mut model = Model::of(graph);
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Batch(raws, delta) => {
+                let path = if *delta {
+                    UpdatePath::Delta
+                } else {
+                    UpdatePath::Direct
+                };
+                let mut updates = Vec::new();
+                let mut expected = Vec::new();
+                let mut shadow = model.clone();
+                for raw in raws {
+                    let update = resolve(raw, &shadow);
+                    if matches!(update, Update::UpdateEdge { .. }) && !shadow.weighted {
+                        continue;
+                    }
+                    expected.push(shadow.apply(&update));
+                    updates.push(update);
+                }
+                let applied = host.ssd_mut().update(&updates, path).unwrap();
+                assert_eq!(applied, expected, "step {i}: {updates:?}");
+                model = shadow;
+            }
+            Step::Merge(limit) => {
+                let merged = host.ssd_mut().merge(*limit).unwrap();
+                if limit.is_none() {
+                    assert_eq!(merged.remaining, 0);
+                    let gtl = host.ssd().gtl().unwrap();
+                    assert_eq!(gtl.chained(), 0, "a full merge leaves no chain");
+                    assert!(gtl.gtt().leaves().all(|(_, e)| !e.dirty()));
+                }
+            }
+        }
+        assert_matches(&mut host, &model, &format!("after step {i} {step:?}"));
+    }
+    host.ssd_mut().merge(None).unwrap();
+    assert_matches(&mut host, &model, "after the last merge");
+    *host.ssd().gtl().unwrap().counters()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn updates_by_either_path_read_back_as_the_model(
+        graph in arb_graph(Shape::new(24, 60)),
+        steps in arb_steps(),
+    ) {
+        run_steps(&graph, &steps, &small_config(), 4);
+    }
+}
+
+#[test]
+fn gc_moves_graph_and_delta_pages_and_the_host_drops_erased_pages() {
+    // Karate's 156 directed edges under a long stream of edits on the small
+    // device: delta pages hold two records, so GC must run.
+    let graph = karate(true);
+    let steps: Vec<Step> = (0..480)
+        .map(|i| {
+            let raw = if i % 3 == 2 {
+                Raw::Delete(i * 7, i, true)
+            } else {
+                Raw::Add(i * 5, i * 11 + 3, 8)
+            };
+            if i % 40 == 39 {
+                Step::Merge(Some(2))
+            } else {
+                Step::Batch(vec![raw], i % 2 == 0)
+            }
+        })
+        .collect();
+    // Six graph blocks per die, 192 pages, 72 of them GC's reserve: GC
+    // must move pages still in use. The host caches every page, so a page
+    // it kept from an erased block would be read again if GC did not say.
+    let config = Config {
+        ftl_blocks_per_die: 26,
+        ..small_config()
+    };
+    let did = run_steps(&graph, &steps, &config, 1024);
+    assert!(did.gc_runs > 0 && did.relocated > 0, "GC ran: {did:?}");
+    assert!(
+        did.splits > 0 && did.delta_pages > 0,
+        "pages split, deltas logged: {did:?}"
+    );
+}
+
+#[test]
+fn presence_and_range_errors() {
+    let graph = karate(false);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let absent = Update::DeleteEdge {
+        source: 0,
+        target: 0,
+    };
+    assert_eq!(
+        ssd.update(&[absent.clone()], UpdatePath::Delta).unwrap(),
+        [false]
+    );
+    assert_eq!(ssd.update(&[absent], UpdatePath::Direct).unwrap(), [false]);
+    assert_eq!(
+        ssd.update(&[Update::DeleteVertex { vertex: 34 }], UpdatePath::Delta)
+            .unwrap(),
+        [false]
+    );
+    assert_eq!(
+        ssd.gtl().unwrap().counters().delta_records,
+        0,
+        "nothing was logged"
+    );
+    let out = Update::AddEdge {
+        source: 0,
+        target: 34,
+        weight: 1.0,
+    };
+    assert!(matches!(
+        ssd.update(&[out], UpdatePath::Delta),
+        Err(Error::VertexOutOfRange {
+            vertex: 34,
+            vertices: 34
+        })
+    ));
+    let reweight = Update::UpdateEdge {
+        source: 0,
+        target: 1,
+        weight: 2.0,
+    };
+    assert!(matches!(
+        ssd.update(&[reweight], UpdatePath::Direct),
+        Err(Error::Unweighted)
+    ));
+    // An edge added and deleted in one batch: the delete sees the add.
+    let batch = [
+        Update::AddEdge {
+            source: 0,
+            target: 5,
+            weight: 1.0,
+        },
+        Update::DeleteEdge {
+            source: 0,
+            target: 5,
+        },
+        Update::DeleteEdge {
+            source: 0,
+            target: 5,
+        },
+    ];
+    let had = graph.neighbors(0).iter().filter(|&&t| t == 5).count();
+    let want = [true, true, had > 0];
+    assert_eq!(ssd.update(&batch, UpdatePath::Delta).unwrap(), want);
+}
