@@ -348,7 +348,8 @@ fn presence_and_range_errors() {
         target: 0,
     };
     assert_eq!(
-        ssd.update(&[absent.clone()], UpdatePath::Delta).unwrap(),
+        ssd.update(std::slice::from_ref(&absent), UpdatePath::Delta)
+            .unwrap(),
         [false]
     );
     assert_eq!(ssd.update(&[absent], UpdatePath::Direct).unwrap(), [false]);
