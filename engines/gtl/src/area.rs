@@ -3,6 +3,12 @@
 //! GC needs to move a page and fix the table that names it (GraphSSD
 //! §3.5: "one bit per flash page" says GraphSSD owns it; the page's start
 //! vertex finds its GTT entry).
+//!
+//! Every page the GTL programs carries a [`Tag`] in its spare area: its
+//! owner and the *unit* it was written in (GraphInitialize, one batch of
+//! delta records, one group rewrite), as the unit's sequence number, the
+//! page's index in it and the unit's page count. The tags are what
+//! recovery rebuilds the GTL from after a power cut.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -20,6 +26,78 @@ pub(crate) enum Owner {
     Weights,
     /// Delta records, named by the delta page table.
     Delta,
+}
+
+impl Owner {
+    fn code(self) -> u32 {
+        match self {
+            Owner::Adjacency => 1,
+            Owner::Weights => 2,
+            Owner::Delta => 3,
+        }
+    }
+}
+
+/// What every tag says of the graph, so that recovery knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GraphKind {
+    /// Lists carry weights.
+    pub weighted: bool,
+    /// Each edge is in both lists.
+    pub undirected: bool,
+}
+
+/// A graph-area page's spare-area tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    /// What the page holds.
+    pub owner: Owner,
+    /// The unit's sequence number (units are numbered in write order).
+    pub seq: u64,
+    /// The page's index in its unit.
+    pub index: u32,
+    /// Pages in the unit.
+    pub count: u32,
+    /// The graph's kind.
+    pub graph: GraphKind,
+}
+
+impl Tag {
+    /// Spare bytes a tag takes.
+    pub const BYTES: usize = 24;
+
+    /// The tag's spare-area bytes.
+    pub fn encode(&self) -> [u8; Tag::BYTES] {
+        let mut out = [0u8; Tag::BYTES];
+        out[..4].copy_from_slice(&self.owner.code().to_le_bytes());
+        out[4..8].copy_from_slice(&self.index.to_le_bytes());
+        out[8..12].copy_from_slice(&self.count.to_le_bytes());
+        let kind = u32::from(self.graph.weighted) | u32::from(self.graph.undirected) << 1;
+        out[12..16].copy_from_slice(&kind.to_le_bytes());
+        out[16..].copy_from_slice(&self.seq.to_le_bytes());
+        out
+    }
+
+    /// The tag in `spare`, if it holds one (an FTL page's spare does not).
+    pub fn decode(spare: &[u8]) -> Option<Tag> {
+        let word = |i: usize| u32::from_le_bytes(spare[i..i + 4].try_into().expect("4 bytes"));
+        let owner = match word(0) {
+            1 => Owner::Adjacency,
+            2 => Owner::Weights,
+            3 => Owner::Delta,
+            _ => return None,
+        };
+        Some(Tag {
+            owner,
+            index: word(4),
+            count: word(8),
+            graph: GraphKind {
+                weighted: word(12) & 1 != 0,
+                undirected: word(12) & 2 != 0,
+            },
+            seq: u64::from_le_bytes(spare[16..24].try_into().expect("8 bytes")),
+        })
+    }
 }
 
 /// The graph area's blocks and the owner of each valid page.
@@ -60,19 +138,39 @@ impl GraphArea {
         self.owners.get(&ppn.0).copied()
     }
 
-    /// Programs `data` for `owner` at the next free page, submitted at `at`.
+    /// Programs `data` tagged `tag` at the next free page, submitted at `at`.
     pub fn program(
         &mut self,
         flash: &mut Flash,
-        owner: Owner,
+        tag: Tag,
         data: &[u8],
         at: Nanos,
     ) -> Result<(Ppn, Nanos)> {
         let ppn = self.pool.allocate(flash)?;
-        let done = flash.program(ppn, data, &[], at)?;
+        let done = flash.program(ppn, data, &tag.encode(), at)?;
         self.pool.validate(ppn);
-        self.owners.insert(ppn.0, owner);
+        self.owners.insert(ppn.0, tag.owner);
         Ok((ppn, done))
+    }
+
+    /// The area as a power cut left it on `flash`, with `valid` its valid
+    /// pages (what recovery found named): every programmed block closed.
+    pub fn recover(
+        geometry: &Geometry,
+        blocks: Range<u32>,
+        flash: &Flash,
+        valid: HashMap<u64, Owner>,
+    ) -> GraphArea {
+        let pool = BlockPool::recover(geometry, blocks, flash, |ppn| valid.contains_key(&ppn.0));
+        GraphArea {
+            pool,
+            owners: valid,
+        }
+    }
+
+    /// Every programmed page of the area.
+    pub fn programmed(&self, flash: &Flash) -> Vec<Ppn> {
+        self.pool.programmed(flash)
     }
 
     /// Marks `ppn` invalid: nothing names it any more.

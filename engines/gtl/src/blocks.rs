@@ -74,6 +74,36 @@ impl BlockPool {
         }
     }
 
+    /// The region as a power cut left it on `flash`, with `is_valid` its
+    /// owner's valid pages: blocks with programmed pages are closed (their
+    /// erased rest is not filled again until GC erases them), the others free.
+    pub fn recover(
+        geometry: &Geometry,
+        blocks: Range<u32>,
+        flash: &Flash,
+        is_valid: impl Fn(Ppn) -> bool,
+    ) -> BlockPool {
+        let mut pool = BlockPool::new(geometry, blocks);
+        for slot in 0..pool.state.len() {
+            let block = pool.block_at(slot);
+            if flash.written_pages(pool.id(block)) == 0 {
+                continue;
+            }
+            pool.state[slot] = State::Closed;
+            pool.free[block.die as usize].retain(|&b| b != block.block);
+            let valid = pool.written(flash, block).filter(|&p| is_valid(p)).count();
+            pool.valid[slot] = u32::try_from(valid).expect("a block's pages fit u32");
+        }
+        pool
+    }
+
+    /// Every programmed page of the region.
+    pub fn programmed(&self, flash: &Flash) -> Vec<Ppn> {
+        (0..self.state.len())
+            .flat_map(|slot| self.written(flash, self.block_at(slot)))
+            .collect()
+    }
+
     /// Pages of the region.
     pub fn pages(&self) -> u64 {
         self.state.len() as u64 * u64::from(self.geometry.pages_per_block)

@@ -157,6 +157,7 @@ impl Record {
 #[derive(Clone, Debug)]
 struct DeltaPage {
     first: u32,
+    count: u32,
     ppn: Ppn,
     live: u32,
 }
@@ -174,11 +175,23 @@ pub(crate) struct Chain {
     pub done: Nanos,
 }
 
+/// A delta page as recovery found it: its records' range, where it is,
+/// and its unmerged records (index, vertex).
+#[derive(Debug)]
+pub(crate) struct FoundPage {
+    pub first: u32,
+    pub count: u32,
+    pub ppn: Ppn,
+    pub unmerged: Vec<(u32, u32)>,
+}
+
 /// `deltaUpdates` (as its page table) and `deltaPointer`.
 ///
-/// Invariants: pages are in record order and cover records `0..next`
-/// without gaps; `pointer` maps exactly the vertices with unmerged records;
-/// a page's `live` counts its records still on some vertex's chain.
+/// Invariants: pages are in record order, each holding records
+/// `first..first + count` (after a recovery, pages whose records were all
+/// merged may be missing); `pointer` maps exactly the vertices with
+/// unmerged records, to their newest; a page's `live` counts its records
+/// still on some vertex's chain.
 #[derive(Debug, Default)]
 pub(crate) struct Deltas {
     pages: Vec<DeltaPage>,
@@ -228,6 +241,7 @@ impl Deltas {
                 page[page_bytes - 4..].copy_from_slice(&count.to_le_bytes());
                 self.pages.push(DeltaPage {
                     first,
+                    count,
                     ppn: Ppn(u64::MAX),
                     live: count,
                 });
@@ -243,7 +257,59 @@ impl Deltas {
     }
 
     fn page_of(&self, record: u32) -> usize {
-        self.pages.partition_point(|p| p.first <= record) - 1
+        let i = self.pages.partition_point(|p| p.first <= record) - 1;
+        assert!(
+            record < self.pages[i].first + self.pages[i].count,
+            "delta record {record} is on no page"
+        );
+        i
+    }
+
+    /// The delta graph recovery found: `pages` (in any order), the
+    /// records after them numbered from `next`.
+    pub fn recover(mut pages: Vec<FoundPage>, next: u32) -> Deltas {
+        pages.sort_by_key(|p| p.first);
+        let mut pointer = HashMap::new();
+        for p in &pages {
+            for &(record, vertex) in &p.unmerged {
+                let newest = pointer.entry(vertex).or_insert(record);
+                *newest = (*newest).max(record);
+            }
+        }
+        Deltas {
+            pages: pages
+                .into_iter()
+                .map(|p| DeltaPage {
+                    first: p.first,
+                    count: p.count,
+                    ppn: p.ppn,
+                    live: u32::try_from(p.unmerged.len()).expect("fits u32"),
+                })
+                .collect(),
+            next,
+            pointer,
+        }
+    }
+
+    /// The records of delta page `bytes` (at `ppn`): its first record's
+    /// index and each record's vertex and edit.
+    pub fn decode_page(bytes: &[u8], ppn: Ppn) -> Result<(u32, Vec<(u32, Edit)>)> {
+        let len = bytes.len();
+        let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        let (first, count) = (word(len - 8), word(len - 4) as usize);
+        if count > Self::per_page(len) {
+            return Err(Error::CorruptPage {
+                ppn: ppn.0,
+                reason: format!("a delta page of {count} records"),
+            });
+        }
+        let records = (0..count)
+            .map(|i| {
+                Record::decode(&bytes[i * RECORD..(i + 1) * RECORD], ppn)
+                    .map(|r| (r.vertex, r.edit))
+            })
+            .collect::<Result<_>>()?;
+        Ok((first, records))
     }
 
     /// Reads `vertex`'s chain from flash, submitted at `at`.

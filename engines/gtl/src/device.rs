@@ -2,9 +2,12 @@
 //! interface, the baseline's CSR file) and the GTL (graph pages) share,
 //! and one host issuing one call at a time.
 
+use std::ops::Range;
+
 use quiver_csr::Graph;
 use quiver_run::InvalidArgument;
 
+use crate::area::Tag;
 use crate::baseline::CsrFile;
 use crate::delta::Adjacency;
 use crate::flash::{Flash, Geometry, Nanos, Timing};
@@ -57,6 +60,16 @@ impl Config {
             ));
         }
         PageFormat::new(self.geometry.page_bytes as usize, self.slack)?;
+        if (self.geometry.spare_bytes as usize) < Tag::BYTES {
+            return Err(InvalidArgument::new(
+                "spare_bytes",
+                format!(
+                    "the GTL tags each page in {} spare bytes, the geometry has {}",
+                    Tag::BYTES,
+                    self.geometry.spare_bytes
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -129,14 +142,49 @@ impl Ssd {
         self.now
     }
 
+    /// Blocks of each die the GTL owns.
+    fn graph_blocks(&self) -> Range<u32> {
+        self.config.ftl_blocks_per_die..self.config.geometry.blocks_per_die
+    }
+
     /// GraphInitialize: lays `graph` out in graph pages on the GTL's blocks.
     pub fn graph_initialize(&mut self, graph: &Graph) -> Result<Layout> {
-        let blocks = self.config.ftl_blocks_per_die..self.config.geometry.blocks_per_die;
+        let blocks = self.graph_blocks();
         let gtl = Gtl::initialize(&mut self.flash, blocks, graph, self.config.slack, self.now)?;
         let layout = gtl.layout().clone();
         self.now = layout.done;
         self.gtl = Some(gtl);
         Ok(layout)
+    }
+
+    /// Cuts power once `programs` NAND programs have completed (counted
+    /// from the device's start): later programs fail with
+    /// [`Error::PowerCut`] until [`Ssd::power_cycle`].
+    pub fn cut_power_after(&mut self, programs: u64) {
+        self.flash.cut_power_after(programs);
+    }
+
+    /// Power comes back after a cut ([`Flash::cut_power_after`]) or an
+    /// orderly stop: the controller's DRAM is gone, and the FTL and the GTL
+    /// are rebuilt from what flash holds ([`Ftl::recover`] from the spare
+    /// areas; [`Gtl::recover`] by reading every graph page, which is
+    /// modelled time). The baseline's CSR file keeps its layout, which the
+    /// host knows. Returns the modelled recovery time.
+    pub fn power_cycle(&mut self) -> Result<Nanos> {
+        let start = self.now;
+        self.flash.power_on();
+        let geometry = &self.config.geometry;
+        self.ftl = Ftl::recover(
+            geometry,
+            0..self.config.ftl_blocks_per_die,
+            self.config.over_provisioning,
+            &self.flash,
+        )?;
+        let blocks = self.graph_blocks();
+        let (gtl, done) = Gtl::recover(&mut self.flash, blocks, self.config.slack, start)?;
+        self.gtl = gtl;
+        self.now = done;
+        Ok(done - start)
     }
 
     /// Writes `graph`'s CSR file through the FTL (the baseline's storage);

@@ -280,6 +280,12 @@ impl Flash {
         self.power_cut_after = Some(programs);
     }
 
+    /// Brings power back after a cut: the pages programmed before it are
+    /// there, and programs and erases work again.
+    pub fn power_on(&mut self) {
+        self.power_cut_after = None;
+    }
+
     /// Whether a power cut has frozen the device.
     pub fn is_frozen(&self) -> bool {
         self.power_cut_after
@@ -315,6 +321,13 @@ impl Flash {
         self.pages
             .get(&ppn.0)
             .map(|p| &p[..self.geometry.page_bytes as usize])
+    }
+
+    /// The spare bytes of `ppn` without a modelled read.
+    pub fn peek_spare(&self, ppn: Ppn) -> Option<&[u8]> {
+        self.pages
+            .get(&ppn.0)
+            .map(|p| &p[self.geometry.page_bytes as usize..])
     }
 
     fn finish(&mut self, done: Nanos) -> Nanos {

@@ -11,7 +11,8 @@
 //! greedy victim (the closed block with fewest valid pages) frees at least
 //! one page each round. GC relocates valid pages inside the device (read,
 //! program, no host transfer) and erases the victim. The LBA of each page
-//! is also written to its spare area, as a real FTL does for recovery.
+//! is also written to its spare area with a sequence number, as a real FTL
+//! does, and [`Ftl::recover`] rebuilds the map from them after a power cut.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -53,6 +54,8 @@ pub struct Ftl {
     p2l: HashMap<u64, u64>,
     pool: BlockPool,
     counters: FtlCounters,
+    /// The next program's sequence number (in each page's spare area).
+    seq: u64,
 }
 
 impl Ftl {
@@ -73,10 +76,10 @@ impl Ftl {
             )
             .into());
         }
-        if geometry.spare_bytes < 8 {
+        if geometry.spare_bytes < 16 {
             return Err(InvalidArgument::new(
                 "spare_bytes",
-                "the FTL keeps each page's LBA in 8 spare bytes",
+                "the FTL keeps each page's LBA and sequence number in 16 spare bytes",
             )
             .into());
         }
@@ -114,7 +117,38 @@ impl Ftl {
             p2l: HashMap::new(),
             pool,
             counters: FtlCounters::default(),
+            seq: 0,
         })
+    }
+
+    /// The FTL over blocks `blocks` as a power cut left it on `flash`:
+    /// each LBA maps to its newest page, by the sequence number in the
+    /// spare area.
+    pub fn recover(
+        geometry: &Geometry,
+        blocks: Range<u32>,
+        over_provisioning: f64,
+        flash: &Flash,
+    ) -> Result<Ftl> {
+        let mut ftl = Ftl::new(geometry, blocks.clone(), over_provisioning)?;
+        let scan = BlockPool::recover(geometry, blocks.clone(), flash, |_| false);
+        let mut newest: HashMap<u64, (u64, u64)> = HashMap::new();
+        for ppn in scan.programmed(flash) {
+            let spare = &flash.peek_spare(ppn).expect("a programmed page");
+            let lba = u64::from_le_bytes(spare[..8].try_into().expect("8 bytes"));
+            let seq = u64::from_le_bytes(spare[8..16].try_into().expect("8 bytes"));
+            ftl.seq = ftl.seq.max(seq + 1);
+            let entry = newest.entry(lba).or_insert((seq, ppn.0));
+            if seq >= entry.0 {
+                *entry = (seq, ppn.0);
+            }
+        }
+        for (lba, (_, ppn)) in newest {
+            ftl.l2p.insert(lba, ppn);
+            ftl.p2l.insert(ppn, lba);
+        }
+        ftl.pool = BlockPool::recover(geometry, blocks, flash, |ppn| ftl.p2l.contains_key(&ppn.0));
+        Ok(ftl)
     }
 
     /// Logical pages the FTL exports.
@@ -135,7 +169,11 @@ impl Ftl {
     /// Programs `data` at a fresh page for `lba` and remaps it.
     fn place(&mut self, flash: &mut Flash, lba: u64, data: &[u8], at: Nanos) -> Result<Nanos> {
         let ppn = self.pool.allocate(flash)?;
-        let done = flash.program(ppn, data, &lba.to_le_bytes(), at)?;
+        let mut spare = [0u8; 16];
+        spare[..8].copy_from_slice(&lba.to_le_bytes());
+        spare[8..].copy_from_slice(&self.seq.to_le_bytes());
+        self.seq += 1;
+        let done = flash.program(ppn, data, &spare, at)?;
         if let Some(old) = self.l2p.insert(lba, ppn.0) {
             self.p2l.remove(&old);
             self.pool.invalidate(Ppn(old));

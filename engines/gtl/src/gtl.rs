@@ -29,12 +29,14 @@
 //! old page, a delta page's by its old page, and the erased pages are
 //! queued for the host to drop from its cache.
 
+mod recover;
+
 use std::collections::BTreeSet;
 use std::ops::Range;
 
 use quiver_csr::Graph;
 
-use crate::area::{GraphArea, Owner};
+use crate::area::{GraphArea, GraphKind, Owner, Tag};
 use crate::blocks::Accounting;
 use crate::delta::{Adjacency, Chain, Deltas, Edit};
 use crate::flash::{Flash, Nanos, Ppn};
@@ -214,6 +216,8 @@ pub struct Gtl {
     invalidated: Vec<Ppn>,
     layout: Layout,
     counters: GtlCounters,
+    /// The next unit's sequence number.
+    seq: u64,
 }
 
 impl Gtl {
@@ -275,32 +279,24 @@ impl Gtl {
                 done: at,
             },
             counters: GtlCounters::default(),
+            seq: 0,
         };
         let targets = graph.targets();
-        let mut done = at;
-        for p in &plans {
-            let lists: Vec<&[u32]> = p.lists.iter().map(|r| &targets[r.clone()]).collect();
-            let page = gtl.format.encode(p.vsid, p.flags, &lists);
-            let (ppn, written) = gtl.upload(flash, Owner::Adjacency, &page, at)?;
-            done = done.max(written);
-            gtl.gtt.push(GttEntry::new(p.vsid, ppn));
-        }
-        if let Some(weights) = weights {
+        let bits: Option<Vec<u32>> = weights.map(|w| w.iter().map(|w| w.to_bits()).collect());
+        let mut unit = Vec::with_capacity(plans.len() * if weights.is_some() { 2 } else { 1 });
+        for (entries, owner) in std::iter::once((targets, Owner::Adjacency))
+            .chain(bits.as_deref().map(|b| (b, Owner::Weights)))
+        {
             for p in &plans {
-                let bits: Vec<Vec<u32>> = p
-                    .lists
-                    .iter()
-                    .map(|r| weights[r.clone()].iter().map(|w| w.to_bits()).collect())
-                    .collect();
-                let lists: Vec<&[u32]> = bits.iter().map(Vec::as_slice).collect();
-                let page = gtl.format.encode(p.vsid, p.flags, &lists);
-                let (ppn, written) = gtl.upload(flash, Owner::Weights, &page, at)?;
-                done = done.max(written);
-                let wgtt = gtl
-                    .weight_gtt
-                    .as_mut()
-                    .expect("a weighted graph has a weight GTT");
-                wgtt.push(GttEntry::new(p.vsid, ppn));
+                let lists: Vec<&[u32]> = p.lists.iter().map(|r| &entries[r.clone()]).collect();
+                unit.push((owner, gtl.format.encode(p.vsid, p.flags, &lists)));
+            }
+        }
+        let (ppns, done) = gtl.write_unit(flash, &unit, true, at)?;
+        for (i, p) in plans.iter().enumerate() {
+            gtl.gtt.push(GttEntry::new(p.vsid, ppns[i]));
+            if let Some(wgtt) = &mut gtl.weight_gtt {
+                wgtt.push(GttEntry::new(p.vsid, ppns[plans.len() + i]));
             }
         }
         let entries = graph.num_edges() * if weights.is_some() { 2 } else { 1 };
@@ -314,16 +310,47 @@ impl Gtl {
         Ok(gtl)
     }
 
-    /// Sends `page` over the host link and programs it for `owner`.
-    fn upload(
+    /// Programs `pages` as one unit (tagged with the next sequence
+    /// number), submitted at `at`, each first sent over the host link if
+    /// `upload`; returns where they went and when the last was programmed.
+    fn write_unit(
         &mut self,
         flash: &mut Flash,
-        owner: Owner,
-        page: &[u8],
+        pages: &[(Owner, Vec<u8>)],
+        upload: bool,
         at: Nanos,
-    ) -> Result<(Ppn, Nanos)> {
-        let arrived = flash.host_transfer(page.len() as u64, at);
-        self.area.program(flash, owner, page, arrived)
+    ) -> Result<(Vec<Ppn>, Nanos)> {
+        let seq = self.seq;
+        self.seq += 1;
+        let count = u32::try_from(pages.len()).expect("a unit has fewer than 2^32 pages");
+        let mut done = at;
+        let mut ppns = Vec::with_capacity(pages.len());
+        for (index, (owner, data)) in (0..).zip(pages) {
+            let arrived = if upload {
+                flash.host_transfer(data.len() as u64, at)
+            } else {
+                at
+            };
+            let tag = Tag {
+                owner: *owner,
+                seq,
+                index,
+                count,
+                graph: self.kind(),
+            };
+            let (ppn, written) = self.area.program(flash, tag, data, arrived)?;
+            ppns.push(ppn);
+            done = done.max(written);
+        }
+        Ok((ppns, done))
+    }
+
+    /// The graph's kind, as every tag records it.
+    fn kind(&self) -> GraphKind {
+        GraphKind {
+            weighted: self.weighted,
+            undirected: self.undirected,
+        }
     }
 
     /// The page format (size, budget).
@@ -557,11 +584,13 @@ impl Gtl {
         self.make_room(flash, delta_pages as u64, at)?;
         self.vertices = vertices;
         let pages = self.deltas.append(edits, page_bytes);
-        let mut done = at;
-        for (first, page) in &pages {
-            let (ppn, written) = self.upload(flash, Owner::Delta, page, at)?;
+        let unit: Vec<(Owner, Vec<u8>)> = pages
+            .iter()
+            .map(|(_, p)| (Owner::Delta, p.clone()))
+            .collect();
+        let (ppns, done) = self.write_unit(flash, &unit, true, at)?;
+        for ((first, _), ppn) in pages.iter().zip(ppns) {
             self.deltas.placed(*first, ppn);
-            done = done.max(written);
         }
         self.counters.delta_records += edits.len() as u64;
         self.counters.delta_pages += pages.len() as u64;
@@ -573,60 +602,59 @@ impl Gtl {
         Ok(done)
     }
 
-    /// The direct path: reads the group of `vertex`'s pages, applies
-    /// `edits` to its list (after the group's unmerged chains), and writes
-    /// the group out of place, submitted at `at`. Returns whether every
-    /// edit applied; if none did and nothing was pending, nothing is
-    /// written. Edits beginning with [`Edit::Create`] add vertex `|V|`.
-    pub fn rewrite(
+    /// The direct path (GraphSSD Fig. 8, behind the redo log of §3.5):
+    /// writes `edits` to the log as delta records, then rewrites the group
+    /// of every edited vertex at once, submitted at `at`.
+    pub fn apply_direct(
         &mut self,
         flash: &mut Flash,
-        vertex: u32,
-        edits: &[Edit],
+        edits: &[(u32, Edit)],
         at: Nanos,
-    ) -> Result<(bool, Nanos)> {
-        let vertices = check_edits(self.vertices, edits.iter().map(|&e| (vertex, e)))?;
-        self.vertices = vertices;
-        let group = self.gtt.group(vertex);
-        let (first, mut lists, chains, read) = self.read_group(flash, &group, at)?;
-        let list = &mut lists[(vertex - first) as usize];
-        let mut applied = 0;
-        for &edit in edits {
-            applied += usize::from(list.apply(edit, self.weighted));
-        }
-        if applied == 0 && chains.is_empty() {
-            return Ok((false, read));
-        }
-        let done = self.write_group(flash, &group, first, &lists, chains, read)?;
-        Ok((applied == edits.len(), done))
+    ) -> Result<Nanos> {
+        let logged = self.log(flash, edits, at)?;
+        let keys: BTreeSet<u32> = edits.iter().map(|&(v, _)| self.group_key(v)).collect();
+        self.rewrite_groups(flash, keys, logged)
     }
 
     /// Merges the delta graph into the pages, submitted at `at`: rewrites
     /// the groups holding dirty pages, in vertex order, at most `limit` of
     /// them (all if `None`), one after the other.
     pub fn merge(&mut self, flash: &mut Flash, limit: Option<usize>, at: Nanos) -> Result<Merged> {
-        let dirty: BTreeSet<u32> = self
+        let keys: BTreeSet<u32> = self
             .gtt
             .leaves()
             .filter(|(_, e)| e.dirty())
-            .map(|(_, e)| e.vertex())
-            .collect();
-        let keys: BTreeSet<u32> = dirty
-            .iter()
-            .map(|&v| self.gtt.get(self.gtt.group(v)[0]).vertex())
+            .map(|(_, e)| self.group_key(e.vertex()))
             .collect();
         let take = limit.unwrap_or(keys.len()).min(keys.len());
-        let mut done = at;
-        for &key in keys.iter().take(take) {
-            let group = self.gtt.group(key);
-            let (first, lists, chains, read) = self.read_group(flash, &group, done)?;
-            done = self.write_group(flash, &group, first, &lists, chains, read)?;
-        }
+        let done = self.rewrite_groups(flash, keys.iter().copied().take(take), at)?;
         Ok(Merged {
             groups: take as u64,
             remaining: (keys.len() - take) as u64,
             done,
         })
+    }
+
+    /// The key of the group holding `vertex`'s list.
+    fn group_key(&self, vertex: u32) -> u32 {
+        self.gtt.get(self.gtt.group(vertex)[0]).vertex()
+    }
+
+    /// Rewrites the groups keyed `keys` one after the other from `at`
+    /// (each read, merged with its chains, and written out of place).
+    fn rewrite_groups(
+        &mut self,
+        flash: &mut Flash,
+        keys: impl IntoIterator<Item = u32>,
+        at: Nanos,
+    ) -> Result<Nanos> {
+        let mut done = at;
+        for key in keys {
+            let group = self.gtt.group(key);
+            let (first, lists, chains, read) = self.read_group(flash, &group, done)?;
+            done = self.write_group(flash, &group, first, &lists, chains, read)?;
+        }
+        Ok(done)
     }
 
     /// Reads the group `group` in parallel at `at`: its first vertex, the
@@ -700,8 +728,8 @@ impl Gtl {
     ) -> Result<Nanos> {
         let lens: Vec<usize> = lists.iter().map(|l| l.targets.len()).collect();
         let plans = plan_rewrite(first, &lens, &self.format);
-        let kinds = 1 + u64::from(self.weighted);
-        self.make_room(flash, plans.len() as u64 * kinds, at)?;
+        let kinds = 1 + usize::from(self.weighted);
+        self.make_room(flash, (plans.len() * kinds) as u64, at)?;
         let targets: Vec<u32> = lists
             .iter()
             .flat_map(|l| l.targets.iter().copied())
@@ -710,23 +738,29 @@ impl Gtl {
             .iter()
             .flat_map(|l| l.weights.iter().map(|w| w.to_bits()))
             .collect();
-        let mut done = at;
-        let mut entries = Vec::with_capacity(plans.len());
-        let mut weight_entries = Vec::with_capacity(plans.len());
+        let mut unit = Vec::with_capacity(plans.len() * kinds);
         for p in &plans {
             let lists: Vec<&[u32]> = p.lists.iter().map(|r| &targets[r.clone()]).collect();
-            let page = self.format.encode(p.vsid, p.flags, &lists);
-            let (ppn, written) = self.area.program(flash, Owner::Adjacency, &page, at)?;
-            done = done.max(written);
-            entries.push(GttEntry::new(p.vsid, ppn));
+            unit.push((
+                Owner::Adjacency,
+                self.format.encode(p.vsid, p.flags, &lists),
+            ));
             if self.weighted {
                 let lists: Vec<&[u32]> = p.lists.iter().map(|r| &bits[r.clone()]).collect();
-                let page = self.format.encode(p.vsid, p.flags, &lists);
-                let (ppn, written) = self.area.program(flash, Owner::Weights, &page, at)?;
-                done = done.max(written);
-                weight_entries.push(GttEntry::new(p.vsid, ppn));
+                unit.push((Owner::Weights, self.format.encode(p.vsid, p.flags, &lists)));
             }
         }
+        let (ppns, done) = self.write_unit(flash, &unit, false, at)?;
+        let entries: Vec<GttEntry> = plans
+            .iter()
+            .zip(ppns.chunks(kinds))
+            .map(|(p, ppns)| GttEntry::new(p.vsid, ppns[0]))
+            .collect();
+        let weight_entries: Vec<GttEntry> = plans
+            .iter()
+            .zip(ppns.chunks(kinds))
+            .filter_map(|(p, ppns)| ppns.get(1).map(|&ppn| GttEntry::new(p.vsid, ppn)))
+            .collect();
         let old: Vec<Ppn> = group.iter().map(|&p| self.gtt.get(p).ppn()).collect();
         self.gtt.replace(group, &entries);
         for ppn in old {
@@ -746,7 +780,7 @@ impl Gtl {
         }
         self.counters.rewrites += 1;
         self.counters.splits += u64::from(plans.len() > group.len());
-        self.counters.pages_written += plans.len() as u64 * kinds;
+        self.counters.pages_written += (plans.len() * kinds) as u64;
         Ok(done)
     }
 
@@ -765,8 +799,12 @@ impl Gtl {
                     continue;
                 };
                 let read = flash.read(ppn, at)?;
+                let tag = Tag::decode(read.spare).ok_or_else(|| Error::CorruptPage {
+                    ppn: ppn.0,
+                    reason: "a valid graph page without its tag".into(),
+                })?;
                 let (data, read_done) = (read.data.to_vec(), read.done);
-                let (to, written) = self.area.program(flash, owner, &data, read_done)?;
+                let (to, written) = self.area.program(flash, tag, &data, read_done)?;
                 moved = moved.max(written);
                 match owner {
                     Owner::Adjacency | Owner::Weights => {

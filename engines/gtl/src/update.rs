@@ -131,13 +131,10 @@ impl Ssd {
             UpdatePath::Delta if !edits.is_empty() => {
                 done = gtl.log(&mut self.flash, &edits, done)?;
             }
-            UpdatePath::Delta => {}
-            UpdatePath::Direct => {
-                for run in edits.chunk_by(|a, b| a.0 == b.0) {
-                    let run_edits: Vec<Edit> = run.iter().map(|&(_, e)| e).collect();
-                    done = gtl.rewrite(&mut self.flash, run[0].0, &run_edits, done)?.1;
-                }
+            UpdatePath::Direct if !edits.is_empty() => {
+                done = gtl.apply_direct(&mut self.flash, &edits, done)?;
             }
+            UpdatePath::Delta | UpdatePath::Direct => {}
         }
         self.now = done;
         Ok(applied)

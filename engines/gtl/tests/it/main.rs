@@ -1,11 +1,13 @@
 //! quiver-gtl against its references: flash physics and timing, the FTL
 //! against a map of last writes, and both graph layouts against the CSR
-//! graph they were loaded from, and the update paths against a model.
+//! graph they were loaded from, the update paths against a model, and
+//! recovery after a power cut at every program.
 
 mod apps;
 mod flash;
 mod ftl;
 mod gtl;
+mod recover;
 mod update;
 
 use quiver_gtl::flash::{Geometry, Timing};
@@ -21,7 +23,7 @@ pub fn small_config() -> Config {
             blocks_per_die: 32,
             pages_per_block: 8,
             page_bytes: 64,
-            spare_bytes: 8,
+            spare_bytes: 24,
         },
         timing: Timing::default(),
         ftl_blocks_per_die: 16,

@@ -14,14 +14,14 @@ use crate::small_config;
 
 /// The reference: each vertex's out-list of (target, weight), in order.
 #[derive(Clone, Debug)]
-struct Model {
-    lists: Vec<Vec<(u32, f32)>>,
+pub(crate) struct Model {
+    pub lists: Vec<Vec<(u32, f32)>>,
     weighted: bool,
     undirected: bool,
 }
 
 impl Model {
-    fn of(graph: &Graph) -> Model {
+    pub fn of(graph: &Graph) -> Model {
         let lists = (0..graph.num_vertices())
             .map(|v| {
                 let weights = graph.edge_weights(v);
@@ -69,7 +69,7 @@ impl Model {
     }
 
     /// Applies `update`; whether it applied (the device must agree).
-    fn apply(&mut self, update: &Update) -> bool {
+    pub fn apply(&mut self, update: &Update) -> bool {
         let n = self.n();
         match *update {
             Update::AddEdge {
@@ -139,7 +139,7 @@ impl Model {
 /// A command with raw numbers, resolved against the model when it runs
 /// (vertex counts change as it goes).
 #[derive(Clone, Debug)]
-enum Raw {
+pub(crate) enum Raw {
     Add(u32, u32, u16),
     /// Deletes an edge the source has (if `existing` and it has one).
     Delete(u32, u32, bool),
@@ -150,7 +150,7 @@ enum Raw {
 }
 
 #[derive(Clone, Debug)]
-enum Step {
+pub(crate) enum Step {
     Batch(Vec<Raw>, bool),
     Merge(Option<usize>),
 }
@@ -176,7 +176,7 @@ fn arb_steps() -> impl Strategy<Value = Vec<Step>> {
 }
 
 /// `raw` as a command on the model's graph now.
-fn resolve(raw: &Raw, model: &Model) -> Update {
+pub(crate) fn resolve(raw: &Raw, model: &Model) -> Update {
     let n = model.n();
     let weight = |w: u16| f32::from(w) / 8.0;
     let edges = |e: &[(u32, u16)], n: u32| e.iter().map(|&(t, w)| (t % n, weight(w))).collect();

@@ -1,0 +1,201 @@
+//! Recovery after a power cut (GraphSSD §3.5): the GTL's tables live in
+//! the controller's DRAM and are lost; they are rebuilt from what flash
+//! holds, the pages' tags ([`Tag`]) and footers.
+//!
+//! The redo log is the delta graph: every update reaches flash first as
+//! delta records (a direct update writes them too, then rewrites its
+//! groups at once), and a rewritten group's pages hold every record of
+//! their vertices older than their unit. Recovery therefore
+//! 1. reads every programmed page of the area;
+//! 2. drops the newest unit if any of its pages is missing (the write the
+//!    power cut interrupted: GraphInitialize, a batch of records, or a
+//!    rewrite, the paper's "crash during the new page write");
+//! 3. gives each vertex to the newest unit whose neighbour pages hold it,
+//!    and keeps exactly those pages (and their weight pages): an older
+//!    copy is a page some later rewrite replaced;
+//! 4. keeps as a delta chain every record newer than its vertex's unit
+//!    (so a rewrite cut short, or one whose tables were not yet switched,
+//!    is redone by the next merge, the paper's other recovery cases) and
+//!    marks those vertices' pages dirty.
+//!
+//! Every other programmed page is invalid, for GC. Each unit's pages are
+//! programmed one after another and a unit is acknowledged only when its
+//! last page is, so what recovery keeps is exactly the acknowledged
+//! updates, plus at most the one whose pages were all written when power
+//! went.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ops::Range;
+
+use super::{Gtl, GtlCounters, Layout};
+use crate::area::{GraphArea, Owner, Tag};
+use crate::delta::{Deltas, Edit, FoundPage};
+use crate::flash::{Flash, Nanos, Ppn};
+use crate::gtt::{Gtt, GttEntry};
+use crate::page::{Page, PageFormat};
+use crate::{Error, Result};
+
+/// One programmed page of the area with its tag and bytes.
+struct Found {
+    ppn: Ppn,
+    tag: Tag,
+    data: Vec<u8>,
+}
+
+impl Gtl {
+    /// Rebuilds the GTL of blocks `blocks` from `flash` after a power cut,
+    /// reading every programmed page from `at`; `None` if GraphInitialize
+    /// never completed. Returns when the scan finished.
+    pub fn recover(
+        flash: &mut Flash,
+        blocks: Range<u32>,
+        slack: f64,
+        at: Nanos,
+    ) -> Result<(Option<Gtl>, Nanos)> {
+        let geometry = flash.geometry().clone();
+        let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
+        let scan = GraphArea::recover(&geometry, blocks.clone(), flash, HashMap::new());
+        let mut done = at;
+        let mut found = Vec::new();
+        let mut seen = HashSet::new();
+        for ppn in scan.programmed(flash) {
+            let read = flash.read(ppn, at)?;
+            done = done.max(read.done);
+            // A page without a tag, or a second copy GC made, adds nothing.
+            if let Some(tag) = Tag::decode(read.spare) {
+                if seen.insert((tag.seq, tag.index)) {
+                    found.push(Found {
+                        ppn,
+                        tag,
+                        data: read.data.to_vec(),
+                    });
+                }
+            }
+        }
+        if let Some(newest) = found.iter().map(|f| f.tag).max_by_key(|t| t.seq) {
+            let written = found.iter().filter(|f| f.tag.seq == newest.seq).count();
+            if written < newest.count as usize {
+                found.retain(|f| f.tag.seq != newest.seq);
+            }
+        }
+        let Some(kind) = found.first().map(|f| f.tag.graph) else {
+            return Ok((None, done));
+        };
+        let next_seq = found.iter().map(|f| f.tag.seq).max().map_or(0, |s| s + 1);
+
+        // Each vertex's newest unit, from the neighbour pages' footers.
+        let mut pages: Vec<(&Found, Page)> = Vec::new();
+        for f in found.iter().filter(|f| f.tag.owner != Owner::Delta) {
+            pages.push((f, Page::decode(&f.data, f.ppn.0)?));
+        }
+        pages.sort_by_key(|(f, _)| f.tag.seq);
+        let mut unit_of: Vec<Option<u64>> = Vec::new();
+        for (f, page) in pages
+            .iter()
+            .filter(|(f, _)| f.tag.owner == Owner::Adjacency)
+        {
+            let end = (page.vsid + page.vertices()) as usize;
+            if unit_of.len() < end {
+                unit_of.resize(end, None);
+            }
+            unit_of[page.vsid as usize..end].fill(Some(f.tag.seq));
+        }
+        let covered = u32::try_from(unit_of.len()).expect("vertex ids fit u32");
+        let unit_of: Vec<u64> = unit_of
+            .into_iter()
+            .enumerate()
+            .map(|(v, u)| {
+                u.ok_or_else(|| Error::CorruptPage {
+                    ppn: 0,
+                    reason: format!("no graph page holds vertex {v}"),
+                })
+            })
+            .collect::<Result<_>>()?;
+        if unit_of.is_empty() {
+            return Ok((None, done));
+        }
+        let unit_at = |v: u32| unit_of[(v.min(covered - 1)) as usize];
+
+        // The pages each vertex's unit wrote, in key and page order.
+        let mut valid = HashMap::new();
+        let mut gtt = Gtt::default();
+        let mut weight_gtt = kind.weighted.then(Gtt::default);
+        let mut live: Vec<(&Found, &Page)> = pages
+            .iter()
+            .filter(|(f, page)| unit_at(page.vsid) == f.tag.seq)
+            .map(|(f, page)| (*f, page))
+            .collect();
+        live.sort_by_key(|(f, page)| (page.vsid, f.tag.index));
+        let data_bytes = live.iter().map(|(_, p)| p.entries.len() as u64 * 4).sum();
+        for (f, page) in live {
+            valid.insert(f.ppn.0, f.tag.owner);
+            let table = match f.tag.owner {
+                Owner::Weights => weight_gtt.as_mut().ok_or_else(|| Error::CorruptPage {
+                    ppn: f.ppn.0,
+                    reason: "a weight page of an unweighted graph".into(),
+                })?,
+                _ => &mut gtt,
+            };
+            table.push(GttEntry::new(page.vsid, f.ppn));
+        }
+
+        // Records newer than their vertex's unit are its chain.
+        let mut vertices = covered;
+        let mut next_record = 0;
+        let mut delta_pages = Vec::new();
+        let mut chained = BTreeSet::new();
+        for f in found.iter().filter(|f| f.tag.owner == Owner::Delta) {
+            let (first, records) = Deltas::decode_page(&f.data, f.ppn)?;
+            let count = u32::try_from(records.len()).expect("fits u32");
+            next_record = next_record.max(first + count);
+            let unmerged: Vec<(u32, u32)> = (first..)
+                .zip(records)
+                .filter(|&(_, (v, _))| f.tag.seq > unit_at(v))
+                .map(|(r, (v, edit))| {
+                    if edit == Edit::Create {
+                        vertices = vertices.max(v + 1);
+                    }
+                    chained.insert(v);
+                    (r, v)
+                })
+                .collect();
+            if !unmerged.is_empty() {
+                valid.insert(f.ppn.0, Owner::Delta);
+                delta_pages.push(FoundPage {
+                    first,
+                    count,
+                    ppn: f.ppn,
+                    unmerged,
+                });
+            }
+        }
+        for &v in &chained {
+            let pos = gtt.locate(v)[0];
+            gtt.set(pos, gtt.get(pos).with_dirty(true));
+        }
+        let invalidated = scan.programmed(flash);
+        let area = GraphArea::recover(&geometry, blocks, flash, valid);
+        let mut gtl = Gtl {
+            format,
+            vertices,
+            weighted: kind.weighted,
+            undirected: kind.undirected,
+            layout: Layout {
+                pages: gtt.len() as u64,
+                weight_pages: weight_gtt.as_ref().map_or(0, |w| w.len() as u64),
+                gtt_bytes: 0,
+                data_bytes,
+                done,
+            },
+            gtt,
+            weight_gtt,
+            area,
+            deltas: Deltas::recover(delta_pages, next_record),
+            invalidated,
+            counters: GtlCounters::default(),
+            seq: next_seq,
+        };
+        gtl.layout.gtt_bytes = gtl.gtt_bytes();
+        Ok((Some(gtl), done))
+    }
+}
