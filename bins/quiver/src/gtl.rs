@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
 use quiver_gtl::source::open;
-use quiver_gtl::{App, Backend, RunConfig};
+use quiver_gtl::updates::{self, Config as UpdatesConfig};
+use quiver_gtl::{App, Backend, RunConfig, UpdatePath};
 use quiver_io::size::format_bytes;
 
 use crate::units::{seconds, ByteSize};
@@ -46,6 +47,14 @@ pub enum AppArg {
     Pagerank,
     /// --requests GetAdjacencyList calls on random vertices (--seed).
     RandomReads,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PathArg {
+    /// Records in the delta graph, flushed per 16 KiB and merged at the end.
+    Delta,
+    /// Each command a read-modify-write of its lists' pages.
+    Direct,
 }
 
 /// The device and host flags every command takes.
@@ -121,6 +130,43 @@ pages read and modelled time count the application alone.")]
         #[arg(long, default_value_t = RunConfig::default().requests)]
         requests: u64,
     },
+    /// The update benchmark: grow the graph back from a stream drawn from it.
+    #[command(after_help = "Examples:
+  quiver gtl updates g.qcsr
+  quiver gtl updates g.qcsr --path direct --json
+  quiver gtl updates g.qcsr --slack 0.01 --share 0.125 --snapshots 10
+
+The device starts with the graph less the top --new-vertices share of ids
+and a --share of the other edges; 10 snapshots add them back (AddVertex,
+AddEdge), each followed by --queries GetAdjacencyList calls (95% on the
+vertices it touched); then the delta graph is merged in 10 steps, with
+the same uniform queries after each. The paper's YouTube run: 38K new
+vertices and 550K new edges on 1M and 4.4M.")]
+    Updates {
+        /// The .qcsr graph.
+        graph: PathBuf,
+        /// How updates reach the graph pages.
+        #[arg(long, value_enum, default_value_t = PathArg::Delta)]
+        path: PathArg,
+        /// The fraction of each graph page left free by GraphInitialize.
+        #[arg(long, default_value_t = UpdatesConfig::default().slack)]
+        slack: f64,
+        /// Share of the edges held back and streamed as AddEdge.
+        #[arg(long, default_value_t = UpdatesConfig::default().share)]
+        share: f64,
+        /// Share of the vertices (highest ids) held back and streamed as AddVertex.
+        #[arg(long, default_value_t = UpdatesConfig::default().new_vertices)]
+        new_vertices: f64,
+        /// Snapshots the stream is cut into.
+        #[arg(long, default_value_t = UpdatesConfig::default().snapshots)]
+        snapshots: u32,
+        /// GetAdjacencyList calls after each snapshot and merge step.
+        #[arg(long, default_value_t = UpdatesConfig::default().queries)]
+        queries: u32,
+        /// Seed of the stream and the queries.
+        #[arg(long, default_value_t = UpdatesConfig::default().seed)]
+        seed: u64,
+    },
     /// GetAdjacencyList of one vertex, with its pages read and modelled time.
     #[command(after_help = "Examples:
   quiver gtl get g.qcsr 17
@@ -181,6 +227,88 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 counters.pages_read,
                 micros(counters.modelled_ns),
                 config.backend
+            );
+            Ok(())
+        }
+        GtlCommand::Updates {
+            graph: path,
+            path: update_path,
+            slack,
+            share,
+            new_vertices,
+            snapshots,
+            queries,
+            seed,
+        } => {
+            let graph =
+                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let config = UpdatesConfig {
+                path: match update_path {
+                    PathArg::Delta => UpdatePath::Delta,
+                    PathArg::Direct => UpdatePath::Direct,
+                },
+                slack,
+                share,
+                new_vertices,
+                snapshots,
+                queries,
+                seed,
+                ..UpdatesConfig::default()
+            };
+            let bar = Bar::new(json || hidden);
+            let report = updates::run(&graph, &config, &bar)
+                .with_context(|| format!("the update benchmark on {}", path.display()))?;
+            drop(bar);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(());
+            }
+            println!(
+                "graph      {} ({:?} path, slack {}): {} vertices and {} edges loaded ({} pages), {} vertices and {} edges streamed",
+                path.display(),
+                report.path,
+                report.slack,
+                report.vertices,
+                report.edges,
+                report.image_pages,
+                report.added_vertices,
+                report.added_edges
+            );
+            for (i, s) in report.snapshots.iter().enumerate() {
+                println!(
+                    "snapshot {:<2} {} updates in {} batches: {} pages written, {:.3} ms modelled; queries {:.1} us; {} vertices chained",
+                    i + 1,
+                    s.updates,
+                    s.batches,
+                    s.pages_written,
+                    micros(s.update_ns) / 1e3,
+                    s.query_ns / 1e3,
+                    s.chained
+                );
+            }
+            let m = &report.merge;
+            println!(
+                "merge      {} groups, {} pages written, {} read, {:.3} ms modelled; queries {:.1} us merged, {} during",
+                m.groups,
+                m.pages_written,
+                m.pages_read,
+                micros(m.modelled_ns) / 1e3,
+                m.query_ns_merged / 1e3,
+                m.query_ns_during
+                    .iter()
+                    .map(|q| format!("{:.1}", q / 1e3))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            println!(
+                "writes     {} pages in all, write amplification {:.1} (bytes programmed per byte of edges added)",
+                report.pages_written, report.write_amplification
+            );
+            println!(
+                "time       {:.3} s compute, {:.3} s writing the device, {:.3} s wall",
+                seconds(report.summary.compute_ns),
+                seconds(report.summary.load_ns),
+                seconds(report.summary.wall_ns)
             );
             Ok(())
         }

@@ -64,6 +64,7 @@ fn every_subcommand_explains_itself_with_examples() {
         &["gtl", "--help"],
         &["gtl", "run", "--help"],
         &["gtl", "get", "--help"],
+        &["gtl", "updates", "--help"],
         &["meta", "--help"],
         &["meta", "serve", "--help"],
         &["meta", "cluster", "up", "--help"],
@@ -472,6 +473,7 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
             &["gtl", "run", "bfs"][..],
             &["gtl", "run", "pagerank", "--backend", "csr"],
             &["gtl", "get"],
+            &["gtl", "updates"],
         ] {
             let mut command: Vec<String> = gtl.iter().map(|a| a.to_string()).collect();
             command.insert(3.min(command.len()), graph.clone());
@@ -757,6 +759,28 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         results.push(report["result"].clone());
     }
     assert_eq!(results[0], results[1]);
+    let mut written = Vec::new();
+    for update_path in ["delta", "direct"] {
+        let out = quiver(&[
+            "--json",
+            "gtl",
+            "updates",
+            path(&g),
+            "--path",
+            update_path,
+            "--queries",
+            "10",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["snapshots"].as_array().map(Vec::len), Some(10));
+        assert!(report["added_edges"].as_u64().unwrap() > 0, "{report}");
+        written.push(report["pages_written"].as_u64().unwrap());
+    }
+    assert!(written[0] < written[1], "delta {written:?} direct");
+    let out = quiver(&["gtl", "updates", path(&g), "--share", "1.5"]);
+    assert_eq!(out.status.code(), Some(2), "a nonsense flag is a usage error");
+    assert!(stderr(&out).contains("share"), "{}", stderr(&out));
     let out = quiver(&["gtl", "get", path(&g), "256"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

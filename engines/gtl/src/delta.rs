@@ -162,6 +162,10 @@ struct DeltaPage {
     live: u32,
 }
 
+/// Delta pages read during one command, by their place in the page
+/// table, with when each was read: a merge reads each page once.
+pub(crate) type DeltaBuffer = HashMap<usize, (Vec<u8>, Nanos)>;
+
 /// A vertex's chain, read from flash.
 #[derive(Debug)]
 pub(crate) struct Chain {
@@ -312,26 +316,32 @@ impl Deltas {
         Ok((first, records))
     }
 
-    /// Reads `vertex`'s chain from flash, submitted at `at`.
-    pub fn chain(&self, flash: &mut Flash, vertex: u32, at: Nanos) -> Result<Chain> {
+    /// Reads `vertex`'s chain, submitted at `at`: each delta page it
+    /// touches is read from flash once its record before is known, unless
+    /// `buffer` holds it already (then it is ready when its read was).
+    pub fn chain(
+        &self,
+        flash: &mut Flash,
+        vertex: u32,
+        at: Nanos,
+        buffer: &mut DeltaBuffer,
+    ) -> Result<Chain> {
         let mut chain = Chain {
             edits: Vec::new(),
             records: Vec::new(),
             pages_read: 0,
             done: at,
         };
-        let mut read: Option<(usize, Vec<u8>)> = None;
         let mut next = self.pointer.get(&vertex).copied().unwrap_or(NONE);
         while next != NONE {
             let page = self.page_of(next);
-            if read.as_ref().is_none_or(|(p, _)| *p != page) {
-                let ppn = self.pages[page].ppn;
-                let got = flash.read(ppn, chain.done)?;
-                chain.done = got.done;
+            if let std::collections::hash_map::Entry::Vacant(slot) = buffer.entry(page) {
+                let got = flash.read(self.pages[page].ppn, chain.done)?;
                 chain.pages_read += 1;
-                read = Some((page, got.data.to_vec()));
+                slot.insert((got.data.to_vec(), got.done));
             }
-            let (_, bytes) = read.as_ref().expect("the page was just read");
+            let (bytes, ready) = &buffer[&page];
+            chain.done = chain.done.max(*ready);
             let at = (next - self.pages[page].first) as usize * RECORD;
             let record = Record::decode(&bytes[at..at + RECORD], self.pages[page].ppn)?;
             if record.vertex != vertex {

@@ -2,7 +2,7 @@
 //! of whole logical pages: the path the CSR baseline takes.
 //!
 //! The FTL owns the same range of blocks on every die (the rest of the
-//! device belongs to the GTL), allocated by a [`BlockPool`] (writes
+//! device belongs to the GTL), allocated by a `BlockPool` (writes
 //! striped over the dies, greedy victims). Of the region's
 //! `P` physical pages it exports `L = floor(P * (1 - over_provisioning))`
 //! logical pages, and it requires `P - L >= (2 * dies + 1) * pages_per_block`:

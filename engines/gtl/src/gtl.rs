@@ -38,7 +38,7 @@ use quiver_csr::Graph;
 
 use crate::area::{GraphArea, GraphKind, Owner, Tag};
 use crate::blocks::Accounting;
-use crate::delta::{Adjacency, Chain, Deltas, Edit};
+use crate::delta::{Adjacency, Chain, DeltaBuffer, Deltas, Edit};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::ftl::gc_reserve;
 use crate::gtt::{Gtt, GttEntry, Pos, MAX_PAGES};
@@ -106,6 +106,21 @@ fn plan(first: u32, lens: impl IntoIterator<Item = usize>, format: &PageFormat) 
     }
     pages.extend(open.map(|(p, _)| p));
     pages
+}
+
+/// The lengths of `graph`'s lists.
+fn list_lens(graph: &Graph) -> impl Iterator<Item = usize> + '_ {
+    graph
+        .offsets()
+        .windows(2)
+        .map(|w| usize::try_from(w[1] - w[0]).expect("a list's length fits usize"))
+}
+
+/// Graph pages (neighbour and weight pages) GraphInitialize writes for
+/// `graph` under `format`.
+pub(crate) fn pages_needed(graph: &Graph, format: &PageFormat) -> u64 {
+    let pages = plan(0, list_lens(graph), format).len() as u64;
+    pages * if graph.is_weighted() { 2 } else { 1 }
 }
 
 /// Pages for a rewritten group's lists: one page if they fit, else two
@@ -444,7 +459,9 @@ impl Gtl {
         if !pages.iter().any(GttEntry::dirty) || !self.deltas.has_chain(vertex) {
             return Ok(None);
         }
-        let chain = self.deltas.chain(flash, vertex, at)?;
+        let chain = self
+            .deltas
+            .chain(flash, vertex, at, &mut DeltaBuffer::new())?;
         self.counters.delta_pages_read += chain.pages_read;
         Ok(Some(chain))
     }
@@ -649,9 +666,10 @@ impl Gtl {
         at: Nanos,
     ) -> Result<Nanos> {
         let mut done = at;
+        let mut buffer = DeltaBuffer::new();
         for key in keys {
             let group = self.gtt.group(key);
-            let (first, lists, chains, read) = self.read_group(flash, &group, done)?;
+            let (first, lists, chains, read) = self.read_group(flash, &group, done, &mut buffer)?;
             done = self.write_group(flash, &group, first, &lists, chains, read)?;
         }
         Ok(done)
@@ -659,13 +677,15 @@ impl Gtl {
 
     /// Reads the group `group` in parallel at `at`: its first vertex, the
     /// lists (and weights) of every vertex it covers with their unmerged
-    /// chains applied, the chains' vertices and records, and when it was read.
+    /// chains applied (delta pages through `buffer`), the chains' vertices
+    /// and records, and when it was read.
     #[allow(clippy::type_complexity)]
     fn read_group(
         &mut self,
         flash: &mut Flash,
         group: &[Pos],
         at: Nanos,
+        buffer: &mut DeltaBuffer,
     ) -> Result<(u32, Vec<Adjacency>, Vec<(u32, Vec<u32>)>, Nanos)> {
         let mut done = at;
         let mut lists: Vec<Adjacency> = Vec::new();
@@ -703,7 +723,7 @@ impl Gtl {
         let start = done;
         for (v, list) in (first..).zip(&mut lists) {
             if self.deltas.has_chain(v) {
-                let chain = self.deltas.chain(flash, v, start)?;
+                let chain = self.deltas.chain(flash, v, start, buffer)?;
                 self.counters.delta_pages_read += chain.pages_read;
                 done = done.max(chain.done);
                 for &edit in &chain.edits {

@@ -3,13 +3,24 @@
 //! SSD, and the paper's baseline, a CSR file through a page-mapped FTL on
 //! the same device.
 //!
-//! What a user gets (this first part of the engine): an [`Ssd`] made from a
-//! [`Config`]; [`Ssd::graph_initialize`] lays a `quiver-csr` graph out in
-//! GTL pages and builds the Graph Translation Table; [`Ssd::write_csr`]
-//! writes the same graph's CSR (`rowPtr`/`colIdx`/weights) through the FTL;
+//! What a user gets: an [`Ssd`] made from a [`Config`];
+//! [`Ssd::graph_initialize`] lays a `quiver-csr` graph out in GTL pages and
+//! builds the Graph Translation Table; [`Ssd::write_csr`] writes the same
+//! graph's CSR (`rowPtr`/`colIdx`/weights) through the FTL;
 //! GetAdjacencyList and GetEdgeWeight run on either layout and return a
 //! [`Fetched`] value with the NAND pages read and the modelled submission
 //! and completion times. Counts and modelled time are exact and repeatable.
+//!
+//! Updates ([`Ssd::update`] with an [`Update`] per command: AddEdge,
+//! AddVertex, DeleteEdge, DeleteVertex, UpdateEdge, UpdateVertex) take
+//! either [`UpdatePath`]: the delta graph ([`delta`]: records in flash
+//! pages, per-vertex chains, dirty GTT bits, merged later by
+//! [`Ssd::merge`], all at once or a few groups at a time), or direct
+//! read-modify-write of the changed pages, which split when they overflow
+//! (the extended GTT of [`gtt`]). GC moves graph pages and tells the host
+//! which pages to drop. [`Ssd::cut_power_after`] and [`Ssd::power_cycle`]
+//! simulate a power cut and the recovery from flash alone
+//! ([`gtl::Gtl::recover`]). [`updates`] is the paper's update benchmark.
 //!
 //! On the host side ([`source`]): a [`GraphSource`] is the graph seen
 //! through adjacency lists fetched in batches, with two implementations on
@@ -22,9 +33,13 @@
 //! modelled time and cache hits.
 //!
 //! Modules: [`flash`] (simulated NAND: geometry, physics, timing, counters,
-//! power cut), [`ftl`] (page-mapped FTL with greedy GC), [`page`] (the GTL
-//! page codec), [`gtt`] (the GTT), [`gtl`] (GraphInitialize and the reads),
-//! [`baseline`] (the CSR file on the FTL), [`device`] (the [`Ssd`]).
+//! power cut), `blocks` (the block allocator with greedy victims under the
+//! FTL and the graph area), [`ftl`] (page-mapped FTL with greedy GC and
+//! recovery), `area` (the graph area: page owners and spare-area tags),
+//! [`page`] (the GTL page codec), [`gtt`] (the GTT and its extended
+//! lists), [`delta`] (the delta graph), [`gtl`] (GraphInitialize, reads,
+//! rewrites, merge, GC, recovery), [`baseline`] (the CSR file on the FTL),
+//! [`device`] (the [`Ssd`]), the update commands on it, and [`updates`].
 //!
 //! Decisions the paper leaves open, and why:
 //! - **Timing.** Read 40 us, program 200 us, erase 2 ms, host link 4 GB/s
@@ -62,7 +77,34 @@
 //!   neighbour pages, with their own GTT; GetEdgeWeight reads the source's
 //!   neighbour pages, then the one weight page at the target's first
 //!   occurrence, after them.
-//! - **Directed graphs** store out-lists only, for now.
+//! - **Directed graphs** store out-lists only, for now (no in-list GTT).
+//! - **Update semantics** (the paper omits delete and update): ids are
+//!   dense, AddVertex creates `|V|`, DeleteVertex empties a list; an
+//!   undirected graph's commands keep both directions; DeleteEdge and
+//!   UpdateEdge act on the first edge to the target; a command naming an
+//!   absent edge or vertex returns false (details in `update`).
+//! - **Delta graph.** Records of 20 bytes in delta pages (a host batch is
+//!   programmed as whole pages), `deltaPointer` in DRAM; a read follows the
+//!   chain page by page (dependent reads); a merge reads each delta page
+//!   once and rewrites the groups with dirty pages in vertex order.
+//! - **Rewrites.** A page is rewritten with every page sharing its key (a
+//!   dense vertex's pages and its tail): one page if the lists fit, else a
+//!   split into two at the vertex boundary that balances free space (the
+//!   paper's rule), else packed as GraphInitialize packs.
+//! - **Redo log and recovery.** The delta records are the redo log: a
+//!   direct update writes its records first, then rewrites its groups.
+//!   Every graph page's spare area holds a tag (owner, unit sequence
+//!   number, index and count, graph kind); recovery reads every graph page,
+//!   drops a unit the cut left incomplete, keeps each vertex's newest unit
+//!   and makes newer records chains again. The paper's four steps (new
+//!   page, dirty bit, GTT entry, old page and deltaPointer) are DRAM work
+//!   after the new pages are programmed, so a cut at any of them recovers
+//!   to the update done; a cut during the new pages, to it redone by the
+//!   next merge.
+//! - **GC of graph pages.** The same greedy policy as the FTL's, run
+//!   before a write while fewer than one free block per die (plus the
+//!   write's) remain; a moved page's entry is found by its start vertex
+//!   and old page; erased pages are queued for the host cache.
 //! - **Calls** on the [`Ssd`] run one at a time: each is submitted when the
 //!   previous one completed; the pages of one call are issued together.
 //! - **Batches.** The host library submits a batch of calls together at
@@ -74,8 +116,8 @@
 //!   bytes per entry), the same policy for both backends; the GTL caches
 //!   graph pages by physical page, the baseline file pages by LBA. The
 //!   host's GTT copy and the baseline's file metadata are not charged.
-//! - **Device image.** Not persisted yet: a run writes the graph onto a
-//!   fresh simulated device (load time), reported apart from the
+//! - **Device image.** Not persisted to a file yet: a run writes the graph
+//!   onto a fresh simulated device (load time), reported apart from the
 //!   application's pages and modelled time.
 //! - **Applications** (details in [`apps`]): BFS is level-synchronous,
 //!   each level one batch, and its target is picked on the in-memory graph
@@ -106,6 +148,7 @@ pub mod page;
 pub mod run;
 pub mod source;
 mod update;
+pub mod updates;
 
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};

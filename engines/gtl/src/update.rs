@@ -1,9 +1,10 @@
 //! GraphSSD's update commands on the [`Ssd`] (Table 1: AddEdge, AddVertex,
 //! DeleteEdge, DeleteVertex, UpdateEdge, UpdateVertex), by either path:
-//! [`UpdatePath::Direct`] rewrites the changed lists' pages at once (the
-//! paper's Fig. 8, a read-modify-write of whole pages), and
 //! [`UpdatePath::Delta`] appends the batch to the delta graph as whole
-//! delta pages, to be merged later ([`Ssd::merge`]).
+//! delta pages, to be merged later ([`Ssd::merge`]), and
+//! [`UpdatePath::Direct`] writes the same records (the redo log), then
+//! rewrites the changed lists' pages at once (the paper's Fig. 8, a
+//! read-modify-write of whole pages).
 //!
 //! Semantics the paper leaves open, decided here:
 //! - Vertex ids are dense: AddVertex creates vertex `|V|`; DeleteVertex
@@ -82,7 +83,8 @@ pub enum Update {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UpdatePath {
-    /// Read-modify-write of the changed lists' pages, per command.
+    /// Read-modify-write of the changed lists' pages, per call (behind
+    /// the records of the redo log).
     Direct,
     /// Records in the delta graph, merged into the pages later.
     #[default]

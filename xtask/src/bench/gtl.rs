@@ -6,6 +6,13 @@
 //! modelled device time of the baseline over GraphSSD's (a speed-up), with
 //! the page-read ratios in the notes; and the random reads again with a
 //! cache of 1/64 of the image, too small to hold the baseline's rowPtr.
+//!
+//! Then the update benchmark (`quiver gtl updates`, GraphSSD §6.5) on the
+//! scale-16 graph (the direct path rewrites pages per command, so the
+//! larger graph would take minutes): pages written by direct
+//! read-modify-write against the delta graph with its merge, for the
+//! same stream; the merge at slack 1%, 5% and 10%; and query latency
+//! during the merge against the merged graph (Fig. 14c).
 
 use std::ffi::OsString;
 
@@ -16,6 +23,8 @@ use super::{capture_json, num, symmetric_rmat, Context};
 use crate::report::{Row, Target};
 
 const SCALE: u32 = 18;
+const UPDATE_SCALE: u32 = 16;
+const SLACKS: [&str; 3] = ["0.01", "0.05", "0.10"];
 const PAGE_BYTES: f64 = 16384.0;
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
@@ -109,12 +118,90 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         image * PAGE_BYTES / f64::from(1 << 20),
         (num(&probe, "/vertices")? + 1.0) * 8.0 / PAGE_BYTES
     ));
+    let (update_graph, update_generate) =
+        symmetric_rmat(cx, UPDATE_SCALE, "gtl updates", &mut notes)?;
+    let updates = |args: &[&str]| -> Result<Value> {
+        let mut argv: Vec<OsString> = argv!["--json", "gtl", "updates", &update_graph].into();
+        argv.extend(args.iter().map(OsString::from));
+        capture_json(&bins.quiver, &argv)
+    };
+    let direct = updates(&["--path", "direct"])?;
+    let mut delta = serde_json::Map::new();
+    for slack in SLACKS {
+        delta.insert(slack.to_owned(), updates(&["--slack", slack])?);
+    }
+    let at5 = &delta["0.05"];
+    rows.push(Row::compare(
+        "gtl",
+        "updates, pages written direct / delta (slack 5%)",
+        num(&direct, "/pages_written")?,
+        num(at5, "/pages_written")?,
+        Some(Target::AtLeast(1.0)),
+    ));
+    for slack in SLACKS {
+        let run = &delta[slack];
+        rows.push(Row::value(
+            "gtl",
+            &format!("updates, merge at slack {slack}, modelled ms"),
+            num(run, "/merge/modelled_ns")? / 1e6,
+        ));
+        notes.push(format!(
+            "gtl updates: slack {slack}: merge {} groups, {} pages written, {} read, {:.1} ms modelled; {} splits in all; image {} pages",
+            num(run, "/merge/groups")?,
+            num(run, "/merge/pages_written")?,
+            num(run, "/merge/pages_read")?,
+            num(run, "/merge/modelled_ns")? / 1e6,
+            num(run, "/gtl/splits")?,
+            num(run, "/image_pages")?,
+        ));
+    }
+    rows.push(Row::compare(
+        "gtl",
+        "updates, query latency in the first merge step / merged",
+        num(at5, "/merge/query_ns_during/0")?,
+        num(at5, "/merge/query_ns_merged")?,
+        None,
+    ));
+    let latencies = |run: &Value| -> Result<String> {
+        let during: Vec<String> = run["merge"]["query_ns_during"]
+            .as_array()
+            .context("query_ns_during")?
+            .iter()
+            .map(|q| format!("{:.0}", q.as_f64().unwrap_or(0.0) / 1e3))
+            .collect();
+        let snapshots: Vec<String> = run["snapshots"]
+            .as_array()
+            .context("snapshots")?
+            .iter()
+            .map(|s| format!("{:.0}", s["query_ns"].as_f64().unwrap_or(0.0) / 1e3))
+            .collect();
+        Ok(format!(
+            "query us after each snapshot {}; during the merge {}",
+            snapshots.join(" "),
+            during.join(" ")
+        ))
+    };
+    notes.push(format!(
+        "gtl updates: R-MAT scale {UPDATE_SCALE}, {} vertices and {} edges loaded, {} vertices and {} edges streamed in 10 snapshots; write amplification (bytes programmed per byte of edges added) direct {:.0}, delta {:.1}; {}",
+        num(at5, "/vertices")?,
+        num(at5, "/edges")?,
+        num(at5, "/added_vertices")?,
+        num(at5, "/added_edges")?,
+        num(&direct, "/write_amplification")?,
+        num(at5, "/write_amplification")?,
+        latencies(at5)?
+    ));
+    runs.insert(
+        "updates".to_owned(),
+        json!({ "direct": direct, "delta": delta }),
+    );
     Ok(json!({
         "bench": "gtl",
         "params": { "scale": SCALE, "cache_bytes": cache, "small_cache_bytes": small, "source": source },
-        "files": { "graph": graph },
+        "files": { "graph": graph, "update_graph": update_graph },
         "reused": generate.is_null(),
         "generate": generate,
+        "update_generate": update_generate,
         "runs": runs,
         "rows": rows,
         "summary_notes": notes,
