@@ -3,12 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
 use quiver_gtl::source::open;
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
-use quiver_gtl::{App, Backend, RunConfig, UpdatePath};
+use quiver_gtl::{is_image, App, Backend, RunConfig, Ssd, Update, UpdatePath};
 use quiver_io::size::format_bytes;
 
 use crate::units::{seconds, ByteSize};
@@ -167,12 +167,83 @@ vertices and 550K new edges on 1M and 4.4M.")]
         #[arg(long, default_value_t = UpdatesConfig::default().seed)]
         seed: u64,
     },
+    /// Lay a graph out on a new device image: GTL pages and the CSR file.
+    #[command(after_help = "Examples:
+  quiver gtl init g.qcsr --device dev.img
+  quiver gtl init g.qcsr --device dev.img --slack 0.10 --force
+
+The image keeps the simulated device between commands (get, add-edge,
+delete-edge, merge): its programmed pages only, so it is about the size
+of the graph. Opening it mounts it as after a power cut.")]
+    Init {
+        /// The .qcsr graph.
+        graph: PathBuf,
+        /// The device image to write.
+        #[arg(long)]
+        device: PathBuf,
+        /// The fraction of each graph page left free for growth.
+        #[arg(long, default_value_t = RunConfig::default().device.slack)]
+        slack: f64,
+        /// Replace an existing image.
+        #[arg(long)]
+        force: bool,
+    },
+    /// AddEdge on a device image.
+    #[command(after_help = "Examples:
+  quiver gtl add-edge dev.img 3 17
+  quiver gtl add-edge dev.img 3 17 --weight 0.5 --path direct
+
+On an undirected graph the edge is added both ways.")]
+    AddEdge {
+        /// The device image (from `quiver gtl init`).
+        image: PathBuf,
+        /// The edge's source.
+        source: u32,
+        /// The edge's target.
+        target: u32,
+        /// Its weight (ignored on an unweighted graph).
+        #[arg(long, default_value_t = 1.0)]
+        weight: f32,
+        /// How the update reaches the graph pages.
+        #[arg(long, value_enum, default_value_t = PathArg::Delta)]
+        path: PathArg,
+    },
+    /// DeleteEdge on a device image (exit 1 if there is no such edge).
+    #[command(after_help = "Examples:
+  quiver gtl delete-edge dev.img 3 17
+  quiver gtl delete-edge dev.img 3 17 --path direct")]
+    DeleteEdge {
+        /// The device image (from `quiver gtl init`).
+        image: PathBuf,
+        /// The edge's source.
+        source: u32,
+        /// The edge's target.
+        target: u32,
+        /// How the update reaches the graph pages.
+        #[arg(long, value_enum, default_value_t = PathArg::Delta)]
+        path: PathArg,
+    },
+    /// Merge a device image's delta graph into its pages.
+    #[command(after_help = "Examples:
+  quiver gtl merge dev.img
+  quiver gtl merge dev.img --groups 100")]
+    Merge {
+        /// The device image (from `quiver gtl init`).
+        image: PathBuf,
+        /// Merge at most this many dirty page groups (default: all).
+        #[arg(long)]
+        groups: Option<usize>,
+    },
     /// GetAdjacencyList of one vertex, with its pages read and modelled time.
     #[command(after_help = "Examples:
   quiver gtl get g.qcsr 17
-  quiver gtl get g.qcsr 17 --backend csr --json")]
+  quiver gtl get g.qcsr 17 --backend csr --json
+  quiver gtl get dev.img 17
+
+On a .qcsr graph the device is written fresh; on a device image (from
+`quiver gtl init`) the list is read as updated, through no host cache.")]
     Get {
-        /// The .qcsr graph.
+        /// A .qcsr graph or a device image.
         graph: PathBuf,
         /// The vertex (dense id).
         vertex: u32,
@@ -194,26 +265,139 @@ struct GetReport<'a> {
 /// `quiver gtl ...` as typed by the user.
 pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
     match command {
+        GtlCommand::Init {
+            graph: path,
+            device,
+            slack,
+            force,
+        } => {
+            if device.exists() && !force {
+                bail!(
+                    "{} exists; --force replaces it (its graph and updates are lost)",
+                    device.display()
+                );
+            }
+            let graph =
+                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let config = quiver_gtl::Config {
+                slack,
+                ..quiver_gtl::Config::default()
+            };
+            let what = || format!("laying {} out on {}", path.display(), device.display());
+            let mut ssd = Ssd::new(&config).with_context(what)?;
+            let layout = ssd.graph_initialize(&graph).with_context(what)?;
+            let csr_pages = ssd.write_csr(&graph).with_context(what)?;
+            ssd.save(&device).with_context(what)?;
+            let report = InitReport {
+                device: &device,
+                vertices: graph.num_vertices(),
+                edges: graph.num_edges(),
+                graph_pages: layout.pages + layout.weight_pages,
+                gtt_bytes: layout.gtt_bytes,
+                csr_pages,
+                image_bytes: std::fs::metadata(&device)?.len(),
+                modelled_ns: ssd.now(),
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "wrote {}: {} vertices, {} edges in {} graph pages (GTT {}) and a CSR file of {} pages; {} on disk",
+                    device.display(),
+                    report.vertices,
+                    report.edges,
+                    report.graph_pages,
+                    format_bytes(report.gtt_bytes),
+                    report.csr_pages,
+                    format_bytes(report.image_bytes)
+                );
+            }
+            Ok(())
+        }
+        GtlCommand::AddEdge {
+            image,
+            source,
+            target,
+            weight,
+            path,
+        } => {
+            let update = Update::AddEdge {
+                source,
+                target,
+                weight,
+            };
+            update_image(&image, &update, path.into(), json)
+        }
+        GtlCommand::DeleteEdge {
+            image,
+            source,
+            target,
+            path,
+        } => update_image(
+            &image,
+            &Update::DeleteEdge { source, target },
+            path.into(),
+            json,
+        ),
+        GtlCommand::Merge { image, groups } => {
+            let what = || format!("merging {}", image.display());
+            let (mut ssd, _) = Ssd::open(&image).with_context(what)?;
+            let (programs, start) = (ssd.flash().counters().programs, ssd.now());
+            let merged = ssd.merge(groups).with_context(what)?;
+            ssd.save(&image).with_context(what)?;
+            let report = MergeReport {
+                image: &image,
+                groups: merged.groups,
+                remaining: merged.remaining,
+                pages_written: ssd.flash().counters().programs - programs,
+                modelled_ns: ssd.now() - start,
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "merged {} page groups ({} left dirty): {} pages written, {:.3} ms modelled",
+                    report.groups,
+                    report.remaining,
+                    report.pages_written,
+                    micros(report.modelled_ns) / 1e3
+                );
+            }
+            Ok(())
+        }
         GtlCommand::Get {
             graph: path,
             vertex,
             device,
         } => {
-            let graph =
-                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = device.config();
             let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
-            let (mut source, _) = open(&graph, &config.device, config.backend, config.cache_bytes)
+            let (list, pages_read, modelled_ns) = if is_image(&path) {
+                let (mut ssd, _) = Ssd::open(&path).with_context(what)?;
+                let fetched = match config.backend {
+                    Backend::Gtl => ssd.get_adjacency_list(vertex),
+                    Backend::Csr => ssd.csr_get_adjacency_list(vertex),
+                }
                 .with_context(what)?;
-            let list = source.get(vertex).with_context(what)?;
-            let counters = source.counters();
+                let latency = fetched.latency();
+                (fetched.value, fetched.pages_read, latency)
+            } else {
+                let graph =
+                    Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                let (mut source, _) =
+                    open(&graph, &config.device, config.backend, config.cache_bytes)
+                        .with_context(what)?;
+                let list = source.get(vertex).with_context(what)?;
+                let counters = source.counters();
+                (list, counters.pages_read, counters.modelled_ns)
+            };
             let report = GetReport {
                 graph: &path,
                 backend: config.backend,
                 vertex,
                 neighbours: &list,
-                pages_read: counters.pages_read,
-                modelled_ns: counters.modelled_ns,
+                pages_read,
+                modelled_ns,
             };
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -224,8 +408,8 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             println!(
                 "{} neighbours, {} pages read, {:.1} us modelled ({})",
                 list.len(),
-                counters.pages_read,
-                micros(counters.modelled_ns),
+                pages_read,
+                micros(modelled_ns),
                 config.backend
             );
             Ok(())
@@ -243,10 +427,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let graph =
                 Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = UpdatesConfig {
-                path: match update_path {
-                    PathArg::Delta => UpdatePath::Delta,
-                    PathArg::Direct => UpdatePath::Direct,
-                },
+                path: update_path.into(),
                 slack,
                 share,
                 new_vertices,
@@ -396,6 +577,90 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+#[derive(Serialize)]
+struct InitReport<'a> {
+    device: &'a Path,
+    vertices: u32,
+    edges: u64,
+    graph_pages: u64,
+    gtt_bytes: u64,
+    csr_pages: u64,
+    image_bytes: u64,
+    modelled_ns: u64,
+}
+
+#[derive(Serialize)]
+struct UpdateReport<'a> {
+    image: &'a Path,
+    update: String,
+    path: UpdatePath,
+    applied: bool,
+    pages_read: u64,
+    pages_written: u64,
+    modelled_ns: u64,
+    mount_ns: u64,
+}
+
+#[derive(Serialize)]
+struct MergeReport<'a> {
+    image: &'a Path,
+    groups: u64,
+    remaining: u64,
+    pages_written: u64,
+    modelled_ns: u64,
+}
+
+impl From<PathArg> for UpdatePath {
+    fn from(arg: PathArg) -> UpdatePath {
+        match arg {
+            PathArg::Delta => UpdatePath::Delta,
+            PathArg::Direct => UpdatePath::Direct,
+        }
+    }
+}
+
+/// Opens `image`, runs `update` by `path`, saves the image if it applied,
+/// and reports; an update that names an absent edge fails (exit 1).
+fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> Result<()> {
+    let what = || format!("{update} on {}", image.display());
+    let (mut ssd, mount_ns) = Ssd::open(image).with_context(what)?;
+    let counters = ssd.flash().counters().clone();
+    let start = ssd.now();
+    let applied = ssd
+        .update(std::slice::from_ref(update), path)
+        .with_context(what)?[0];
+    let after = ssd.flash().counters();
+    let report = UpdateReport {
+        image,
+        update: update.to_string(),
+        path,
+        applied,
+        pages_read: after.page_reads - counters.page_reads,
+        pages_written: after.programs - counters.programs,
+        modelled_ns: ssd.now() - start,
+        mount_ns,
+    };
+    if applied {
+        ssd.save(image).with_context(what)?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if applied {
+        println!(
+            "{} ({path:?} path): {} pages read, {} written, {:.1} us modelled (mounting: {:.3} ms)",
+            report.update,
+            report.pages_read,
+            report.pages_written,
+            micros(report.modelled_ns),
+            micros(mount_ns) / 1e3
+        );
+    }
+    if !applied {
+        bail!("{}: no such edge; nothing changed", report.update);
+    }
+    Ok(())
 }
 
 #[allow(clippy::cast_precision_loss)] // Nanoseconds shown as microseconds.

@@ -65,6 +65,10 @@ fn every_subcommand_explains_itself_with_examples() {
         &["gtl", "run", "--help"],
         &["gtl", "get", "--help"],
         &["gtl", "updates", "--help"],
+        &["gtl", "init", "--help"],
+        &["gtl", "add-edge", "--help"],
+        &["gtl", "delete-edge", "--help"],
+        &["gtl", "merge", "--help"],
         &["meta", "--help"],
         &["meta", "serve", "--help"],
         &["meta", "cluster", "up", "--help"],
@@ -779,8 +783,50 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
     }
     assert!(written[0] < written[1], "delta {written:?} direct");
     let out = quiver(&["gtl", "updates", path(&g), "--share", "1.5"]);
-    assert_eq!(out.status.code(), Some(2), "a nonsense flag is a usage error");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a nonsense flag is a usage error"
+    );
     assert!(stderr(&out).contains("share"), "{}", stderr(&out));
+    // A device image between commands: init, update, merge, read.
+    let img = dir.path().join("dev.img");
+    let img = path(&img);
+    let run = |args: &[&str]| {
+        let out = quiver(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        out
+    };
+    run(&["gtl", "init", path(&g), "--device", img]);
+    let out = quiver(&["gtl", "init", path(&g), "--device", img]);
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    let list = |v: &str| -> Vec<u64> {
+        let out = run(&["--json", "gtl", "get", img, v]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["neighbours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect()
+    };
+    let before = list("3");
+    run(&["gtl", "add-edge", img, "3", "200"]);
+    run(&["gtl", "add-edge", img, "3", "201", "--path", "direct"]);
+    assert_eq!(list("3"), [before.clone(), vec![200, 201]].concat());
+    assert!(list("200").contains(&3), "undirected: both ways");
+    run(&["gtl", "merge", img]);
+    run(&["gtl", "delete-edge", img, "3", "200"]);
+    let out = quiver(&["gtl", "delete-edge", img, "3", "200"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no such edge"), "{}", stderr(&out));
+    assert_eq!(list("3"), [before, vec![201]].concat());
+    let out = quiver(&["gtl", "add-edge", path(&g), "3", "4"]);
+    assert!(
+        stderr(&out).contains("not a quiver gtl device image"),
+        "{}",
+        stderr(&out)
+    );
     let out = quiver(&["gtl", "get", path(&g), "256"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

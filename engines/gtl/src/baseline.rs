@@ -15,8 +15,9 @@ use crate::flash::{Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 use crate::{Error, Fetched, Result};
 
-/// The CSR file on the FTL.
-#[derive(Debug)]
+/// The CSR file on the FTL (where its sections lie: the host's knowledge
+/// of the file, kept in a device image).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CsrFile {
     page_bytes: u64,
     vertices: u32,

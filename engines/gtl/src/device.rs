@@ -17,7 +17,7 @@ use crate::page::PageFormat;
 use crate::{Error, Fetched, Result};
 
 /// The device's settings; the only place their defaults are written.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Config {
     /// The NAND geometry.
     pub geometry: Geometry,
@@ -102,6 +102,12 @@ impl Ssd {
     pub fn new(config: &Config) -> Result<Ssd> {
         config.validate()?;
         let flash = Flash::new(config.geometry.clone(), config.timing.clone())?;
+        Ssd::with_flash(config, flash, None)
+    }
+
+    /// A device of `config` on `flash` (with the baseline's file `csr`),
+    /// its controller fresh: [`Ssd::power_cycle`] mounts what flash holds.
+    pub(crate) fn with_flash(config: &Config, flash: Flash, csr: Option<CsrFile>) -> Result<Ssd> {
         let ftl = Ftl::new(
             &config.geometry,
             0..config.ftl_blocks_per_die,
@@ -112,9 +118,14 @@ impl Ssd {
             flash,
             ftl,
             gtl: None,
-            csr: None,
+            csr,
             now: 0,
         })
+    }
+
+    /// The device's settings.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The flash device (counters, pages).

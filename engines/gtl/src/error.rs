@@ -108,6 +108,14 @@ pub enum Error {
     /// GetEdgeWeight on a graph without weights.
     #[error("the graph has no edge weights")]
     Unweighted,
+    /// A device image that cannot be read or written.
+    #[error("device image {}: {reason}", path.display())]
+    Image {
+        /// The image.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A graph page whose footer does not decode.
     #[error("physical page {ppn} is not a valid graph page: {reason}")]
     CorruptPage {

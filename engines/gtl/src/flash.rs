@@ -24,7 +24,7 @@ pub struct Ppn(pub u64);
 pub struct BlockId(pub u64);
 
 /// The shape of the device.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Geometry {
     /// Independent channels (buses) between controller and dies.
     pub channels: u32,
@@ -140,7 +140,7 @@ impl Geometry {
 }
 
 /// Latencies and transfer rates of the timing model.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Timing {
     /// Array read time tR (40 us).
     pub read_ns: Nanos,
@@ -278,6 +278,74 @@ impl Flash {
     /// [`Error::PowerCut`] and the pages programmed so far stay as they are.
     pub fn cut_power_after(&mut self, programs: u64) {
         self.power_cut_after = Some(programs);
+    }
+
+    /// A device as an image left it: its block counts and its programmed
+    /// pages (data and spare bytes); errors name what does not fit
+    /// `geometry` or the flash's rules.
+    pub fn restore(
+        geometry: Geometry,
+        timing: Timing,
+        written: Vec<u32>,
+        erase_counts: Vec<u32>,
+        pages: Vec<(u64, Box<[u8]>)>,
+    ) -> Result<Flash> {
+        let mut flash = Flash::new(geometry, timing)?;
+        let blocks = flash.written.len();
+        if written.len() != blocks || erase_counts.len() != blocks {
+            return Err(InvalidArgument::new(
+                "image",
+                format!("block counts for {} blocks, not {blocks}", written.len()),
+            )
+            .into());
+        }
+        if written.iter().any(|&w| w > flash.geometry.pages_per_block) {
+            return Err(InvalidArgument::new("image", "a block written past its end").into());
+        }
+        let programmed: u64 = written.iter().map(|&w| u64::from(w)).sum();
+        if programmed != pages.len() as u64 {
+            return Err(InvalidArgument::new(
+                "image",
+                format!("{} pages for {programmed} programs", pages.len()),
+            )
+            .into());
+        }
+        for (ppn, bytes) in pages {
+            let (block, page) = flash.check_ppn(Ppn(ppn))?;
+            if page >= written[block] || bytes.len() != flash.page_len {
+                return Err(InvalidArgument::new(
+                    "image",
+                    format!("page {ppn} is not a programmed page of its block"),
+                )
+                .into());
+            }
+            flash.pages.insert(ppn, bytes);
+        }
+        flash.written = written;
+        flash.erase_counts = erase_counts;
+        Ok(flash)
+    }
+
+    /// The programmed pages, in order.
+    pub fn programmed_pages(&self) -> Vec<u64> {
+        let mut pages: Vec<u64> = self.pages.keys().copied().collect();
+        pages.sort_unstable();
+        pages
+    }
+
+    /// A programmed page's data and spare bytes (empty if erased).
+    pub fn raw(&self, ppn: u64) -> &[u8] {
+        self.pages.get(&ppn).map_or(&[], |p| p)
+    }
+
+    /// Pages programmed in each block since its erase.
+    pub fn block_writes(&self) -> &[u32] {
+        &self.written
+    }
+
+    /// Each block's erase count.
+    pub fn block_erases(&self) -> &[u32] {
+        &self.erase_counts
     }
 
     /// Brings power back after a cut: the pages programmed before it are

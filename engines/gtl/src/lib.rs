@@ -116,9 +116,12 @@
 //!   bytes per entry), the same policy for both backends; the GTL caches
 //!   graph pages by physical page, the baseline file pages by LBA. The
 //!   host's GTT copy and the baseline's file metadata are not charged.
-//! - **Device image.** Not persisted to a file yet: a run writes the graph
-//!   onto a fresh simulated device (load time), reported apart from the
-//!   application's pages and modelled time.
+//! - **Device image.** [`Ssd::save`] and [`Ssd::open`] keep a device in a
+//!   file between commands: its programmed pages (only those, so a mostly
+//!   empty 128 GiB device is a small file), block counts and settings,
+//!   written whole and renamed into place; opening mounts it as after a
+//!   power cut. `run` still writes the graph onto a fresh device (load
+//!   time), reported apart from the application's pages and modelled time.
 //! - **Applications** (details in [`apps`]): BFS is level-synchronous,
 //!   each level one batch, and its target is picked on the in-memory graph
 //!   at a fraction of the root's BFS depth; random walks move in lock-step
@@ -144,6 +147,7 @@ pub mod flash;
 pub mod ftl;
 pub mod gtl;
 pub mod gtt;
+mod image;
 pub mod page;
 pub mod run;
 pub mod source;
@@ -153,6 +157,7 @@ pub mod updates;
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
+pub use image::is_image;
 pub use run::{bfs_target, run, App, Config as RunConfig, Report};
 pub use source::{Backend, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 pub use update::{Update, UpdatePath};

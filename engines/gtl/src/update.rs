@@ -79,6 +79,33 @@ pub enum Update {
     },
 }
 
+impl std::fmt::Display for Update {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let edges = |edges: &[(u32, f32)]| {
+            let shown: Vec<String> = edges.iter().map(|(t, w)| format!("{t}:{w}")).collect();
+            shown.join(", ")
+        };
+        match self {
+            Update::AddEdge {
+                source,
+                target,
+                weight,
+            } => write!(f, "AddEdge({source} -> {target}, weight {weight})"),
+            Update::DeleteEdge { source, target } => write!(f, "DeleteEdge({source} -> {target})"),
+            Update::UpdateEdge {
+                source,
+                target,
+                weight,
+            } => write!(f, "UpdateEdge({source} -> {target}, weight {weight})"),
+            Update::AddVertex { edges: e } => write!(f, "AddVertex([{}])", edges(e)),
+            Update::DeleteVertex { vertex } => write!(f, "DeleteVertex({vertex})"),
+            Update::UpdateVertex { vertex, edges: e } => {
+                write!(f, "UpdateVertex({vertex}, [{}])", edges(e))
+            }
+        }
+    }
+}
+
 /// How updates reach the graph pages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,6 +7,7 @@ mod apps;
 mod flash;
 mod ftl;
 mod gtl;
+mod image;
 mod recover;
 mod update;
 

@@ -1,0 +1,163 @@
+//! A device image on disk: the simulated SSD between commands.
+//!
+//! What an image holds is what survives a power-off: the device's settings,
+//! every programmed NAND page with its spare area, each block's program
+//! count and erase count, and the host's note of where the baseline's CSR
+//! file lies. The FTL's map and the GTL's tables are controller DRAM: an
+//! opened image is mounted as after a power cut ([`Ssd::power_cycle`]),
+//! which reads every graph page (its modelled time is the mount's).
+//!
+//! Format (little-endian): the 16-byte magic `QUIVER-GTL-IMG1\n`, the
+//! header's length (`u64`), the header (JSON: settings, block counts, the
+//! programmed pages' numbers in order, the CRC-32C of the pages), then each
+//! programmed page's data and spare bytes, in that order. Pages never
+//! programmed take no space. [`Ssd::save`] writes a temporary file beside
+//! the image and renames it over the image, so an image is always a
+//! complete one: a process that dies mid-command leaves the one before.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::baseline::CsrFile;
+use crate::flash::{Flash, Nanos};
+use crate::{Config, Error, Result, Ssd};
+
+const MAGIC: &[u8; 16] = b"QUIVER-GTL-IMG1\n";
+
+/// The image's header.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    config: Config,
+    csr: Option<CsrFile>,
+    written: Vec<u32>,
+    erase_counts: Vec<u32>,
+    pages: Vec<u64>,
+    crc32c: u32,
+}
+
+/// An error about the image at `path`.
+fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Image {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| bad(path, e.to_string())
+}
+
+impl Ssd {
+    /// Writes the device to the image `path` (atomically: a temporary
+    /// file beside it, then a rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let flash = self.flash();
+        let pages = flash.programmed_pages();
+        let mut crc = 0;
+        for &ppn in &pages {
+            crc = crc32c::crc32c_append(crc, flash.raw(ppn));
+        }
+        let header = Header {
+            config: self.config().clone(),
+            csr: self.csr().cloned(),
+            written: flash.block_writes().to_vec(),
+            erase_counts: flash.block_erases().to_vec(),
+            pages,
+            crc32c: crc,
+        };
+        let json = serde_json::to_vec(&header).map_err(|e| bad(path, e.to_string()))?;
+        let tmp = temporary(path);
+        let result = (|| {
+            let mut out = BufWriter::new(File::create(&tmp).map_err(io(&tmp))?);
+            out.write_all(MAGIC).map_err(io(&tmp))?;
+            out.write_all(&(json.len() as u64).to_le_bytes())
+                .map_err(io(&tmp))?;
+            out.write_all(&json).map_err(io(&tmp))?;
+            for &ppn in &header.pages {
+                out.write_all(flash.raw(ppn)).map_err(io(&tmp))?;
+            }
+            let file = out.into_inner().map_err(|e| bad(&tmp, e.to_string()))?;
+            file.sync_all().map_err(io(&tmp))?;
+            std::fs::rename(&tmp, path).map_err(io(path))
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Opens the image `path` and mounts it: the FTL and the GTL are
+    /// rebuilt from its pages as after a power cut. Returns the device and
+    /// the mount's modelled time.
+    pub fn open(path: &Path) -> Result<(Ssd, Nanos)> {
+        let mut input = BufReader::new(File::open(path).map_err(io(path))?);
+        let mut magic = [0u8; 16];
+        if input.read_exact(&mut magic).is_err() || &magic != MAGIC {
+            return Err(bad(path, "not a quiver gtl device image (bad magic)"));
+        }
+        let mut len = [0u8; 8];
+        input
+            .read_exact(&mut len)
+            .map_err(|_| bad(path, "truncated header"))?;
+        let len = usize::try_from(u64::from_le_bytes(len))
+            .ok()
+            .filter(|&l| l < 1 << 30)
+            .ok_or_else(|| bad(path, "a header longer than 1 GiB"))?;
+        let mut json = vec![0u8; len];
+        input
+            .read_exact(&mut json)
+            .map_err(|_| bad(path, "truncated header"))?;
+        let header: Header =
+            serde_json::from_slice(&json).map_err(|e| bad(path, format!("header: {e}")))?;
+        header
+            .config
+            .validate()
+            .map_err(|e| bad(path, format!("settings: {e}")))?;
+        let geometry = &header.config.geometry;
+        let page_len = (geometry.page_bytes + geometry.spare_bytes) as usize;
+        let mut pages = Vec::with_capacity(header.pages.len());
+        let mut crc = 0;
+        for &ppn in &header.pages {
+            let mut bytes = vec![0u8; page_len].into_boxed_slice();
+            input
+                .read_exact(&mut bytes)
+                .map_err(|_| bad(path, format!("truncated at page {ppn}")))?;
+            crc = crc32c::crc32c_append(crc, &bytes);
+            pages.push((ppn, bytes));
+        }
+        if crc != header.crc32c {
+            return Err(bad(path, "the pages do not match their checksum"));
+        }
+        let flash = Flash::restore(
+            geometry.clone(),
+            header.config.timing.clone(),
+            header.written,
+            header.erase_counts,
+            pages,
+        )
+        .map_err(|e| bad(path, e.to_string()))?;
+        let mut ssd = Ssd::with_flash(&header.config, flash, header.csr)?;
+        let mount = ssd.power_cycle()?;
+        Ok((ssd, mount))
+    }
+}
+
+/// Whether `path` starts as a device image does (a file that does not,
+/// or cannot be read, is not one).
+pub fn is_image(path: &Path) -> bool {
+    let mut magic = [0u8; 16];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == MAGIC
+}
+
+/// The temporary file [`Ssd::save`] writes before renaming it to `path`.
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
