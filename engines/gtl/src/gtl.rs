@@ -42,7 +42,7 @@ use crate::delta::{Adjacency, Chain, DeltaBuffer, Deltas, Edit};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::ftl::gc_reserve;
 use crate::gtt::{Gtt, GttEntry, Pos, MAX_PAGES};
-use crate::page::{Page, PageFormat, CONTINUED, CONTINUES};
+use crate::page::{Page, PageFormat, CONTINUED, CONTINUES, ENTRY, FIXED_FOOTER, TUPLE};
 use crate::{Error, Fetched, Result};
 
 /// One page of a layout before it is written.
@@ -123,6 +123,13 @@ pub(crate) fn pages_needed(graph: &Graph, format: &PageFormat) -> u64 {
     pages * if graph.is_weighted() { 2 } else { 1 }
 }
 
+/// Pages of `format` that `entry_bytes` of neighbours and `vertices`
+/// tuples fill if lists may split anywhere: [`Layout::tight_pages`].
+fn tight_pages(format: &PageFormat, entry_bytes: u64, vertices: u32) -> u64 {
+    let usable = (format.budget() - FIXED_FOOTER - TUPLE) as u64;
+    (entry_bytes + u64::from(vertices) * TUPLE as u64).div_ceil(usable)
+}
+
 /// Pages for a rewritten group's lists: one page if they fit, else two
 /// split where their used bytes are most equal (both must fit and no list
 /// may be longer than a page holds), else [`plan`]'s greedy packing.
@@ -169,7 +176,7 @@ fn plan_rewrite(first: u32, lens: &[usize], format: &PageFormat) -> Vec<Plan> {
 }
 
 /// What GraphInitialize did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
     /// Neighbour pages (= adjacency GTT entries).
     pub pages: u64,
@@ -179,6 +186,11 @@ pub struct Layout {
     pub gtt_bytes: u64,
     /// Bytes of graph data (entries, both kinds) in those pages.
     pub data_bytes: u64,
+    /// Neighbour pages a packing free to split any list anywhere would
+    /// fill to the same budget (each page still with its footer and End
+    /// tuple): what never splitting a list that fits a page costs is
+    /// `pages / tight_pages - 1` (the paper's 4.8–4.9%, §6.4).
+    pub tight_pages: u64,
     /// When the last page was programmed.
     pub done: Nanos,
 }
@@ -286,13 +298,8 @@ impl Gtl {
             area,
             deltas: Deltas::default(),
             invalidated: Vec::new(),
-            layout: Layout {
-                pages,
-                weight_pages: 0,
-                gtt_bytes: 0,
-                data_bytes: 0,
-                done: at,
-            },
+            // Filled in below, once the pages are written.
+            layout: Layout::default(),
             counters: GtlCounters::default(),
             seq: 0,
         };
@@ -315,11 +322,13 @@ impl Gtl {
             }
         }
         let entries = graph.num_edges() * if weights.is_some() { 2 } else { 1 };
+        let entry_bytes = graph.num_edges() * ENTRY as u64;
         gtl.layout = Layout {
             pages,
             weight_pages: if weights.is_some() { pages } else { 0 },
             gtt_bytes: gtl.gtt_bytes(),
             data_bytes: entries * 4,
+            tight_pages: tight_pages(&gtl.format, entry_bytes, graph.num_vertices()),
             done,
         };
         Ok(gtl)

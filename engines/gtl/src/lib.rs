@@ -20,7 +20,10 @@
 //! (the extended GTT of [`gtt`]). GC moves graph pages and tells the host
 //! which pages to drop. [`Ssd::cut_power_after`] and [`Ssd::power_cycle`]
 //! simulate a power cut and the recovery from flash alone
-//! ([`gtl::Gtl::recover`]). [`updates`] is the paper's update benchmark.
+//! ([`gtl::Gtl::recover`]). On the host, an [`UpdateLogger`] batches
+//! updates a page (or 100 ms) at a time, answers presence checks against
+//! the device and its log, and merges its log into reads. [`updates`] is
+//! the paper's update benchmark.
 //!
 //! On the host side ([`source`]): a [`GraphSource`] is the graph seen
 //! through adjacency lists fetched in batches, with two implementations on
@@ -148,6 +151,7 @@ pub mod ftl;
 pub mod gtl;
 pub mod gtt;
 mod image;
+pub mod logger;
 pub mod page;
 pub mod run;
 pub mod source;
@@ -158,9 +162,10 @@ pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
 pub use image::is_image;
+pub use logger::{LoggerConfig, UpdateLogger};
 pub use run::{bfs_target, run, App, Config as RunConfig, Report};
 pub use source::{Backend, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
-pub use update::{Update, UpdatePath};
+pub use update::{Batch, Update, UpdatePath};
 
 /// A value read from the device, with what reading it cost.
 #[derive(Clone, Debug, PartialEq)]

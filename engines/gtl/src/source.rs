@@ -351,6 +351,11 @@ pub struct Init {
     pub pages_written: u64,
     /// Its modelled time, in nanoseconds.
     pub modelled_ns: Nanos,
+    /// Bytes of the GTTs (0 for the baseline, whose rowPtr is in its image).
+    pub gtt_bytes: u64,
+    /// GTL: neighbour pages a packing that splits lists anywhere would
+    /// need ([`crate::gtl::Layout::tight_pages`]; 0 for the baseline).
+    pub tight_pages: u64,
 }
 
 /// A fresh device of `config` holding `graph` for `backend` (GraphInitialize
@@ -363,17 +368,20 @@ pub fn open(
     cache_bytes: u64,
 ) -> Result<(Box<dyn GraphSource>, Init)> {
     let mut ssd = Ssd::new(config)?;
-    let image_pages = match backend {
+    let (image_pages, gtt_bytes, tight_pages) = match backend {
         Backend::Gtl => {
             let layout = ssd.graph_initialize(graph)?;
-            layout.pages + layout.weight_pages
+            let pages = layout.pages + layout.weight_pages;
+            (pages, layout.gtt_bytes, layout.tight_pages)
         }
-        Backend::Csr => ssd.write_csr(graph)?,
+        Backend::Csr => (ssd.write_csr(graph)?, 0, 0),
     };
     let init = Init {
         image_pages,
         pages_written: ssd.flash().counters().programs,
         modelled_ns: ssd.now(),
+        gtt_bytes,
+        tight_pages,
     };
     let source: Box<dyn GraphSource> = match backend {
         Backend::Gtl => Box::new(GtlSource::new(ssd, cache_bytes)?),

@@ -118,55 +118,104 @@ pub enum UpdatePath {
     Delta,
 }
 
-/// The lists a batch has read or changed, as they stand after its
-/// commands so far, and the edits of lists not read yet.
-struct Overlay {
+/// Updates checked and expanded into edits, waiting to be written as one
+/// unit ([`Ssd::stage`], [`Ssd::commit`]): the lists they read or changed
+/// as they stand after them, the edits of lists not read yet, and the
+/// directed edits to write.
+#[derive(Debug)]
+pub struct Batch {
     lists: HashMap<u32, Adjacency>,
     pending: HashMap<u32, Vec<Edit>>,
     vertices: u32,
     weighted: bool,
     undirected: bool,
+    edits: Vec<(u32, Edit)>,
+}
+
+impl Batch {
+    /// The delta records the batch will write.
+    pub fn records(&self) -> usize {
+        self.edits.len()
+    }
+
+    /// Whether nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+
+    /// |V| after the staged updates.
+    pub fn vertices(&self) -> u32 {
+        self.vertices
+    }
 }
 
 impl Ssd {
-    /// Runs `updates` in order by `path`, as one batch submitted now, and
-    /// returns for each whether it applied (see the module docs for when
-    /// one does not). On the delta path the batch's records are written
-    /// together; on the direct path each changed list's group of pages is
-    /// rewritten, one command after another.
+    /// Runs `updates` in order by `path`, as one batch, and returns for
+    /// each whether it applied (see the module docs for when one does
+    /// not): [`Ssd::stage`] each, then [`Ssd::commit`].
     pub fn update(&mut self, updates: &[Update], path: UpdatePath) -> Result<Vec<bool>> {
+        let mut batch = self.batch()?;
+        let applied = updates
+            .iter()
+            .map(|u| self.stage(&mut batch, u))
+            .collect::<Result<Vec<bool>>>()?;
+        self.commit(batch, path)?;
+        Ok(applied)
+    }
+
+    /// An empty batch on the device's graph.
+    pub fn batch(&self) -> Result<Batch> {
         let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
-        let mut overlay = Overlay {
+        Ok(Batch {
             lists: HashMap::new(),
             pending: HashMap::new(),
             vertices: gtl.vertices(),
             weighted: gtl.weighted(),
             undirected: gtl.undirected(),
-        };
-        let start = self.now;
-        let mut done = start;
-        let mut edits = Vec::new();
-        let mut applied = Vec::with_capacity(updates.len());
-        for update in updates {
-            let expanded = self.expand(update, &mut overlay, start, &mut done)?;
-            applied.push(expanded.is_some());
-            for (v, edit) in expanded.into_iter().flatten() {
-                overlay.apply(v, edit);
-                edits.push((v, edit));
-            }
-        }
-        let gtl = self.gtl.as_mut().expect("checked above");
-        match path {
-            UpdatePath::Delta if !edits.is_empty() => {
-                done = gtl.log(&mut self.flash, &edits, done)?;
-            }
-            UpdatePath::Direct if !edits.is_empty() => {
-                done = gtl.apply_direct(&mut self.flash, &edits, done)?;
-            }
-            UpdatePath::Delta | UpdatePath::Direct => {}
-        }
+            edits: Vec::new(),
+        })
+    }
+
+    /// Checks `update` against the graph as `batch` sees it (reading the
+    /// lists its presence check needs from the device, now) and adds its
+    /// edits to the batch; false if it names an edge or vertex that is
+    /// not there (nothing is added).
+    pub fn stage(&mut self, batch: &mut Batch, update: &Update) -> Result<bool> {
+        let (start, mut done) = (self.now, self.now);
+        let expanded = self.expand(update, batch, start, &mut done);
         self.now = done;
-        Ok(applied)
+        let Some(edits) = expanded? else {
+            return Ok(false);
+        };
+        for (v, edit) in edits {
+            batch.apply(v, edit);
+            batch.edits.push((v, edit));
+        }
+        Ok(true)
+    }
+
+    /// `vertex`'s list and weights as `batch` sees them: the device's,
+    /// read now (the first time), with the batch's edits.
+    pub fn staged_list(&mut self, batch: &mut Batch, vertex: u32) -> Result<Adjacency> {
+        let (start, mut done) = (self.now, self.now);
+        let list = self.current(batch, vertex, start, &mut done).cloned();
+        self.now = done;
+        list
+    }
+
+    /// Writes `batch` by `path`: on the delta path its records as one
+    /// unit of delta pages; on the direct path the same records, then each
+    /// changed list's group of pages rewritten.
+    pub fn commit(&mut self, batch: Batch, path: UpdatePath) -> Result<()> {
+        if batch.edits.is_empty() {
+            return Ok(());
+        }
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
+        self.now = match path {
+            UpdatePath::Delta => gtl.log(&mut self.flash, &batch.edits, self.now)?,
+            UpdatePath::Direct => gtl.apply_direct(&mut self.flash, &batch.edits, self.now)?,
+        };
+        Ok(())
     }
 
     /// Merges the delta graph into the pages: at most `limit` dirty
@@ -182,22 +231,22 @@ impl Ssd {
     /// `at`, its completion folded into `done`) the first time.
     fn current<'o>(
         &mut self,
-        overlay: &'o mut Overlay,
+        batch: &'o mut Batch,
         vertex: u32,
         at: Nanos,
         done: &mut Nanos,
     ) -> Result<&'o Adjacency> {
-        if !overlay.lists.contains_key(&vertex) {
+        if !batch.lists.contains_key(&vertex) {
             let gtl = self.gtl.as_mut().expect("the caller checked the graph");
             let read = gtl.read_list(&mut self.flash, vertex, true, at)?;
             *done = (*done).max(read.done);
             let mut list = read.value;
-            for edit in overlay.pending.remove(&vertex).unwrap_or_default() {
-                list.apply(edit, overlay.weighted);
+            for edit in batch.pending.remove(&vertex).unwrap_or_default() {
+                list.apply(edit, batch.weighted);
             }
-            overlay.lists.insert(vertex, list);
+            batch.lists.insert(vertex, list);
         }
-        Ok(&overlay.lists[&vertex])
+        Ok(&batch.lists[&vertex])
     }
 
     /// The directed edits of `update`, or `None` if it names an edge or a
@@ -205,7 +254,7 @@ impl Ssd {
     fn expand(
         &mut self,
         update: &Update,
-        overlay: &mut Overlay,
+        batch: &mut Batch,
         at: Nanos,
         done: &mut Nanos,
     ) -> Result<Option<Vec<(u32, Edit)>>> {
@@ -216,8 +265,8 @@ impl Ssd {
             }
             edits
         };
-        let n = overlay.vertices;
-        let undirected = overlay.undirected;
+        let n = batch.vertices;
+        let undirected = batch.undirected;
         let in_range = |vertex: u32| {
             if vertex < n {
                 Ok(())
@@ -244,13 +293,13 @@ impl Ssd {
                     Update::UpdateEdge { weight, .. } => Some(weight),
                     _ => None,
                 };
-                if weight.is_some() && !overlay.weighted {
+                if weight.is_some() && !batch.weighted {
                     return Err(Error::Unweighted);
                 }
                 if source >= n
                     || target >= n
                     || !self
-                        .current(overlay, source, at, done)?
+                        .current(batch, source, at, done)?
                         .targets
                         .contains(&target)
                 {
@@ -264,30 +313,30 @@ impl Ssd {
             }
             Update::AddVertex { ref edges } => {
                 let vertex = n;
-                overlay.vertices += 1;
-                overlay.lists.insert(vertex, Adjacency::default());
+                batch.vertices += 1;
+                batch.lists.insert(vertex, Adjacency::default());
                 let mut edits = vec![(vertex, Edit::Create)];
-                edits.extend(overlay.relink(vertex, &[], edges)?);
+                edits.extend(batch.relink(vertex, &[], edges)?);
                 edits
             }
             Update::DeleteVertex { vertex } | Update::UpdateVertex { vertex, .. } => {
                 if vertex >= n {
                     return Ok(None);
                 }
-                let old = self.current(overlay, vertex, at, done)?.targets.clone();
+                let old = self.current(batch, vertex, at, done)?.targets.clone();
                 let edges: &[(u32, f32)] = match update {
                     Update::UpdateVertex { edges, .. } => edges,
                     _ => &[],
                 };
                 let mut edits = vec![(vertex, Edit::Clear)];
-                edits.extend(overlay.relink(vertex, &old, edges)?);
+                edits.extend(batch.relink(vertex, &old, edges)?);
                 edits
             }
         }))
     }
 }
 
-impl Overlay {
+impl Batch {
     /// The edits giving `vertex`, whose list is now empty and was `old`,
     /// the edges `edges`: its own adds and, on an undirected graph, the
     /// reverse edges of `old` removed and those of `edges` added.

@@ -10,10 +10,10 @@
 //! back by AddEdge, in random order, the vertices spread evenly through it.
 //! The device is loaded with the rest.
 //!
-//! On the delta path the host flushes a batch when its records would
-//! exceed `flush_bytes` (the paper's 16 KiB host log; there is no wall
-//! clock here, so no 100 ms timer); on the direct path every command is
-//! its own read-modify-write. After the stream the delta graph is merged
+//! On the delta path the host's [`UpdateLogger`] flushes a batch when its
+//! records would exceed `flush_bytes` (the paper's 16 KiB host log; the
+//! stream has no wall clock, so no 100 ms timer); on the direct path every
+//! command is its own read-modify-write. After the stream the delta graph is merged
 //! in `merge_steps` steps, with the same 1000 uniform queries after each
 //! step and after the whole merge (Fig. 14c).
 //!
@@ -32,6 +32,7 @@ use crate::delta::{Deltas, RECORD};
 use crate::flash::Nanos;
 use crate::ftl::gc_reserve;
 use crate::gtl::{pages_needed, GtlCounters};
+use crate::logger::{LoggerConfig, UpdateLogger};
 use crate::{Result, Ssd, Update, UpdatePath};
 
 /// The benchmark's settings; the only place their defaults are written.
@@ -270,17 +271,6 @@ fn device_for(graph: &Graph, slack: f64) -> Result<crate::Config> {
     Ok(device)
 }
 
-/// Sends `batch` (if any) as one update call and empties it; returns
-/// the batches sent.
-fn send(ssd: &mut Ssd, batch: &mut Vec<Update>, path: UpdatePath) -> Result<u64> {
-    if batch.is_empty() {
-        return Ok(0);
-    }
-    ssd.update(batch, path)?;
-    batch.clear();
-    Ok(1)
-}
-
 /// Mean modelled latency of GetAdjacencyList on `vertices`, one after another.
 fn mean_latency(ssd: &mut Ssd, vertices: &[u32]) -> Result<f64> {
     let mut total = 0u64;
@@ -311,7 +301,6 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
     let programs_at_start = ssd.flash().counters().programs;
     let compute = Stopwatch::start();
     let mut rng = SplitMix::new(config.seed ^ 0x9e37_79b9_7f4a_7c15);
-    let flush_records = Deltas::per_page(config.flush_bytes);
     let undirected = graph.is_undirected();
     let mut snapshots = Vec::new();
     let mut added_edges = 0u64;
@@ -325,46 +314,46 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
         );
         let mut touched = HashSet::new();
         let mut next_vertex = ssd.gtl().map_or(0, crate::gtl::Gtl::vertices);
-        let mut batch: Vec<Update> = Vec::new();
-        let mut records = 0;
-        let mut batches = 0u64;
+        let mut logger = UpdateLogger::new(LoggerConfig {
+            path: config.path,
+            flush_bytes: config.flush_bytes,
+            timer: None,
+        });
+        let mut direct_calls = 0;
         for event in chunk {
-            let (update, edits) = match event {
+            let update = match event {
                 Event::Edge(s, t, w) => {
                     touched.extend([*s, *t]);
-                    let update = Update::AddEdge {
+                    added_edges += 1 + u64::from(undirected && s != t);
+                    Update::AddEdge {
                         source: *s,
                         target: *t,
                         weight: *w,
-                    };
-                    (update, 1 + usize::from(undirected && s != t))
+                    }
                 }
                 Event::Vertex(edges) => {
                     touched.insert(next_vertex);
                     touched.extend(edges.iter().map(|e| e.0));
+                    let reverse = edges.iter().filter(|e| undirected && e.0 != next_vertex);
+                    added_edges += (edges.len() + reverse.count()) as u64;
                     next_vertex += 1;
-                    let reverse = edges
-                        .iter()
-                        .filter(|e| undirected && e.0 != next_vertex - 1);
-                    let update = Update::AddVertex {
+                    Update::AddVertex {
                         edges: edges.clone(),
-                    };
-                    (update, 1 + edges.len() + reverse.count())
+                    }
                 }
             };
-            // Edits less the Create record: the directed edges added.
-            added_edges += (edits - usize::from(matches!(event, Event::Vertex(_)))) as u64;
-            if config.path == UpdatePath::Delta && records + edits > flush_records {
-                batches += send(&mut ssd, &mut batch, config.path)?;
-                records = 0;
-            }
-            batch.push(update);
-            records += edits;
-            if config.path == UpdatePath::Direct {
-                batches += send(&mut ssd, &mut batch, config.path)?;
+            match config.path {
+                UpdatePath::Delta => {
+                    logger.log(&mut ssd, &update)?;
+                }
+                UpdatePath::Direct => {
+                    ssd.update(&[update], config.path)?;
+                    direct_calls += 1;
+                }
             }
         }
-        batches += send(&mut ssd, &mut batch, config.path)?;
+        logger.flush(&mut ssd)?;
+        let batches = logger.flushes() + direct_calls;
         progress.advance(chunk.len() as u64);
         let update_ns = ssd.now() - start;
         let counters = ssd.flash().counters().clone();

@@ -27,7 +27,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
-use super::{Gtl, GtlCounters, Layout};
+use super::{tight_pages, Gtl, GtlCounters, Layout};
 use crate::area::{GraphArea, Owner, Tag};
 use crate::delta::{Deltas, Edit, FoundPage};
 use crate::flash::{Flash, Nanos, Ppn};
@@ -127,6 +127,11 @@ impl Gtl {
             .collect();
         live.sort_by_key(|(f, page)| (page.vsid, f.tag.index));
         let data_bytes = live.iter().map(|(_, p)| p.entries.len() as u64 * 4).sum();
+        let adjacency_bytes: u64 = live
+            .iter()
+            .filter(|(f, _)| f.tag.owner == Owner::Adjacency)
+            .map(|(_, p)| p.entries.len() as u64 * 4)
+            .sum();
         for (f, page) in live {
             valid.insert(f.ppn.0, f.tag.owner);
             let table = match f.tag.owner {
@@ -185,6 +190,7 @@ impl Gtl {
                 weight_pages: weight_gtt.as_ref().map_or(0, |w| w.len() as u64),
                 gtt_bytes: 0,
                 data_bytes,
+                tight_pages: 0,
                 done,
             },
             gtt,
@@ -196,6 +202,7 @@ impl Gtl {
             seq: next_seq,
         };
         gtl.layout.gtt_bytes = gtl.gtt_bytes();
+        gtl.layout.tight_pages = tight_pages(&gtl.format, adjacency_bytes, vertices);
         Ok((Some(gtl), done))
     }
 }

@@ -94,6 +94,11 @@ fn assert_layout(graph: &Graph, ssd: &Ssd) {
         previous = Some(page);
     }
     assert_eq!(next, graph.num_vertices(), "every vertex has a tuple");
+    let layout = gtl.layout();
+    assert!(
+        0 < layout.tight_pages && layout.tight_pages <= layout.pages,
+        "a tight pack needs at most the pages: {layout:?}"
+    );
     for v in 0..graph.num_vertices() {
         let len = graph.neighbors(v).len();
         let pages = gtl.pages_of(v).unwrap().len();

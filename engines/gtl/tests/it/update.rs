@@ -8,7 +8,9 @@ use proptest::prelude::*;
 use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
 use quiver_gtl::gtl::GtlCounters;
-use quiver_gtl::{Config, Error, GraphSource, GtlSource, Ssd, Update, UpdatePath};
+use quiver_gtl::{
+    Config, Error, GraphSource, GtlSource, LoggerConfig, Ssd, Update, UpdateLogger, UpdatePath,
+};
 
 use crate::small_config;
 
@@ -403,4 +405,92 @@ fn presence_and_range_errors() {
     let had = graph.neighbors(0).iter().filter(|&&t| t == 5).count();
     let want = [true, true, had > 0];
     assert_eq!(ssd.update(&batch, UpdatePath::Delta).unwrap(), want);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn the_logger_answers_and_reads_as_the_model(
+        graph in arb_graph(Shape::new(24, 60)),
+        raws in prop::collection::vec(arb_raw(), 1..40),
+        direct in any::<bool>(),
+    ) {
+        let mut ssd = Ssd::new(&small_config()).unwrap();
+        ssd.graph_initialize(&graph).unwrap();
+        let path = if direct { UpdatePath::Direct } else { UpdatePath::Delta };
+        // 64-byte pages hold two records: the log flushes every few updates.
+        let mut logger = UpdateLogger::new(LoggerConfig {
+            path,
+            flush_bytes: 64,
+            timer: None,
+        });
+        let mut model = Model::of(&graph);
+        for raw in &raws {
+            let update = resolve(raw, &model);
+            if matches!(update, Update::UpdateEdge { .. }) && !model.weighted {
+                continue;
+            }
+            let want = model.apply(&update);
+            prop_assert_eq!(logger.log(&mut ssd, &update).unwrap(), want, "{}", update);
+            for v in 0..model.n() {
+                let got = logger.get(&mut ssd, v).unwrap();
+                let targets: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+                prop_assert_eq!(got.targets, targets, "list of {} after {}", v, update);
+            }
+        }
+        logger.flush(&mut ssd).unwrap();
+        prop_assert_eq!(logger.records(), 0);
+        for v in 0..model.n() {
+            let targets: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+            prop_assert_eq!(ssd.read_list(v).unwrap().value.targets, targets);
+        }
+    }
+}
+
+#[test]
+fn the_logger_flushes_at_a_page_or_the_timer_and_finds_edges_only_it_holds() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&crate::small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let add = Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    };
+    let delete = Update::DeleteEdge {
+        source: 0,
+        target: 9,
+    };
+    // A 16 KiB log holds all of this: nothing reaches the device.
+    let mut logger = UpdateLogger::new(LoggerConfig {
+        timer: None,
+        ..LoggerConfig::default()
+    });
+    let programs = ssd.flash().counters().programs;
+    assert!(logger.log(&mut ssd, &add).unwrap());
+    assert!(logger.get(&mut ssd, 9).unwrap().targets.contains(&0));
+    assert!(
+        !ssd.read_list(9).unwrap().value.targets.contains(&0),
+        "the device has not seen it"
+    );
+    assert!(
+        logger.log(&mut ssd, &delete).unwrap(),
+        "found in the log alone"
+    );
+    assert!(!logger.log(&mut ssd, &delete).unwrap(), "gone from the log");
+    assert_eq!(ssd.flash().counters().programs, programs);
+    assert_eq!(logger.flushes(), 0);
+    // A zero timer flushes the log at the next update.
+    let mut timed = UpdateLogger::new(LoggerConfig {
+        timer: Some(std::time::Duration::ZERO),
+        ..LoggerConfig::default()
+    });
+    timed.log(&mut ssd, &add).unwrap();
+    timed.log(&mut ssd, &add).unwrap();
+    assert_eq!(timed.flushes(), 1);
+    timed.flush(&mut ssd).unwrap();
+    assert_eq!(timed.flushes(), 2);
+    let zeros = ssd.read_list(9).unwrap().value.targets;
+    assert_eq!(zeros.iter().filter(|&&t| t == 0).count(), 2);
 }

@@ -1,0 +1,132 @@
+//! The host's update logger (GraphSSD §3.4): updates wait in host DRAM
+//! and reach the device as one batch when a page's worth of records has
+//! gathered (16 KiB) or the oldest has waited a timer's length (100 ms).
+//!
+//! Each update's presence check is answered when it is logged, against
+//! the device's lists with the log's earlier updates applied (so an edge
+//! that exists only in the log is found), and reads through the logger
+//! merge the log into what the device returns. Updates still in the log
+//! are lost if the host loses power, as the paper says (like a file
+//! system's buffers); [`UpdateLogger::flush`] makes them durable.
+//!
+//! Batching: before logging an update whose records are known in advance
+//! (AddEdge, DeleteEdge, UpdateEdge, AddVertex), the log is flushed if
+//! they would not fit the page; DeleteVertex and UpdateVertex depend on
+//! the list they replace, so the log is flushed after them if it
+//! overflowed.
+
+use std::time::{Duration, Instant};
+
+use crate::delta::{Adjacency, Deltas};
+use crate::{Batch, Result, Ssd, Update, UpdatePath};
+
+/// The logger's settings; the only place their defaults are written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggerConfig {
+    /// How flushed batches reach the pages.
+    pub path: UpdatePath,
+    /// A batch is flushed when its records fill a delta page of this size.
+    pub flush_bytes: usize,
+    /// ... or when its oldest update has waited this long (`None`: never).
+    pub timer: Option<Duration>,
+}
+
+impl Default for LoggerConfig {
+    fn default() -> LoggerConfig {
+        LoggerConfig {
+            path: UpdatePath::Delta,
+            flush_bytes: 16 << 10,
+            timer: Some(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Updates in host DRAM on their way to one device.
+#[derive(Debug)]
+pub struct UpdateLogger {
+    config: LoggerConfig,
+    batch: Option<Batch>,
+    oldest: Option<Instant>,
+    flushes: u64,
+}
+
+impl UpdateLogger {
+    /// An empty log.
+    pub fn new(config: LoggerConfig) -> UpdateLogger {
+        UpdateLogger {
+            config,
+            batch: None,
+            oldest: None,
+            flushes: 0,
+        }
+    }
+
+    /// Batches sent to the device so far.
+    pub fn flushes(&self) -> u64 {
+        self.flushes
+    }
+
+    /// Records waiting in the log.
+    pub fn records(&self) -> usize {
+        self.batch.as_ref().map_or(0, Batch::records)
+    }
+
+    /// Logs `update` for `ssd`; returns whether it applies (false for a
+    /// delete or update of an edge or vertex that is not there, in the
+    /// device or the log). Flushes as the module docs say.
+    pub fn log(&mut self, ssd: &mut Ssd, update: &Update) -> Result<bool> {
+        let per_page = Deltas::per_page(self.config.flush_bytes);
+        let timed_out = self
+            .oldest
+            .zip(self.config.timer)
+            .is_some_and(|(t, limit)| t.elapsed() >= limit);
+        let undirected = ssd.gtl().is_some_and(crate::gtl::Gtl::undirected);
+        let known = records(update, undirected);
+        if timed_out || known.is_some_and(|r| self.records() + r > per_page) {
+            self.flush(ssd)?;
+        }
+        let mut batch = match self.batch.take() {
+            Some(batch) => batch,
+            None => ssd.batch()?,
+        };
+        let applied = ssd.stage(&mut batch, update);
+        self.batch = Some(batch);
+        let applied = applied?;
+        self.oldest = self.oldest.or_else(|| applied.then(Instant::now));
+        if self.records() >= per_page {
+            self.flush(ssd)?;
+        }
+        Ok(applied)
+    }
+
+    /// Sends the log to the device as one batch (nothing if it is empty).
+    pub fn flush(&mut self, ssd: &mut Ssd) -> Result<()> {
+        self.oldest = None;
+        if let Some(batch) = self.batch.take().filter(|b| !b.is_empty()) {
+            ssd.commit(batch, self.config.path)?;
+            self.flushes += 1;
+        }
+        Ok(())
+    }
+
+    /// `vertex`'s list and weights: the device's, with the log's updates.
+    pub fn get(&mut self, ssd: &mut Ssd, vertex: u32) -> Result<Adjacency> {
+        match &mut self.batch {
+            Some(batch) => ssd.staged_list(batch, vertex),
+            None => Ok(ssd.read_list(vertex)?.value),
+        }
+    }
+}
+
+/// The records `update` makes, if they are known without reading a list.
+fn records(update: &Update, undirected: bool) -> Option<usize> {
+    let both = |s: u32, t: u32| 1 + usize::from(undirected && s != t);
+    match update {
+        Update::AddEdge { source, target, .. }
+        | Update::DeleteEdge { source, target }
+        | Update::UpdateEdge { source, target, .. } => Some(both(*source, *target)),
+        // The new vertex's id is |V|, unknown here: count a self-loop as two.
+        Update::AddVertex { edges } => Some(1 + edges.len() * (1 + usize::from(undirected))),
+        Update::DeleteVertex { .. } | Update::UpdateVertex { .. } => None,
+    }
+}
