@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
+use quiver_gtl::file::{random_reads, CsrReader, GtlFile, Reads};
 use quiver_gtl::source::open;
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
 use quiver_gtl::{is_image, App, Backend, RunConfig, Ssd, Update, UpdatePath};
 use quiver_io::size::format_bytes;
+use quiver_io::ReadOptions;
 
 use crate::units::{seconds, ByteSize};
 use serde::Serialize;
@@ -234,6 +236,35 @@ On an undirected graph the edge is added both ways.")]
         #[arg(long)]
         groups: Option<usize>,
     },
+    /// The file device: GraphSSD's pages on a real file against the CSR file, on this disk.
+    #[command(after_help = "Examples:
+  quiver gtl file g.qcsr --gtl g.gtl
+  quiver gtl file g.qcsr --gtl g.gtl --requests 100000 --queue-depth 32 --json
+
+Lays the graph out in GTL pages at --gtl (16 KiB pages and the GTT),
+then makes --requests GetAdjacencyList calls on random vertices three
+ways, with O_DIRECT: on the GTL file through io_uring, and on the
+graph's own .qcsr as a CSR file (rowPtr, then colIdx, in 4 KiB blocks)
+through io_uring and through pread. Wall time, no model: the disk's own.")]
+    File {
+        /// The .qcsr graph (also the CSR file the GTL file is compared with).
+        graph: PathBuf,
+        /// Where to write the GTL file.
+        #[arg(long)]
+        gtl: PathBuf,
+        /// GetAdjacencyList calls per layout.
+        #[arg(long, default_value_t = 1_000_000)]
+        requests: u64,
+        /// Reads in flight on io_uring (calls per batch, too).
+        #[arg(long, default_value_t = 32)]
+        queue_depth: u32,
+        /// The fraction of each page left free.
+        #[arg(long, default_value_t = RunConfig::default().device.slack)]
+        slack: f64,
+        /// Seed of the random vertices (the same for every layout).
+        #[arg(long, default_value_t = RunConfig::default().seed)]
+        seed: u64,
+    },
     /// GetAdjacencyList of one vertex, with its pages read and modelled time.
     #[command(after_help = "Examples:
   quiver gtl get g.qcsr 17
@@ -339,6 +370,14 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             path.into(),
             json,
         ),
+        GtlCommand::File {
+            graph: path,
+            gtl,
+            requests,
+            queue_depth,
+            slack,
+            seed,
+        } => file_reads(&path, &gtl, requests, queue_depth, slack, seed, json),
         GtlCommand::Merge { image, groups } => {
             let what = || format!("merging {}", image.display());
             let (mut ssd, _) = Ssd::open(&image).with_context(what)?;
@@ -619,6 +658,106 @@ impl From<PathArg> for UpdatePath {
             PathArg::Direct => UpdatePath::Direct,
         }
     }
+}
+
+#[derive(Serialize)]
+struct FileRow {
+    layout: &'static str,
+    backend: &'static str,
+    direct: bool,
+    #[serde(flatten)]
+    reads: Reads,
+    calls_per_s: f64,
+}
+
+/// `quiver gtl file`: writes the GTL file, then times random calls on it
+/// and on the graph's CSR file.
+fn file_reads(
+    path: &Path,
+    gtl_path: &Path,
+    requests: u64,
+    queue_depth: u32,
+    slack: f64,
+    seed: u64,
+    json: bool,
+) -> Result<()> {
+    let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let pages = GtlFile::write(&graph, gtl_path, slack)
+        .with_context(|| format!("writing {}", gtl_path.display()))?;
+    let n = graph.num_vertices();
+    drop(graph);
+    let batch = queue_depth.max(1) as usize;
+    let mut rows = Vec::new();
+    for (layout, backend) in [("gtl", "uring"), ("csr", "uring"), ("csr", "pread")] {
+        let options = ReadOptions {
+            backend: backend.parse().map_err(anyhow::Error::msg)?,
+            direct: true,
+            queue_depth,
+        };
+        let what = || format!("random reads on the {layout} file by {backend}");
+        let (reads, direct) = if layout == "gtl" {
+            let file = GtlFile::open(gtl_path, &options).with_context(what)?;
+            let direct = file.is_direct();
+            (
+                random_reads(|v| file.get_many(v), n, requests, batch, seed).with_context(what)?,
+                direct,
+            )
+        } else {
+            let file = CsrReader::open(path, &options).with_context(what)?;
+            let direct = file.is_direct();
+            (
+                random_reads(|v| file.get_many(v), n, requests, batch, seed).with_context(what)?,
+                direct,
+            )
+        };
+        rows.push(FileRow {
+            layout,
+            backend,
+            direct,
+            calls_per_s: reads.calls_per_s(),
+            reads,
+        });
+    }
+    if json {
+        let report = serde_json::json!({
+            "graph": path,
+            "gtl": gtl_path,
+            "pages": pages,
+            "queue_depth": queue_depth,
+            "runs": rows,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {pages} GTL pages of 16 KiB at {}; {requests} random calls each, queue depth {queue_depth}",
+        path.display(),
+        gtl_path.display()
+    );
+    for r in &rows {
+        #[allow(clippy::cast_precision_loss)] // Counts shown as ratios.
+        let per = |x: u64| x as f64 / r.reads.calls.max(1) as f64;
+        println!(
+            "{:<4} {:<6} {:>10.0} calls/s  {:.3} reads/call  {:>7.0} bytes/call  {}{}",
+            r.layout,
+            r.backend,
+            r.calls_per_s,
+            per(r.reads.reads),
+            per(r.reads.bytes),
+            r.reads.neighbours,
+            if r.direct {
+                " neighbours, O_DIRECT"
+            } else {
+                " neighbours, buffered"
+            }
+        );
+    }
+    println!(
+        "gtl / csr calls per second: {:.2} (both io_uring), {:.2} (csr by pread)",
+        rows[0].calls_per_s / rows[1].calls_per_s,
+        rows[0].calls_per_s / rows[2].calls_per_s
+    );
+    Ok(())
 }
 
 /// Opens `image`, runs `update` by `path`, saves the image if it applied,

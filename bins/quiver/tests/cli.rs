@@ -69,6 +69,7 @@ fn every_subcommand_explains_itself_with_examples() {
         &["gtl", "add-edge", "--help"],
         &["gtl", "delete-edge", "--help"],
         &["gtl", "merge", "--help"],
+        &["gtl", "file", "--help"],
         &["meta", "--help"],
         &["meta", "serve", "--help"],
         &["meta", "cluster", "up", "--help"],
@@ -827,6 +828,25 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         "{}",
         stderr(&out)
     );
+    // The file device: both layouts return the same neighbours.
+    let gtl_file = dir.path().join("g.gtl");
+    let out = run(&[
+        "--json",
+        "gtl",
+        "file",
+        path(&g),
+        "--gtl",
+        path(&gtl_file),
+        "--requests",
+        "500",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(runs[0]["neighbours"].as_u64().unwrap() > 0);
+    assert!(runs
+        .iter()
+        .all(|r| r["neighbours"] == runs[0]["neighbours"]));
     let out = quiver(&["gtl", "get", path(&g), "256"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -47,8 +47,8 @@ use crate::{Error, Fetched, Result};
 
 /// One page of a layout before it is written.
 #[derive(Debug)]
-struct Plan {
-    vsid: u32,
+pub(crate) struct Plan {
+    pub vsid: u32,
     flags: u32,
     /// Each list's range in the concatenated entries.
     lists: Vec<Range<usize>>,
@@ -56,7 +56,11 @@ struct Plan {
 
 /// Pages for consecutive lists of lengths `lens`, the first of vertex
 /// `first`, packed greedily (GraphInitialize's rule).
-fn plan(first: u32, lens: impl IntoIterator<Item = usize>, format: &PageFormat) -> Vec<Plan> {
+pub(crate) fn plan(
+    first: u32,
+    lens: impl IntoIterator<Item = usize>,
+    format: &PageFormat,
+) -> Vec<Plan> {
     let max = format.max_list();
     let mut pages = Vec::new();
     let mut open: Option<(Plan, usize)> = None;
@@ -108,8 +112,19 @@ fn plan(first: u32, lens: impl IntoIterator<Item = usize>, format: &PageFormat) 
     pages
 }
 
+/// The pages of `plans` over the concatenated lists `entries`.
+pub(crate) fn encode_pages(plans: &[Plan], entries: &[u32], format: &PageFormat) -> Vec<Vec<u8>> {
+    plans
+        .iter()
+        .map(|p| {
+            let lists: Vec<&[u32]> = p.lists.iter().map(|r| &entries[r.clone()]).collect();
+            format.encode(p.vsid, p.flags, &lists)
+        })
+        .collect()
+}
+
 /// The lengths of `graph`'s lists.
-fn list_lens(graph: &Graph) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn list_lens(graph: &Graph) -> impl Iterator<Item = usize> + '_ {
     graph
         .offsets()
         .windows(2)
@@ -309,10 +324,8 @@ impl Gtl {
         for (entries, owner) in std::iter::once((targets, Owner::Adjacency))
             .chain(bits.as_deref().map(|b| (b, Owner::Weights)))
         {
-            for p in &plans {
-                let lists: Vec<&[u32]> = p.lists.iter().map(|r| &entries[r.clone()]).collect();
-                unit.push((owner, gtl.format.encode(p.vsid, p.flags, &lists)));
-            }
+            let pages = encode_pages(&plans, entries, &gtl.format);
+            unit.extend(pages.into_iter().map(|page| (owner, page)));
         }
         let (ppns, done) = gtl.write_unit(flash, &unit, true, at)?;
         for (i, p) in plans.iter().enumerate() {

@@ -13,6 +13,10 @@
 //! read-modify-write against the delta graph with its merge, for the
 //! same stream; the merge at slack 1%, 5% and 10%; and query latency
 //! during the merge against the merged graph (Fig. 14c).
+//!
+//! Last, the file device on this machine's disk: 1M random GetAdjacencyList
+//! calls on the GTL file through io_uring at queue depth 32, against the
+//! graph's `.qcsr` read as a CSR file through io_uring and through pread.
 
 use std::ffi::OsString;
 
@@ -25,6 +29,8 @@ use crate::report::{Row, Target};
 const SCALE: u32 = 18;
 const UPDATE_SCALE: u32 = 16;
 const SLACKS: [&str; 3] = ["0.01", "0.05", "0.10"];
+/// Random calls on the file device, per layout.
+const FILE_CALLS: u64 = 1_000_000;
 const PAGE_BYTES: f64 = 16384.0;
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
@@ -210,6 +216,48 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "updates".to_owned(),
         json!({ "direct": direct, "delta": delta }),
     );
+    // The file device on this machine's disk: wall time, no model.
+    let gtl_file = cx.data.join(format!("rmat-u{SCALE}-perm.gtl"));
+    let file = capture_json(
+        &bins.quiver,
+        &argv![
+            "--json",
+            "gtl",
+            "file",
+            &graph,
+            "--gtl",
+            &gtl_file,
+            "--requests",
+            FILE_CALLS.to_string(),
+            "--queue-depth",
+            "32"
+        ],
+    )?;
+    let rate = |i: usize| num(&file, &format!("/runs/{i}/calls_per_s"));
+    for (i, against) in [(1, "io_uring"), (2, "pread")] {
+        rows.push(Row::compare(
+            "gtl",
+            &format!("file device, calls/s gtl (io_uring, QD 32) / csr ({against})"),
+            rate(0)?,
+            rate(i)?,
+            None,
+        ));
+    }
+    let per_call = |i: usize, what: &str| -> Result<f64> {
+        Ok(num(&file, &format!("/runs/{i}/{what}"))? / num(&file, &format!("/runs/{i}/calls"))?)
+    };
+    notes.push(format!(
+        "gtl file: {FILE_CALLS} random GetAdjacencyList calls, O_DIRECT ({}), on this machine's disk: gtl io_uring {:.0} calls/s, {:.3} 16 KiB pages and {:.0} bytes a call; csr io_uring {:.0} calls/s, csr pread {:.0} calls/s, {:.3} 4 KiB blocks and {:.0} bytes a call",
+        file["runs"][0]["direct"],
+        rate(0)?,
+        per_call(0, "reads")?,
+        per_call(0, "bytes")?,
+        rate(1)?,
+        rate(2)?,
+        per_call(1, "reads")?,
+        per_call(1, "bytes")?,
+    ));
+    runs.insert("file".to_owned(), file);
     Ok(json!({
         "bench": "gtl",
         "params": { "scale": SCALE, "cache_bytes": cache, "small_cache_bytes": small, "source": source },

@@ -1,0 +1,397 @@
+//! The `file` device: GraphSSD's page format and GTT laid on a real file,
+//! read through quiver-io (io_uring, `O_DIRECT`), with no timing model,
+//! so the layout can be measured on a real disk; and its baseline, the
+//! graph's own `.qcsr` file read as a CSR file (rowPtr, then colIdx).
+//!
+//! A GTL file: a 16 KiB header page (the magic `QUIVER-GTL-FILE1`, page
+//! size, |V|, page count, the GTT's offset), the graph pages packed as
+//! GraphInitialize packs them (page `i` at `(1 + i) * page_bytes`), then
+//! the GTT, one 8-byte entry (start vertex, page index) per page. Weights
+//! are not written: the file device serves GetAdjacencyList.
+//!
+//! Reads come in batches: every page of every request in a batch is in
+//! flight at once (up to the file's queue depth). A CSR request reads the
+//! 4 KiB blocks holding `rowPtr[v]` and `rowPtr[v + 1]`, then those holding
+//! its targets; a batch does the first step for all its requests, then the
+//! second.
+
+use std::path::Path;
+
+use quiver_csr::format::Header;
+use quiver_csr::Graph;
+use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest, WriteFile, ALIGN};
+
+use crate::gtl::{encode_pages, plan};
+use crate::page::{Page, PageFormat};
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 16] = b"QUIVER-GTL-FILE1";
+/// The page size of a GTL file.
+pub const PAGE_BYTES: usize = 16 << 10;
+/// [`PAGE_BYTES`] as the header's field.
+const PAGE_BYTES_U32: u32 = 16 << 10;
+
+fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Image {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// What a read batch cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// Read requests issued (pages for the GTL, 4 KiB blocks for the CSR).
+    pub reads: u64,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+/// A GTL file opened for reading, with its GTT in memory (the host's copy).
+#[derive(Debug)]
+pub struct GtlFile {
+    file: ReadFile,
+    vertices: u32,
+    /// Start vertex of each page, in page order.
+    keys: Vec<u32>,
+}
+
+impl GtlFile {
+    /// Lays `graph`'s out-lists out at `path` with `slack` (written under
+    /// a temporary name and renamed); returns the page count.
+    pub fn write(graph: &Graph, path: &Path, slack: f64) -> Result<u64> {
+        let format = PageFormat::new(PAGE_BYTES, slack)?;
+        let plans = plan(0, crate::gtl::list_lens(graph), &format);
+        let pages = encode_pages(&plans, graph.targets(), &format);
+        let count = pages.len() as u64;
+        let gtt_offset = (1 + count) * PAGE_BYTES as u64;
+        let mut header = vec![0u8; PAGE_BYTES];
+        header[..16].copy_from_slice(MAGIC);
+        header[16..20].copy_from_slice(&PAGE_BYTES_U32.to_le_bytes());
+        header[20..24].copy_from_slice(&graph.num_vertices().to_le_bytes());
+        header[24..32].copy_from_slice(&count.to_le_bytes());
+        header[32..40].copy_from_slice(&gtt_offset.to_le_bytes());
+        let gtt: Vec<u8> = plans
+            .iter()
+            .zip(0u32..)
+            .flat_map(|(p, i)| [p.vsid.to_le_bytes(), i.to_le_bytes()].concat())
+            .collect();
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        let io = |e: quiver_io::Error| bad(path, e.to_string());
+        let out = WriteFile::create(&tmp).map_err(io)?;
+        out.write_all_at(0, &header).map_err(io)?;
+        for (i, page) in (1u64..).zip(&pages) {
+            out.write_all_at(i * PAGE_BYTES as u64, page).map_err(io)?;
+        }
+        out.write_all_at(gtt_offset, &gtt).map_err(io)?;
+        out.sync().map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(|e| bad(path, e.to_string()))?;
+        Ok(count)
+    }
+
+    /// Opens the GTL file `path` with `options` and loads its GTT.
+    pub fn open(path: &Path, options: &ReadOptions) -> Result<GtlFile> {
+        let file = ReadFile::open(path, options).map_err(|e| bad(path, e.to_string()))?;
+        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
+        if file.len() < PAGE_BYTES as u64 {
+            return Err(bad(path, "too short for a GTL file"));
+        }
+        file.read_at(0, &mut header)
+            .map_err(|e| bad(path, e.to_string()))?;
+        if &header[..16] != MAGIC {
+            return Err(bad(path, "not a GTL file (bad magic)"));
+        }
+        let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+        let long = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
+        let (page_bytes, vertices, count, gtt_offset) = (word(16), word(20), long(24), long(32));
+        if page_bytes != PAGE_BYTES_U32 || gtt_offset != (1 + count) * PAGE_BYTES as u64 {
+            return Err(bad(path, "a header that does not describe the file"));
+        }
+        let gtt_len = usize::try_from(count * 8).map_err(|_| bad(path, "a GTT too large"))?;
+        if file.len() != gtt_offset + gtt_len as u64 {
+            return Err(bad(
+                path,
+                format!(
+                    "{} bytes, not the {} its header says",
+                    file.len(),
+                    gtt_offset + gtt_len as u64
+                ),
+            ));
+        }
+        let mut gtt = AlignedBuf::zeroed(gtt_len.next_multiple_of(ALIGN));
+        let mut requests = [ReadRequest {
+            offset: gtt_offset,
+            buf: &mut gtt[..gtt_len],
+        }];
+        file.read_batch(&mut requests)
+            .map_err(|e| bad(path, e.to_string()))?;
+        let keys: Vec<u32> = gtt[..gtt_len]
+            .chunks_exact(8)
+            .map(|e| u32::from_le_bytes(e[..4].try_into().expect("4 bytes")))
+            .collect();
+        if keys.first() != Some(&0) || keys.windows(2).any(|w| w[0] > w[1]) {
+            return Err(bad(path, "a GTT out of order"));
+        }
+        Ok(GtlFile {
+            file,
+            vertices,
+            keys,
+        })
+    }
+
+    /// |V|.
+    pub fn vertices(&self) -> u32 {
+        self.vertices
+    }
+
+    /// Whether reads bypass the page cache (`O_DIRECT` was granted).
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
+    /// The out-lists of `vertices`, read as one batch.
+    pub fn get_many(&self, vertices: &[u32]) -> Result<(Vec<Vec<u32>>, Cost)> {
+        let mut wanted = Vec::new();
+        for &v in vertices {
+            if v >= self.vertices {
+                return Err(Error::VertexOutOfRange {
+                    vertex: v,
+                    vertices: self.vertices,
+                });
+            }
+            let upper = self.keys.partition_point(|&k| k <= v);
+            let lower = if self.keys[upper - 1] == v {
+                self.keys.partition_point(|&k| k < v)
+            } else {
+                upper - 1
+            };
+            wanted.push(lower..upper);
+        }
+        let pages: usize = wanted.iter().map(|r| r.len()).sum();
+        let mut buf = AlignedBuf::zeroed(pages * PAGE_BYTES);
+        let mut requests: Vec<ReadRequest<'_>> = buf
+            .chunks_mut(PAGE_BYTES)
+            .zip(wanted.iter().flat_map(|r| r.clone()))
+            .map(|(buf, page)| ReadRequest {
+                offset: (1 + page as u64) * PAGE_BYTES as u64,
+                buf,
+            })
+            .collect();
+        self.file
+            .read_batch(&mut requests)
+            .map_err(|e| bad(self.file.path(), e.to_string()))?;
+        let mut chunks = buf.chunks(PAGE_BYTES);
+        let mut lists = Vec::with_capacity(vertices.len());
+        for (&v, range) in vertices.iter().zip(&wanted) {
+            let mut list = Vec::new();
+            for page in range.clone() {
+                let bytes = chunks.next().expect("a buffer per page");
+                let decoded = Page::decode(bytes, page as u64)?;
+                if decoded.vsid != self.keys[page] {
+                    return Err(bad(
+                        self.file.path(),
+                        format!(
+                            "page {page} starts at vertex {}, its GTT entry at {}",
+                            decoded.vsid, self.keys[page]
+                        ),
+                    ));
+                }
+                list.extend_from_slice(decoded.list(v).unwrap_or(&[]));
+            }
+            lists.push(list);
+        }
+        let cost = Cost {
+            reads: pages as u64,
+            bytes: (pages * PAGE_BYTES) as u64,
+        };
+        Ok((lists, cost))
+    }
+}
+
+/// A `.qcsr` file read as a CSR file: rowPtr (its offsets section), then
+/// colIdx (its targets section), in 4 KiB blocks.
+#[derive(Debug)]
+pub struct CsrReader {
+    file: ReadFile,
+    header: Header,
+}
+
+impl CsrReader {
+    /// Opens the graph file `path` with `options`.
+    pub fn open(path: &Path, options: &ReadOptions) -> Result<CsrReader> {
+        let file = ReadFile::open(path, options).map_err(|e| bad(path, e.to_string()))?;
+        let mut page = AlignedBuf::zeroed(ALIGN);
+        file.read_at(0, &mut page)
+            .map_err(|e| bad(path, e.to_string()))?;
+        let header =
+            Header::decode(path, &page, file.len()).map_err(|e| bad(path, e.to_string()))?;
+        Ok(CsrReader { file, header })
+    }
+
+    /// |V|.
+    pub fn vertices(&self) -> u32 {
+        self.header.num_vertices
+    }
+
+    /// Whether reads bypass the page cache (`O_DIRECT` was granted).
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
+    /// Reads the blocks covering `ranges` (byte ranges of the file) as one
+    /// batch; returns each range's bytes.
+    fn read_ranges(&self, ranges: &[(u64, u64)]) -> Result<(Vec<Vec<u8>>, Cost)> {
+        let align = ALIGN as u64;
+        let spans: Vec<(u64, u64)> = ranges
+            .iter()
+            .map(|&(start, end)| (start / align * align, end.div_ceil(align) * align))
+            .collect();
+        let total: u64 = spans.iter().map(|(s, e)| e - s).sum();
+        let mut buf = AlignedBuf::zeroed(usize::try_from(total).expect("fits memory"));
+        let mut requests = Vec::new();
+        let mut rest: &mut [u8] = &mut buf;
+        for &(start, end) in &spans {
+            let (head, tail) = rest.split_at_mut(usize::try_from(end - start).expect("fits"));
+            requests.extend(
+                head.chunks_mut(ALIGN)
+                    .zip((start..).step_by(ALIGN))
+                    .map(|(buf, offset)| ReadRequest { offset, buf }),
+            );
+            rest = tail;
+        }
+        let cost = Cost {
+            reads: requests.len() as u64,
+            bytes: total,
+        };
+        let file_len = self.file.len();
+        for r in &mut requests {
+            // The last block may end at the file's end.
+            let keep = usize::try_from(file_len.saturating_sub(r.offset)).unwrap_or(usize::MAX);
+            if keep < r.buf.len() {
+                r.buf = &mut std::mem::take(&mut r.buf)[..keep];
+            }
+        }
+        self.file
+            .read_batch(&mut requests)
+            .map_err(|e| bad(self.file.path(), e.to_string()))?;
+        drop(requests);
+        let mut out = Vec::with_capacity(ranges.len());
+        let mut at = 0;
+        for (&(start, end), &(s, e)) in ranges.iter().zip(&spans) {
+            let skip = usize::try_from(start - s).expect("below a block");
+            let len = usize::try_from(end - start).expect("fits");
+            out.push(buf[at + skip..at + skip + len].to_vec());
+            at += usize::try_from(e - s).expect("fits");
+        }
+        Ok((out, cost))
+    }
+
+    /// The out-lists of `vertices`: their rowPtr entries as one batch,
+    /// then their targets as another.
+    pub fn get_many(&self, vertices: &[u32]) -> Result<(Vec<Vec<u32>>, Cost)> {
+        let n = self.vertices();
+        let layout = self.header.layout;
+        let mut rows = Vec::with_capacity(vertices.len());
+        for &v in vertices {
+            if v >= n {
+                return Err(Error::VertexOutOfRange {
+                    vertex: v,
+                    vertices: n,
+                });
+            }
+            let at = layout.offsets.offset + u64::from(v) * 8;
+            rows.push((at, at + 16));
+        }
+        let (bounds, mut cost) = self.read_ranges(&rows)?;
+        let targets: Vec<(u64, u64)> = bounds
+            .iter()
+            .map(|b| {
+                let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+                let at = |k: u64| layout.targets.offset + k * 4;
+                (at(word(0)), at(word(8)))
+            })
+            .collect();
+        let non_empty: Vec<(u64, u64)> = targets.iter().copied().filter(|(s, e)| s < e).collect();
+        let (bytes, second) = self.read_ranges(&non_empty)?;
+        cost.reads += second.reads;
+        cost.bytes += second.bytes;
+        let mut bytes = bytes.into_iter();
+        let lists = targets
+            .iter()
+            .map(|(s, e)| {
+                if s == e {
+                    return Vec::new();
+                }
+                let b = bytes.next().expect("bytes per non-empty list");
+                b.chunks_exact(4)
+                    .map(|t| u32::from_le_bytes(t.try_into().expect("4 bytes")))
+                    .collect()
+            })
+            .collect();
+        Ok((lists, cost))
+    }
+}
+
+/// What random GetAdjacencyList calls on a file did.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Reads {
+    /// Calls made.
+    pub calls: u64,
+    /// Read requests issued and bytes read.
+    pub reads: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Neighbours returned (a check that both layouts did the same work).
+    pub neighbours: u64,
+    /// Wall time of the calls.
+    pub wall_ns: u64,
+}
+
+impl Reads {
+    /// Calls per second.
+    pub fn calls_per_s(&self) -> f64 {
+        // Counts and nanoseconds far below 2^53.
+        #[allow(clippy::cast_precision_loss)]
+        let rate = self.calls as f64 / (self.wall_ns.max(1) as f64 / 1e9);
+        rate
+    }
+}
+
+/// Makes `calls` GetAdjacencyList calls on vertices drawn uniformly below
+/// `vertices` with `seed`, `batch` at a time through `get` (a
+/// [`GtlFile::get_many`] or [`CsrReader::get_many`]).
+pub fn random_reads(
+    mut get: impl FnMut(&[u32]) -> Result<(Vec<Vec<u32>>, Cost)>,
+    vertices: u32,
+    calls: u64,
+    batch: usize,
+    seed: u64,
+) -> Result<Reads> {
+    let mut rng = crate::apps::SplitMix::new(seed);
+    let mut reads = Reads {
+        calls,
+        reads: 0,
+        bytes: 0,
+        neighbours: 0,
+        wall_ns: 0,
+    };
+    let clock = quiver_run::Stopwatch::start();
+    let mut left = calls;
+    let mut picked = Vec::with_capacity(batch);
+    while left > 0 {
+        picked.clear();
+        let take = left.min(batch as u64);
+        picked.extend(
+            (0..take).map(|_| u32::try_from(rng.below(u64::from(vertices))).expect("below |V|")),
+        );
+        let (lists, cost) = get(&picked)?;
+        reads.reads += cost.reads;
+        reads.bytes += cost.bytes;
+        reads.neighbours += lists.iter().map(|l| l.len() as u64).sum::<u64>();
+        left -= take;
+    }
+    reads.wall_ns = clock.elapsed_ns();
+    Ok(reads)
+}
