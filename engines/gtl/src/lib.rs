@@ -23,7 +23,7 @@
 //! ([`gtl::Gtl::recover`]). On the host, an [`UpdateLogger`] batches
 //! updates a page (or 100 ms) at a time, answers presence checks against
 //! the device and its log, and merges its log into reads. [`updates`] is
-//! the paper's update benchmark. The [`file`] device lays the same pages
+//! the paper's update benchmark. The [`file`](mod@file) device lays the same pages
 //! and GTT on a real file, read through io_uring with `O_DIRECT`.
 //!
 //! On the host side ([`source`]): a [`GraphSource`] is the graph seen
