@@ -112,25 +112,41 @@ pub fn bfs(
     })
 }
 
-/// Connected components by BFS from every vertex not yet labelled, in
-/// increasing order: each vertex's label is its component's smallest vertex.
-/// Meant for undirected graphs (on a directed one, out-edges only).
+/// Connected components: searches from the vertices not yet labelled,
+/// taken in increasing order `batch` at a time and run together (so a
+/// scan over isolated vertices costs a batch per `batch` of them, not a
+/// request each); searches that meet are joined, and each vertex's label
+/// is its component's smallest vertex. Meant for undirected graphs (on a
+/// directed one, out-edges only).
 pub fn connected_components(source: &mut dyn GraphSource, batch: usize) -> Result<Vec<u32>> {
     let n = source.vertices();
     let mut labels = vec![UNREACHED; n as usize];
-    for root in 0..n {
-        if labels[root as usize] != UNREACHED {
-            continue;
+    // Each root's parent among the roots it is joined to; a tree's root is its smallest.
+    let mut parent: Vec<u32> = (0..n).collect();
+    let mut next_root = 0;
+    loop {
+        let mut frontier = Vec::new();
+        while next_root < n && frontier.len() < batch.max(1) {
+            if labels[next_root as usize] == UNREACHED {
+                labels[next_root as usize] = next_root;
+                frontier.push(next_root);
+            }
+            next_root += 1;
         }
-        labels[root as usize] = root;
-        let mut frontier = vec![root];
+        if frontier.is_empty() {
+            break;
+        }
         while !frontier.is_empty() {
             let mut next = Vec::new();
-            for_each_list(source, &frontier, batch, |_, list| {
+            for_each_list(source, &frontier, batch, |v, list| {
+                let label = labels[v as usize];
                 for &u in list {
-                    if labels[u as usize] == UNREACHED {
-                        labels[u as usize] = root;
-                        next.push(u);
+                    match labels[u as usize] {
+                        UNREACHED => {
+                            labels[u as usize] = label;
+                            next.push(u);
+                        }
+                        other => join(&mut parent, label, other),
                     }
                 }
             })?;
@@ -138,7 +154,26 @@ pub fn connected_components(source: &mut dyn GraphSource, batch: usize) -> Resul
             frontier = next;
         }
     }
+    for v in 0..n as usize {
+        labels[v] = root_of(&mut parent, labels[v]);
+    }
     Ok(labels)
+}
+
+/// The smallest root `x` is joined to (halving the path on the way).
+fn root_of(parent: &mut [u32], mut x: u32) -> u32 {
+    while parent[x as usize] != x {
+        parent[x as usize] = parent[parent[x as usize] as usize];
+        x = parent[x as usize];
+    }
+    x
+}
+
+/// Joins the trees of roots `a` and `b` under the smaller root.
+fn join(parent: &mut [u32], a: u32, b: u32) {
+    let (a, b) = (root_of(parent, a), root_of(parent, b));
+    let (low, high) = (a.min(b), a.max(b));
+    parent[high as usize] = low;
 }
 
 /// DrunkardMob-style random walks.

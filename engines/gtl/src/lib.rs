@@ -130,7 +130,10 @@
 //!   each level one batch, and its target is picked on the in-memory graph
 //!   at a fraction of the root's BFS depth; random walks move in lock-step
 //!   rounds; threshold PageRank is on GraphChi's scale (mean rank 1) so
-//!   the paper's 0.4 is meaningful; CC and MIS need undirected graphs.
+//!   the paper's 0.4 is meaningful; CC runs its searches from a batch of
+//!   unlabelled roots at a time, joined where they meet (one request per
+//!   batch of isolated vertices, not one each); CC and MIS need
+//!   undirected graphs.
 //!
 //! Invariants: the GTT is sorted and each entry's page has its key as
 //! start vertex; a list spans pages only if it is longer than a page holds;

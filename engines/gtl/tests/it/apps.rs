@@ -58,6 +58,23 @@ fn check_equivalent(graph: &Graph) {
     assert_eq!(bfs.depths, depths, "BFS depths");
     assert_eq!(walks.ends.len(), 50);
     if let (Some(cc), Some(mis)) = (cc, mis) {
+        // Each vertex's component's smallest vertex, by search in memory.
+        let mut smallest = vec![UNREACHED; n as usize];
+        for root in 0..n {
+            if smallest[root as usize] != UNREACHED {
+                continue;
+            }
+            smallest[root as usize] = root;
+            let mut stack = vec![root];
+            while let Some(v) = stack.pop() {
+                for &u in graph.neighbors(v) {
+                    if smallest[u as usize] == UNREACHED {
+                        smallest[u as usize] = root;
+                        stack.push(u);
+                    }
+                }
+            }
+        }
         for v in 0..n {
             for &u in graph.neighbors(v) {
                 assert_eq!(cc[v as usize], cc[u as usize], "{v}-{u} in one component");
@@ -68,7 +85,10 @@ fn check_equivalent(graph: &Graph) {
                     );
                 }
             }
-            assert!(cc[v as usize] <= v, "labels are the smallest vertex");
+            assert_eq!(
+                cc[v as usize], smallest[v as usize],
+                "{v}: its component's smallest vertex"
+            );
             let covered = mis.members[v as usize]
                 || graph
                     .neighbors(v)
