@@ -154,8 +154,8 @@ pub fn connected_components(source: &mut dyn GraphSource, batch: usize) -> Resul
             frontier = next;
         }
     }
-    for v in 0..n as usize {
-        labels[v] = root_of(&mut parent, labels[v]);
+    for label in &mut labels {
+        *label = root_of(&mut parent, *label);
     }
     Ok(labels)
 }
