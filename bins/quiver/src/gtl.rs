@@ -475,14 +475,13 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 seed,
                 ..UpdatesConfig::default()
             };
-            let bar = Bar::new(json || hidden);
-            let report = updates::run(&graph, &config, &bar)
-                .with_context(|| format!("the update benchmark on {}", path.display()))?;
-            drop(bar);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+            let Some(report) = reported(json, hidden, |bar| {
+                updates::run(&graph, &config, bar)
+                    .with_context(|| format!("the update benchmark on {}", path.display()))
+            })?
+            else {
                 return Ok(());
-            }
+            };
             println!(
                 "graph      {} ({:?} path, slack {}): {} vertices and {} edges loaded ({} pages), {} vertices and {} edges streamed",
                 path.display(),
@@ -568,14 +567,13 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 AppArg::Pagerank => App::Pagerank,
                 AppArg::RandomReads => App::RandomReads,
             };
-            let bar = Bar::new(json || hidden);
-            let report = quiver_gtl::run(&graph, app, &config, &bar)
-                .with_context(|| format!("{app:?} on {}", path.display()))?;
-            drop(bar);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+            let Some(report) = reported(json, hidden, |bar| {
+                quiver_gtl::run(&graph, app, &config, bar)
+                    .with_context(|| format!("{app:?} on {}", path.display()))
+            })?
+            else {
                 return Ok(());
-            }
+            };
             println!(
                 "app        {app:?} on {} ({})",
                 path.display(),
@@ -616,6 +614,24 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs `work` under a progress bar (hidden with --json or when asked),
+/// then prints its report as JSON if asked (`None`), or returns it for
+/// the human lines.
+fn reported<T: Serialize>(
+    json: bool,
+    hidden: bool,
+    work: impl FnOnce(&Bar) -> Result<T>,
+) -> Result<Option<T>> {
+    let bar = Bar::new(json || hidden);
+    let report = work(&bar)?;
+    drop(bar);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(None);
+    }
+    Ok(Some(report))
 }
 
 #[derive(Serialize)]

@@ -155,7 +155,8 @@ pub fn karate(undirected: bool) -> Graph {
 
 /// The graph of `edges`, each also reversed (self-loops excepted) when
 /// `undirected`: [`Graph::from_edges`] stores the edges it is given.
-fn build(n: u32, mut edges: Vec<(u32, u32, f32)>, weighted: bool, undirected: bool) -> Graph {
+/// Panics if an edge names a vertex at or beyond `n`.
+pub fn build(n: u32, mut edges: Vec<(u32, u32, f32)>, weighted: bool, undirected: bool) -> Graph {
     if undirected {
         let reversed: Vec<_> = edges
             .iter()

@@ -5,6 +5,7 @@
 //! visible (the graph is the state after the acknowledged batches, or
 //! after the one that was cut short), and the device works on.
 
+use quiver_csr::testing::build;
 use quiver_csr::Graph;
 use quiver_gtl::{Error, Ssd, Update, UpdatePath};
 
@@ -16,13 +17,7 @@ use crate::update::{resolve, Model, Raw, Step};
 fn graph() -> Graph {
     let mut edges: Vec<(u32, u32, f32)> = (1..20).map(|t| (0, t, t as f32)).collect();
     edges.extend((1..24).map(|v| (v, (v * 7) % 24, 0.5)));
-    let reversed: Vec<_> = edges
-        .iter()
-        .filter(|&&(s, t, _)| s != t)
-        .map(|&(s, t, w)| (t, s, w))
-        .collect();
-    edges.extend(reversed);
-    Graph::from_edges(30, &edges, true, true).unwrap()
+    build(30, edges, true, true)
 }
 
 /// The stream: batches of a few commands, alternately by each path, and
