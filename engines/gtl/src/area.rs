@@ -110,12 +110,21 @@ pub(crate) struct GraphArea {
 }
 
 impl GraphArea {
-    /// Blocks `blocks` of every die, all free.
-    pub fn new(geometry: &Geometry, blocks: Range<u32>) -> GraphArea {
-        GraphArea {
-            pool: BlockPool::new(geometry, blocks),
-            owners: HashMap::new(),
+    /// Blocks `blocks` of every die of `flash`, erased first where they
+    /// hold pages (an earlier graph, or one a power cut left half written),
+    /// from `at`; returns the empty area and when the erases finished.
+    pub fn format(flash: &mut Flash, blocks: Range<u32>, at: Nanos) -> Result<(GraphArea, Nanos)> {
+        let geometry = flash.geometry().clone();
+        let written = BlockPool::recover(&geometry, blocks.clone(), flash, |_| false);
+        let mut done = at;
+        for block in written.written_blocks(flash) {
+            done = done.max(flash.erase(block, at)?);
         }
+        let area = GraphArea {
+            pool: BlockPool::new(&geometry, blocks),
+            owners: HashMap::new(),
+        };
+        Ok((area, done))
     }
 
     /// Pages of the area.
@@ -183,6 +192,11 @@ impl GraphArea {
     /// The greedy GC victim, if a closed block has an invalid page.
     pub fn victim(&self) -> Option<Block> {
         self.pool.victim()
+    }
+
+    /// The block holding `ppn`.
+    pub fn block_of(&self, ppn: Ppn) -> Block {
+        self.pool.block_of(ppn)
     }
 
     /// The programmed pages of `block`.

@@ -97,6 +97,14 @@ impl BlockPool {
         pool
     }
 
+    /// The blocks of the region holding programmed pages.
+    pub fn written_blocks(&self, flash: &Flash) -> Vec<BlockId> {
+        (0..self.state.len())
+            .map(|slot| self.id(self.block_at(slot)))
+            .filter(|&id| flash.written_pages(id) > 0)
+            .collect()
+    }
+
     /// Every programmed page of the region.
     pub fn programmed(&self, flash: &Flash) -> Vec<Ppn> {
         (0..self.state.len())
@@ -133,6 +141,11 @@ impl BlockPool {
         BlockId(
             u64::from(block.die) * u64::from(self.geometry.blocks_per_die) + u64::from(block.block),
         )
+    }
+
+    /// The block holding `ppn`.
+    pub fn block_of(&self, ppn: Ppn) -> Block {
+        self.block_at(self.slot_of(ppn))
     }
 
     fn slot_of(&self, ppn: Ppn) -> usize {

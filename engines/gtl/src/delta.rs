@@ -219,6 +219,11 @@ impl Deltas {
         self.pointer.len()
     }
 
+    /// The vertices with unmerged records.
+    pub fn chained_vertices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pointer.keys().copied()
+    }
+
     /// The delta pages still holding unmerged records.
     pub fn live_pages(&self) -> impl Iterator<Item = Ppn> + '_ {
         self.pages.iter().filter(|p| p.live > 0).map(|p| p.ppn)

@@ -83,6 +83,25 @@ pub enum Error {
         /// |V|.
         vertices: u32,
     },
+    /// The graph area has no room for a write even after GC: its valid
+    /// pages (the graph, unmerged deltas) fill it.
+    #[error(
+        "the graph area is full: {valid} of its {total} pages are in use and a write needs {needed} more; merge the delta graph or use a larger device"
+    )]
+    AreaFull {
+        /// Pages the write needs.
+        needed: u64,
+        /// Valid pages in the area.
+        valid: u64,
+        /// Pages of the area.
+        total: u64,
+    },
+    /// The graph area cannot be mounted: its pages do not make a graph.
+    #[error("the graph area cannot be mounted: {reason}")]
+    Unmountable {
+        /// What is missing or inconsistent.
+        reason: String,
+    },
     /// AddVertex of a vertex other than the next id (ids are dense: a new
     /// vertex is |V|).
     #[error("vertex {vertex} cannot be added: the next vertex id is {next}")]

@@ -37,7 +37,7 @@ use std::ops::Range;
 use quiver_csr::Graph;
 
 use crate::area::{GraphArea, GraphKind, Owner, Tag};
-use crate::blocks::Accounting;
+use crate::blocks::{Accounting, Block};
 use crate::delta::{Adjacency, Chain, DeltaBuffer, Deltas, Edit};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::ftl::gc_reserve;
@@ -285,17 +285,20 @@ impl Gtl {
             )
             .into());
         }
+        if graph.num_vertices() == 0 {
+            return Err(
+                quiver_run::InvalidArgument::new("graph", "has no vertices to lay out").into(),
+            );
+        }
         let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
-        let offsets = graph.offsets();
-        let lens = offsets
-            .windows(2)
-            .map(|w| usize::try_from(w[1] - w[0]).expect("a list's length fits usize"));
-        let plans = plan(0, lens, &format);
+        let plans = plan(0, list_lens(graph), &format);
         let weights = graph.weights();
         let pages = plans.len() as u64;
         let needed = pages * if weights.is_some() { 2 } else { 1 };
-        let area = GraphArea::new(&geometry, blocks);
-        let available = area.pages().saturating_sub(gc_reserve(&geometry));
+        let area_pages = u64::from(geometry.dies())
+            * u64::from(blocks.end - blocks.start)
+            * u64::from(geometry.pages_per_block);
+        let available = area_pages.saturating_sub(gc_reserve(&geometry));
         if needed > available {
             return Err(Error::GeometryTooSmall {
                 area: "graph area",
@@ -303,6 +306,7 @@ impl Gtl {
                 available,
             });
         }
+        let (area, at) = GraphArea::format(flash, blocks, at)?;
         let mut gtl = Gtl {
             format,
             vertices: graph.num_vertices(),
@@ -827,60 +831,80 @@ impl Gtl {
     }
 
     /// Runs GC, submitted at `at`, until the area has a free block per die
-    /// plus room for `pages` more pages (or no block has an invalid page).
+    /// and one more besides the blocks `pages` more pages need (or no
+    /// block has an invalid page); then fails, changing nothing else, if
+    /// the free blocks cannot hold those pages.
     fn make_room(&mut self, flash: &mut Flash, pages: u64, at: Nanos) -> Result<()> {
         let ppb = u64::from(flash.geometry().pages_per_block);
-        let want = u64::from(flash.geometry().dies()) + pages.div_ceil(ppb) + 1;
+        let needed = pages.div_ceil(ppb);
+        let want = u64::from(flash.geometry().dies()) + needed + 1;
         while (self.area.free_blocks() as u64) < want {
             let Some(victim) = self.area.victim() else {
                 break;
             };
-            let mut moved = at;
-            for ppn in self.area.written(flash, victim) {
-                let Some(owner) = self.area.owner(ppn) else {
-                    continue;
-                };
-                let read = flash.read(ppn, at)?;
-                let tag = Tag::decode(read.spare).ok_or_else(|| Error::CorruptPage {
-                    ppn: ppn.0,
-                    reason: "a valid graph page without its tag".into(),
-                })?;
-                let (data, read_done) = (read.data.to_vec(), read.done);
-                let (to, written) = self.area.program(flash, tag, &data, read_done)?;
-                moved = moved.max(written);
-                match owner {
-                    Owner::Adjacency | Owner::Weights => {
-                        let vsid = Page::decode(&data, ppn.0)?.vsid;
-                        let gtt = match owner {
-                            Owner::Adjacency => &mut self.gtt,
-                            _ => self
-                                .weight_gtt
-                                .as_mut()
-                                .expect("weight pages need a weight GTT"),
-                        };
-                        let pos = gtt.find(vsid, ppn).ok_or_else(|| Error::CorruptPage {
-                            ppn: ppn.0,
-                            reason: format!("valid, but no GTT entry keyed {vsid} names it"),
-                        })?;
-                        gtt.set(pos, gtt.get(pos).with_ppn(to));
-                    }
-                    Owner::Delta => self.deltas.relocated(ppn, to),
-                }
-                self.area.invalidate(ppn);
-                self.counters.relocated += 1;
-            }
-            self.invalidated.extend(self.area.written(flash, victim));
-            self.area.reclaim(flash, victim, moved)?;
-            self.counters.gc_runs += 1;
+            self.collect(flash, victim, at)?;
         }
+        if (self.area.free_blocks() as u64) < needed + 1 {
+            return Err(Error::AreaFull {
+                needed: pages,
+                valid: self.area.valid(),
+                total: self.area.pages(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reclaims `block`, submitted at `at`: its valid pages are copied
+    /// inside the device (tags kept) and the tables naming them fixed, a
+    /// graph page's entry found by its start vertex and old page; then the
+    /// block is erased and its pages queued for the host to drop.
+    fn collect(&mut self, flash: &mut Flash, block: Block, at: Nanos) -> Result<()> {
+        let mut moved = at;
+        for ppn in self.area.written(flash, block) {
+            let Some(owner) = self.area.owner(ppn) else {
+                continue;
+            };
+            let read = flash.read(ppn, at)?;
+            let tag = Tag::decode(read.spare).ok_or_else(|| Error::CorruptPage {
+                ppn: ppn.0,
+                reason: "a valid graph page without its tag".into(),
+            })?;
+            let (data, read_done) = (read.data.to_vec(), read.done);
+            let (to, written) = self.area.program(flash, tag, &data, read_done)?;
+            moved = moved.max(written);
+            match owner {
+                Owner::Adjacency | Owner::Weights => {
+                    let vsid = Page::decode(&data, ppn.0)?.vsid;
+                    let gtt = match owner {
+                        Owner::Adjacency => &mut self.gtt,
+                        _ => self
+                            .weight_gtt
+                            .as_mut()
+                            .expect("weight pages need a weight GTT"),
+                    };
+                    let pos = gtt.find(vsid, ppn).ok_or_else(|| Error::CorruptPage {
+                        ppn: ppn.0,
+                        reason: format!("valid, but no GTT entry keyed {vsid} names it"),
+                    })?;
+                    gtt.set(pos, gtt.get(pos).with_ppn(to));
+                }
+                Owner::Delta => self.deltas.relocated(ppn, to),
+            }
+            self.area.invalidate(ppn);
+            self.counters.relocated += 1;
+        }
+        self.invalidated.extend(self.area.written(flash, block));
+        self.area.reclaim(flash, block, moved)?;
+        self.counters.gc_runs += 1;
         Ok(())
     }
 
     /// Checks the GTL's structure against `flash` and returns the area's
     /// page accounting; panics naming the first broken invariant: leaves
     /// sorted, each naming a valid page of its kind that starts at its key;
-    /// no page named twice; the valid pages exactly the named ones and the
-    /// live delta pages; dirty pages only where chains are.
+    /// the weight GTT shaped as the adjacency GTT; no page named twice; the
+    /// valid pages exactly the named ones and the live delta pages; a
+    /// dirty bit exactly on the first page of each vertex with a chain.
     pub fn check_structure(&self, flash: &Flash) -> Accounting {
         let mut named = std::collections::HashSet::new();
         let mut tables = vec![(&self.gtt, Owner::Adjacency)];
@@ -913,6 +937,26 @@ impl Gtl {
                 }
             }
         }
+        if let Some(wgtt) = &self.weight_gtt {
+            let shape =
+                |g: &Gtt| -> Vec<(Pos, u32)> { g.leaves().map(|(p, e)| (p, e.vertex())).collect() };
+            assert_eq!(shape(wgtt), shape(&self.gtt), "the weight GTT's shape");
+        }
+        let dirty: std::collections::BTreeSet<u64> = self
+            .gtt
+            .leaves()
+            .filter(|(_, e)| e.dirty())
+            .map(|(_, e)| e.ppn().0)
+            .collect();
+        let chained: std::collections::BTreeSet<u64> = self
+            .deltas
+            .chained_vertices()
+            .map(|v| self.gtt.get(self.gtt.locate(v)[0]).ppn().0)
+            .collect();
+        assert_eq!(
+            dirty, chained,
+            "dirty pages are the first pages of chained vertices"
+        );
         for ppn in self.deltas.live_pages() {
             assert!(named.insert(ppn.0), "delta page {} named twice", ppn.0);
             assert_eq!(self.area.owner(ppn), Some(Owner::Delta));

@@ -312,12 +312,11 @@ impl Ssd {
                 both(source, target, edit(target), edit(source), undirected)
             }
             Update::AddVertex { ref edges } => {
-                let vertex = n;
+                // Checked before the batch counts the vertex.
+                let links = batch.relink(n + 1, n, &[], edges)?;
                 batch.vertices += 1;
-                batch.lists.insert(vertex, Adjacency::default());
-                let mut edits = vec![(vertex, Edit::Create)];
-                edits.extend(batch.relink(vertex, &[], edges)?);
-                edits
+                batch.lists.insert(n, Adjacency::default());
+                std::iter::once((n, Edit::Create)).chain(links).collect()
             }
             Update::DeleteVertex { vertex } | Update::UpdateVertex { vertex, .. } => {
                 if vertex >= n {
@@ -329,7 +328,7 @@ impl Ssd {
                     _ => &[],
                 };
                 let mut edits = vec![(vertex, Edit::Clear)];
-                edits.extend(batch.relink(vertex, &old, edges)?);
+                edits.extend(batch.relink(n, vertex, &old, edges)?);
                 edits
             }
         }))
@@ -338,10 +337,16 @@ impl Ssd {
 
 impl Batch {
     /// The edits giving `vertex`, whose list is now empty and was `old`,
-    /// the edges `edges`: its own adds and, on an undirected graph, the
-    /// reverse edges of `old` removed and those of `edges` added.
-    fn relink(&self, vertex: u32, old: &[u32], edges: &[(u32, f32)]) -> Result<Vec<(u32, Edit)>> {
-        let n = self.vertices;
+    /// the edges `edges` (targets below `n`): its own adds and, on an
+    /// undirected graph, the reverse edges of `old` removed and those of
+    /// `edges` added.
+    fn relink(
+        &self,
+        n: u32,
+        vertex: u32,
+        old: &[u32],
+        edges: &[(u32, f32)],
+    ) -> Result<Vec<(u32, Edit)>> {
         let mut edits = Vec::new();
         for &(target, weight) in edges {
             if target >= n {

@@ -29,6 +29,7 @@ use std::ops::Range;
 
 use super::{tight_pages, Gtl, GtlCounters, Layout};
 use crate::area::{GraphArea, Owner, Tag};
+use crate::blocks::Block;
 use crate::delta::{Deltas, Edit, FoundPage};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::gtt::{Gtt, GttEntry};
@@ -72,16 +73,28 @@ impl Gtl {
                 }
             }
         }
+        // Numbers are never reused, not even a torn unit's.
+        let next_seq = found.iter().map(|f| f.tag.seq).max().map_or(0, |s| s + 1);
+        let mut next_record = 0;
+        for f in found.iter().filter(|f| f.tag.owner == Owner::Delta) {
+            let (first, records) = Deltas::decode_page(&f.data, f.ppn)?;
+            next_record = next_record.max(first + u32::try_from(records.len()).expect("fits u32"));
+        }
+        let mut torn = Vec::new();
         if let Some(newest) = found.iter().map(|f| f.tag).max_by_key(|t| t.seq) {
             let written = found.iter().filter(|f| f.tag.seq == newest.seq).count();
             if written < newest.count as usize {
+                torn = found
+                    .iter()
+                    .filter(|f| f.tag.seq == newest.seq)
+                    .map(|f| f.ppn)
+                    .collect();
                 found.retain(|f| f.tag.seq != newest.seq);
             }
         }
         let Some(kind) = found.first().map(|f| f.tag.graph) else {
             return Ok((None, done));
         };
-        let next_seq = found.iter().map(|f| f.tag.seq).max().map_or(0, |s| s + 1);
 
         // Each vertex's newest unit, from the neighbour pages' footers.
         let mut pages: Vec<(&Found, Page)> = Vec::new();
@@ -105,8 +118,7 @@ impl Gtl {
             .into_iter()
             .enumerate()
             .map(|(v, u)| {
-                u.ok_or_else(|| Error::CorruptPage {
-                    ppn: 0,
+                u.ok_or_else(|| Error::Unmountable {
                     reason: format!("no graph page holds vertex {v}"),
                 })
             })
@@ -146,13 +158,11 @@ impl Gtl {
 
         // Records newer than their vertex's unit are its chain.
         let mut vertices = covered;
-        let mut next_record = 0;
         let mut delta_pages = Vec::new();
         let mut chained = BTreeSet::new();
         for f in found.iter().filter(|f| f.tag.owner == Owner::Delta) {
             let (first, records) = Deltas::decode_page(&f.data, f.ppn)?;
             let count = u32::try_from(records.len()).expect("fits u32");
-            next_record = next_record.max(first + count);
             let unmerged: Vec<(u32, u32)> = (first..)
                 .zip(records)
                 .filter(|&(_, (v, _))| f.tag.seq > unit_at(v))
@@ -203,6 +213,18 @@ impl Gtl {
         };
         gtl.layout.gtt_bytes = gtl.gtt_bytes();
         gtl.layout.tight_pages = tight_pages(&gtl.format, adjacency_bytes, vertices);
+        // A torn unit's pages must never count at a later mount, when a
+        // newer unit would hide that they are torn: erase their blocks now.
+        let blocks: BTreeSet<(u32, u32)> = torn
+            .iter()
+            .map(|&ppn| {
+                let b = gtl.area.block_of(ppn);
+                (b.die, b.block)
+            })
+            .collect();
+        for (die, block) in blocks {
+            gtl.collect(flash, Block { die, block }, done)?;
+        }
         Ok((Some(gtl), done))
     }
 }
