@@ -106,7 +106,10 @@ impl GtlFile {
         let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
         let long = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
         let (page_bytes, vertices, count, gtt_offset) = (word(16), word(20), long(24), long(32));
-        if page_bytes != PAGE_BYTES_U32 || gtt_offset != (1 + count) * PAGE_BYTES as u64 {
+        let pages_end = count
+            .checked_add(1)
+            .and_then(|p| p.checked_mul(PAGE_BYTES as u64));
+        if page_bytes != PAGE_BYTES_U32 || pages_end != Some(gtt_offset) || count > file.len() {
             return Err(bad(path, "a header that does not describe the file"));
         }
         let gtt_len = usize::try_from(count * 8).map_err(|_| bad(path, "a GTT too large"))?;
@@ -305,14 +308,23 @@ impl CsrReader {
             rows.push((at, at + 16));
         }
         let (bounds, mut cost) = self.read_ranges(&rows)?;
+        let edges = self.header.num_edges;
         let targets: Vec<(u64, u64)> = bounds
             .iter()
-            .map(|b| {
+            .zip(vertices)
+            .map(|(b, &v)| {
                 let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+                let (start, end) = (word(0), word(8));
+                if start > end || end > edges {
+                    return Err(bad(
+                        self.file.path(),
+                        format!("rowPtr of vertex {v} is {start}..{end} among {edges} edges"),
+                    ));
+                }
                 let at = |k: u64| layout.targets.offset + k * 4;
-                (at(word(0)), at(word(8)))
+                Ok((at(start), at(end)))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let non_empty: Vec<(u64, u64)> = targets.iter().copied().filter(|(s, e)| s < e).collect();
         let (bytes, second) = self.read_ranges(&non_empty)?;
         cost.reads += second.reads;

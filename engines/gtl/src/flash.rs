@@ -310,6 +310,11 @@ impl Flash {
             )
             .into());
         }
+        if pages.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(
+                InvalidArgument::new("image", "page numbers not in increasing order").into(),
+            );
+        }
         for (ppn, bytes) in pages {
             let (block, page) = flash.check_ppn(Ppn(ppn))?;
             if page >= written[block] || bytes.len() != flash.page_len {

@@ -134,7 +134,9 @@ impl Ftl {
         let scan = BlockPool::recover(geometry, blocks.clone(), flash, |_| false);
         let mut newest: HashMap<u64, (u64, u64)> = HashMap::new();
         for ppn in scan.programmed(flash) {
-            let spare = &flash.peek_spare(ppn).expect("a programmed page");
+            let spare = flash
+                .peek_spare(ppn)
+                .ok_or(Error::ReadErased { ppn: ppn.0 })?;
             let lba = u64::from_le_bytes(spare[..8].try_into().expect("8 bytes"));
             let seq = u64::from_le_bytes(spare[8..16].try_into().expect("8 bytes"));
             ftl.seq = ftl.seq.max(seq + 1);

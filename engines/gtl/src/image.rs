@@ -9,8 +9,9 @@
 //!
 //! Format (little-endian): the 16-byte magic `QUIVER-GTL-IMG1\n`, the
 //! header's length (`u64`), the header (JSON: settings, block counts, the
-//! programmed pages' numbers in order, the CRC-32C of the pages), then each
-//! programmed page's data and spare bytes, in that order. Pages never
+//! programmed pages' numbers in increasing order), each programmed page's
+//! data and spare bytes in that order, and the CRC-32C of everything
+//! before it (`u32`). Pages never
 //! programmed take no space. [`Ssd::save`] writes a temporary file beside
 //! the image and renames it over the image, so an image is always a
 //! complete one: a process that dies mid-command leaves the one before.
@@ -35,7 +36,6 @@ struct Header {
     written: Vec<u32>,
     erase_counts: Vec<u32>,
     pages: Vec<u64>,
-    crc32c: u32,
 }
 
 /// An error about the image at `path`.
@@ -55,30 +55,26 @@ impl Ssd {
     /// file beside it, then a rename).
     pub fn save(&self, path: &Path) -> Result<()> {
         let flash = self.flash();
-        let pages = flash.programmed_pages();
-        let mut crc = 0;
-        for &ppn in &pages {
-            crc = crc32c::crc32c_append(crc, flash.raw(ppn));
-        }
         let header = Header {
             config: self.config().clone(),
             csr: self.csr().cloned(),
             written: flash.block_writes().to_vec(),
             erase_counts: flash.block_erases().to_vec(),
-            pages,
-            crc32c: crc,
+            pages: flash.programmed_pages(),
         };
         let json = serde_json::to_vec(&header).map_err(|e| bad(path, e.to_string()))?;
         let tmp = temporary(path);
         let result = (|| {
             let mut out = BufWriter::new(File::create(&tmp).map_err(io(&tmp))?);
-            out.write_all(MAGIC).map_err(io(&tmp))?;
-            out.write_all(&(json.len() as u64).to_le_bytes())
-                .map_err(io(&tmp))?;
-            out.write_all(&json).map_err(io(&tmp))?;
-            for &ppn in &header.pages {
-                out.write_all(flash.raw(ppn)).map_err(io(&tmp))?;
+            let mut crc = 0;
+            let len = (json.len() as u64).to_le_bytes();
+            let parts = [MAGIC.as_slice(), len.as_slice(), json.as_slice()];
+            let pages = header.pages.iter().map(|&ppn| flash.raw(ppn));
+            for bytes in parts.into_iter().chain(pages) {
+                crc = crc32c::crc32c_append(crc, bytes);
+                out.write_all(bytes).map_err(io(&tmp))?;
             }
+            out.write_all(&crc.to_le_bytes()).map_err(io(&tmp))?;
             let file = out.into_inner().map_err(|e| bad(&tmp, e.to_string()))?;
             file.sync_all().map_err(io(&tmp))?;
             std::fs::rename(&tmp, path).map_err(io(path))
@@ -106,10 +102,12 @@ impl Ssd {
             .ok()
             .filter(|&l| l < 1 << 30)
             .ok_or_else(|| bad(path, "a header longer than 1 GiB"))?;
+        let mut crc = crc32c::crc32c_append(crc32c::crc32c(MAGIC), &(len as u64).to_le_bytes());
         let mut json = vec![0u8; len];
         input
             .read_exact(&mut json)
             .map_err(|_| bad(path, "truncated header"))?;
+        crc = crc32c::crc32c_append(crc, &json);
         let header: Header =
             serde_json::from_slice(&json).map_err(|e| bad(path, format!("header: {e}")))?;
         header
@@ -119,7 +117,6 @@ impl Ssd {
         let geometry = &header.config.geometry;
         let page_len = (geometry.page_bytes + geometry.spare_bytes) as usize;
         let mut pages = Vec::with_capacity(header.pages.len());
-        let mut crc = 0;
         for &ppn in &header.pages {
             let mut bytes = vec![0u8; page_len].into_boxed_slice();
             input
@@ -128,8 +125,12 @@ impl Ssd {
             crc = crc32c::crc32c_append(crc, &bytes);
             pages.push((ppn, bytes));
         }
-        if crc != header.crc32c {
-            return Err(bad(path, "the pages do not match their checksum"));
+        let mut stored = [0u8; 4];
+        input
+            .read_exact(&mut stored)
+            .map_err(|_| bad(path, "truncated before its checksum"))?;
+        if crc != u32::from_le_bytes(stored) || input.read(&mut [0u8; 1]).map_err(io(path))? != 0 {
+            return Err(bad(path, "the image does not match its checksum"));
         }
         let flash = Flash::restore(
             geometry.clone(),

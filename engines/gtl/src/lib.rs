@@ -106,8 +106,9 @@
 //!   to the update done; a cut during the new pages, to it redone by the
 //!   next merge.
 //! - **GC of graph pages.** The same greedy policy as the FTL's, run
-//!   before a write while fewer than one free block per die (plus the
-//!   write's) remain; a moved page's entry is found by its start vertex
+//!   before a write while fewer than one free block per die, one more, and
+//!   the write's remain (a write with no room even then fails, changing
+//!   nothing); a moved page's entry is found by its start vertex
 //!   and old page; erased pages are queued for the host cache.
 //! - **Calls** on the [`Ssd`] run one at a time: each is submitted when the
 //!   previous one completed; the pages of one call are issued together.

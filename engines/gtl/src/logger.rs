@@ -17,7 +17,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::delta::{Adjacency, Deltas};
+use quiver_run::InvalidArgument;
+
+use crate::delta::{Adjacency, Deltas, RECORD};
 use crate::{Batch, Result, Ssd, Update, UpdatePath};
 
 /// The logger's settings; the only place their defaults are written.
@@ -41,6 +43,22 @@ impl Default for LoggerConfig {
     }
 }
 
+impl LoggerConfig {
+    /// Checks every setting, naming the first that makes no sense.
+    pub fn validate(&self) -> Result<(), InvalidArgument> {
+        if self.flush_bytes < 8 || Deltas::per_page(self.flush_bytes) == 0 {
+            return Err(InvalidArgument::new(
+                "flush_bytes",
+                format!(
+                    "{} bytes hold no {RECORD}-byte record beside a delta page's 8-byte footer",
+                    self.flush_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Updates in host DRAM on their way to one device.
 #[derive(Debug)]
 pub struct UpdateLogger {
@@ -52,13 +70,14 @@ pub struct UpdateLogger {
 
 impl UpdateLogger {
     /// An empty log.
-    pub fn new(config: LoggerConfig) -> UpdateLogger {
-        UpdateLogger {
+    pub fn new(config: LoggerConfig) -> Result<UpdateLogger> {
+        config.validate()?;
+        Ok(UpdateLogger {
             config,
             batch: None,
             oldest: None,
             flushes: 0,
-        }
+        })
     }
 
     /// Batches sent to the device so far.

@@ -28,7 +28,6 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::Serialize;
 
 use crate::apps::SplitMix;
-use crate::delta::{Deltas, RECORD};
 use crate::flash::Nanos;
 use crate::ftl::gc_reserve;
 use crate::gtl::{pages_needed, GtlCounters};
@@ -102,12 +101,12 @@ impl Config {
                 "snapshots and merge steps must be at least 1",
             ));
         }
-        if Deltas::per_page(self.flush_bytes.max(8)) == 0 {
-            return Err(InvalidArgument::new(
-                "flush_bytes",
-                format!("must hold one {RECORD}-byte record and a delta page's 8-byte footer"),
-            ));
+        LoggerConfig {
+            path: self.path,
+            flush_bytes: self.flush_bytes,
+            timer: None,
         }
+        .validate()?;
         Ok(())
     }
 }
@@ -318,7 +317,7 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
             path: config.path,
             flush_bytes: config.flush_bytes,
             timer: None,
-        });
+        })?;
         let mut direct_calls = 0;
         for event in chunk {
             let update = match event {

@@ -32,7 +32,7 @@ use crate::area::{GraphArea, Owner, Tag};
 use crate::blocks::Block;
 use crate::delta::{Deltas, Edit, FoundPage};
 use crate::flash::{Flash, Nanos, Ppn};
-use crate::gtt::{Gtt, GttEntry};
+use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
 use crate::page::{Page, PageFormat};
 use crate::{Error, Result};
 
@@ -54,6 +54,14 @@ impl Gtl {
         at: Nanos,
     ) -> Result<(Option<Gtl>, Nanos)> {
         let geometry = flash.geometry().clone();
+        if geometry.pages() > MAX_PAGES {
+            return Err(Error::Unmountable {
+                reason: format!(
+                    "{} pages do not fit a GTT entry's 29 bits",
+                    geometry.pages()
+                ),
+            });
+        }
         let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
         let scan = GraphArea::recover(&geometry, blocks.clone(), flash, HashMap::new());
         let mut done = at;

@@ -424,7 +424,8 @@ proptest! {
             path,
             flush_bytes: 64,
             timer: None,
-        });
+        })
+        .unwrap();
         let mut model = Model::of(&graph);
         for raw in &raws {
             let update = resolve(raw, &model);
@@ -466,7 +467,8 @@ fn the_logger_flushes_at_a_page_or_the_timer_and_finds_edges_only_it_holds() {
     let mut logger = UpdateLogger::new(LoggerConfig {
         timer: None,
         ..LoggerConfig::default()
-    });
+    })
+    .unwrap();
     let programs = ssd.flash().counters().programs;
     assert!(logger.log(&mut ssd, &add).unwrap());
     assert!(logger.get(&mut ssd, 9).unwrap().targets.contains(&0));
@@ -485,7 +487,8 @@ fn the_logger_flushes_at_a_page_or_the_timer_and_finds_edges_only_it_holds() {
     let mut timed = UpdateLogger::new(LoggerConfig {
         timer: Some(std::time::Duration::ZERO),
         ..LoggerConfig::default()
-    });
+    })
+    .unwrap();
     timed.log(&mut ssd, &add).unwrap();
     timed.log(&mut ssd, &add).unwrap();
     assert_eq!(timed.flushes(), 1);
@@ -493,4 +496,90 @@ fn the_logger_flushes_at_a_page_or_the_timer_and_finds_edges_only_it_holds() {
     assert_eq!(timed.flushes(), 2);
     let zeros = ssd.read_list(9).unwrap().value.targets;
     assert_eq!(zeros.iter().filter(|&&t| t == 0).count(), 2);
+}
+
+#[test]
+fn a_full_area_refuses_a_write_and_keeps_every_list() {
+    // Six graph blocks a die: a long delta stream with no merge fills them.
+    let config = Config {
+        ftl_blocks_per_die: 26,
+        ..small_config()
+    };
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&config).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let mut model = Model::of(&graph);
+    let mut refused = None;
+    for i in 0u32..2000 {
+        let update = Update::AddEdge {
+            source: i % 34,
+            target: (i * 7) % 34,
+            weight: 1.0,
+        };
+        match ssd.update(std::slice::from_ref(&update), UpdatePath::Delta) {
+            Ok(_) => {
+                model.apply(&update);
+            }
+            Err(e @ Error::AreaFull { .. }) => {
+                refused = Some(e.to_string());
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let message = refused.expect("the area fills");
+    assert!(message.contains("merge the delta graph"), "{message}");
+    ssd.gtl().unwrap().check_structure(ssd.flash());
+    for v in 0..34 {
+        let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+        assert_eq!(ssd.read_list(v).unwrap().value.targets, want, "list of {v}");
+    }
+}
+
+#[test]
+fn a_refused_add_vertex_leaves_the_log_as_it_was() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let mut logger = UpdateLogger::new(LoggerConfig {
+        timer: None,
+        ..LoggerConfig::default()
+    })
+    .unwrap();
+    let add = Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    };
+    assert!(logger.log(&mut ssd, &add).unwrap());
+    let bad = Update::AddVertex {
+        edges: vec![(999, 1.0)],
+    };
+    assert!(matches!(
+        logger.log(&mut ssd, &bad),
+        Err(Error::VertexOutOfRange { vertex: 999, .. })
+    ));
+    assert!(matches!(
+        logger.get(&mut ssd, 34),
+        Err(Error::VertexOutOfRange { .. })
+    ));
+    assert!(logger
+        .log(&mut ssd, &Update::AddVertex { edges: vec![] })
+        .unwrap());
+    logger.flush(&mut ssd).unwrap();
+    assert_eq!(ssd.gtl().unwrap().vertices(), 35);
+    assert!(ssd.read_list(0).unwrap().value.targets.contains(&9));
+    assert!(matches!(
+        UpdateLogger::new(LoggerConfig {
+            flush_bytes: 20,
+            ..LoggerConfig::default()
+        }),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut empty = Ssd::new(&small_config()).unwrap();
+    let none = quiver_csr::Graph::from_edges(0, &[], false, false).unwrap();
+    assert!(matches!(
+        empty.graph_initialize(&none),
+        Err(Error::InvalidArgument(_))
+    ));
 }
