@@ -22,7 +22,8 @@
 //! simulate a power cut and the recovery from flash alone
 //! ([`gtl::Gtl::recover`]). On the host, an [`UpdateLogger`] batches
 //! updates a page (or 100 ms) at a time, answers presence checks against
-//! the device and its log, and merges its log into reads. [`updates`] is
+//! the device and its log, and merges its log into reads; a [`GraphSsd`]
+//! is the whole host side in one handle. [`updates`] is
 //! the paper's update benchmark. The [`file`](mod@file) device lays the same pages
 //! and GTT on a real file, read through io_uring with `O_DIRECT`.
 //!
@@ -154,6 +155,7 @@ mod error;
 pub mod file;
 pub mod flash;
 pub mod ftl;
+pub mod graph_ssd;
 pub mod gtl;
 pub mod gtt;
 mod image;
@@ -167,6 +169,7 @@ pub mod updates;
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
+pub use graph_ssd::GraphSsd;
 pub use image::is_image;
 pub use logger::{LoggerConfig, UpdateLogger};
 pub use run::{bfs_target, run, App, Config as RunConfig, Report};

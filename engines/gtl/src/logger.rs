@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use quiver_run::InvalidArgument;
 
 use crate::delta::{Adjacency, Deltas, RECORD};
-use crate::{Batch, Result, Ssd, Update, UpdatePath};
+use crate::{Batch, Error, Result, Ssd, Update, UpdatePath};
 
 /// The logger's settings; the only place their defaults are written.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,6 +126,25 @@ impl UpdateLogger {
             self.flushes += 1;
         }
         Ok(())
+    }
+
+    /// `vertex`'s targets with the log's updates, given the device's list
+    /// (`None` for a vertex the device does not have yet); an error if the
+    /// vertex does not exist even with the log.
+    pub fn overlay(
+        &self,
+        vertex: u32,
+        device: Option<Vec<u32>>,
+        vertices: u32,
+    ) -> Result<Vec<u32>> {
+        let merged = match &self.batch {
+            Some(batch) => batch.overlay(vertex, device),
+            None => device,
+        };
+        merged.ok_or(Error::VertexOutOfRange {
+            vertex,
+            vertices: self.batch.as_ref().map_or(vertices, Batch::vertices),
+        })
     }
 
     /// `vertex`'s list and weights: the device's, with the log's updates.

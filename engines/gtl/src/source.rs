@@ -134,6 +134,11 @@ impl<P> Host<P> {
     pub fn ssd_mut(&mut self) -> &mut Ssd {
         &mut self.ssd
     }
+
+    /// The device, its host side dropped.
+    pub fn into_ssd(self) -> Ssd {
+        self.ssd
+    }
 }
 
 /// GraphSSD's host library: the GTT copy, the page cache of decoded graph pages.

@@ -147,6 +147,23 @@ impl Batch {
     pub fn vertices(&self) -> u32 {
         self.vertices
     }
+
+    /// `vertex`'s targets as the batch sees them, given the device's list
+    /// (`None` for a vertex the device does not have yet); `None` if the
+    /// vertex does not exist even after the batch.
+    pub fn overlay(&self, vertex: u32, device: Option<Vec<u32>>) -> Option<Vec<u32>> {
+        if let Some(list) = self.lists.get(&vertex) {
+            return Some(list.targets.clone());
+        }
+        let mut list = Adjacency {
+            targets: device?,
+            weights: Vec::new(),
+        };
+        for &edit in self.pending.get(&vertex).into_iter().flatten() {
+            list.apply(edit, false);
+        }
+        Some(list.targets)
+    }
 }
 
 impl Ssd {

@@ -9,7 +9,8 @@ use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
 use quiver_gtl::gtl::GtlCounters;
 use quiver_gtl::{
-    Config, Error, GraphSource, GtlSource, LoggerConfig, Ssd, Update, UpdateLogger, UpdatePath,
+    Config, Error, GraphSource, GraphSsd, GtlSource, LoggerConfig, Ssd, Update, UpdateLogger,
+    UpdatePath,
 };
 
 use crate::small_config;
@@ -582,4 +583,55 @@ fn a_refused_add_vertex_leaves_the_log_as_it_was() {
         empty.graph_initialize(&none),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn the_host_handle_reads_through_cache_chains_and_log_as_the_model(
+        graph in arb_graph(Shape::new(24, 60)),
+        steps in arb_steps(),
+        direct in any::<bool>(),
+    ) {
+        let mut ssd = Ssd::new(&small_config()).unwrap();
+        ssd.graph_initialize(&graph).unwrap();
+        let logger = LoggerConfig {
+            path: if direct { UpdatePath::Direct } else { UpdatePath::Delta },
+            flush_bytes: 64,
+            timer: None,
+        };
+        let mut host = GraphSsd::new(ssd, 4 * 64, logger).unwrap();
+        let mut model = Model::of(&graph);
+        for step in &steps {
+            match step {
+                Step::Batch(raws, _) => {
+                    for raw in raws {
+                        let update = resolve(raw, &model);
+                        if matches!(update, Update::UpdateEdge { .. }) && !model.weighted {
+                            continue;
+                        }
+                        let want = model.apply(&update);
+                        prop_assert_eq!(host.update(&update).unwrap(), want, "{}", update);
+                    }
+                }
+                Step::Merge(limit) => {
+                    host.flush().unwrap();
+                    host.merge(*limit).unwrap();
+                }
+            }
+            let all: Vec<u32> = (0..model.n()).collect();
+            for (v, list) in all.iter().zip(host.get_many(&all).unwrap()) {
+                let want: Vec<u32> = model.lists[*v as usize].iter().map(|e| e.0).collect();
+                prop_assert_eq!(list, want, "list of {} after {:?}", v, step);
+            }
+            prop_assert!(host.get(model.n()).is_err(), "no vertex beyond |V|");
+        }
+        let mut ssd = host.into_ssd().unwrap();
+        ssd.gtl().unwrap().check_structure(ssd.flash());
+        for v in 0..model.n() {
+            let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+            prop_assert_eq!(ssd.read_list(v).unwrap().value.targets, want);
+        }
+    }
 }
