@@ -87,15 +87,19 @@ impl DeviceArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum GtlCommand {
-    /// Run an application on a fresh simulated device holding the graph.
+    /// Run an application on a fresh simulated device holding the graph, or on a device image.
     #[command(after_help = "Examples:
   quiver gtl run bfs g.qcsr --source 0 --depth-fraction 0.33
   quiver gtl run cc g.qcsr --backend csr --cache 16MiB
   quiver gtl run rw g.qcsr --walks 100000 --steps 10 --seed 7 --json
   quiver gtl run random-reads g.qcsr --requests 1000000 --cache 2MiB
+  quiver gtl run pagerank dev.img
 
-The device is simulated in memory and written at every run (load time);
-pages read and modelled time count the application alone.")]
+On a .qcsr graph the device is simulated in memory and written at every
+run (load time); on a device image (quiver gtl init) it is mounted, with
+its updates (the CSR backend refuses an updated image: its file holds
+the graph as first written). Pages read and modelled time count the
+application alone.")]
     Run {
         /// The application.
         #[arg(value_enum)]
@@ -545,8 +549,6 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             iterations,
             requests,
         } => {
-            let graph =
-                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = RunConfig {
                 batch,
                 source,
@@ -568,8 +570,13 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 AppArg::RandomReads => App::RandomReads,
             };
             let Some(report) = reported(json, hidden, |bar| {
-                quiver_gtl::run(&graph, app, &config, bar)
-                    .with_context(|| format!("{app:?} on {}", path.display()))
+                let what = || format!("{app:?} on {}", path.display());
+                if is_image(&path) {
+                    return quiver_gtl::run_image(&path, app, &config, bar).with_context(what);
+                }
+                let graph =
+                    Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                quiver_gtl::run(&graph, app, &config, bar).with_context(what)
             })?
             else {
                 return Ok(());

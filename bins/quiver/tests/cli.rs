@@ -799,6 +799,14 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         out
     };
     run(&["gtl", "init", path(&g), "--device", img]);
+    let cc = |backend: &str| {
+        let out = quiver(&["--json", "gtl", "run", "cc", img, "--backend", backend]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out, report["result"].clone())
+    };
+    let (on_gtl, on_csr) = (cc("gtl").1, cc("csr").1);
+    assert_eq!(on_gtl, results[0], "cc on the image is cc on the graph");
+    assert_eq!(on_csr, results[0]);
     let out = quiver(&["gtl", "init", path(&g), "--device", img]);
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     let list = |v: &str| -> Vec<u64> {
@@ -817,6 +825,14 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
     assert_eq!(list("3"), [before.clone(), vec![200, 201]].concat());
     assert!(list("200").contains(&3), "undirected: both ways");
     run(&["gtl", "merge", img]);
+    let (out, _) = cc("csr");
+    assert!(stderr(&out).contains("updated since"), "{}", stderr(&out));
+    let reached = |out: std::process::Output| -> serde_json::Value {
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["result"].clone()
+    };
+    let bfs = reached(run(&["--json", "gtl", "run", "bfs", img, "--source", "3"]));
+    assert!(bfs["reached"].as_u64().unwrap() > 1, "{bfs}");
     run(&["gtl", "delete-edge", img, "3", "200"]);
     let out = quiver(&["gtl", "delete-edge", img, "3", "200"]);
     assert_eq!(out.status.code(), Some(1));

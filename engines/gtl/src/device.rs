@@ -241,6 +241,21 @@ impl Ssd {
         self.advance(fetched)
     }
 
+    /// The graph the GTL holds now, read list by list (with weights) into
+    /// memory: every page and chain is read (modelled time, counted).
+    pub fn read_graph(&mut self) -> Result<Graph> {
+        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let (n, weighted, undirected) = (gtl.vertices(), gtl.weighted(), gtl.undirected());
+        let mut edges = Vec::new();
+        for v in 0..n {
+            let list = self.read_list(v)?.value;
+            let weights = list.weights.iter().copied().chain(std::iter::repeat(1.0));
+            edges.extend(list.targets.iter().zip(weights).map(|(&t, w)| (v, t, w)));
+        }
+        Ok(Graph::from_edges(n, &edges, weighted, undirected)
+            .expect("the device's targets are below its |V|"))
+    }
+
     /// GetEdgeWeight through the GTL.
     pub fn get_edge_weight(&mut self, source: u32, target: u32) -> Result<Fetched<Option<f32>>> {
         let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;

@@ -434,6 +434,12 @@ impl Gtl {
         self.weighted
     }
 
+    /// Whether the graph changed since GraphInitialize (any unit written
+    /// after its own).
+    pub fn updated(&self) -> bool {
+        self.seq > 1
+    }
+
     /// Whether the graph is undirected (each edge in both lists).
     pub fn undirected(&self) -> bool {
         self.undirected

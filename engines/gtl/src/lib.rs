@@ -172,7 +172,7 @@ pub use flash::{Nanos, Ppn};
 pub use graph_ssd::GraphSsd;
 pub use image::is_image;
 pub use logger::{LoggerConfig, UpdateLogger};
-pub use run::{bfs_target, run, App, Config as RunConfig, Report};
+pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};
 pub use source::{Backend, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 pub use update::{Batch, Update, UpdatePath};
 

@@ -7,13 +7,15 @@
 //! (`load_ns`); its programs and modelled time are reported apart from
 //! the application's (`init`).
 
+use std::path::Path;
+
 use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::apps::{self, Summary, UNREACHED};
-use crate::source::{self, Backend, Init};
-use crate::{Error, Result};
+use crate::source::{self, Backend, CsrSource, GraphSource, GtlSource, Init};
+use crate::{Error, Result, Ssd};
 
 /// An application of the paper's evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,9 +187,82 @@ pub fn bfs_target(graph: &Graph, root: u32, fraction: f64) -> Result<(u32, u32, 
     Ok((target, want, max))
 }
 
-/// Runs `app` on `graph` with `config`, telling `progress` of its phases.
+/// Runs `app` on `graph` with `config`, telling `progress` of its phases:
+/// the graph is written onto a fresh device first (the load).
 pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) -> Result<Report> {
     let wall = Stopwatch::start();
+    let picked = prepare(graph, app, config)?;
+    progress.start("writing the device", Unit::Edges, Some(graph.num_edges()));
+    let load = Stopwatch::start();
+    let (source, init) = source::open(graph, &config.device, config.backend, config.cache_bytes)?;
+    let load_ns = load.elapsed_ns();
+    progress.advance(graph.num_edges());
+    run_source(
+        graph,
+        app,
+        config,
+        progress,
+        picked,
+        source,
+        (init, load_ns, wall),
+    )
+}
+
+/// Runs `app` on the device image `path` as its updates left it (the
+/// load is mounting it; the graph BFS picks its target on, and which
+/// vertices have edges, is read from the device first, not counted).
+/// The CSR backend refuses an image updated since GraphInitialize: its
+/// file still holds the graph as first written.
+pub fn run_image(
+    path: &Path,
+    app: App,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<Report> {
+    let wall = Stopwatch::start();
+    config.validate()?;
+    progress.start("mounting the device", Unit::Ops, None);
+    let load = Stopwatch::start();
+    let (mut ssd, mount_ns) = Ssd::open(path)?;
+    let graph = ssd.read_graph()?;
+    let load_ns = load.elapsed_ns();
+    let gtl = ssd.gtl().ok_or(Error::NoGraph)?;
+    if config.backend == Backend::Csr && gtl.updated() {
+        return Err(InvalidArgument::new(
+            "backend",
+            "the CSR file holds the graph as GraphInitialize wrote it, and this image has been updated since; use the gtl backend",
+        )
+        .into());
+    }
+    let picked = prepare(&graph, app, config)?;
+    let layout = gtl.layout().clone();
+    let init = Init {
+        image_pages: match config.backend {
+            Backend::Gtl => layout.pages + layout.weight_pages,
+            Backend::Csr => ssd.csr().map_or(0, crate::baseline::CsrFile::pages),
+        },
+        pages_written: ssd.flash().counters().programs,
+        modelled_ns: mount_ns,
+        gtt_bytes: layout.gtt_bytes,
+        tight_pages: layout.tight_pages,
+    };
+    let source: Box<dyn GraphSource> = match config.backend {
+        Backend::Gtl => Box::new(GtlSource::new(ssd, config.cache_bytes)?),
+        Backend::Csr => Box::new(CsrSource::new(ssd, config.cache_bytes)?),
+    };
+    run_source(
+        &graph,
+        app,
+        config,
+        progress,
+        picked,
+        source,
+        (init, load_ns, wall),
+    )
+}
+
+/// Checks `app` suits `graph` and picks BFS's root and target.
+fn prepare(graph: &Graph, app: App, config: &Config) -> Result<(u32, Option<(u32, u32, u32)>)> {
     config.validate()?;
     if matches!(app, App::Cc | App::Mis) && !graph.is_undirected() {
         return Err(InvalidArgument::new(
@@ -205,12 +280,20 @@ pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) ->
         App::Bfs => Some(bfs_target(graph, root, config.depth_fraction)?),
         _ => None,
     };
-    progress.start("writing the device", Unit::Edges, Some(graph.num_edges()));
-    let load = Stopwatch::start();
-    let (mut source, init) =
-        source::open(graph, &config.device, config.backend, config.cache_bytes)?;
-    let load_ns = load.elapsed_ns();
-    progress.advance(graph.num_edges());
+    Ok((root, target))
+}
+
+/// Runs `app` through `source` (loaded as `init` in `load_ns`, the run's
+/// wall clock started at `wall`) and reports.
+fn run_source(
+    graph: &Graph,
+    app: App,
+    config: &Config,
+    progress: &dyn Progress,
+    (root, target): (u32, Option<(u32, u32, u32)>),
+    mut source: Box<dyn GraphSource>,
+    (init, load_ns, wall): (Init, u64, Stopwatch),
+) -> Result<Report> {
     let (batch, source) = (config.batch, source.as_mut());
     progress.start("running", Unit::Ops, None);
     let compute = Stopwatch::start();
