@@ -261,8 +261,11 @@ pub fn run_image(
     )
 }
 
+/// BFS's root, and its target with the target's depth and the BFS depth.
+type Picked = (u32, Option<(u32, u32, u32)>);
+
 /// Checks `app` suits `graph` and picks BFS's root and target.
-fn prepare(graph: &Graph, app: App, config: &Config) -> Result<(u32, Option<(u32, u32, u32)>)> {
+fn prepare(graph: &Graph, app: App, config: &Config) -> Result<Picked> {
     config.validate()?;
     if matches!(app, App::Cc | App::Mis) && !graph.is_undirected() {
         return Err(InvalidArgument::new(
@@ -290,7 +293,7 @@ fn run_source(
     app: App,
     config: &Config,
     progress: &dyn Progress,
-    (root, target): (u32, Option<(u32, u32, u32)>),
+    (root, target): Picked,
     mut source: Box<dyn GraphSource>,
     (init, load_ns, wall): (Init, u64, Stopwatch),
 ) -> Result<Report> {
