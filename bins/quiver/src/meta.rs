@@ -402,10 +402,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let config = args
         .placement
         .server_config(cluster.clone(), index, args.data.clone())?;
+    // The store opens (and replays) before the port is bound: a server
+    // that listens is ready.
+    let opened = quiver_meta::server::open(config)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
-    let running = quiver_meta::server::start(config, listener).await?;
+    let running = opened.serve(listener).await?;
     eprintln!(
         "quiver meta: server {index} of {} serving on {} ({}, data in {}); Ctrl-C stops it",
         cluster.len(),

@@ -263,13 +263,31 @@ pub fn connect_lazy(cluster: &[String]) -> Result<Vec<MetaClient<Channel>>> {
         .collect()
 }
 
-/// Opens the store and serves on `listener` until shut down.
+/// Opens the store and serves on `listener` until shut down: [`open`],
+/// then [`Opened::serve`].
 pub async fn start(config: ServerConfig, listener: tokio::net::TcpListener) -> Result<Running> {
+    open(config)?.serve(listener).await
+}
+
+/// A server whose store is open, not yet serving: a driver binds its port
+/// only now, so a server that listens is ready to answer.
+pub struct Opened {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config = &self.shared.config;
+        f.debug_struct("Opened")
+            .field("server", &config.index)
+            .field("data", &config.data)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks `config` and opens the store (RocksDB replays its log here).
+pub fn open(config: ServerConfig) -> Result<Opened> {
     config.validate()?;
-    let addr = listener.local_addr().map_err(|e| Error::Serve {
-        addr: config.cluster[config.index].clone(),
-        source: Box::new(e),
-    })?;
     let store = Store::open(&config.data, config.sync).map_err(|source| Error::Store {
         path: config.data.clone(),
         source,
@@ -287,66 +305,80 @@ pub async fn start(config: ServerConfig, listener: tokio::net::TcpListener) -> R
         pending_seq: AtomicU64::new(0),
         config,
     });
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = MetaServer::new(Service(shared.clone()))
-        .max_decoding_message_size(256 << 20)
-        .max_encoding_message_size(256 << 20);
-    let redeliver = {
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            // Failed attempts in a row: a peer that is down (or stopping
-            // with its cluster) is news when it starts and every
-            // `REDELIVERY_WARN_EVERY` attempts after, not every second.
-            let mut failing = 0u64;
-            loop {
-                match shared.deliver_pending().await {
-                    Ok(()) if failing > 0 => {
-                        tracing::info!("reverse edges delivered after {failing} failed attempts");
-                        failing = 0;
-                    }
-                    Ok(()) => {}
-                    Err(e) => {
-                        let chain = quiver_run::chain(&e);
-                        if failing % REDELIVERY_WARN_EVERY == 0 {
-                            tracing::warn!("reverse edges wait for delivery: {chain}");
-                        } else {
-                            tracing::debug!("reverse edges wait for delivery: {chain}");
-                        }
-                        failing += 1;
-                    }
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        })
-    };
-    let task = tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .tcp_nodelay(true)
-            .add_service(service)
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener),
-                async {
-                    let _ = stopped.await;
-                },
-            )
-            .await;
-        redeliver.abort();
-        // Its handle on the store must be gone before the store closes.
-        let _ = redeliver.await;
-        served.map_err(|e| Error::Serve {
-            addr: addr.to_string(),
+    Ok(Opened { shared })
+}
+
+impl Opened {
+    /// Serves on `listener` until shut down.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<Running> {
+        let shared = self.shared;
+        let addr = listener.local_addr().map_err(|e| Error::Serve {
+            addr: shared.config.cluster[shared.config.index].clone(),
             source: Box::new(e),
         })?;
-        shared.store.flush().map_err(|source| Error::Store {
-            path: shared.config.data.clone(),
-            source,
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service = MetaServer::new(Service(shared.clone()))
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20);
+        let redeliver = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                // Failed attempts in a row: a peer that is down (or stopping
+                // with its cluster) is news when it starts and every
+                // `REDELIVERY_WARN_EVERY` attempts after, not every second.
+                let mut failing = 0u64;
+                loop {
+                    match shared.deliver_pending().await {
+                        Ok(()) if failing > 0 => {
+                            tracing::info!(
+                                "reverse edges delivered after {failing} failed attempts"
+                            );
+                            failing = 0;
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            let chain = quiver_run::chain(&e);
+                            if failing % REDELIVERY_WARN_EVERY == 0 {
+                                tracing::warn!("reverse edges wait for delivery: {chain}");
+                            } else {
+                                tracing::debug!("reverse edges wait for delivery: {chain}");
+                            }
+                            failing += 1;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            })
+        };
+        let task = tokio::spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(service)
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(listener),
+                    async {
+                        let _ = stopped.await;
+                    },
+                )
+                .await;
+            redeliver.abort();
+            // Its handle on the store must be gone before the store closes.
+            let _ = redeliver.await;
+            served.map_err(|e| Error::Serve {
+                addr: addr.to_string(),
+                source: Box::new(e),
+            })?;
+            shared.store.flush().map_err(|source| Error::Store {
+                path: shared.config.data.clone(),
+                source,
+            })
+        });
+        Ok(Running {
+            addr,
+            stop: Some(stop),
+            task,
         })
-    });
-    Ok(Running {
-        addr,
-        stop: Some(stop),
-        task,
-    })
+    }
 }
 
 fn invalid(message: impl Into<String>) -> Status {
