@@ -14,16 +14,17 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use crate::blocks::{Accounting, Block, BlockPool};
+use crate::delta::Dir;
 use crate::flash::{Flash, Geometry, Nanos, Ppn};
 use crate::Result;
 
 /// What a valid graph-area page holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Owner {
-    /// Neighbour lists, named by the adjacency GTT.
-    Adjacency,
-    /// Weights, named by the weight GTT.
-    Weights,
+    /// Neighbour lists of one direction, named by its adjacency GTT.
+    Adjacency(Dir),
+    /// Weights of one direction, named by its weight GTT.
+    Weights(Dir),
     /// Delta records, named by the delta page table.
     Delta,
 }
@@ -31,9 +32,11 @@ pub(crate) enum Owner {
 impl Owner {
     fn code(self) -> u32 {
         match self {
-            Owner::Adjacency => 1,
-            Owner::Weights => 2,
+            Owner::Adjacency(Dir::Out) => 1,
+            Owner::Weights(Dir::Out) => 2,
             Owner::Delta => 3,
+            Owner::Adjacency(Dir::In) => 4,
+            Owner::Weights(Dir::In) => 5,
         }
     }
 }
@@ -82,9 +85,11 @@ impl Tag {
     pub fn decode(spare: &[u8]) -> Option<Tag> {
         let word = |i: usize| u32::from_le_bytes(spare[i..i + 4].try_into().expect("4 bytes"));
         let owner = match word(0) {
-            1 => Owner::Adjacency,
-            2 => Owner::Weights,
+            1 => Owner::Adjacency(Dir::Out),
+            2 => Owner::Weights(Dir::Out),
             3 => Owner::Delta,
+            4 => Owner::Adjacency(Dir::In),
+            5 => Owner::Weights(Dir::In),
             _ => return None,
         };
         Some(Tag {

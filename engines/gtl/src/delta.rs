@@ -3,8 +3,9 @@
 //! vertex's previous record, and `deltaPointer`, each vertex's latest
 //! record, in the controller's DRAM.
 //!
-//! A record is 20 bytes: vertex, kind, target, weight bits and the index of
-//! the vertex's previous record (`u32::MAX` for none). A delta page holds
+//! A record is 20 bytes: vertex, kind (with a bit for an in-list's
+//! record), target, weight bits and the index of the list's previous
+//! record (`u32::MAX` for none). A delta page holds
 //! records from the front and ends with the index of its first record and
 //! its record count. The host flushes a batch of records at a time; each
 //! batch is programmed as whole delta pages, so a batch's records are
@@ -18,7 +19,45 @@ use std::collections::HashMap;
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::{Error, Result};
 
-/// One change to one vertex's out-list.
+/// Which of a vertex's lists: its out-neighbours, or (on a directed
+/// graph, which keeps both, GraphSSD §3.2) its in-neighbours.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// Out-neighbours (every graph).
+    #[default]
+    Out,
+    /// In-neighbours (directed graphs).
+    In,
+}
+
+/// One list of the graph: a vertex's list in one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ListId {
+    /// The direction.
+    pub dir: Dir,
+    /// The vertex.
+    pub vertex: u32,
+}
+
+impl ListId {
+    /// `vertex`'s out-list.
+    pub fn out(vertex: u32) -> ListId {
+        ListId {
+            dir: Dir::Out,
+            vertex,
+        }
+    }
+
+    /// `vertex`'s in-list.
+    pub fn incoming(vertex: u32) -> ListId {
+        ListId {
+            dir: Dir::In,
+            vertex,
+        }
+    }
+}
+
+/// One change to one list.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Edit {
     /// The vertex comes into being with an empty list (AddVertex).
@@ -105,10 +144,13 @@ const FOOTER: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Record {
-    vertex: u32,
+    list: ListId,
     edit: Edit,
     prev: u32,
 }
+
+/// The kind word's bit for an in-list's record.
+const IN_LIST: u32 = 1 << 8;
 
 impl Record {
     fn encode(&self, out: &mut [u8]) {
@@ -119,9 +161,16 @@ impl Record {
             Edit::Reweight { target, weight } => (3, target, weight),
             Edit::Clear => (4, 0, 0.0),
         };
-        for (i, word) in [self.vertex, kind, target, f32::to_bits(weight), self.prev]
-            .into_iter()
-            .enumerate()
+        let kind = kind | if self.list.dir == Dir::In { IN_LIST } else { 0 };
+        for (i, word) in [
+            self.list.vertex,
+            kind,
+            target,
+            f32::to_bits(weight),
+            self.prev,
+        ]
+        .into_iter()
+        .enumerate()
         {
             out[i * 4..i * 4 + 4].copy_from_slice(&word.to_le_bytes());
         }
@@ -131,7 +180,12 @@ impl Record {
         let word =
             |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
         let (target, weight) = (word(2), f32::from_bits(word(3)));
-        let edit = match word(1) {
+        let dir = if word(1) & IN_LIST != 0 {
+            Dir::In
+        } else {
+            Dir::Out
+        };
+        let edit = match word(1) & !IN_LIST {
             0 => Edit::Create,
             1 => Edit::Add { target, weight },
             2 => Edit::Delete { target },
@@ -145,7 +199,10 @@ impl Record {
             }
         };
         Ok(Record {
-            vertex: word(0),
+            list: ListId {
+                dir,
+                vertex: word(0),
+            },
             edit,
             prev: word(4),
         })
@@ -180,13 +237,13 @@ pub(crate) struct Chain {
 }
 
 /// A delta page as recovery found it: its records' range, where it is,
-/// and its unmerged records (index, vertex).
+/// and its unmerged records (index, list).
 #[derive(Debug)]
 pub(crate) struct FoundPage {
     pub first: u32,
     pub count: u32,
     pub ppn: Ppn,
-    pub unmerged: Vec<(u32, u32)>,
+    pub unmerged: Vec<(u32, ListId)>,
 }
 
 /// `deltaUpdates` (as its page table) and `deltaPointer`.
@@ -200,7 +257,7 @@ pub(crate) struct FoundPage {
 pub(crate) struct Deltas {
     pages: Vec<DeltaPage>,
     next: u32,
-    pointer: HashMap<u32, u32>,
+    pointer: HashMap<ListId, u32>,
 }
 
 impl Deltas {
@@ -209,18 +266,18 @@ impl Deltas {
         (page_bytes - FOOTER) / RECORD
     }
 
-    /// Whether `vertex` has unmerged records.
-    pub fn has_chain(&self, vertex: u32) -> bool {
-        self.pointer.contains_key(&vertex)
+    /// Whether `list` has unmerged records.
+    pub fn has_chain(&self, list: ListId) -> bool {
+        self.pointer.contains_key(&list)
     }
 
-    /// Vertices with unmerged records.
+    /// Lists with unmerged records.
     pub fn chained(&self) -> usize {
         self.pointer.len()
     }
 
-    /// The vertices with unmerged records.
-    pub fn chained_vertices(&self) -> impl Iterator<Item = u32> + '_ {
+    /// The lists with unmerged records.
+    pub fn chained_lists(&self) -> impl Iterator<Item = ListId> + '_ {
         self.pointer.keys().copied()
     }
 
@@ -232,16 +289,16 @@ impl Deltas {
     /// Links `edits` into their vertices' chains and lays them out in
     /// delta pages of `page_bytes`, each with its first record's index; the
     /// caller programs each page and reports where with [`Deltas::placed`].
-    pub fn append(&mut self, edits: &[(u32, Edit)], page_bytes: usize) -> Vec<(u32, Vec<u8>)> {
+    pub fn append(&mut self, edits: &[(ListId, Edit)], page_bytes: usize) -> Vec<(u32, Vec<u8>)> {
         let per_page = Self::per_page(page_bytes);
         edits
             .chunks(per_page)
             .map(|chunk| {
                 let mut page = vec![0u8; page_bytes];
                 let first = self.next;
-                for (i, &(vertex, edit)) in chunk.iter().enumerate() {
-                    let prev = self.pointer.insert(vertex, self.next).unwrap_or(NONE);
-                    Record { vertex, edit, prev }.encode(&mut page[i * RECORD..]);
+                for (i, &(list, edit)) in chunk.iter().enumerate() {
+                    let prev = self.pointer.insert(list, self.next).unwrap_or(NONE);
+                    Record { list, edit, prev }.encode(&mut page[i * RECORD..]);
                     self.next += 1;
                 }
                 let count =
@@ -280,8 +337,8 @@ impl Deltas {
         pages.sort_by_key(|p| p.first);
         let mut pointer = HashMap::new();
         for p in &pages {
-            for &(record, vertex) in &p.unmerged {
-                let newest = pointer.entry(vertex).or_insert(record);
+            for &(record, list) in &p.unmerged {
+                let newest = pointer.entry(list).or_insert(record);
                 *newest = (*newest).max(record);
             }
         }
@@ -301,8 +358,8 @@ impl Deltas {
     }
 
     /// The records of delta page `bytes` (at `ppn`): its first record's
-    /// index and each record's vertex and edit.
-    pub fn decode_page(bytes: &[u8], ppn: Ppn) -> Result<(u32, Vec<(u32, Edit)>)> {
+    /// index and each record's list and edit.
+    pub fn decode_page(bytes: &[u8], ppn: Ppn) -> Result<(u32, Vec<(ListId, Edit)>)> {
         let len = bytes.len();
         let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
         let (first, count) = (word(len - 8), word(len - 4) as usize);
@@ -314,20 +371,19 @@ impl Deltas {
         }
         let records = (0..count)
             .map(|i| {
-                Record::decode(&bytes[i * RECORD..(i + 1) * RECORD], ppn)
-                    .map(|r| (r.vertex, r.edit))
+                Record::decode(&bytes[i * RECORD..(i + 1) * RECORD], ppn).map(|r| (r.list, r.edit))
             })
             .collect::<Result<_>>()?;
         Ok((first, records))
     }
 
-    /// Reads `vertex`'s chain, submitted at `at`: each delta page it
+    /// Reads `list`'s chain, submitted at `at`: each delta page it
     /// touches is read from flash once its record before is known, unless
     /// `buffer` holds it already (then it is ready when its read was).
     pub fn chain(
         &self,
         flash: &mut Flash,
-        vertex: u32,
+        list: ListId,
         at: Nanos,
         buffer: &mut DeltaBuffer,
     ) -> Result<Chain> {
@@ -337,7 +393,7 @@ impl Deltas {
             pages_read: 0,
             done: at,
         };
-        let mut next = self.pointer.get(&vertex).copied().unwrap_or(NONE);
+        let mut next = self.pointer.get(&list).copied().unwrap_or(NONE);
         while next != NONE {
             let page = self.page_of(next);
             if let std::collections::hash_map::Entry::Vacant(slot) = buffer.entry(page) {
@@ -349,12 +405,12 @@ impl Deltas {
             chain.done = chain.done.max(*ready);
             let at = (next - self.pages[page].first) as usize * RECORD;
             let record = Record::decode(&bytes[at..at + RECORD], self.pages[page].ppn)?;
-            if record.vertex != vertex {
+            if record.list != list {
                 return Err(Error::CorruptPage {
                     ppn: self.pages[page].ppn.0,
                     reason: format!(
-                        "delta record {next} is vertex {}'s, on vertex {vertex}'s chain",
-                        record.vertex
+                        "delta record {next} is {:?}'s, on {list:?}'s chain",
+                        record.list
                     ),
                 });
             }
@@ -366,10 +422,10 @@ impl Deltas {
         Ok(chain)
     }
 
-    /// Drops `vertex`'s chain (merged into its pages); returns the delta
+    /// Drops `list`'s chain (merged into its pages); returns the delta
     /// pages left with no unmerged record, which are now invalid.
-    pub fn merged(&mut self, vertex: u32, records: &[u32]) -> Vec<Ppn> {
-        self.pointer.remove(&vertex);
+    pub fn merged(&mut self, list: ListId, records: &[u32]) -> Vec<Ppn> {
+        self.pointer.remove(&list);
         let mut dead = Vec::new();
         for &r in records {
             let i = self.page_of(r);

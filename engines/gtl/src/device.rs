@@ -9,7 +9,7 @@ use quiver_run::InvalidArgument;
 
 use crate::area::Tag;
 use crate::baseline::CsrFile;
-use crate::delta::Adjacency;
+use crate::delta::{Adjacency, ListId};
 use crate::flash::{Flash, Geometry, Nanos, Timing};
 use crate::ftl::Ftl;
 use crate::gtl::{Gtl, Layout};
@@ -237,7 +237,16 @@ impl Ssd {
     /// an unweighted graph).
     pub fn read_list(&mut self, vertex: u32) -> Result<Fetched<Adjacency>> {
         let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
-        let fetched = gtl.read_list(&mut self.flash, vertex, true, self.now);
+        let fetched = gtl.read_list(&mut self.flash, ListId::out(vertex), true, self.now);
+        self.advance(fetched)
+    }
+
+    /// `vertex`'s in-list with its weights: the in-neighbours a directed
+    /// graph keeps in pages of their own (an undirected graph's in-list is
+    /// its out-list).
+    pub fn read_in_list(&mut self, vertex: u32) -> Result<Fetched<Adjacency>> {
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
+        let fetched = gtl.read_list(&mut self.flash, ListId::incoming(vertex), true, self.now);
         self.advance(fetched)
     }
 

@@ -61,7 +61,7 @@ impl GtlFile {
     /// a temporary name and renamed); returns the page count.
     pub fn write(graph: &Graph, path: &Path, slack: f64) -> Result<u64> {
         let format = PageFormat::new(PAGE_BYTES, slack)?;
-        let plans = plan(0, crate::gtl::list_lens(graph), &format);
+        let plans = plan(0, crate::gtl::lens(graph.offsets()), &format);
         let pages = encode_pages(&plans, graph.targets(), &format);
         let count = pages.len() as u64;
         let gtt_offset = (1 + count) * PAGE_BYTES as u64;

@@ -38,7 +38,7 @@ use quiver_csr::Graph;
 
 use crate::area::{GraphArea, GraphKind, Owner, Tag};
 use crate::blocks::{Accounting, Block};
-use crate::delta::{Adjacency, Chain, DeltaBuffer, Deltas, Edit};
+use crate::delta::{Adjacency, Chain, DeltaBuffer, Deltas, Dir, Edit, ListId};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::ftl::gc_reserve;
 use crate::gtt::{Gtt, GttEntry, Pos, MAX_PAGES};
@@ -123,18 +123,48 @@ pub(crate) fn encode_pages(plans: &[Plan], entries: &[u32], format: &PageFormat)
         .collect()
 }
 
-/// The lengths of `graph`'s lists.
-pub(crate) fn list_lens(graph: &Graph) -> impl Iterator<Item = usize> + '_ {
-    graph
-        .offsets()
+/// The lengths of the lists whose CSR offsets are `offsets`.
+pub(crate) fn lens(offsets: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    offsets
         .windows(2)
         .map(|w| usize::try_from(w[1] - w[0]).expect("a list's length fits usize"))
 }
 
-/// Graph pages (neighbour and weight pages) GraphInitialize writes for
-/// `graph` under `format`.
+/// A directed graph's in-lists as CSR (offsets, sources, weights): each
+/// vertex's in-neighbours in increasing order of source.
+fn transpose(graph: &Graph) -> (Vec<u64>, Vec<u32>, Option<Vec<f32>>) {
+    let n = graph.num_vertices() as usize;
+    let mut offsets = vec![0u64; n + 1];
+    for &t in graph.targets() {
+        offsets[t as usize + 1] += 1;
+    }
+    for i in 1..=n {
+        offsets[i] += offsets[i - 1];
+    }
+    let mut fill: Vec<u64> = offsets[..n].to_vec();
+    let mut sources = vec![0u32; graph.targets().len()];
+    let mut weights = graph.weights().map(|w| vec![0f32; w.len()]);
+    for v in 0..graph.num_vertices() {
+        let start = usize::try_from(graph.offsets()[v as usize]).expect("fits usize");
+        for (i, &t) in graph.neighbors(v).iter().enumerate() {
+            let at = usize::try_from(fill[t as usize]).expect("fits usize");
+            fill[t as usize] += 1;
+            sources[at] = v;
+            if let (Some(w), Some(from)) = (&mut weights, graph.weights()) {
+                w[at] = from[start + i];
+            }
+        }
+    }
+    (offsets, sources, weights)
+}
+
+/// Graph pages (neighbour and weight pages, of both directions on a
+/// directed graph) GraphInitialize writes for `graph` under `format`.
 pub(crate) fn pages_needed(graph: &Graph, format: &PageFormat) -> u64 {
-    let pages = plan(0, list_lens(graph), format).len() as u64;
+    let mut pages = plan(0, lens(graph.offsets()), format).len() as u64;
+    if !graph.is_undirected() {
+        pages += plan(0, lens(&transpose(graph).0), format).len() as u64;
+    }
     pages * if graph.is_weighted() { 2 } else { 1 }
 }
 
@@ -244,6 +274,15 @@ pub struct Merged {
     pub done: Nanos,
 }
 
+/// The GTTs of one direction's lists: the adjacency GTT and, on a
+/// weighted graph, the weight GTT, the same shape (GraphSSD §3.2: separate
+/// in and out GTTs for directed graphs, a separate one for weights).
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    pub gtt: Gtt,
+    pub weights: Option<Gtt>,
+}
+
 /// The GTL of one loaded graph.
 #[derive(Debug)]
 pub struct Gtl {
@@ -251,8 +290,8 @@ pub struct Gtl {
     vertices: u32,
     weighted: bool,
     undirected: bool,
-    gtt: Gtt,
-    weight_gtt: Option<Gtt>,
+    /// The out-lists' table, and on a directed graph the in-lists'.
+    tables: Vec<Table>,
     area: GraphArea,
     deltas: Deltas,
     invalidated: Vec<Ppn>,
@@ -291,10 +330,20 @@ impl Gtl {
             );
         }
         let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
-        let plans = plan(0, list_lens(graph), &format);
-        let weights = graph.weights();
-        let pages = plans.len() as u64;
-        let needed = pages * if weights.is_some() { 2 } else { 1 };
+        let weighted = graph.is_weighted();
+        // The lists of each direction: out-lists, and a directed graph's in-lists.
+        let transposed = (!graph.is_undirected()).then(|| transpose(graph));
+        let mut sides = vec![(Dir::Out, graph.offsets(), graph.targets(), graph.weights())];
+        if let Some((offsets, targets, weights)) = &transposed {
+            sides.push((Dir::In, offsets, targets, weights.as_deref()));
+        }
+        let plans: Vec<Vec<Plan>> = sides
+            .iter()
+            .map(|(_, offsets, ..)| plan(0, lens(offsets), &format))
+            .collect();
+        let kinds = 1 + u64::from(weighted);
+        let pages: u64 = plans.iter().map(|p| p.len() as u64).sum();
+        let needed = pages * kinds;
         let area_pages = u64::from(geometry.dies())
             * u64::from(blocks.end - blocks.start)
             * u64::from(geometry.pages_per_block);
@@ -310,10 +359,9 @@ impl Gtl {
         let mut gtl = Gtl {
             format,
             vertices: graph.num_vertices(),
-            weighted: weights.is_some(),
+            weighted,
             undirected: graph.is_undirected(),
-            gtt: Gtt::default(),
-            weight_gtt: weights.map(|_| Gtt::default()),
+            tables: Vec::new(),
             area,
             deltas: Deltas::default(),
             invalidated: Vec::new(),
@@ -322,30 +370,46 @@ impl Gtl {
             counters: GtlCounters::default(),
             seq: 0,
         };
-        let targets = graph.targets();
-        let bits: Option<Vec<u32>> = weights.map(|w| w.iter().map(|w| w.to_bits()).collect());
-        let mut unit = Vec::with_capacity(plans.len() * if weights.is_some() { 2 } else { 1 });
-        for (entries, owner) in std::iter::once((targets, Owner::Adjacency))
-            .chain(bits.as_deref().map(|b| (b, Owner::Weights)))
-        {
-            let pages = encode_pages(&plans, entries, &gtl.format);
-            unit.extend(pages.into_iter().map(|page| (owner, page)));
-        }
-        let (ppns, done) = gtl.write_unit(flash, &unit, true, at)?;
-        for (i, p) in plans.iter().enumerate() {
-            gtl.gtt.push(GttEntry::new(p.vsid, ppns[i]));
-            if let Some(wgtt) = &mut gtl.weight_gtt {
-                wgtt.push(GttEntry::new(p.vsid, ppns[plans.len() + i]));
+        let mut unit = Vec::with_capacity(usize::try_from(needed).expect("fits memory"));
+        for ((dir, _, targets, weights), plans) in sides.iter().zip(&plans) {
+            let pages = encode_pages(plans, targets, &gtl.format);
+            unit.extend(pages.into_iter().map(|page| (Owner::Adjacency(*dir), page)));
+            if let Some(weights) = weights {
+                let bits: Vec<u32> = weights.iter().map(|w| w.to_bits()).collect();
+                let pages = encode_pages(plans, &bits, &gtl.format);
+                unit.extend(pages.into_iter().map(|page| (Owner::Weights(*dir), page)));
             }
         }
-        let entries = graph.num_edges() * if weights.is_some() { 2 } else { 1 };
-        let entry_bytes = graph.num_edges() * ENTRY as u64;
+        let (ppns, done) = gtl.write_unit(flash, &unit, true, at)?;
+        let mut ppns = ppns.into_iter();
+        for plans in &plans {
+            let mut table = Table::default();
+            for p in plans {
+                table
+                    .gtt
+                    .push(GttEntry::new(p.vsid, ppns.next().expect("a page each")));
+            }
+            if weighted {
+                let mut wgtt = Gtt::default();
+                for p in plans {
+                    wgtt.push(GttEntry::new(p.vsid, ppns.next().expect("a page each")));
+                }
+                table.weights = Some(wgtt);
+            }
+            gtl.tables.push(table);
+        }
+        let lists = sides.len() as u64;
+        let entry_bytes = graph.num_edges() * ENTRY as u64 * lists;
         gtl.layout = Layout {
             pages,
-            weight_pages: if weights.is_some() { pages } else { 0 },
+            weight_pages: if weighted { pages } else { 0 },
             gtt_bytes: gtl.gtt_bytes(),
-            data_bytes: entries * 4,
-            tight_pages: tight_pages(&gtl.format, entry_bytes, graph.num_vertices()),
+            data_bytes: entry_bytes * kinds,
+            tight_pages: tight_pages(
+                &gtl.format,
+                entry_bytes,
+                graph.num_vertices() * u32::try_from(lists).expect("1 or 2"),
+            ),
             done,
         };
         Ok(gtl)
@@ -399,19 +463,45 @@ impl Gtl {
         &self.format
     }
 
-    /// The adjacency GTT.
+    /// The out-lists' adjacency GTT.
     pub fn gtt(&self) -> &Gtt {
-        &self.gtt
+        &self.tables[0].gtt
     }
 
-    /// The weight GTT, for a weighted graph.
+    /// The out-lists' weight GTT, for a weighted graph.
     pub fn weight_gtt(&self) -> Option<&Gtt> {
-        self.weight_gtt.as_ref()
+        self.tables[0].weights.as_ref()
     }
 
-    /// Bytes of both GTTs now (extended lists included).
+    /// The adjacency GTT of `dir`'s lists (an undirected graph's in-lists
+    /// are its out-lists).
+    pub fn gtt_of(&self, dir: Dir) -> &Gtt {
+        &self.table(dir).gtt
+    }
+
+    /// The table of `dir`'s lists.
+    pub(crate) fn table(&self, dir: Dir) -> &Table {
+        &self.tables[self.side(dir)]
+    }
+
+    fn table_mut(&mut self, dir: Dir) -> &mut Table {
+        let side = self.side(dir);
+        &mut self.tables[side]
+    }
+
+    /// Where `dir`'s table is: the in-lists' are the out-lists' on an
+    /// undirected graph.
+    fn side(&self, dir: Dir) -> usize {
+        match dir {
+            Dir::In if self.tables.len() > 1 => 1,
+            _ => 0,
+        }
+    }
+
+    /// Bytes of every GTT now (extended lists included).
     pub fn gtt_bytes(&self) -> u64 {
-        (self.gtt.bytes() + self.weight_gtt.as_ref().map_or(0, Gtt::bytes)) as u64
+        let table = |t: &Table| t.gtt.bytes() + t.weights.as_ref().map_or(0, Gtt::bytes);
+        self.tables.iter().map(table).sum::<usize>() as u64
     }
 
     /// What GraphInitialize wrote.
@@ -466,80 +556,108 @@ impl Gtl {
         Ok(())
     }
 
-    /// The GTT entries of the pages holding `vertex`'s list, in order.
+    /// The GTT entries of the pages holding `vertex`'s out-list, in order.
     pub fn pages_of(&self, vertex: u32) -> Result<Vec<GttEntry>> {
-        self.check(vertex)?;
-        let pages: Vec<GttEntry> = self
-            .gtt
-            .locate(vertex)
+        self.pages_of_list(ListId::out(vertex))
+    }
+
+    /// The GTT entries of the pages holding `list`, in order.
+    pub fn pages_of_list(&self, list: ListId) -> Result<Vec<GttEntry>> {
+        self.check(list.vertex)?;
+        let gtt = &self.table(list.dir).gtt;
+        let pages: Vec<GttEntry> = gtt
+            .locate(list.vertex)
             .into_iter()
-            .map(|p| self.gtt.get(p))
+            .map(|p| gtt.get(p))
             .collect();
         assert!(!pages.is_empty(), "the GTT covers every vertex");
         Ok(pages)
     }
 
-    /// `vertex`'s unmerged chain, read from flash at `at`, if its pages
+    /// The list an undirected graph keeps for `list` (its in-lists are its
+    /// out-lists).
+    fn stored(&self, list: ListId) -> ListId {
+        ListId {
+            dir: if self.side(list.dir) == 0 {
+                Dir::Out
+            } else {
+                Dir::In
+            },
+            ..list
+        }
+    }
+
+    /// `list`'s unmerged chain, read from flash at `at`, if its pages
     /// `pages` are dirty (for the host, which reads the pages itself).
     pub(crate) fn chain(
         &mut self,
         flash: &mut Flash,
-        vertex: u32,
+        list: ListId,
         pages: &[GttEntry],
         at: Nanos,
     ) -> Result<Option<Chain>> {
-        if !pages.iter().any(GttEntry::dirty) || !self.deltas.has_chain(vertex) {
+        let list = self.stored(list);
+        if !pages.iter().any(GttEntry::dirty) || !self.deltas.has_chain(list) {
             return Ok(None);
         }
         let chain = self
             .deltas
-            .chain(flash, vertex, at, &mut DeltaBuffer::new())?;
+            .chain(flash, list, at, &mut DeltaBuffer::new())?;
         self.counters.delta_pages_read += chain.pages_read;
         Ok(Some(chain))
     }
 
-    /// `vertex`'s list and weights as they are now, submitted at `at`: its
+    /// `list` and its weights as they are now, submitted at `at`: its
     /// pages (and weight pages, if `with_weights`) read in parallel and
     /// sent to the host, then its delta chain if its pages are dirty.
     pub fn read_list(
         &mut self,
         flash: &mut Flash,
-        vertex: u32,
+        list: ListId,
         with_weights: bool,
         at: Nanos,
     ) -> Result<Fetched<Adjacency>> {
-        let pages = self.pages_of(vertex)?;
+        let list = self.stored(list);
+        let vertex = list.vertex;
+        let pages = self.pages_of_list(list)?;
         let page_bytes = u64::from(flash.geometry().page_bytes);
-        let mut list = Adjacency::default();
+        let mut read_list = Adjacency::default();
         let mut done = at;
         let mut pages_read = 0;
         for entry in &pages {
             let (page, read) = read_page(flash, *entry, at)?;
-            list.targets
+            read_list
+                .targets
                 .extend_from_slice(list_of(&page, entry, vertex)?);
             done = done.max(flash.host_transfer(page_bytes, read));
             pages_read += 1;
         }
         if with_weights && self.weighted {
-            let wgtt = self.weight_gtt.as_ref().expect("weighted");
-            for pos in wgtt.locate(vertex) {
-                let entry = wgtt.get(pos);
+            let wgtt = self.table(list.dir).weights.as_ref().expect("weighted");
+            let entries: Vec<GttEntry> = wgtt
+                .locate(vertex)
+                .into_iter()
+                .map(|p| wgtt.get(p))
+                .collect();
+            for entry in entries {
                 let (page, read) = read_page(flash, entry, at)?;
                 let bits = list_of(&page, &entry, vertex)?;
-                list.weights.extend(bits.iter().map(|&b| f32::from_bits(b)));
+                read_list
+                    .weights
+                    .extend(bits.iter().map(|&b| f32::from_bits(b)));
                 done = done.max(flash.host_transfer(page_bytes, read));
                 pages_read += 1;
             }
         }
-        if let Some(chain) = self.chain(flash, vertex, &pages, done)? {
+        if let Some(chain) = self.chain(flash, list, &pages, done)? {
             for &edit in &chain.edits {
-                list.apply(edit, with_weights && self.weighted);
+                read_list.apply(edit, with_weights && self.weighted);
             }
             pages_read += chain.pages_read;
             done = flash.host_transfer(chain.pages_read * page_bytes, chain.done);
         }
         Ok(Fetched {
-            value: list,
+            value: read_list,
             pages_read,
             submitted: at,
             done,
@@ -555,7 +673,7 @@ impl Gtl {
         vertex: u32,
         at: Nanos,
     ) -> Result<Fetched<Vec<u32>>> {
-        let fetched = self.read_list(flash, vertex, false, at)?;
+        let fetched = self.read_list(flash, ListId::out(vertex), false, at)?;
         Ok(Fetched {
             value: fetched.value.targets,
             pages_read: fetched.pages_read,
@@ -576,11 +694,13 @@ impl Gtl {
         target: u32,
         at: Nanos,
     ) -> Result<Fetched<Option<f32>>> {
-        let weight_gtt = self.weight_gtt.as_ref().ok_or(Error::Unweighted)?;
+        if !self.weighted {
+            return Err(Error::Unweighted);
+        }
         self.check(target)?;
         let pages = self.pages_of(source)?;
         if pages.iter().any(GttEntry::dirty) {
-            let fetched = self.read_list(flash, source, true, at)?;
+            let fetched = self.read_list(flash, ListId::out(source), true, at)?;
             let list = fetched.value;
             let weight = list
                 .targets
@@ -612,6 +732,7 @@ impl Gtl {
             done: found,
         };
         if let Some((k, i)) = hit {
+            let weight_gtt = self.tables[0].weights.as_ref().expect("weighted");
             let entry = weight_gtt.get(weight_gtt.locate(source)[k]);
             let (page, read) = read_page(flash, entry, found)?;
             fetched.value = Some(f32::from_bits(list_of(&page, &entry, source)?[i]));
@@ -626,7 +747,7 @@ impl Gtl {
     /// cross the host link as whole delta pages and are programmed; each
     /// edited vertex's first page is marked dirty. An edit may name vertex
     /// `|V|`, after a [`Edit::Create`] for it earlier in the batch.
-    pub fn log(&mut self, flash: &mut Flash, edits: &[(u32, Edit)], at: Nanos) -> Result<Nanos> {
+    pub fn log(&mut self, flash: &mut Flash, edits: &[(ListId, Edit)], at: Nanos) -> Result<Nanos> {
         let vertices = check_edits(self.vertices, edits.iter().copied())?;
         let page_bytes = flash.geometry().page_bytes as usize;
         let delta_pages = edits.len().div_ceil(Deltas::per_page(page_bytes));
@@ -643,38 +764,47 @@ impl Gtl {
         }
         self.counters.delta_records += edits.len() as u64;
         self.counters.delta_pages += pages.len() as u64;
-        for &(v, _) in edits {
-            let pos = self.gtt.locate(v)[0];
-            let entry = self.gtt.get(pos);
-            self.gtt.set(pos, entry.with_dirty(true));
+        for &(list, _) in edits {
+            let gtt = &mut self.table_mut(list.dir).gtt;
+            let pos = gtt.locate(list.vertex)[0];
+            gtt.set(pos, gtt.get(pos).with_dirty(true));
         }
         Ok(done)
     }
 
     /// The direct path (GraphSSD Fig. 8, behind the redo log of §3.5):
     /// writes `edits` to the log as delta records, then rewrites the group
-    /// of every edited vertex at once, submitted at `at`.
+    /// of every edited list at once, submitted at `at`.
     pub fn apply_direct(
         &mut self,
         flash: &mut Flash,
-        edits: &[(u32, Edit)],
+        edits: &[(ListId, Edit)],
         at: Nanos,
     ) -> Result<Nanos> {
         let logged = self.log(flash, edits, at)?;
-        let keys: BTreeSet<u32> = edits.iter().map(|&(v, _)| self.group_key(v)).collect();
+        let keys: BTreeSet<(Dir, u32)> = edits
+            .iter()
+            .map(|&(list, _)| (list.dir, self.group_key(list)))
+            .collect();
         self.rewrite_groups(flash, keys, logged)
     }
 
     /// Merges the delta graph into the pages, submitted at `at`: rewrites
-    /// the groups holding dirty pages, in vertex order, at most `limit` of
-    /// them (all if `None`), one after the other.
+    /// the groups holding dirty pages, out-lists' then in-lists', in vertex
+    /// order, at most `limit` of them (all if `None`), one after the other.
     pub fn merge(&mut self, flash: &mut Flash, limit: Option<usize>, at: Nanos) -> Result<Merged> {
-        let keys: BTreeSet<u32> = self
-            .gtt
-            .leaves()
-            .filter(|(_, e)| e.dirty())
-            .map(|(_, e)| self.group_key(e.vertex()))
-            .collect();
+        let mut keys = BTreeSet::new();
+        for dir in self.dirs() {
+            for (_, e) in self.table(dir).gtt.leaves().filter(|(_, e)| e.dirty()) {
+                keys.insert((
+                    dir,
+                    self.group_key(ListId {
+                        dir,
+                        vertex: e.vertex(),
+                    }),
+                ));
+            }
+        }
         let take = limit.unwrap_or(keys.len()).min(keys.len());
         let done = self.rewrite_groups(flash, keys.iter().copied().take(take), at)?;
         Ok(Merged {
@@ -684,49 +814,59 @@ impl Gtl {
         })
     }
 
-    /// The key of the group holding `vertex`'s list.
-    fn group_key(&self, vertex: u32) -> u32 {
-        self.gtt.get(self.gtt.group(vertex)[0]).vertex()
+    /// The directions the graph keeps lists of.
+    fn dirs(&self) -> Vec<Dir> {
+        [Dir::Out, Dir::In][..self.tables.len()].to_vec()
     }
 
-    /// Rewrites the groups keyed `keys` one after the other from `at`
-    /// (each read, merged with its chains, and written out of place).
+    /// The key of the group holding `list`.
+    fn group_key(&self, list: ListId) -> u32 {
+        let gtt = &self.table(list.dir).gtt;
+        gtt.get(gtt.group(list.vertex)[0]).vertex()
+    }
+
+    /// Rewrites the groups keyed `keys` (direction, key) one after the
+    /// other from `at` (each read, merged with its chains, and written out
+    /// of place).
     fn rewrite_groups(
         &mut self,
         flash: &mut Flash,
-        keys: impl IntoIterator<Item = u32>,
+        keys: impl IntoIterator<Item = (Dir, u32)>,
         at: Nanos,
     ) -> Result<Nanos> {
         let mut done = at;
         let mut buffer = DeltaBuffer::new();
-        for key in keys {
-            let group = self.gtt.group(key);
-            let (first, lists, chains, read) = self.read_group(flash, &group, done, &mut buffer)?;
-            done = self.write_group(flash, &group, first, &lists, chains, read)?;
+        for (dir, key) in keys {
+            let group = self.table(dir).gtt.group(key);
+            let (first, lists, chains, read) =
+                self.read_group(flash, dir, &group, done, &mut buffer)?;
+            done = self.write_group(flash, dir, &group, (first, &lists), chains, read)?;
         }
         Ok(done)
     }
 
-    /// Reads the group `group` in parallel at `at`: its first vertex, the
-    /// lists (and weights) of every vertex it covers with their unmerged
-    /// chains applied (delta pages through `buffer`), the chains' vertices
-    /// and records, and when it was read.
+    /// Reads the group `group` of `dir`'s table in parallel at `at`: its
+    /// first vertex, the lists (and weights) of every vertex it covers with
+    /// their unmerged chains applied (delta pages through `buffer`), the
+    /// chains' lists and records, and when it was read.
     #[allow(clippy::type_complexity)]
     fn read_group(
         &mut self,
         flash: &mut Flash,
+        dir: Dir,
         group: &[Pos],
         at: Nanos,
         buffer: &mut DeltaBuffer,
-    ) -> Result<(u32, Vec<Adjacency>, Vec<(u32, Vec<u32>)>, Nanos)> {
+    ) -> Result<(u32, Vec<Adjacency>, Vec<(ListId, Vec<u32>)>, Nanos)> {
         let mut done = at;
         let mut lists: Vec<Adjacency> = Vec::new();
-        let first = self.gtt.get(group[0]).vertex();
+        let table = &self.tables[self.side(dir)];
+        let first = table.gtt.get(group[0]).vertex();
+        let mut pages_read = 0;
         for &pos in group {
-            let entry = self.gtt.get(pos);
-            let (page, read) = read_page(flash, entry, at)?;
+            let (page, read) = read_page(flash, table.gtt.get(pos), at)?;
             done = done.max(read);
-            let weights = match &self.weight_gtt {
+            let weights = match &table.weights {
                 Some(wgtt) => {
                     let (w, read) = read_page(flash, wgtt.get(pos), at)?;
                     done = done.max(read);
@@ -734,7 +874,7 @@ impl Gtl {
                 }
                 None => None,
             };
-            self.counters.pages_read += 1 + u64::from(weights.is_some());
+            pages_read += 1 + u64::from(weights.is_some());
             for i in 0..page.vertices() as usize {
                 let range = page.offsets[i] as usize..page.offsets[i + 1] as usize;
                 if !(i == 0 && page.flags & CONTINUED != 0) {
@@ -748,34 +888,36 @@ impl Gtl {
                 }
             }
         }
-        if self.gtt.is_last(group) {
+        if table.gtt.is_last(group) {
             lists.resize((self.vertices - first) as usize, Adjacency::default());
         }
+        self.counters.pages_read += pages_read;
         let mut chains = Vec::new();
         let start = done;
-        for (v, list) in (first..).zip(&mut lists) {
-            if self.deltas.has_chain(v) {
-                let chain = self.deltas.chain(flash, v, start, buffer)?;
+        for (vertex, list) in (first..).zip(&mut lists) {
+            let id = ListId { dir, vertex };
+            if self.deltas.has_chain(id) {
+                let chain = self.deltas.chain(flash, id, start, buffer)?;
                 self.counters.delta_pages_read += chain.pages_read;
                 done = done.max(chain.done);
                 for &edit in &chain.edits {
                     list.apply(edit, self.weighted);
                 }
-                chains.push((v, chain.records));
+                chains.push((id, chain.records));
             }
         }
         Ok((first, lists, chains, done))
     }
 
-    /// Writes `lists` (vertices `first..`) in place of the group `group`,
-    /// submitted at `at`, and retires the merged `chains`.
+    /// Writes `lists` (vertices `first..`) in place of the group `group`
+    /// of `dir`'s table, submitted at `at`, and retires the merged `chains`.
     fn write_group(
         &mut self,
         flash: &mut Flash,
+        dir: Dir,
         group: &[Pos],
-        first: u32,
-        lists: &[Adjacency],
-        chains: Vec<(u32, Vec<u32>)>,
+        (first, lists): (u32, &[Adjacency]),
+        chains: Vec<(ListId, Vec<u32>)>,
         at: Nanos,
     ) -> Result<Nanos> {
         let lens: Vec<usize> = lists.iter().map(|l| l.targets.len()).collect();
@@ -794,12 +936,15 @@ impl Gtl {
         for p in &plans {
             let lists: Vec<&[u32]> = p.lists.iter().map(|r| &targets[r.clone()]).collect();
             unit.push((
-                Owner::Adjacency,
+                Owner::Adjacency(dir),
                 self.format.encode(p.vsid, p.flags, &lists),
             ));
             if self.weighted {
                 let lists: Vec<&[u32]> = p.lists.iter().map(|r| &bits[r.clone()]).collect();
-                unit.push((Owner::Weights, self.format.encode(p.vsid, p.flags, &lists)));
+                unit.push((
+                    Owner::Weights(dir),
+                    self.format.encode(p.vsid, p.flags, &lists),
+                ));
             }
         }
         let (ppns, done) = self.write_unit(flash, &unit, false, at)?;
@@ -813,20 +958,19 @@ impl Gtl {
             .zip(ppns.chunks(kinds))
             .filter_map(|(p, ppns)| ppns.get(1).map(|&ppn| GttEntry::new(p.vsid, ppn)))
             .collect();
-        let old: Vec<Ppn> = group.iter().map(|&p| self.gtt.get(p).ppn()).collect();
-        self.gtt.replace(group, &entries);
+        let side = self.side(dir);
+        let table = &mut self.tables[side];
+        let mut old: Vec<Ppn> = group.iter().map(|&p| table.gtt.get(p).ppn()).collect();
+        table.gtt.replace(group, &entries);
+        if let Some(wgtt) = &mut table.weights {
+            old.extend(group.iter().map(|&p| wgtt.get(p).ppn()));
+            wgtt.replace(group, &weight_entries);
+        }
         for ppn in old {
             self.area.invalidate(ppn);
         }
-        if let Some(wgtt) = &mut self.weight_gtt {
-            let old: Vec<Ppn> = group.iter().map(|&p| wgtt.get(p).ppn()).collect();
-            wgtt.replace(group, &weight_entries);
-            for ppn in old {
-                self.area.invalidate(ppn);
-            }
-        }
-        for (v, records) in chains {
-            for ppn in self.deltas.merged(v, &records) {
+        for (list, records) in chains {
+            for ppn in self.deltas.merged(list, &records) {
                 self.area.invalidate(ppn);
             }
         }
@@ -879,12 +1023,13 @@ impl Gtl {
             let (to, written) = self.area.program(flash, tag, &data, read_done)?;
             moved = moved.max(written);
             match owner {
-                Owner::Adjacency | Owner::Weights => {
+                Owner::Adjacency(dir) | Owner::Weights(dir) => {
                     let vsid = Page::decode(&data, ppn.0)?.vsid;
+                    let table = self.table_mut(dir);
                     let gtt = match owner {
-                        Owner::Adjacency => &mut self.gtt,
-                        _ => self
-                            .weight_gtt
+                        Owner::Adjacency(_) => &mut table.gtt,
+                        _ => table
+                            .weights
                             .as_mut()
                             .expect("weight pages need a weight GTT"),
                     };
@@ -913,56 +1058,65 @@ impl Gtl {
     /// dirty bit exactly on the first page of each vertex with a chain.
     pub fn check_structure(&self, flash: &Flash) -> Accounting {
         let mut named = std::collections::HashSet::new();
-        let mut tables = vec![(&self.gtt, Owner::Adjacency)];
-        tables.extend(self.weight_gtt.as_ref().map(|w| (w, Owner::Weights)));
-        for (gtt, owner) in tables {
-            let leaves: Vec<GttEntry> = gtt.leaves().map(|(_, e)| e).collect();
-            assert!(
-                leaves.windows(2).all(|w| w[0].vertex() <= w[1].vertex()),
-                "{owner:?} GTT leaves out of order"
-            );
-            assert_eq!(
-                leaves.first().map(GttEntry::vertex),
-                Some(0),
-                "vertex 0 is covered"
-            );
-            for e in leaves {
-                let ppn = e.ppn();
-                assert!(named.insert(ppn.0), "page {} named twice", ppn.0);
-                assert_eq!(
-                    self.area.owner(ppn),
-                    Some(owner),
-                    "page {} of {owner:?}",
-                    ppn.0
+        for dir in self.dirs() {
+            let table = self.table(dir);
+            let mut gtts = vec![(&table.gtt, Owner::Adjacency(dir))];
+            gtts.extend(table.weights.as_ref().map(|w| (w, Owner::Weights(dir))));
+            for (gtt, owner) in gtts {
+                let leaves: Vec<GttEntry> = gtt.leaves().map(|(_, e)| e).collect();
+                assert!(
+                    leaves.windows(2).all(|w| w[0].vertex() <= w[1].vertex()),
+                    "{owner:?} GTT leaves out of order"
                 );
-                let page = Page::decode(flash.peek(ppn).expect("programmed"), ppn.0)
-                    .expect("a named page decodes");
-                assert_eq!(page.vsid, e.vertex(), "page {} starts at its key", ppn.0);
-                if e.dirty() {
-                    assert_eq!(owner, Owner::Adjacency, "only adjacency pages are dirty");
+                assert_eq!(
+                    leaves.first().map(GttEntry::vertex),
+                    Some(0),
+                    "vertex 0 is covered"
+                );
+                for e in leaves {
+                    let ppn = e.ppn();
+                    assert!(named.insert(ppn.0), "page {} named twice", ppn.0);
+                    assert_eq!(
+                        self.area.owner(ppn),
+                        Some(owner),
+                        "page {} of {owner:?}",
+                        ppn.0
+                    );
+                    let page = Page::decode(flash.peek(ppn).expect("programmed"), ppn.0)
+                        .expect("a named page decodes");
+                    assert_eq!(page.vsid, e.vertex(), "page {} starts at its key", ppn.0);
+                    if e.dirty() {
+                        assert_eq!(
+                            owner,
+                            Owner::Adjacency(dir),
+                            "only adjacency pages are dirty"
+                        );
+                    }
                 }
             }
+            if let Some(wgtt) = &table.weights {
+                let shape = |g: &Gtt| -> Vec<(Pos, u32)> {
+                    g.leaves().map(|(p, e)| (p, e.vertex())).collect()
+                };
+                assert_eq!(shape(wgtt), shape(&table.gtt), "the weight GTT's shape");
+            }
+            let dirty: std::collections::BTreeSet<u64> = table
+                .gtt
+                .leaves()
+                .filter(|(_, e)| e.dirty())
+                .map(|(_, e)| e.ppn().0)
+                .collect();
+            let chained: std::collections::BTreeSet<u64> = self
+                .deltas
+                .chained_lists()
+                .filter(|l| l.dir == dir)
+                .map(|l| table.gtt.get(table.gtt.locate(l.vertex)[0]).ppn().0)
+                .collect();
+            assert_eq!(
+                dirty, chained,
+                "{dir:?}: dirty pages are the first pages of chained lists"
+            );
         }
-        if let Some(wgtt) = &self.weight_gtt {
-            let shape =
-                |g: &Gtt| -> Vec<(Pos, u32)> { g.leaves().map(|(p, e)| (p, e.vertex())).collect() };
-            assert_eq!(shape(wgtt), shape(&self.gtt), "the weight GTT's shape");
-        }
-        let dirty: std::collections::BTreeSet<u64> = self
-            .gtt
-            .leaves()
-            .filter(|(_, e)| e.dirty())
-            .map(|(_, e)| e.ppn().0)
-            .collect();
-        let chained: std::collections::BTreeSet<u64> = self
-            .deltas
-            .chained_vertices()
-            .map(|v| self.gtt.get(self.gtt.locate(v)[0]).ppn().0)
-            .collect();
-        assert_eq!(
-            dirty, chained,
-            "dirty pages are the first pages of chained vertices"
-        );
         for ppn in self.deltas.live_pages() {
             assert!(named.insert(ppn.0), "delta page {} named twice", ppn.0);
             assert_eq!(self.area.owner(ppn), Some(Owner::Delta));
@@ -977,12 +1131,14 @@ impl Gtl {
 }
 
 /// Checks `edits` against a graph of `vertices` vertices and returns the
-/// count they grow it to: each [`Edit::Create`] names the next new id, and
-/// every other vertex and target is below the count at that point.
-fn check_edits(mut vertices: u32, edits: impl IntoIterator<Item = (u32, Edit)>) -> Result<u32> {
-    for (v, edit) in edits {
+/// count they grow it to: each [`Edit::Create`] names the next new id (as
+/// an out-list), and every other list and target is below the count at
+/// that point.
+fn check_edits(mut vertices: u32, edits: impl IntoIterator<Item = (ListId, Edit)>) -> Result<u32> {
+    for (list, edit) in edits {
+        let v = list.vertex;
         if edit == Edit::Create {
-            if v != vertices {
+            if v != vertices || list.dir != Dir::Out {
                 return Err(Error::NotNextVertex {
                     vertex: v,
                     next: vertices,

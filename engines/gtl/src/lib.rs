@@ -82,10 +82,16 @@
 //!   neighbour pages, with their own GTT; GetEdgeWeight reads the source's
 //!   neighbour pages, then the one weight page at the target's first
 //!   occurrence, after them.
-//! - **Directed graphs** store out-lists only, for now (no in-list GTT).
+//! - **Directed graphs** keep their in-lists too, in pages of their own
+//!   under their own GTT and weight GTT (the paper's separate in and out
+//!   GTTs), laid out and rewritten as the out-lists are; a delta record
+//!   says which list it changes; a command's out- and in-list edits are one
+//!   unit. An undirected graph's in-lists are its out-lists. The host
+//!   library and the applications read out-lists.
 //! - **Update semantics** (the paper omits delete and update): ids are
 //!   dense, AddVertex creates `|V|`, DeleteVertex empties a list; an
-//!   undirected graph's commands keep both directions; DeleteEdge and
+//!   undirected graph's commands keep both directions, a directed graph's
+//!   its in-lists (DeleteVertex also removes its in-edges); DeleteEdge and
 //!   UpdateEdge act on the first edge to the target; a command naming an
 //!   absent edge or vertex returns false (details in `update`).
 //! - **Delta graph.** Records of 20 bytes in delta pages (a host batch is

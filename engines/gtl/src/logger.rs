@@ -158,13 +158,15 @@ impl UpdateLogger {
 
 /// The records `update` makes, if they are known without reading a list.
 fn records(update: &Update, undirected: bool) -> Option<usize> {
-    let both = |s: u32, t: u32| 1 + usize::from(undirected && s != t);
+    // A directed graph mirrors every edge in an in-list; an undirected
+    // one every edge but a self-loop in the other end's list.
+    let both = |s: u32, t: u32| 1 + usize::from(!undirected || s != t);
     match update {
         Update::AddEdge { source, target, .. }
         | Update::DeleteEdge { source, target }
         | Update::UpdateEdge { source, target, .. } => Some(both(*source, *target)),
         // The new vertex's id is |V|, unknown here: count a self-loop as two.
-        Update::AddVertex { edges } => Some(1 + edges.len() * (1 + usize::from(undirected))),
+        Update::AddVertex { edges } => Some(1 + 2 * edges.len()),
         Update::DeleteVertex { .. } | Update::UpdateVertex { .. } => None,
     }
 }

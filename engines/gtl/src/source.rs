@@ -24,7 +24,7 @@ use quiver_csr::Graph;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::PageCache;
-use crate::delta::Adjacency;
+use crate::delta::{Adjacency, ListId};
 use crate::flash::{Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 use crate::page::Page;
@@ -196,7 +196,7 @@ impl GraphSource for GtlSource {
                 list.extend_from_slice(crate::gtl::list_of(&page, entry, v)?);
                 end = end.max(ready);
             }
-            if let Some(chain) = gtl.chain(parts.flash, v, &pages, start)? {
+            if let Some(chain) = gtl.chain(parts.flash, ListId::out(v), &pages, start)? {
                 let mut adjacency = Adjacency {
                     targets: list,
                     weights: Vec::new(),

@@ -10,10 +10,14 @@
 //! - Vertex ids are dense: AddVertex creates vertex `|V|`; DeleteVertex
 //!   empties a list (the id stays, with no edges); UpdateVertex replaces a
 //!   list.
-//! - On an undirected graph every command keeps both directions: AddEdge
-//!   adds `v -> u` too (once for a self-loop), DeleteEdge and UpdateEdge
-//!   change both, and DeleteVertex and UpdateVertex remove the vertex from
-//!   its old neighbours' lists (and add it to its new ones').
+//! - Every edge `u -> v` is mirrored at `v`: in `v`'s list on an
+//!   undirected graph (except a self-loop, stored once), in `v`'s in-list
+//!   on a directed one. Every command keeps the mirrors in step: AddEdge
+//!   adds it, DeleteEdge and UpdateEdge change it, DeleteVertex and
+//!   UpdateVertex remove the vertex from its old neighbours' mirrors (and
+//!   add it to its new ones'). On a directed graph DeleteVertex also
+//!   removes the edges into the vertex (its in-list says which), so no
+//!   edge names a deleted vertex; UpdateVertex replaces out-edges only.
 //! - Lists may hold an edge more than once; DeleteEdge removes, and
 //!   UpdateEdge reweights, the first edge to the target; AddEdge appends.
 //! - Presence (§3.4): DeleteEdge and UpdateEdge of an edge that is not
@@ -25,7 +29,7 @@
 
 use std::collections::HashMap;
 
-use crate::delta::{Adjacency, Edit};
+use crate::delta::{Adjacency, Edit, ListId};
 use crate::flash::Nanos;
 use crate::gtl::Merged;
 use crate::{Error, Result, Ssd};
@@ -124,12 +128,12 @@ pub enum UpdatePath {
 /// directed edits to write.
 #[derive(Debug)]
 pub struct Batch {
-    lists: HashMap<u32, Adjacency>,
-    pending: HashMap<u32, Vec<Edit>>,
+    lists: HashMap<ListId, Adjacency>,
+    pending: HashMap<ListId, Vec<Edit>>,
     vertices: u32,
     weighted: bool,
     undirected: bool,
-    edits: Vec<(u32, Edit)>,
+    edits: Vec<(ListId, Edit)>,
 }
 
 impl Batch {
@@ -152,14 +156,15 @@ impl Batch {
     /// (`None` for a vertex the device does not have yet); `None` if the
     /// vertex does not exist even after the batch.
     pub fn overlay(&self, vertex: u32, device: Option<Vec<u32>>) -> Option<Vec<u32>> {
-        if let Some(list) = self.lists.get(&vertex) {
+        let id = ListId::out(vertex);
+        if let Some(list) = self.lists.get(&id) {
             return Some(list.targets.clone());
         }
         let mut list = Adjacency {
             targets: device?,
             weights: Vec::new(),
         };
-        for &edit in self.pending.get(&vertex).into_iter().flatten() {
+        for &edit in self.pending.get(&id).into_iter().flatten() {
             list.apply(edit, false);
         }
         Some(list.targets)
@@ -204,9 +209,9 @@ impl Ssd {
         let Some(edits) = expanded? else {
             return Ok(false);
         };
-        for (v, edit) in edits {
-            batch.apply(v, edit);
-            batch.edits.push((v, edit));
+        for (list, edit) in edits {
+            batch.apply(list, edit);
+            batch.edits.push((list, edit));
         }
         Ok(true)
     }
@@ -215,7 +220,9 @@ impl Ssd {
     /// read now (the first time), with the batch's edits.
     pub fn staged_list(&mut self, batch: &mut Batch, vertex: u32) -> Result<Adjacency> {
         let (start, mut done) = (self.now, self.now);
-        let list = self.current(batch, vertex, start, &mut done).cloned();
+        let list = self
+            .current(batch, ListId::out(vertex), start, &mut done)
+            .cloned();
         self.now = done;
         list
     }
@@ -244,46 +251,38 @@ impl Ssd {
         Ok(merged)
     }
 
-    /// `vertex`'s list as the batch sees it, read from the device (at
-    /// `at`, its completion folded into `done`) the first time.
+    /// `list` as the batch sees it, read from the device (at `at`, its
+    /// completion folded into `done`) the first time.
     fn current<'o>(
         &mut self,
         batch: &'o mut Batch,
-        vertex: u32,
+        list: ListId,
         at: Nanos,
         done: &mut Nanos,
     ) -> Result<&'o Adjacency> {
-        if !batch.lists.contains_key(&vertex) {
+        if !batch.lists.contains_key(&list) {
             let gtl = self.gtl.as_mut().expect("the caller checked the graph");
-            let read = gtl.read_list(&mut self.flash, vertex, true, at)?;
+            let read = gtl.read_list(&mut self.flash, list, true, at)?;
             *done = (*done).max(read.done);
-            let mut list = read.value;
-            for edit in batch.pending.remove(&vertex).unwrap_or_default() {
-                list.apply(edit, batch.weighted);
+            let mut adjacency = read.value;
+            for edit in batch.pending.remove(&list).unwrap_or_default() {
+                adjacency.apply(edit, batch.weighted);
             }
-            batch.lists.insert(vertex, list);
+            batch.lists.insert(list, adjacency);
         }
-        Ok(&batch.lists[&vertex])
+        Ok(&batch.lists[&list])
     }
 
-    /// The directed edits of `update`, or `None` if it names an edge or a
-    /// vertex that is not there.
+    /// The edits of `update`, or `None` if it names an edge or a vertex
+    /// that is not there.
     fn expand(
         &mut self,
         update: &Update,
         batch: &mut Batch,
         at: Nanos,
         done: &mut Nanos,
-    ) -> Result<Option<Vec<(u32, Edit)>>> {
-        let both = |u: u32, v: u32, to_v: Edit, to_u: Edit, undirected: bool| {
-            let mut edits = vec![(u, to_v)];
-            if undirected && u != v {
-                edits.push((v, to_u));
-            }
-            edits
-        };
+    ) -> Result<Option<Vec<(ListId, Edit)>>> {
         let n = batch.vertices;
-        let undirected = batch.undirected;
         let in_range = |vertex: u32| {
             if vertex < n {
                 Ok(())
@@ -303,7 +302,7 @@ impl Ssd {
                 in_range(source)?;
                 in_range(target)?;
                 let add = |target| Edit::Add { target, weight };
-                both(source, target, add(target), add(source), undirected)
+                batch.both(source, target, add(target), add(source))
             }
             Update::DeleteEdge { source, target } | Update::UpdateEdge { source, target, .. } => {
                 let weight = match *update {
@@ -316,7 +315,7 @@ impl Ssd {
                 if source >= n
                     || target >= n
                     || !self
-                        .current(batch, source, at, done)?
+                        .current(batch, ListId::out(source), at, done)?
                         .targets
                         .contains(&target)
                 {
@@ -326,26 +325,49 @@ impl Ssd {
                     Some(weight) => Edit::Reweight { target, weight },
                     None => Edit::Delete { target },
                 };
-                both(source, target, edit(target), edit(source), undirected)
+                batch.both(source, target, edit(target), edit(source))
             }
             Update::AddVertex { ref edges } => {
                 // Checked before the batch counts the vertex.
                 let links = batch.relink(n + 1, n, &[], edges)?;
                 batch.vertices += 1;
-                batch.lists.insert(n, Adjacency::default());
-                std::iter::once((n, Edit::Create)).chain(links).collect()
+                batch.lists.insert(ListId::out(n), Adjacency::default());
+                if !batch.undirected {
+                    batch
+                        .lists
+                        .insert(ListId::incoming(n), Adjacency::default());
+                }
+                std::iter::once((ListId::out(n), Edit::Create))
+                    .chain(links)
+                    .collect()
             }
             Update::DeleteVertex { vertex } | Update::UpdateVertex { vertex, .. } => {
                 if vertex >= n {
                     return Ok(None);
                 }
-                let old = self.current(batch, vertex, at, done)?.targets.clone();
+                let old = self
+                    .current(batch, ListId::out(vertex), at, done)?
+                    .targets
+                    .clone();
                 let edges: &[(u32, f32)] = match update {
                     Update::UpdateVertex { edges, .. } => edges,
                     _ => &[],
                 };
-                let mut edits = vec![(vertex, Edit::Clear)];
+                let mut edits = vec![(ListId::out(vertex), Edit::Clear)];
                 edits.extend(batch.relink(n, vertex, &old, edges)?);
+                if matches!(update, Update::DeleteVertex { .. }) && !batch.undirected {
+                    // A directed graph's vertex also loses its in-edges.
+                    let sources = self
+                        .current(batch, ListId::incoming(vertex), at, done)?
+                        .targets
+                        .clone();
+                    edits.push((ListId::incoming(vertex), Edit::Clear));
+                    edits.extend(
+                        sources
+                            .into_iter()
+                            .map(|s| (ListId::out(s), Edit::Delete { target: vertex })),
+                    );
+                }
                 edits
             }
         }))
@@ -353,17 +375,33 @@ impl Ssd {
 }
 
 impl Batch {
-    /// The edits giving `vertex`, whose list is now empty and was `old`,
-    /// the edges `edges` (targets below `n`): its own adds and, on an
-    /// undirected graph, the reverse edges of `old` removed and those of
-    /// `edges` added.
+    /// The list that mirrors edge `u -> v` at `v`: `v`'s in-list on a
+    /// directed graph, `v`'s list on an undirected one (none for a self-loop).
+    fn mirror(&self, u: u32, v: u32) -> Option<ListId> {
+        match (self.undirected, u == v) {
+            (false, _) => Some(ListId::incoming(v)),
+            (true, false) => Some(ListId::out(v)),
+            (true, true) => None,
+        }
+    }
+
+    /// `to_v` on `u`'s out-list and `to_u` on the list mirroring `u -> v`.
+    fn both(&self, u: u32, v: u32, to_v: Edit, to_u: Edit) -> Vec<(ListId, Edit)> {
+        std::iter::once((ListId::out(u), to_v))
+            .chain(self.mirror(u, v).map(|l| (l, to_u)))
+            .collect()
+    }
+
+    /// The edits giving `vertex`, whose out-list is now empty and was
+    /// `old`, the edges `edges` (targets below `n`): its own adds, the
+    /// mirrors of `old` removed and those of `edges` added.
     fn relink(
         &self,
         n: u32,
         vertex: u32,
         old: &[u32],
         edges: &[(u32, f32)],
-    ) -> Result<Vec<(u32, Edit)>> {
+    ) -> Result<Vec<(ListId, Edit)>> {
         let mut edits = Vec::new();
         for &(target, weight) in edges {
             if target >= n {
@@ -372,33 +410,32 @@ impl Batch {
                     vertices: n,
                 });
             }
-            edits.push((vertex, Edit::Add { target, weight }));
+            edits.push((ListId::out(vertex), Edit::Add { target, weight }));
         }
-        if self.undirected {
-            for &t in old.iter().filter(|&&t| t != vertex) {
-                edits.push((t, Edit::Delete { target: vertex }));
-            }
-            for &(t, weight) in edges.iter().filter(|&&(t, _)| t != vertex) {
-                edits.push((
-                    t,
-                    Edit::Add {
-                        target: vertex,
-                        weight,
-                    },
-                ));
-            }
+        for &t in old {
+            edits.extend(
+                self.mirror(vertex, t)
+                    .map(|l| (l, Edit::Delete { target: vertex })),
+            );
+        }
+        for &(t, weight) in edges {
+            let add = Edit::Add {
+                target: vertex,
+                weight,
+            };
+            edits.extend(self.mirror(vertex, t).map(|l| (l, add)));
         }
         Ok(edits)
     }
 
-    /// Applies `edit` to `vertex`'s list if the batch holds it, else keeps
-    /// it for when the list is read.
-    fn apply(&mut self, vertex: u32, edit: Edit) {
-        match self.lists.get_mut(&vertex) {
-            Some(list) => {
-                list.apply(edit, self.weighted);
+    /// Applies `edit` to `list` if the batch holds it, else keeps it for
+    /// when the list is read.
+    fn apply(&mut self, list: ListId, edit: Edit) {
+        match self.lists.get_mut(&list) {
+            Some(adjacency) => {
+                adjacency.apply(edit, self.weighted);
             }
-            None => self.pending.entry(vertex).or_default().push(edit),
+            None => self.pending.entry(list).or_default().push(edit),
         }
     }
 }

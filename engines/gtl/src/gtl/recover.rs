@@ -27,10 +27,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
-use super::{tight_pages, Gtl, GtlCounters, Layout};
+use super::{tight_pages, Gtl, GtlCounters, Layout, Table};
 use crate::area::{GraphArea, Owner, Tag};
 use crate::blocks::Block;
-use crate::delta::{Deltas, Edit, FoundPage};
+use crate::delta::{Deltas, Dir, Edit, FoundPage, ListId};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
 use crate::page::{Page, PageFormat};
@@ -104,82 +104,118 @@ impl Gtl {
             return Ok((None, done));
         };
 
-        // Each vertex's newest unit, from the neighbour pages' footers.
+        // Each list's newest unit, from the neighbour pages' footers.
+        let dirs: &[Dir] = if kind.undirected {
+            &[Dir::Out]
+        } else {
+            &[Dir::Out, Dir::In]
+        };
+        let side = |dir: Dir| usize::from(dir == Dir::In && !kind.undirected);
         let mut pages: Vec<(&Found, Page)> = Vec::new();
         for f in found.iter().filter(|f| f.tag.owner != Owner::Delta) {
             pages.push((f, Page::decode(&f.data, f.ppn.0)?));
         }
         pages.sort_by_key(|(f, _)| f.tag.seq);
-        let mut unit_of: Vec<Option<u64>> = Vec::new();
-        for (f, page) in pages
-            .iter()
-            .filter(|(f, _)| f.tag.owner == Owner::Adjacency)
-        {
-            let end = (page.vsid + page.vertices()) as usize;
-            if unit_of.len() < end {
-                unit_of.resize(end, None);
+        let mut units: Vec<Vec<u64>> = Vec::new();
+        for &dir in dirs {
+            let mut unit_of: Vec<Option<u64>> = Vec::new();
+            for (f, page) in pages
+                .iter()
+                .filter(|(f, _)| f.tag.owner == Owner::Adjacency(dir))
+            {
+                let end = (page.vsid + page.vertices()) as usize;
+                if unit_of.len() < end {
+                    unit_of.resize(end, None);
+                }
+                unit_of[page.vsid as usize..end].fill(Some(f.tag.seq));
             }
-            unit_of[page.vsid as usize..end].fill(Some(f.tag.seq));
-        }
-        let covered = u32::try_from(unit_of.len()).expect("vertex ids fit u32");
-        let unit_of: Vec<u64> = unit_of
-            .into_iter()
-            .enumerate()
-            .map(|(v, u)| {
-                u.ok_or_else(|| Error::Unmountable {
-                    reason: format!("no graph page holds vertex {v}"),
+            let unit_of: Vec<u64> = unit_of
+                .into_iter()
+                .enumerate()
+                .map(|(v, u)| {
+                    u.ok_or_else(|| Error::Unmountable {
+                        reason: format!("no graph page holds vertex {v}'s {dir:?} list"),
+                    })
                 })
-            })
-            .collect::<Result<_>>()?;
-        if unit_of.is_empty() {
-            return Ok((None, done));
+                .collect::<Result<_>>()?;
+            if unit_of.is_empty() {
+                return Ok((None, done));
+            }
+            units.push(unit_of);
         }
-        let unit_at = |v: u32| unit_of[(v.min(covered - 1)) as usize];
+        // A vertex past a direction's pages was added since its last group
+        // was written: that group's unit is the one to compare with.
+        let unit_at = |list: ListId| {
+            let units = &units[side(list.dir)];
+            units[(list.vertex as usize).min(units.len() - 1)]
+        };
 
-        // The pages each vertex's unit wrote, in key and page order.
+        // The pages each list's unit wrote, by direction, in key and page order.
         let mut valid = HashMap::new();
-        let mut gtt = Gtt::default();
-        let mut weight_gtt = kind.weighted.then(Gtt::default);
-        let mut live: Vec<(&Found, &Page)> = pages
+        let mut tables: Vec<Table> = dirs
             .iter()
-            .filter(|(f, page)| unit_at(page.vsid) == f.tag.seq)
-            .map(|(f, page)| (*f, page))
+            .map(|_| Table {
+                gtt: Gtt::default(),
+                weights: kind.weighted.then(Gtt::default),
+            })
             .collect();
-        live.sort_by_key(|(f, page)| (page.vsid, f.tag.index));
-        let data_bytes = live.iter().map(|(_, p)| p.entries.len() as u64 * 4).sum();
+        let mut live: Vec<(Dir, &Found, &Page)> = Vec::new();
+        for (f, page) in &pages {
+            let (Owner::Adjacency(dir) | Owner::Weights(dir)) = f.tag.owner else {
+                continue;
+            };
+            if unit_at(ListId {
+                dir,
+                vertex: page.vsid,
+            }) == f.tag.seq
+            {
+                live.push((dir, f, page));
+            }
+        }
+        live.sort_by_key(|(dir, f, page)| (*dir, page.vsid, f.tag.index));
+        let data_bytes = live
+            .iter()
+            .map(|(_, _, p)| p.entries.len() as u64 * 4)
+            .sum();
         let adjacency_bytes: u64 = live
             .iter()
-            .filter(|(f, _)| f.tag.owner == Owner::Adjacency)
-            .map(|(_, p)| p.entries.len() as u64 * 4)
+            .filter(|(_, f, _)| matches!(f.tag.owner, Owner::Adjacency(_)))
+            .map(|(_, _, p)| p.entries.len() as u64 * 4)
             .sum();
-        for (f, page) in live {
+        for (dir, f, page) in live {
             valid.insert(f.ppn.0, f.tag.owner);
-            let table = match f.tag.owner {
-                Owner::Weights => weight_gtt.as_mut().ok_or_else(|| Error::CorruptPage {
+            let table = &mut tables[side(dir)];
+            let gtt = match f.tag.owner {
+                Owner::Weights(_) => table.weights.as_mut().ok_or_else(|| Error::CorruptPage {
                     ppn: f.ppn.0,
                     reason: "a weight page of an unweighted graph".into(),
                 })?,
-                _ => &mut gtt,
+                _ => &mut table.gtt,
             };
-            table.push(GttEntry::new(page.vsid, f.ppn));
+            gtt.push(GttEntry::new(page.vsid, f.ppn));
         }
 
-        // Records newer than their vertex's unit are its chain.
+        // Records newer than their list's unit are its chain.
+        let covered = units
+            .iter()
+            .map(|u| u32::try_from(u.len()).expect("vertex ids fit u32"))
+            .max()
+            .expect("a direction");
         let mut vertices = covered;
         let mut delta_pages = Vec::new();
         let mut chained = BTreeSet::new();
         for f in found.iter().filter(|f| f.tag.owner == Owner::Delta) {
             let (first, records) = Deltas::decode_page(&f.data, f.ppn)?;
             let count = u32::try_from(records.len()).expect("fits u32");
-            let unmerged: Vec<(u32, u32)> = (first..)
+            let unmerged: Vec<(u32, ListId)> = (first..)
                 .zip(records)
-                .filter(|&(_, (v, _))| f.tag.seq > unit_at(v))
-                .map(|(r, (v, edit))| {
+                .filter(|&(_, (list, _))| f.tag.seq > unit_at(list))
+                .map(|(r, (list, edit))| {
                     if edit == Edit::Create {
-                        vertices = vertices.max(v + 1);
+                        vertices = vertices.max(list.vertex + 1);
                     }
-                    chained.insert(v);
-                    (r, v)
+                    chained.insert(list);
+                    (r, list)
                 })
                 .collect();
             if !unmerged.is_empty() {
@@ -192,8 +228,9 @@ impl Gtl {
                 });
             }
         }
-        for &v in &chained {
-            let pos = gtt.locate(v)[0];
+        for list in &chained {
+            let gtt = &mut tables[side(list.dir)].gtt;
+            let pos = gtt.locate(list.vertex)[0];
             gtt.set(pos, gtt.get(pos).with_dirty(true));
         }
         let invalidated = scan.programmed(flash);
@@ -204,15 +241,17 @@ impl Gtl {
             weighted: kind.weighted,
             undirected: kind.undirected,
             layout: Layout {
-                pages: gtt.len() as u64,
-                weight_pages: weight_gtt.as_ref().map_or(0, |w| w.len() as u64),
+                pages: tables.iter().map(|t| t.gtt.len() as u64).sum(),
+                weight_pages: tables
+                    .iter()
+                    .map(|t| t.weights.as_ref().map_or(0, |w| w.len() as u64))
+                    .sum(),
                 gtt_bytes: 0,
                 data_bytes,
                 tight_pages: 0,
                 done,
             },
-            gtt,
-            weight_gtt,
+            tables,
             area,
             deltas: Deltas::recover(delta_pages, next_record),
             invalidated,
@@ -220,7 +259,8 @@ impl Gtl {
             seq: next_seq,
         };
         gtl.layout.gtt_bytes = gtl.gtt_bytes();
-        gtl.layout.tight_pages = tight_pages(&gtl.format, adjacency_bytes, vertices);
+        let lists = u32::try_from(dirs.len()).expect("1 or 2");
+        gtl.layout.tight_pages = tight_pages(&gtl.format, adjacency_bytes, vertices * lists);
         // A torn unit's pages must never count at a later mount, when a
         // newer unit would hide that they are torn: erase their blocks now.
         let blocks: BTreeSet<(u32, u32)> = torn

@@ -12,12 +12,13 @@ use quiver_gtl::{Error, Ssd, Update, UpdatePath};
 use crate::small_config;
 use crate::update::{resolve, Model, Raw, Step};
 
-/// A weighted undirected graph of 30 vertices with a dense vertex (0)
-/// whose list spans pages, and isolated vertices.
-fn graph() -> Graph {
+/// A weighted graph of 30 vertices with a dense vertex (0) whose list
+/// spans pages, and isolated vertices; undirected or directed (then its
+/// in-lists are pages of their own).
+fn graph(undirected: bool) -> Graph {
     let mut edges: Vec<(u32, u32, f32)> = (1..20).map(|t| (0, t, t as f32)).collect();
     edges.extend((1..24).map(|v| (v, (v * 7) % 24, 0.5)));
-    build(30, edges, true, true)
+    build(30, edges, true, undirected)
 }
 
 /// The stream: batches of a few commands, alternately by each path, and
@@ -42,15 +43,30 @@ fn stream() -> Vec<Step> {
         .collect()
 }
 
-/// Every list (with weights) the device holds now.
-fn lists(ssd: &mut Ssd) -> Vec<Vec<(u32, f32)>> {
+/// Out-lists, and a directed graph's in-lists, of (vertex, weight).
+type Lists = (Vec<Vec<(u32, f32)>>, Option<Vec<Vec<(u32, f32)>>>);
+
+/// Every list (with weights) the device holds now, and on a directed
+/// graph every in-list.
+fn lists(ssd: &mut Ssd) -> Lists {
     let n = ssd.gtl().unwrap().vertices();
-    (0..n)
-        .map(|v| {
-            let list = ssd.read_list(v).unwrap().value;
-            list.targets.into_iter().zip(list.weights).collect()
-        })
-        .collect()
+    let pairs = |list: quiver_gtl::delta::Adjacency| -> Vec<(u32, f32)> {
+        list.targets.into_iter().zip(list.weights).collect()
+    };
+    let outs = (0..n)
+        .map(|v| pairs(ssd.read_list(v).unwrap().value))
+        .collect();
+    let ins = (!ssd.gtl().unwrap().undirected()).then(|| {
+        (0..n)
+            .map(|v| pairs(ssd.read_in_list(v).unwrap().value))
+            .collect()
+    });
+    (outs, ins)
+}
+
+/// What `model` says [`lists`] should return.
+fn want(model: &Model) -> Lists {
+    (model.lists.clone(), model.ins.clone())
 }
 
 /// Runs the stream on a device that loses power after program `cut`;
@@ -97,14 +113,22 @@ fn run_until_cut(graph: &Graph, steps: &[Step], cut: Option<u64>) -> (Ssd, Vec<M
 
 #[test]
 fn after_a_cut_at_any_program_the_graph_is_before_or_after_the_cut_update() {
-    let graph = graph();
+    cut_everywhere(&graph(true));
+}
+
+#[test]
+fn a_directed_graph_keeps_its_in_lists_in_step_through_every_cut() {
+    cut_everywhere(&graph(false));
+}
+
+fn cut_everywhere(graph: &Graph) {
     let steps = stream();
-    let (whole, models) = run_until_cut(&graph, &steps, None);
+    let (whole, models) = run_until_cut(graph, &steps, None);
     let programs = whole.flash().counters().programs;
     assert_eq!(models.len(), steps.len() + 1);
     let mut outcomes = [0usize; 3];
     for cut in 0..=programs {
-        let (mut ssd, models) = run_until_cut(&graph, &steps, Some(cut));
+        let (mut ssd, models) = run_until_cut(graph, &steps, Some(cut));
         ssd.power_cycle().unwrap();
         let Some(gtl) = ssd.gtl() else {
             assert!(
@@ -123,11 +147,12 @@ fn after_a_cut_at_any_program_the_graph_is_before_or_after_the_cut_update() {
             &models[models.len() - 1]
         };
         let cut_short = &models[models.len() - 1];
-        if got == acked.lists {
+        if got == want(acked) {
             outcomes[1] += 1;
         } else {
             assert_eq!(
-                got, cut_short.lists,
+                got,
+                want(cut_short),
                 "cut {cut}: neither the acknowledged state nor the next"
             );
             outcomes[2] += 1;
@@ -136,7 +161,7 @@ fn after_a_cut_at_any_program_the_graph_is_before_or_after_the_cut_update() {
         // recovery survives a second power cycle before any merge (so the
         // pages of a unit the cut tore must not come back).
         let mut model = cut_short.clone();
-        if got == acked.lists {
+        if got == want(acked) {
             model = acked.clone();
         }
         let more = Update::AddVertex {
@@ -148,7 +173,7 @@ fn after_a_cut_at_any_program_the_graph_is_before_or_after_the_cut_update() {
         ssd.gtl().unwrap().check_structure(ssd.flash());
         assert_eq!(
             lists(&mut ssd),
-            model.lists,
+            want(&model),
             "cut {cut}: after a second power cycle"
         );
         let direct = Update::AddEdge {
@@ -162,7 +187,7 @@ fn after_a_cut_at_any_program_the_graph_is_before_or_after_the_cut_update() {
         ssd.gtl().unwrap().check_structure(ssd.flash());
         assert_eq!(
             lists(&mut ssd),
-            model.lists,
+            want(&model),
             "cut {cut}: after recovery and more"
         );
     }

@@ -15,17 +15,37 @@ use quiver_gtl::{
 
 use crate::small_config;
 
-/// The reference: each vertex's out-list of (target, weight), in order.
+/// The reference: each vertex's out-list of (target, weight), in order,
+/// and on a directed graph its in-list of (source, weight).
 #[derive(Clone, Debug)]
 pub(crate) struct Model {
     pub lists: Vec<Vec<(u32, f32)>>,
+    pub ins: Option<Vec<Vec<(u32, f32)>>>,
     weighted: bool,
-    undirected: bool,
+}
+
+/// Removes the first edge to `target` from `list`; whether there was one.
+fn remove_first(list: &mut Vec<(u32, f32)>, target: u32) -> bool {
+    match list.iter().position(|&(t, _)| t == target) {
+        Some(i) => {
+            list.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Sets the weight of the first edge to `target` in `list`; whether there was one.
+fn reweight(list: &mut [(u32, f32)], target: u32, weight: f32) -> bool {
+    list.iter_mut()
+        .find(|(t, _)| *t == target)
+        .map(|e| e.1 = weight)
+        .is_some()
 }
 
 impl Model {
     pub fn of(graph: &Graph) -> Model {
-        let lists = (0..graph.num_vertices())
+        let lists: Vec<Vec<(u32, f32)>> = (0..graph.num_vertices())
             .map(|v| {
                 let weights = graph.edge_weights(v);
                 graph
@@ -36,37 +56,47 @@ impl Model {
                     .collect()
             })
             .collect();
+        let ins = (!graph.is_undirected()).then(|| {
+            let mut ins = vec![Vec::new(); lists.len()];
+            for (v, list) in (0u32..).zip(&lists) {
+                for &(t, w) in list {
+                    ins[t as usize].push((v, w));
+                }
+            }
+            ins
+        });
         Model {
             lists,
+            ins,
             weighted: graph.is_weighted(),
-            undirected: graph.is_undirected(),
         }
     }
 
-    fn n(&self) -> u32 {
+    pub fn n(&self) -> u32 {
         u32::try_from(self.lists.len()).unwrap()
     }
 
-    fn remove_first(&mut self, from: u32, target: u32) -> bool {
-        let list = &mut self.lists[from as usize];
-        match list.iter().position(|&(t, _)| t == target) {
-            Some(i) => {
-                list.remove(i);
-                true
-            }
-            None => false,
+    /// The list mirroring edge `u -> v` at `v`: `v`'s in-list on a directed
+    /// graph, `v`'s list on an undirected one (none for a self-loop).
+    fn mirror(&mut self, u: u32, v: u32) -> Option<&mut Vec<(u32, f32)>> {
+        match &mut self.ins {
+            Some(ins) => Some(&mut ins[v as usize]),
+            None if u != v => Some(&mut self.lists[v as usize]),
+            None => None,
         }
     }
 
-    /// Replaces `v`'s edges by `edges`, keeping the reverse edges in step.
+    /// Replaces `v`'s out-edges by `edges`, keeping their mirrors in step.
     fn relist(&mut self, v: u32, edges: Vec<(u32, f32)>) {
         let old = std::mem::replace(&mut self.lists[v as usize], edges.clone());
-        if self.undirected {
-            for (t, _) in old.into_iter().filter(|&(t, _)| t != v) {
-                assert!(self.remove_first(t, v), "the model is symmetric");
+        for (t, _) in old {
+            if let Some(mirror) = self.mirror(v, t) {
+                assert!(remove_first(mirror, v), "the model mirrors every edge");
             }
-            for (t, w) in edges.into_iter().filter(|&(t, _)| t != v) {
-                self.lists[t as usize].push((v, w));
+        }
+        for (t, w) in edges {
+            if let Some(mirror) = self.mirror(v, t) {
+                mirror.push((v, w));
             }
         }
     }
@@ -81,17 +111,17 @@ impl Model {
                 weight,
             } => {
                 self.lists[source as usize].push((target, weight));
-                if self.undirected && source != target {
-                    self.lists[target as usize].push((source, weight));
+                if let Some(mirror) = self.mirror(source, target) {
+                    mirror.push((source, weight));
                 }
                 true
             }
             Update::DeleteEdge { source, target } => {
-                if source >= n || !self.remove_first(source, target) {
+                if source >= n || !remove_first(&mut self.lists[source as usize], target) {
                     return false;
                 }
-                if self.undirected && source != target {
-                    assert!(self.remove_first(target, source));
+                if let Some(mirror) = self.mirror(source, target) {
+                    assert!(remove_first(mirror, source));
                 }
                 true
             }
@@ -100,34 +130,36 @@ impl Model {
                 target,
                 weight,
             } => {
-                if source >= n {
+                if source >= n || !reweight(&mut self.lists[source as usize], target, weight) {
                     return false;
                 }
-                let mut set = |from: u32, to: u32| {
-                    let list = &mut self.lists[from as usize];
-                    list.iter_mut()
-                        .find(|(t, _)| *t == to)
-                        .map(|e| e.1 = weight)
-                        .is_some()
-                };
-                if !set(source, target) {
-                    return false;
-                }
-                if self.undirected && source != target {
-                    assert!(set(target, source));
+                if let Some(mirror) = self.mirror(source, target) {
+                    assert!(reweight(mirror, source, weight));
                 }
                 true
             }
             Update::AddVertex { ref edges } => {
                 self.lists.push(Vec::new());
+                if let Some(ins) = &mut self.ins {
+                    ins.push(Vec::new());
+                }
                 self.relist(n, edges.clone());
                 true
             }
             Update::DeleteVertex { vertex } => {
-                vertex < n && {
-                    self.relist(vertex, Vec::new());
-                    true
+                if vertex >= n {
+                    return false;
                 }
+                let sources = self.ins.as_ref().map(|ins| ins[vertex as usize].clone());
+                self.relist(vertex, Vec::new());
+                // A directed graph's vertex also loses its in-edges.
+                if let (Some(sources), Some(ins)) = (sources, &mut self.ins) {
+                    ins[vertex as usize].clear();
+                    for (s, _) in sources {
+                        remove_first(&mut self.lists[s as usize], vertex);
+                    }
+                }
+                true
             }
             Update::UpdateVertex { vertex, ref edges } => {
                 vertex < n && {
@@ -237,6 +269,15 @@ fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
         if model.weighted {
             let weights: Vec<f32> = model.lists[v as usize].iter().map(|e| e.1).collect();
             assert_eq!(read.weights, weights, "{context}: weights of {v}");
+        }
+        if let Some(ins) = &model.ins {
+            let read = ssd.read_in_list(v).unwrap().value;
+            let sources: Vec<u32> = ins[v as usize].iter().map(|e| e.0).collect();
+            assert_eq!(read.targets, sources, "{context}: in-list of {v}");
+            if model.weighted {
+                let weights: Vec<f32> = ins[v as usize].iter().map(|e| e.1).collect();
+                assert_eq!(read.weights, weights, "{context}: in-weights of {v}");
+            }
         }
     }
     let all: Vec<u32> = (0..model.n()).collect();
