@@ -223,7 +223,8 @@ fn plan_rewrite(first: u32, lens: &[usize], format: &PageFormat) -> Vec<Plan> {
 /// What GraphInitialize did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
-    /// Neighbour pages (= adjacency GTT entries).
+    /// Neighbour pages (= adjacency GTT entries), of both directions on a
+    /// directed graph.
     pub pages: u64,
     /// Weight pages (0 for an unweighted graph).
     pub weight_pages: u64,
@@ -302,7 +303,8 @@ pub struct Gtl {
 }
 
 impl Gtl {
-    /// GraphInitialize: writes `graph`'s out-lists (and weights) with
+    /// GraphInitialize: writes `graph`'s out-lists (and a directed graph's
+    /// in-lists, and the weights of both) with
     /// `slack` to blocks `blocks` of every die, submitted at `at`. Each page
     /// crosses the host link and is programmed; all are issued at once, so
     /// the dies work in parallel. The area keeps room for GC.

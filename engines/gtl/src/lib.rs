@@ -14,7 +14,7 @@
 //! Updates ([`Ssd::update`] with an [`Update`] per command: AddEdge,
 //! AddVertex, DeleteEdge, DeleteVertex, UpdateEdge, UpdateVertex) take
 //! either [`UpdatePath`]: the delta graph ([`delta`]: records in flash
-//! pages, per-vertex chains, dirty GTT bits, merged later by
+//! pages, per-list chains, dirty GTT bits, merged later by
 //! [`Ssd::merge`], all at once or a few groups at a time), or direct
 //! read-modify-write of the changed pages, which split when they overflow
 //! (the extended GTT of [`gtt`]). GC moves graph pages and tells the host
