@@ -7,9 +7,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
 use quiver_gtl::file::{random_reads, CsrReader, GtlFile, Reads};
+use quiver_gtl::flash::Geometry;
 use quiver_gtl::source::open;
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
-use quiver_gtl::{is_image, App, Backend, RunConfig, Ssd, Update, UpdatePath};
+use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdatePath};
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
 
@@ -59,12 +60,9 @@ pub enum PathArg {
     Direct,
 }
 
-/// The device and host flags every command takes.
+/// The device and host flags every reading command takes.
 #[derive(Debug, Args)]
 pub struct DeviceArgs {
-    /// Which layout to read: GraphSSD's GTL or the CSR baseline.
-    #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
-    pub backend: BackendArg,
     /// The host page cache's size (16 KiB pages, LRU).
     #[arg(long, default_value_t = ByteSize(RunConfig::default().cache_bytes))]
     pub cache: ByteSize,
@@ -74,14 +72,77 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
-    fn config(&self) -> RunConfig {
+    fn config(&self, backend: BackendArg) -> RunConfig {
         let mut config = RunConfig {
-            backend: self.backend.into(),
+            backend: backend.into(),
             cache_bytes: self.cache.0,
             ..RunConfig::default()
         };
         config.device.slack = self.slack;
         config
+    }
+}
+
+/// The applications' flags.
+#[derive(Debug, Args)]
+pub struct AppArgs {
+    /// Requests in flight: the largest batch submitted at once.
+    #[arg(long, default_value_t = RunConfig::default().batch)]
+    batch: usize,
+    /// BFS: the root vertex (default: the first vertex with edges).
+    #[arg(long)]
+    source: Option<u32>,
+    /// BFS: the target's depth as a fraction of the root's BFS depth.
+    #[arg(long, default_value_t = RunConfig::default().depth_fraction)]
+    depth_fraction: f64,
+    /// Random walks: how many.
+    #[arg(long, default_value_t = RunConfig::default().walks)]
+    walks: u32,
+    /// Random walks: steps per walk, at most.
+    #[arg(long, default_value_t = RunConfig::default().steps)]
+    steps: u32,
+    /// Seed of walks, MIS priorities and random reads.
+    #[arg(long, default_value_t = RunConfig::default().seed)]
+    seed: u64,
+    /// PageRank: a vertex sends when its rank moved by more than this.
+    #[arg(long, default_value_t = RunConfig::default().threshold)]
+    threshold: f64,
+    /// PageRank: iterations, at most.
+    #[arg(long, default_value_t = RunConfig::default().iterations)]
+    iterations: u32,
+    /// Random reads: calls.
+    #[arg(long, default_value_t = RunConfig::default().requests)]
+    requests: u64,
+}
+
+impl AppArgs {
+    /// The run's settings on `backend` with `device`'s.
+    fn config(&self, backend: BackendArg, device: &DeviceArgs) -> RunConfig {
+        RunConfig {
+            batch: self.batch,
+            source: self.source,
+            depth_fraction: self.depth_fraction,
+            walks: self.walks,
+            steps: self.steps,
+            seed: self.seed,
+            threshold: self.threshold,
+            iterations: self.iterations,
+            requests: self.requests,
+            ..device.config(backend)
+        }
+    }
+}
+
+impl From<AppArg> for App {
+    fn from(arg: AppArg) -> App {
+        match arg {
+            AppArg::Bfs => App::Bfs,
+            AppArg::Cc => App::Cc,
+            AppArg::Rw => App::Rw,
+            AppArg::Mis => App::Mis,
+            AppArg::Pagerank => App::Pagerank,
+            AppArg::RandomReads => App::RandomReads,
+        }
     }
 }
 
@@ -104,37 +165,34 @@ application alone.")]
         /// The application.
         #[arg(value_enum)]
         app: AppArg,
-        /// The .qcsr graph.
+        /// The .qcsr graph, or a device image.
+        graph: PathBuf,
+        /// Which layout to read: GraphSSD's GTL or the CSR baseline.
+        #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
+        backend: BackendArg,
+        #[command(flatten)]
+        device: DeviceArgs,
+        #[command(flatten)]
+        options: AppArgs,
+    },
+    /// Run an application on both layouts, side by side, with the ratios.
+    #[command(after_help = "Examples:
+  quiver gtl bench random-reads g.qcsr --cache 2MiB
+  quiver gtl bench bfs g.qcsr --depth-fraction 0.66 --json
+
+The same application, graph, cache and seed on GraphSSD's GTL and on the
+CSR baseline, each on a fresh simulated device; modelled time and NAND
+pages read of the baseline over GraphSSD's (above 1: GraphSSD is ahead).")]
+    Bench {
+        /// The application.
+        #[arg(value_enum)]
+        app: AppArg,
+        /// The .qcsr graph, or a device image (not updated since init).
         graph: PathBuf,
         #[command(flatten)]
         device: DeviceArgs,
-        /// Requests in flight: the largest batch submitted at once.
-        #[arg(long, default_value_t = RunConfig::default().batch)]
-        batch: usize,
-        /// BFS: the root vertex (default: the first vertex with edges).
-        #[arg(long)]
-        source: Option<u32>,
-        /// BFS: the target's depth as a fraction of the root's BFS depth.
-        #[arg(long, default_value_t = RunConfig::default().depth_fraction)]
-        depth_fraction: f64,
-        /// Random walks: how many.
-        #[arg(long, default_value_t = RunConfig::default().walks)]
-        walks: u32,
-        /// Random walks: steps per walk, at most.
-        #[arg(long, default_value_t = RunConfig::default().steps)]
-        steps: u32,
-        /// Seed of walks, MIS priorities and random reads.
-        #[arg(long, default_value_t = RunConfig::default().seed)]
-        seed: u64,
-        /// PageRank: a vertex sends when its rank moved by more than this.
-        #[arg(long, default_value_t = RunConfig::default().threshold)]
-        threshold: f64,
-        /// PageRank: iterations, at most.
-        #[arg(long, default_value_t = RunConfig::default().iterations)]
-        iterations: u32,
-        /// Random reads: calls.
-        #[arg(long, default_value_t = RunConfig::default().requests)]
-        requests: u64,
+        #[command(flatten)]
+        options: AppArgs,
     },
     /// The update benchmark: grow the graph back from a stream drawn from it.
     #[command(after_help = "Examples:
@@ -177,6 +235,7 @@ vertices and 550K new edges on 1M and 4.4M.")]
     #[command(after_help = "Examples:
   quiver gtl init g.qcsr --device dev.img
   quiver gtl init g.qcsr --device dev.img --slack 0.10 --force
+  quiver gtl init g.qcsr --device dev.img --geometry 4x2x256x128
 
 The image keeps the simulated device between commands (get, add-edge,
 delete-edge, merge): its programmed pages only, so it is about the size
@@ -190,6 +249,11 @@ of the graph. Opening it mounts it as after a power cut.")]
         /// The fraction of each graph page left free for growth.
         #[arg(long, default_value_t = RunConfig::default().device.slack)]
         slack: f64,
+        /// The NAND geometry, CHANNELSxWAYSxBLOCKSxPAGES (blocks per die,
+        /// pages per block; 16 KiB pages); half of each die's blocks hold
+        /// the CSR file, half the graph pages.
+        #[arg(long, default_value_t = quiver_gtl::Config::default().geometry)]
+        geometry: Geometry,
         /// Replace an existing image.
         #[arg(long)]
         force: bool,
@@ -282,6 +346,9 @@ On a .qcsr graph the device is written fresh; on a device image (from
         graph: PathBuf,
         /// The vertex (dense id).
         vertex: u32,
+        /// Which layout to read: GraphSSD's GTL or the CSR baseline.
+        #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
+        backend: BackendArg,
         #[command(flatten)]
         device: DeviceArgs,
     },
@@ -304,6 +371,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             graph: path,
             device,
             slack,
+            geometry,
             force,
         } => {
             if device.exists() && !force {
@@ -316,7 +384,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = quiver_gtl::Config {
                 slack,
-                ..quiver_gtl::Config::default()
+                ..quiver_gtl::Config::with_geometry(geometry)
             };
             let what = || format!("laying {} out on {}", path.display(), device.display());
             let mut ssd = Ssd::new(&config).with_context(what)?;
@@ -374,6 +442,12 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             path.into(),
             json,
         ),
+        GtlCommand::Bench {
+            app,
+            graph: path,
+            device,
+            options,
+        } => bench(&path, app.into(), &options, &device, json, hidden),
         GtlCommand::File {
             graph: path,
             gtl,
@@ -411,9 +485,10 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
         GtlCommand::Get {
             graph: path,
             vertex,
+            backend,
             device,
         } => {
-            let config = device.config();
+            let config = device.config(backend);
             let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
             let (list, pages_read, modelled_ns) = if is_image(&path) {
                 let (mut ssd, _) = Ssd::open(&path).with_context(what)?;
@@ -538,46 +613,13 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
         GtlCommand::Run {
             app,
             graph: path,
+            backend,
             device,
-            batch,
-            source,
-            depth_fraction,
-            walks,
-            steps,
-            seed,
-            threshold,
-            iterations,
-            requests,
+            options,
         } => {
-            let config = RunConfig {
-                batch,
-                source,
-                depth_fraction,
-                walks,
-                steps,
-                seed,
-                threshold,
-                iterations,
-                requests,
-                ..device.config()
-            };
-            let app = match app {
-                AppArg::Bfs => App::Bfs,
-                AppArg::Cc => App::Cc,
-                AppArg::Rw => App::Rw,
-                AppArg::Mis => App::Mis,
-                AppArg::Pagerank => App::Pagerank,
-                AppArg::RandomReads => App::RandomReads,
-            };
-            let Some(report) = reported(json, hidden, |bar| {
-                let what = || format!("{app:?} on {}", path.display());
-                if is_image(&path) {
-                    return quiver_gtl::run_image(&path, app, &config, bar).with_context(what);
-                }
-                let graph =
-                    Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                quiver_gtl::run(&graph, app, &config, bar).with_context(what)
-            })?
+            let config = options.config(backend, &device);
+            let app = App::from(app);
+            let Some(report) = reported(json, hidden, |bar| run_app(&path, app, &config, bar))?
             else {
                 return Ok(());
             };
@@ -621,6 +663,69 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs `app` with `config` on the graph or device image at `path`.
+fn run_app(path: &Path, app: App, config: &RunConfig, bar: &Bar) -> Result<Report> {
+    let what = || format!("{app:?} on {}", path.display());
+    if is_image(path) {
+        return quiver_gtl::run_image(path, app, config, bar).with_context(what);
+    }
+    let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
+    quiver_gtl::run(&graph, app, config, bar).with_context(what)
+}
+
+/// `quiver gtl bench`: `app` on both layouts, and the ratios.
+fn bench(
+    path: &Path,
+    app: App,
+    options: &AppArgs,
+    device: &DeviceArgs,
+    json: bool,
+    hidden: bool,
+) -> Result<()> {
+    let mut reports = Vec::new();
+    for backend in [BackendArg::Gtl, BackendArg::Csr] {
+        let config = options.config(backend, device);
+        let bar = Bar::new(json || hidden);
+        reports.push(run_app(path, app, &config, &bar)?);
+    }
+    let (gtl, csr) = (&reports[0], &reports[1]);
+    #[allow(clippy::cast_precision_loss)] // Counts and times shown as ratios.
+    let ratio = |c: u64, g: u64| c as f64 / g.max(1) as f64;
+    let (time, pages) = (
+        ratio(csr.modelled_ns, gtl.modelled_ns),
+        ratio(csr.pages_read, gtl.pages_read),
+    );
+    if json {
+        let report = serde_json::json!({
+            "gtl": gtl,
+            "csr": csr,
+            "modelled_csr_over_gtl": time,
+            "pages_read_csr_over_gtl": pages,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{app:?} on {}: {} vertices, {} edges",
+        path.display(),
+        gtl.vertices,
+        gtl.edges
+    );
+    for r in &reports {
+        println!(
+            "{:<4} {:>12.3} ms modelled  {:>10} pages read  {:>10} requests  {:>8} cache hits  result {}",
+            r.backend,
+            micros(r.modelled_ns) / 1e3,
+            r.pages_read,
+            r.requests,
+            r.cache_hits,
+            serde_json::to_string(&r.result)?
+        );
+    }
+    println!("csr / gtl: {time:.2}x modelled time, {pages:.2}x pages read");
+    Ok(())
 }
 
 /// Runs `work` under a progress bar (hidden with --json or when asked),

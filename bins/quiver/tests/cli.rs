@@ -70,6 +70,7 @@ fn every_subcommand_explains_itself_with_examples() {
         &["gtl", "delete-edge", "--help"],
         &["gtl", "merge", "--help"],
         &["gtl", "file", "--help"],
+        &["gtl", "bench", "--help"],
         &["meta", "--help"],
         &["meta", "serve", "--help"],
         &["meta", "cluster", "up", "--help"],
@@ -764,6 +765,12 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         results.push(report["result"].clone());
     }
     assert_eq!(results[0], results[1]);
+    let out = quiver(&["--json", "gtl", "bench", "cc", path(&g), "--cache", "32KiB"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["gtl"]["result"], results[0]);
+    assert_eq!(report["csr"]["result"], results[0]);
+    assert!(report["modelled_csr_over_gtl"].as_f64().unwrap() > 0.0);
     let mut written = Vec::new();
     for update_path in ["delta", "direct"] {
         let out = quiver(&[
@@ -798,7 +805,35 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         out
     };
-    run(&["gtl", "init", path(&g), "--device", img]);
+    for (geometry, want) in [
+        ("2x2", "CHANNELSxWAYSxBLOCKSxPAGES"),
+        ("2x2x1x8", "ftl_blocks_per_die"),
+        ("2x2x4x8", "over_provisioning"),
+    ] {
+        let out = quiver(&[
+            "gtl",
+            "init",
+            path(&g),
+            "--device",
+            img,
+            "--geometry",
+            geometry,
+        ]);
+        assert!(
+            !out.status.success() && stderr(&out).contains(want),
+            "{geometry}: {}",
+            stderr(&out)
+        );
+    }
+    run(&[
+        "gtl",
+        "init",
+        path(&g),
+        "--device",
+        img,
+        "--geometry",
+        "2x2x64x32",
+    ]);
     let cc = |backend: &str| {
         let out = quiver(&["--json", "gtl", "run", "cc", img, "--backend", backend]);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();

@@ -46,6 +46,25 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The default settings on `geometry`: half of each die's blocks for
+    /// the FTL, and at least the default over-provisioning, more if the
+    /// FTL's GC needs more on a small device.
+    pub fn with_geometry(geometry: Geometry) -> Config {
+        let ftl_blocks_per_die = (geometry.blocks_per_die / 2).max(1);
+        let pages = u64::from(geometry.dies())
+            * u64::from(ftl_blocks_per_die)
+            * u64::from(geometry.pages_per_block);
+        // Rounding a ratio of page counts below 2^53 is exact enough here.
+        #[allow(clippy::cast_precision_loss)]
+        let needed = (crate::ftl::gc_reserve(&geometry) + 1) as f64 / pages.max(1) as f64;
+        Config {
+            ftl_blocks_per_die,
+            over_provisioning: Ftl::DEFAULT_OVER_PROVISIONING.max(needed),
+            geometry,
+            ..Config::default()
+        }
+    }
+
     /// Checks every setting, naming the first that makes no sense.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         self.geometry.validate()?;

@@ -56,6 +56,46 @@ impl Default for Geometry {
     }
 }
 
+impl std::fmt::Display for Geometry {
+    /// `CHANNELSxWAYSxBLOCKSxPAGES`, the form [`Geometry`]'s `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{}x{}x{}",
+            self.channels, self.ways, self.blocks_per_die, self.pages_per_block
+        )
+    }
+}
+
+impl std::str::FromStr for Geometry {
+    type Err = String;
+
+    /// `CHANNELSxWAYSxBLOCKSxPAGES` (channels, dies per channel, blocks per
+    /// die, pages per block), with the default page and spare sizes.
+    fn from_str(text: &str) -> Result<Geometry, String> {
+        let parts: Vec<&str> = text.split('x').collect();
+        let [channels, ways, blocks, pages] = parts[..] else {
+            return Err(format!(
+                "{text:?} is not CHANNELSxWAYSxBLOCKSxPAGES, e.g. {}",
+                Geometry::default()
+            ));
+        };
+        let number = |what: &str, part: &str| {
+            part.parse::<u32>()
+                .map_err(|_| format!("{what} {part:?} in {text:?} is not a number"))
+        };
+        let geometry = Geometry {
+            channels: number("channels", channels)?,
+            ways: number("ways", ways)?,
+            blocks_per_die: number("blocks per die", blocks)?,
+            pages_per_block: number("pages per block", pages)?,
+            ..Geometry::default()
+        };
+        geometry.validate().map_err(|e| e.to_string())?;
+        Ok(geometry)
+    }
+}
+
 impl Geometry {
     /// Checks every field: at least one of each, pages of 64 bytes to
     /// 1 MiB in multiples of 8, and a block count that fits `u32`.
