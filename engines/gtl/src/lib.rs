@@ -23,7 +23,8 @@
 //! ([`gtl::Gtl::recover`]). On the host, an [`UpdateLogger`] batches
 //! updates a page (or 100 ms) at a time, answers presence checks against
 //! the device and its log, and merges its log into reads; a [`GraphSsd`]
-//! is the whole host side in one handle. [`updates`] is
+//! is the whole host side in one handle, with submission and completion
+//! queues for reads. [`updates`] is
 //! the paper's update benchmark. The [`file`](mod@file) device lays the same pages
 //! and GTT on a real file, read through io_uring with `O_DIRECT`.
 //!
@@ -175,11 +176,11 @@ pub mod updates;
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
-pub use graph_ssd::GraphSsd;
+pub use graph_ssd::{Completion, GraphSsd};
 pub use image::is_image;
 pub use logger::{LoggerConfig, UpdateLogger};
 pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};
-pub use source::{Backend, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
+pub use source::{Backend, Completed, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 pub use update::{Batch, Update, UpdatePath};
 
 /// A value read from the device, with what reading it cost.

@@ -67,13 +67,28 @@ pub struct SourceCounters {
     pub modelled_ns: Nanos,
 }
 
+/// One request of a batch as it completed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completed {
+    /// The out-list.
+    pub list: Vec<u32>,
+    /// When its last page (or delta page) reached the host.
+    pub done: Nanos,
+}
+
 /// A graph's adjacency lists, fetched in batches.
 pub trait GraphSource {
     /// |V|.
     fn vertices(&self) -> u32;
 
+    /// The out-lists of `vertices`, in order, submitted together as one
+    /// batch, each with when it completed.
+    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>>;
+
     /// The out-lists of `vertices`, in order, fetched as one batch.
-    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>>;
+    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>> {
+        Ok(self.fetch(vertices)?.into_iter().map(|c| c.list).collect())
+    }
 
     /// The out-list of `vertex` alone.
     fn get(&mut self, vertex: u32) -> Result<Vec<u32>> {
@@ -160,7 +175,7 @@ impl GraphSource for GtlSource {
         self.ssd.gtl().map_or(0, crate::gtl::Gtl::vertices)
     }
 
-    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>> {
+    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
         let n = self.vertices();
         for &v in vertices {
             check(v, n)?;
@@ -178,6 +193,7 @@ impl GraphSource for GtlSource {
         let mut lists = Vec::with_capacity(vertices.len());
         for &v in vertices {
             let mut list = Vec::new();
+            let mut done = start;
             let pages = gtl.pages_of(v)?;
             for entry in &pages {
                 let ppn = entry.ppn();
@@ -189,12 +205,12 @@ impl GraphSource for GtlSource {
                     let read = parts.flash.read(ppn, start)?;
                     let page = Rc::new(Page::decode(read.data, ppn.0)?);
                     let nand = read.done;
-                    let done = parts.flash.host_transfer(page_bytes, nand);
-                    self.cache.insert(ppn.0, Rc::clone(&page), done);
-                    (page, done)
+                    let arrived = parts.flash.host_transfer(page_bytes, nand);
+                    self.cache.insert(ppn.0, Rc::clone(&page), arrived);
+                    (page, arrived)
                 };
                 list.extend_from_slice(crate::gtl::list_of(&page, entry, v)?);
-                end = end.max(ready);
+                done = done.max(ready);
             }
             if let Some(chain) = gtl.chain(parts.flash, ListId::out(v), &pages, start)? {
                 let mut adjacency = Adjacency {
@@ -208,9 +224,10 @@ impl GraphSource for GtlSource {
                 let arrived = parts
                     .flash
                     .host_transfer(chain.pages_read * page_bytes, chain.done);
-                end = end.max(arrived);
+                done = done.max(arrived);
             }
-            lists.push(list);
+            end = end.max(done);
+            lists.push(Completed { list, done });
         }
         self.counters.pages_read += parts.flash.counters().page_reads - reads;
         finish(&mut self.counters, parts.now, start, end, vertices.len());
@@ -285,7 +302,7 @@ impl GraphSource for CsrSource {
         self.ssd.csr().map_or(0, crate::baseline::CsrFile::vertices)
     }
 
-    fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>> {
+    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
         let n = self.vertices();
         for &v in vertices {
             check(v, n)?;
@@ -320,12 +337,11 @@ impl GraphSource for CsrSource {
                 col_start + row.start * 4..col_start + row.end * 4,
                 ready,
             )?;
-            lists.push(
-                bytes
-                    .chunks_exact(4)
-                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-                    .collect(),
-            );
+            let list = bytes
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect();
+            lists.push(Completed { list, done });
             end = end.max(done);
         }
         self.counters.pages_read += parts.flash.counters().page_reads - reads;

@@ -667,6 +667,19 @@ proptest! {
                 prop_assert_eq!(list, want, "list of {} after {:?}", v, step);
             }
             prop_assert!(host.get(model.n()).is_err(), "no vertex beyond |V|");
+            // The same through the queues: every tag once, in completion order.
+            let tags: Vec<u64> = all.iter().rev().map(|&v| host.submit(v)).collect();
+            let completions = host.complete().unwrap();
+            prop_assert!(completions.windows(2).all(|w| w[0].done <= w[1].done));
+            let mut seen: Vec<u64> = completions.iter().map(|c| c.tag).collect();
+            seen.sort_unstable();
+            let mut want_tags = tags.clone();
+            want_tags.sort_unstable();
+            prop_assert_eq!(seen, want_tags);
+            for c in &completions {
+                let want: Vec<u32> = model.lists[c.vertex as usize].iter().map(|e| e.0).collect();
+                prop_assert_eq!(&c.list, &want, "queued list of {}", c.vertex);
+            }
         }
         let mut ssd = host.into_ssd().unwrap();
         ssd.gtl().unwrap().check_structure(ssd.flash());
@@ -675,4 +688,23 @@ proptest! {
             prop_assert_eq!(ssd.read_list(v).unwrap().value.targets, want);
         }
     }
+}
+
+#[test]
+fn the_completion_queue_returns_a_cached_list_before_one_from_flash() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
+    host.get(0).unwrap();
+    let start = host.ssd().now();
+    let far = host.submit(33);
+    let cached = host.submit(0);
+    let completions = host.complete().unwrap();
+    let order: Vec<u64> = completions.iter().map(|c| c.tag).collect();
+    assert_eq!(order, [cached, far], "the cached page completes first");
+    assert_eq!(completions[0].done, start, "a hit costs no device time");
+    assert!(completions[1].done > start);
+    assert_eq!(completions[1].list, graph.neighbors(33));
+    assert!(host.complete().unwrap().is_empty(), "the queue was emptied");
 }
