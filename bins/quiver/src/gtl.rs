@@ -181,8 +181,9 @@ application alone.")]
   quiver gtl bench bfs g.qcsr --depth-fraction 0.66 --json
 
 The same application, graph, cache and seed on GraphSSD's GTL and on the
-CSR baseline, each on a fresh simulated device; modelled time and NAND
-pages read of the baseline over GraphSSD's (above 1: GraphSSD is ahead).")]
+CSR baseline, each on a fresh simulated device (or the device image,
+mounted, if not updated since init); modelled time and NAND pages read
+of the baseline over GraphSSD's (above 1: GraphSSD is ahead).")]
     Bench {
         /// The application.
         #[arg(value_enum)]
@@ -384,7 +385,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = quiver_gtl::Config {
                 slack,
-                ..quiver_gtl::Config::with_geometry(geometry)
+                ..quiver_gtl::Config::with_geometry(geometry)?
             };
             let what = || format!("laying {} out on {}", path.display(), device.display());
             let mut ssd = Ssd::new(&config).with_context(what)?;
@@ -492,6 +493,9 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
             let (list, pages_read, modelled_ns) = if is_image(&path) {
                 let (mut ssd, _) = Ssd::open(&path).with_context(what)?;
+                if config.backend == Backend::Csr {
+                    ssd.check_csr_current().with_context(what)?;
+                }
                 let fetched = match config.backend {
                     Backend::Gtl => ssd.get_adjacency_list(vertex),
                     Backend::Csr => ssd.csr_get_adjacency_list(vertex),
@@ -684,6 +688,15 @@ fn bench(
     json: bool,
     hidden: bool,
 ) -> Result<()> {
+    if is_image(path) {
+        // Both runs, or neither: the CSR file must still be the graph.
+        let what = || format!("benchmarking {}", path.display());
+        Ssd::open(path)
+            .with_context(what)?
+            .0
+            .check_csr_current()
+            .with_context(what)?;
+    }
     let mut reports = Vec::new();
     for backend in [BackendArg::Gtl, BackendArg::Csr] {
         let config = options.config(backend, device);

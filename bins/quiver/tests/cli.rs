@@ -807,8 +807,8 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
     };
     for (geometry, want) in [
         ("2x2", "CHANNELSxWAYSxBLOCKSxPAGES"),
-        ("2x2x1x8", "ftl_blocks_per_die"),
-        ("2x2x4x8", "over_provisioning"),
+        ("2x2x1x8", "too small"),
+        ("2x2x4x8", "too small"),
     ] {
         let out = quiver(&[
             "gtl",

@@ -250,7 +250,7 @@ pub(crate) struct FoundPage {
 ///
 /// Invariants: pages are in record order, each holding records
 /// `first..first + count` (after a recovery, pages whose records were all
-/// merged may be missing); `pointer` maps exactly the vertices with
+/// merged may be missing); `pointer` maps exactly the lists with
 /// unmerged records, to their newest; a page's `live` counts its records
 /// still on some vertex's chain.
 #[derive(Debug, Default)]

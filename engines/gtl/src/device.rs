@@ -48,21 +48,32 @@ impl Default for Config {
 impl Config {
     /// The default settings on `geometry`: half of each die's blocks for
     /// the FTL, and at least the default over-provisioning, more if the
-    /// FTL's GC needs more on a small device.
-    pub fn with_geometry(geometry: Geometry) -> Config {
-        let ftl_blocks_per_die = (geometry.blocks_per_die / 2).max(1);
+    /// FTL's GC needs more on a small device; an error if the geometry is
+    /// too small for that.
+    pub fn with_geometry(geometry: Geometry) -> Result<Config, InvalidArgument> {
+        geometry.validate()?;
+        let ftl_blocks_per_die = geometry.blocks_per_die / 2;
         let pages = u64::from(geometry.dies())
             * u64::from(ftl_blocks_per_die)
             * u64::from(geometry.pages_per_block);
+        let reserve = crate::ftl::gc_reserve(&geometry) + 1;
+        if ftl_blocks_per_die == 0 || pages <= 2 * reserve {
+            return Err(InvalidArgument::new(
+                "geometry",
+                format!(
+                    "{geometry} is too small: half of it, the CSR file's, has {pages} pages, and the FTL's GC keeps {reserve} of them spare"
+                ),
+            ));
+        }
         // Rounding a ratio of page counts below 2^53 is exact enough here.
         #[allow(clippy::cast_precision_loss)]
-        let needed = (crate::ftl::gc_reserve(&geometry) + 1) as f64 / pages.max(1) as f64;
-        Config {
+        let needed = reserve as f64 / pages as f64;
+        Ok(Config {
             ftl_blocks_per_die,
             over_provisioning: Ftl::DEFAULT_OVER_PROVISIONING.max(needed),
             geometry,
             ..Config::default()
-        }
+        })
     }
 
     /// Checks every setting, naming the first that makes no sense.
@@ -192,6 +203,20 @@ impl Ssd {
     /// [`Error::PowerCut`] until [`Ssd::power_cycle`].
     pub fn cut_power_after(&mut self, programs: u64) {
         self.flash.cut_power_after(programs);
+    }
+
+    /// Fails if the baseline's CSR file no longer holds the graph the GTL
+    /// does (the graph was updated since GraphInitialize; updates reach
+    /// the graph pages only).
+    pub fn check_csr_current(&self) -> Result<()> {
+        if self.gtl.as_ref().is_some_and(Gtl::updated) {
+            return Err(InvalidArgument::new(
+                "backend",
+                "the CSR file holds the graph as GraphInitialize wrote it, and this device has been updated since; use the gtl backend",
+            )
+            .into());
+        }
+        Ok(())
     }
 
     /// Power comes back after a cut ([`Flash::cut_power_after`]) or an

@@ -126,10 +126,15 @@ impl Geometry {
                 "must not exceed page_bytes",
             ));
         }
-        if self.blocks() > u64::from(u32::MAX) {
+        let dies = u64::from(self.channels) * u64::from(self.ways);
+        let pages = dies * u64::from(self.blocks_per_die) * u64::from(self.pages_per_block);
+        if dies > u64::from(u32::MAX) || pages > crate::gtt::MAX_PAGES {
             return Err(InvalidArgument::new(
-                "blocks_per_die",
-                format!("{} blocks in all do not fit u32", self.blocks()),
+                "geometry",
+                format!(
+                    "{pages} pages: a GTT entry's 29 bits name at most {}",
+                    crate::gtt::MAX_PAGES
+                ),
             ));
         }
         Ok(())

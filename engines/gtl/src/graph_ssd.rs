@@ -66,6 +66,9 @@ impl GraphSsd {
     /// out of range fails the whole queue, which is then empty.
     pub fn complete(&mut self) -> Result<Vec<Completion>> {
         let queued = std::mem::take(&mut self.queue);
+        if queued.is_empty() {
+            return Ok(Vec::new());
+        }
         let vertices: Vec<u32> = queued.iter().map(|&(_, v)| v).collect();
         let mut completions: Vec<Completion> = queued
             .into_iter()
@@ -93,6 +96,10 @@ impl GraphSsd {
     fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
         let n = self.source.vertices();
         let now = self.source.ssd().now();
+        // Every vertex exists before anything is read.
+        for &v in vertices.iter().filter(|&&v| v >= n) {
+            self.logger.overlay(v, None, n)?;
+        }
         let on_device: Vec<u32> = vertices.iter().copied().filter(|&v| v < n).collect();
         let mut fetched = self.source.fetch(&on_device)?.into_iter();
         vertices

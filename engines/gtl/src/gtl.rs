@@ -41,7 +41,7 @@ use crate::blocks::{Accounting, Block};
 use crate::delta::{Adjacency, Chain, DeltaBuffer, Deltas, Dir, Edit, ListId};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::ftl::gc_reserve;
-use crate::gtt::{Gtt, GttEntry, Pos, MAX_PAGES};
+use crate::gtt::{Gtt, GttEntry, Pos};
 use crate::page::{Page, PageFormat, CONTINUED, CONTINUES, ENTRY, FIXED_FOOTER, TUPLE};
 use crate::{Error, Fetched, Result};
 
@@ -316,16 +316,6 @@ impl Gtl {
         at: Nanos,
     ) -> Result<Gtl> {
         let geometry = flash.geometry().clone();
-        if geometry.pages() > MAX_PAGES {
-            return Err(quiver_run::InvalidArgument::new(
-                "geometry",
-                format!(
-                    "{} pages do not fit a GTT entry's 29 bits",
-                    geometry.pages()
-                ),
-            )
-            .into());
-        }
         if graph.num_vertices() == 0 {
             return Err(
                 quiver_run::InvalidArgument::new("graph", "has no vertices to lay out").into(),
@@ -475,12 +465,6 @@ impl Gtl {
         self.tables[0].weights.as_ref()
     }
 
-    /// The adjacency GTT of `dir`'s lists (an undirected graph's in-lists
-    /// are its out-lists).
-    pub fn gtt_of(&self, dir: Dir) -> &Gtt {
-        &self.table(dir).gtt
-    }
-
     /// The table of `dir`'s lists.
     pub(crate) fn table(&self, dir: Dir) -> &Table {
         &self.tables[self.side(dir)]
@@ -537,7 +521,7 @@ impl Gtl {
         self.undirected
     }
 
-    /// Vertices with unmerged delta records.
+    /// Lists with unmerged delta records.
     pub fn chained(&self) -> usize {
         self.deltas.chained()
     }
@@ -747,7 +731,7 @@ impl Gtl {
     /// The delta path: appends `edits` (the host's flushed batch, checked
     /// by the host) to the delta graph, submitted at `at`: the records
     /// cross the host link as whole delta pages and are programmed; each
-    /// edited vertex's first page is marked dirty. An edit may name vertex
+    /// edited list's first page is marked dirty. An edit may name vertex
     /// `|V|`, after a [`Edit::Create`] for it earlier in the batch.
     pub fn log(&mut self, flash: &mut Flash, edits: &[(ListId, Edit)], at: Nanos) -> Result<Nanos> {
         let vertices = check_edits(self.vertices, edits.iter().copied())?;
@@ -1057,7 +1041,7 @@ impl Gtl {
     /// sorted, each naming a valid page of its kind that starts at its key;
     /// the weight GTT shaped as the adjacency GTT; no page named twice; the
     /// valid pages exactly the named ones and the live delta pages; a
-    /// dirty bit exactly on the first page of each vertex with a chain.
+    /// dirty bit exactly on the first page of each list with a chain.
     pub fn check_structure(&self, flash: &Flash) -> Accounting {
         let mut named = std::collections::HashSet::new();
         for dir in self.dirs() {

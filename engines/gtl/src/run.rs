@@ -224,16 +224,12 @@ pub fn run_image(
     progress.start("mounting the device", Unit::Ops, None);
     let load = Stopwatch::start();
     let (mut ssd, mount_ns) = Ssd::open(path)?;
+    if config.backend == Backend::Csr {
+        ssd.check_csr_current()?;
+    }
     let graph = ssd.read_graph()?;
     let load_ns = load.elapsed_ns();
     let gtl = ssd.gtl().ok_or(Error::NoGraph)?;
-    if config.backend == Backend::Csr && gtl.updated() {
-        return Err(InvalidArgument::new(
-            "backend",
-            "the CSR file holds the graph as GraphInitialize wrote it, and this image has been updated since; use the gtl backend",
-        )
-        .into());
-    }
     let picked = prepare(&graph, app, config)?;
     let layout = gtl.layout().clone();
     let init = Init {

@@ -10,10 +10,10 @@
 //! 2. drops the newest unit if any of its pages is missing (the write the
 //!    power cut interrupted: GraphInitialize, a batch of records, or a
 //!    rewrite, the paper's "crash during the new page write");
-//! 3. gives each vertex to the newest unit whose neighbour pages hold it,
+//! 3. gives each list to the newest unit whose pages hold it,
 //!    and keeps exactly those pages (and their weight pages): an older
 //!    copy is a page some later rewrite replaced;
-//! 4. keeps as a delta chain every record newer than its vertex's unit
+//! 4. keeps as a delta chain every record newer than its list's unit
 //!    (so a rewrite cut short, or one whose tables were not yet switched,
 //!    is redone by the next merge, the paper's other recovery cases) and
 //!    marks those vertices' pages dirty.
@@ -32,7 +32,7 @@ use crate::area::{GraphArea, Owner, Tag};
 use crate::blocks::Block;
 use crate::delta::{Deltas, Dir, Edit, FoundPage, ListId};
 use crate::flash::{Flash, Nanos, Ppn};
-use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
+use crate::gtt::{Gtt, GttEntry};
 use crate::page::{Page, PageFormat};
 use crate::{Error, Result};
 
@@ -54,14 +54,6 @@ impl Gtl {
         at: Nanos,
     ) -> Result<(Option<Gtl>, Nanos)> {
         let geometry = flash.geometry().clone();
-        if geometry.pages() > MAX_PAGES {
-            return Err(Error::Unmountable {
-                reason: format!(
-                    "{} pages do not fit a GTT entry's 29 bits",
-                    geometry.pages()
-                ),
-            });
-        }
         let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
         let scan = GraphArea::recover(&geometry, blocks.clone(), flash, HashMap::new());
         let mut done = at;
@@ -139,7 +131,12 @@ impl Gtl {
                 })
                 .collect::<Result<_>>()?;
             if unit_of.is_empty() {
-                return Ok((None, done));
+                if dir == Dir::Out {
+                    return Ok((None, done));
+                }
+                return Err(Error::Unmountable {
+                    reason: "a directed graph's out-lists are here but not its in-lists".into(),
+                });
             }
             units.push(unit_of);
         }

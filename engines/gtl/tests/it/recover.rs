@@ -21,8 +21,8 @@ fn graph(undirected: bool) -> Graph {
     build(30, edges, true, undirected)
 }
 
-/// The stream: batches of a few commands, alternately by each path, and
-/// merges, drawn from a fixed pattern.
+/// The stream: batches of a few commands (all six kinds), alternately by
+/// each path, and merges, drawn from a fixed pattern.
 fn stream() -> Vec<Step> {
     (0u32..36)
         .map(|i| match i % 9 {
@@ -30,10 +30,11 @@ fn stream() -> Vec<Step> {
             r => Step::Batch(
                 vec![
                     Raw::Add(i * 13, i * 7 + 1, 16 + u16::try_from(i).unwrap()),
-                    if r % 3 == 0 {
-                        Raw::AddVertex(vec![(i, 9), (0, 3)])
-                    } else {
-                        Raw::Delete(i * 5, i, true)
+                    match r % 4 {
+                        0 => Raw::AddVertex(vec![(i, 9), (0, 3)]),
+                        1 => Raw::Delete(i * 5, i, true),
+                        2 => Raw::UpdateVertex(i * 11, vec![(i, 5), (i + 2, 6)]),
+                        _ => Raw::DeleteVertex(i * 3 + 1),
                     },
                     Raw::Reweight(i * 3, i, 40),
                 ],
