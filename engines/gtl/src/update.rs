@@ -160,14 +160,21 @@ impl Batch {
         if let Some(list) = self.lists.get(&id) {
             return Some(list.targets.clone());
         }
-        let mut list = Adjacency {
+        let device = Adjacency {
             targets: device?,
             weights: Vec::new(),
         };
-        for &edit in self.pending.get(&id).into_iter().flatten() {
-            list.apply(edit, false);
+        Some(self.with_pending(id, device).targets)
+    }
+
+    /// `device`, the device's copy of `list`, with the batch's edits of
+    /// a list it has not read applied.
+    fn with_pending(&self, list: ListId, mut device: Adjacency) -> Adjacency {
+        let weighted = self.weighted && device.weights.len() == device.targets.len();
+        for &edit in self.pending.get(&list).into_iter().flatten() {
+            device.apply(edit, weighted);
         }
-        Some(list.targets)
+        device
     }
 }
 
@@ -264,10 +271,8 @@ impl Ssd {
             let gtl = self.gtl.as_mut().expect("the caller checked the graph");
             let read = gtl.read_list(&mut self.flash, list, true, at)?;
             *done = (*done).max(read.done);
-            let mut adjacency = read.value;
-            for edit in batch.pending.remove(&list).unwrap_or_default() {
-                adjacency.apply(edit, batch.weighted);
-            }
+            let adjacency = batch.with_pending(list, read.value);
+            batch.pending.remove(&list);
             batch.lists.insert(list, adjacency);
         }
         Ok(&batch.lists[&list])
