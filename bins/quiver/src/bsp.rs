@@ -10,6 +10,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_bsp::job::{join, BspTask, JobConfig, NodeReport};
 use quiver_bsp::{reference, Algorithm, Config, Direction, Transport, Values, UNREACHED};
 use quiver_csr::Graph;
+use quiver_io::size::format_bytes;
 use serde::Serialize;
 
 use crate::commands::UsageError;
@@ -292,6 +293,13 @@ fn print_engine(report: &quiver_bsp::Report) {
         seconds(report.summary.load_ns),
         seconds(report.summary.wall_ns),
         report.summary.threads
+    );
+    println!(
+        "memory     {} counted (edge layouts, state, rings), {} peak resident",
+        format_bytes(report.summary.peak_mem_bytes),
+        report
+            .peak_rss_bytes
+            .map_or_else(|| "unknown".to_owned(), format_bytes)
     );
     if report.teps > 0.0 {
         println!("TEPS       {:.3e}", report.teps);

@@ -17,7 +17,8 @@ use crate::cli::{
 use crate::progress::Bar;
 use quiver_io::size::{format_byte_amount, format_bytes};
 
-use crate::units::{peak_rss_bytes, seconds};
+use crate::units::seconds;
+use quiver_run::peak_rss_bytes;
 
 /// An argument combination the driver rejects (exit code 2).
 #[derive(Debug, thiserror::Error)]

@@ -70,14 +70,6 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(value * scale_ms / 1e3))
 }
 
-/// Peak resident memory of this process (VmHWM), in bytes, where Linux says.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Nanoseconds as seconds, for reports.
 #[allow(clippy::cast_precision_loss)] // A time to print, not an exact count.
 pub fn seconds(ns: u64) -> f64 {

@@ -18,9 +18,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod memory;
 mod progress;
 mod summary;
 
+pub use memory::peak_rss_bytes;
 pub use progress::{Cancelled, NoProgress, Progress, Unit};
 pub use summary::{RunSummary, Stopwatch};
 

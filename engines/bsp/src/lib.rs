@@ -146,6 +146,10 @@ pub struct Report {
     /// `peak_mem_bytes` counts its edge layouts, state arrays and rings.
     #[serde(flatten)]
     pub summary: RunSummary,
+    /// This node's process peak resident memory (Linux's `VmHWM`), when
+    /// the kernel says: everything the process touched, the graph file's
+    /// mapped pages included, against the counted `peak_mem_bytes`.
+    pub peak_rss_bytes: Option<u64>,
     /// Every superstep of `process_edges`, in order.
     pub supersteps: Vec<Superstep>,
     /// Edges read over all supersteps.
@@ -274,6 +278,7 @@ fn run_on(
             writes: supersteps.iter().map(|s| s.writes).sum(),
             migrated: supersteps.iter().map(|s| s.migrated).sum(),
             busy_ns: supersteps.iter().map(|s| s.busy_ns).sum(),
+            peak_rss_bytes: quiver_run::peak_rss_bytes(),
             supersteps,
             teps,
         },

@@ -73,6 +73,13 @@ fn auto_switches_by_the_frontiers_edges() {
     };
     assert_eq!((depths[5], depths[0], depths[7]), (0, 1, 2));
     assert!(report.teps > 0.0);
+    // The process's peak resident memory is at least what the run counted.
+    let rss = report.peak_rss_bytes.expect("Linux reports VmHWM");
+    assert!(
+        rss >= report.summary.peak_mem_bytes,
+        "{rss} < {}",
+        report.summary.peak_mem_bytes
+    );
 }
 
 #[test]
