@@ -209,6 +209,22 @@ fn broadcast(streams: &mut [Option<TcpStream>], message: &ToNode) {
     }
 }
 
+/// How long a node leaving mid-collective waits for another's loss to be
+/// reported, so that the job names the node that died.
+const LOSS_GRACE: Duration = Duration::from_secs(1);
+
+/// The first node reported lost within `grace`, skipping other events.
+fn lost_soon(inbox: &Receiver<Event>, grace: Duration) -> Option<(u32, String)> {
+    let until = Instant::now() + grace;
+    loop {
+        match inbox.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Event::Lost(rank, reason)) => return Some((rank, reason)),
+            Ok(Event::Message(..)) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
 /// Serves collectives until every node said goodbye, or fails the job.
 fn hub(
     streams: &mut [Option<TcpStream>],
@@ -275,6 +291,14 @@ fn hub(
                 last_goodbye = Some(Instant::now());
                 streams[rank as usize] = None;
                 if !gathered.is_empty() {
+                    // A node leaves mid-collective most often because its
+                    // task failed on another node's death, which its data
+                    // connections saw first: name the node that died if
+                    // its loss arrives within a moment.
+                    if let Some((lost, reason)) = lost_soon(inbox, timeout.min(LOSS_GRACE)) {
+                        streams[lost as usize] = None;
+                        return fail(streams, lost, reason);
+                    }
                     return fail(
                         streams,
                         rank,
@@ -305,4 +329,48 @@ fn hub(
         }
     }
     Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hub's verdict on `events`, with `n` nodes and no streams.
+    fn verdict(n: usize, events: Vec<Event>) -> Result<Vec<Option<String>>> {
+        let (send, inbox) = mpsc::channel();
+        for event in events {
+            send.send(event).unwrap();
+        }
+        drop(send);
+        let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        hub(&mut streams, &inbox, Duration::from_secs(5))
+    }
+
+    fn blamed(result: Result<Vec<Option<String>>>) -> u32 {
+        match result {
+            Err(Error::NodeFailed { node, .. }) => node.0,
+            other => panic!("expected a failed node, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_node_that_leaves_because_another_died_does_not_take_the_blame() {
+        // Node 1 waits in a collective; node 0 leaves (its task saw node 1
+        // die); then node 1's connection is reported lost.
+        let events = vec![
+            Event::Message(1, ToCoordinator::Gather { data: vec![1] }),
+            Event::Message(0, ToCoordinator::Bye),
+            Event::Lost(
+                1,
+                "it exited or lost its connection to the coordinator".into(),
+            ),
+        ];
+        assert_eq!(blamed(verdict(2, events)), 1);
+        // With no loss reported, the node that left is the one named.
+        let events = vec![
+            Event::Message(1, ToCoordinator::Gather { data: vec![1] }),
+            Event::Message(0, ToCoordinator::Bye),
+        ];
+        assert_eq!(blamed(verdict(2, events)), 0);
+    }
 }
