@@ -474,7 +474,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 println!(
-                    "merged {} page groups ({} left dirty): {} pages written, {:.3} ms modelled",
+                    "page groups merged: {} ({} left dirty); pages written: {}; {:.3} ms modelled",
                     report.groups,
                     report.remaining,
                     report.pages_written,
