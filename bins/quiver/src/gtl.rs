@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
 use quiver_gtl::file::{random_reads, CsrReader, GtlFile, Reads};
 use quiver_gtl::flash::Geometry;
-use quiver_gtl::source::open;
+use quiver_gtl::source::{attach, open};
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
 use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdatePath};
 use quiver_io::size::format_bytes;
@@ -491,28 +491,18 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
         } => {
             let config = device.config(backend);
             let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
-            let (list, pages_read, modelled_ns) = if is_image(&path) {
-                let (mut ssd, _) = Ssd::open(&path).with_context(what)?;
-                if config.backend == Backend::Csr {
-                    ssd.check_csr_current().with_context(what)?;
-                }
-                let fetched = match config.backend {
-                    Backend::Gtl => ssd.get_adjacency_list(vertex),
-                    Backend::Csr => ssd.csr_get_adjacency_list(vertex),
-                }
-                .with_context(what)?;
-                let latency = fetched.latency();
-                (fetched.value, fetched.pages_read, latency)
+            let (mut source, _) = if is_image(&path) {
+                let (ssd, mount_ns) = Ssd::open(&path).with_context(what)?;
+                attach(ssd, config.backend, config.cache_bytes, mount_ns).with_context(what)?
             } else {
                 let graph =
                     Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                let (mut source, _) =
-                    open(&graph, &config.device, config.backend, config.cache_bytes)
-                        .with_context(what)?;
-                let list = source.get(vertex).with_context(what)?;
-                let counters = source.counters();
-                (list, counters.pages_read, counters.modelled_ns)
+                open(&graph, &config.device, config.backend, config.cache_bytes)
+                    .with_context(what)?
             };
+            let list = source.get(vertex).with_context(what)?;
+            let counters = source.counters();
+            let (pages_read, modelled_ns) = (counters.pages_read, counters.modelled_ns);
             let report = GetReport {
                 graph: &path,
                 backend: config.backend,
@@ -688,21 +678,15 @@ fn bench(
     json: bool,
     hidden: bool,
 ) -> Result<()> {
-    if is_image(path) {
-        // Both runs, or neither: the CSR file must still be the graph.
-        let what = || format!("benchmarking {}", path.display());
-        Ssd::open(path)
-            .with_context(what)?
-            .0
-            .check_csr_current()
-            .with_context(what)?;
-    }
+    // The baseline first: on an image updated since init it is refused
+    // before any work.
     let mut reports = Vec::new();
-    for backend in [BackendArg::Gtl, BackendArg::Csr] {
+    for backend in [BackendArg::Csr, BackendArg::Gtl] {
         let config = options.config(backend, device);
         let bar = Bar::new(json || hidden);
         reports.push(run_app(path, app, &config, &bar)?);
     }
+    reports.reverse();
     let (gtl, csr) = (&reports[0], &reports[1]);
     #[allow(clippy::cast_precision_loss)] // Counts and times shown as ratios.
     let ratio = |c: u64, g: u64| c as f64 / g.max(1) as f64;

@@ -294,16 +294,22 @@ impl Ssd {
         self.advance(fetched)
     }
 
-    /// The graph the GTL holds now, read list by list (with weights) into
-    /// memory: every page and chain is read (modelled time, counted).
+    /// The graph the GTL holds now (its out-lists and weights) in memory,
+    /// read group by group, each page once (modelled time, counted).
     pub fn read_graph(&mut self) -> Result<Graph> {
-        let gtl = self.gtl.as_ref().ok_or(Error::NoGraph)?;
+        let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
+        let (lists, done) = gtl.read_all(&mut self.flash, self.now)?;
+        self.now = done;
         let (n, weighted, undirected) = (gtl.vertices(), gtl.weighted(), gtl.undirected());
         let mut edges = Vec::new();
-        for v in 0..n {
-            let list = self.read_list(v)?.value;
-            let weights = list.weights.iter().copied().chain(std::iter::repeat(1.0));
-            edges.extend(list.targets.iter().zip(weights).map(|(&t, w)| (v, t, w)));
+        for (v, list) in (0u32..).zip(lists) {
+            let weights = list.weights.into_iter().chain(std::iter::repeat(1.0));
+            edges.extend(
+                list.targets
+                    .into_iter()
+                    .zip(weights)
+                    .map(|(t, w)| (v, t, w)),
+            );
         }
         Ok(Graph::from_edges(n, &edges, weighted, undirected)
             .expect("the device's targets are below its |V|"))
@@ -316,7 +322,8 @@ impl Ssd {
         self.advance(fetched)
     }
 
-    /// GetAdjacencyList on the baseline's CSR file.
+    /// GetAdjacencyList on the baseline's CSR file (the graph as written,
+    /// whatever updates came since).
     pub fn csr_get_adjacency_list(&mut self, vertex: u32) -> Result<Fetched<Vec<u32>>> {
         let csr = self.csr.as_ref().ok_or(Error::NoGraph)?;
         let fetched = csr.get_adjacency_list(&mut self.ftl, &mut self.flash, vertex, self.now);

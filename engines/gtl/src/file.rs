@@ -21,7 +21,9 @@ use quiver_csr::format::Header;
 use quiver_csr::Graph;
 use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest, WriteFile, ALIGN};
 
-use crate::gtl::{encode_pages, plan};
+use crate::flash::Ppn;
+use crate::gtl::{encode_pages, list_of, plan};
+use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
 use crate::page::{Page, PageFormat};
 use crate::{Error, Result};
 
@@ -52,8 +54,8 @@ pub struct Cost {
 pub struct GtlFile {
     file: ReadFile,
     vertices: u32,
-    /// Start vertex of each page, in page order.
-    keys: Vec<u32>,
+    /// One entry per page: its start vertex and its index in the file.
+    gtt: Gtt,
 }
 
 impl GtlFile {
@@ -109,7 +111,11 @@ impl GtlFile {
         let pages_end = count
             .checked_add(1)
             .and_then(|p| p.checked_mul(PAGE_BYTES as u64));
-        if page_bytes != PAGE_BYTES_U32 || pages_end != Some(gtt_offset) || count > file.len() {
+        if page_bytes != PAGE_BYTES_U32
+            || pages_end != Some(gtt_offset)
+            || count > file.len()
+            || count >= MAX_PAGES
+        {
             return Err(bad(path, "a header that does not describe the file"));
         }
         let gtt_len = usize::try_from(count * 8).map_err(|_| bad(path, "a GTT too large"))?;
@@ -137,10 +143,14 @@ impl GtlFile {
         if keys.first() != Some(&0) || keys.windows(2).any(|w| w[0] > w[1]) {
             return Err(bad(path, "a GTT out of order"));
         }
+        let mut gtt = Gtt::default();
+        for (page, &key) in (0..).zip(&keys) {
+            gtt.push(GttEntry::new(key, Ppn(page)));
+        }
         Ok(GtlFile {
             file,
             vertices,
-            keys,
+            gtt,
         })
     }
 
@@ -164,21 +174,21 @@ impl GtlFile {
                     vertices: self.vertices,
                 });
             }
-            let upper = self.keys.partition_point(|&k| k <= v);
-            let lower = if self.keys[upper - 1] == v {
-                self.keys.partition_point(|&k| k < v)
-            } else {
-                upper - 1
-            };
-            wanted.push(lower..upper);
+            let pages: Vec<GttEntry> = self
+                .gtt
+                .locate(v)
+                .into_iter()
+                .map(|p| self.gtt.get(p))
+                .collect();
+            wanted.push(pages);
         }
         let pages: usize = wanted.iter().map(|r| r.len()).sum();
         let mut buf = AlignedBuf::zeroed(pages * PAGE_BYTES);
         let mut requests: Vec<ReadRequest<'_>> = buf
             .chunks_mut(PAGE_BYTES)
-            .zip(wanted.iter().flat_map(|r| r.clone()))
-            .map(|(buf, page)| ReadRequest {
-                offset: (1 + page as u64) * PAGE_BYTES as u64,
+            .zip(wanted.iter().flatten())
+            .map(|(buf, entry)| ReadRequest {
+                offset: (1 + entry.ppn().0) * PAGE_BYTES as u64,
                 buf,
             })
             .collect();
@@ -187,21 +197,12 @@ impl GtlFile {
             .map_err(|e| bad(self.file.path(), e.to_string()))?;
         let mut chunks = buf.chunks(PAGE_BYTES);
         let mut lists = Vec::with_capacity(vertices.len());
-        for (&v, range) in vertices.iter().zip(&wanted) {
+        for (&v, entries) in vertices.iter().zip(&wanted) {
             let mut list = Vec::new();
-            for page in range.clone() {
+            for entry in entries {
                 let bytes = chunks.next().expect("a buffer per page");
-                let decoded = Page::decode(bytes, page as u64)?;
-                if decoded.vsid != self.keys[page] {
-                    return Err(bad(
-                        self.file.path(),
-                        format!(
-                            "page {page} starts at vertex {}, its GTT entry at {}",
-                            decoded.vsid, self.keys[page]
-                        ),
-                    ));
-                }
-                list.extend_from_slice(decoded.list(v).unwrap_or(&[]));
+                let page = Page::decode(bytes, entry.ppn().0)?;
+                list.extend_from_slice(list_of(&page, entry, v)?);
             }
             lists.push(list);
         }

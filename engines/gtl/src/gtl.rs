@@ -284,6 +284,18 @@ pub(crate) struct Table {
     pub weights: Option<Gtt>,
 }
 
+/// A group of pages as read: the lists (and weights) of every vertex it
+/// covers from `first`, with the merged chains' lists and records, the
+/// pages it took, and when the last arrived.
+struct GroupRead {
+    first: u32,
+    lists: Vec<Adjacency>,
+    chains: Vec<(ListId, Vec<u32>)>,
+    pages_read: u64,
+    delta_pages_read: u64,
+    done: Nanos,
+}
+
 /// The GTL of one loaded graph.
 #[derive(Debug)]
 pub struct Gtl {
@@ -824,18 +836,37 @@ impl Gtl {
         let mut buffer = DeltaBuffer::new();
         for (dir, key) in keys {
             let group = self.table(dir).gtt.group(key);
-            let (first, lists, chains, read) =
-                self.read_group(flash, dir, &group, done, &mut buffer)?;
-            done = self.write_group(flash, dir, &group, (first, &lists), chains, read)?;
+            let read = self.read_group(flash, dir, &group, done, &mut buffer)?;
+            self.counters.pages_read += read.pages_read;
+            self.counters.delta_pages_read += read.delta_pages_read;
+            let lists = (read.first, read.lists.as_slice());
+            done = self.write_group(flash, dir, &group, lists, read.chains, read.done)?;
         }
         Ok(done)
     }
 
-    /// Reads the group `group` of `dir`'s table in parallel at `at`: its
-    /// first vertex, the lists (and weights) of every vertex it covers with
-    /// their unmerged chains applied (delta pages through `buffer`), the
-    /// chains' lists and records, and when it was read.
-    #[allow(clippy::type_complexity)]
+    /// Every out-list with its weights as it is now, read group by group
+    /// from `at` (each page read once), and when the last arrived.
+    pub(crate) fn read_all(
+        &mut self,
+        flash: &mut Flash,
+        at: Nanos,
+    ) -> Result<(Vec<Adjacency>, Nanos)> {
+        let mut lists = Vec::with_capacity(self.vertices as usize);
+        let mut done = at;
+        let mut buffer = DeltaBuffer::new();
+        while lists.len() < self.vertices as usize {
+            let next = u32::try_from(lists.len()).expect("below |V|");
+            let group = self.tables[0].gtt.group(next);
+            let read = self.read_group(flash, Dir::Out, &group, at, &mut buffer)?;
+            done = done.max(read.done);
+            lists.extend(read.lists);
+        }
+        Ok((lists, done))
+    }
+
+    /// Reads the group `group` of `dir`'s table in parallel at `at`, its
+    /// lists' unmerged chains applied (delta pages through `buffer`).
     fn read_group(
         &mut self,
         flash: &mut Flash,
@@ -843,7 +874,7 @@ impl Gtl {
         group: &[Pos],
         at: Nanos,
         buffer: &mut DeltaBuffer,
-    ) -> Result<(u32, Vec<Adjacency>, Vec<(ListId, Vec<u32>)>, Nanos)> {
+    ) -> Result<GroupRead> {
         let mut done = at;
         let mut lists: Vec<Adjacency> = Vec::new();
         let table = &self.tables[self.side(dir)];
@@ -877,14 +908,14 @@ impl Gtl {
         if table.gtt.is_last(group) {
             lists.resize((self.vertices - first) as usize, Adjacency::default());
         }
-        self.counters.pages_read += pages_read;
         let mut chains = Vec::new();
+        let mut delta_pages_read = 0;
         let start = done;
         for (vertex, list) in (first..).zip(&mut lists) {
             let id = ListId { dir, vertex };
             if self.deltas.has_chain(id) {
                 let chain = self.deltas.chain(flash, id, start, buffer)?;
-                self.counters.delta_pages_read += chain.pages_read;
+                delta_pages_read += chain.pages_read;
                 done = done.max(chain.done);
                 for &edit in &chain.edits {
                     list.apply(edit, self.weighted);
@@ -892,7 +923,14 @@ impl Gtl {
                 chains.push((id, chain.records));
             }
         }
-        Ok((first, lists, chains, done))
+        Ok(GroupRead {
+            first,
+            lists,
+            chains,
+            pages_read,
+            delta_pages_read,
+            done,
+        })
     }
 
     /// Writes `lists` (vertices `first..`) in place of the group `group`

@@ -14,7 +14,7 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::apps::{self, Summary, UNREACHED};
-use crate::source::{self, Backend, CsrSource, GraphSource, GtlSource, Init};
+use crate::source::{self, Backend, GraphSource, Init};
 use crate::{Error, Result, Ssd};
 
 /// An application of the paper's evaluation.
@@ -224,28 +224,10 @@ pub fn run_image(
     progress.start("mounting the device", Unit::Ops, None);
     let load = Stopwatch::start();
     let (mut ssd, mount_ns) = Ssd::open(path)?;
-    if config.backend == Backend::Csr {
-        ssd.check_csr_current()?;
-    }
     let graph = ssd.read_graph()?;
     let load_ns = load.elapsed_ns();
-    let gtl = ssd.gtl().ok_or(Error::NoGraph)?;
     let picked = prepare(&graph, app, config)?;
-    let layout = gtl.layout().clone();
-    let init = Init {
-        image_pages: match config.backend {
-            Backend::Gtl => layout.pages + layout.weight_pages,
-            Backend::Csr => ssd.csr().map_or(0, crate::baseline::CsrFile::pages),
-        },
-        pages_written: ssd.flash().counters().programs,
-        modelled_ns: mount_ns,
-        gtt_bytes: layout.gtt_bytes,
-        tight_pages: layout.tight_pages,
-    };
-    let source: Box<dyn GraphSource> = match config.backend {
-        Backend::Gtl => Box::new(GtlSource::new(ssd, config.cache_bytes)?),
-        Backend::Csr => Box::new(CsrSource::new(ssd, config.cache_bytes)?),
-    };
+    let (source, init) = source::attach(ssd, config.backend, config.cache_bytes, mount_ns)?;
     run_source(
         &graph,
         app,

@@ -251,12 +251,14 @@ impl GraphSource for GtlSource {
 pub type CsrSource = Host<Rc<[u8]>>;
 
 impl CsrSource {
-    /// The host side of `ssd`, whose CSR file is written, with a cache of
+    /// The host side of `ssd`, whose CSR file is written and still holds
+    /// the graph (see [`Ssd::check_csr_current`]), with a cache of
     /// `cache_bytes`.
     pub fn new(ssd: Ssd, cache_bytes: u64) -> Result<CsrSource> {
         if ssd.csr().is_none() {
             return Err(Error::NoGraph);
         }
+        ssd.check_csr_current()?;
         Ok(Host::with_cache(ssd, cache_bytes))
     }
 }
@@ -389,20 +391,45 @@ pub fn open(
     cache_bytes: u64,
 ) -> Result<(Box<dyn GraphSource>, Init)> {
     let mut ssd = Ssd::new(config)?;
-    let (image_pages, gtt_bytes, tight_pages) = match backend {
+    match backend {
         Backend::Gtl => {
-            let layout = ssd.graph_initialize(graph)?;
-            let pages = layout.pages + layout.weight_pages;
-            (pages, layout.gtt_bytes, layout.tight_pages)
+            ssd.graph_initialize(graph)?;
         }
-        Backend::Csr => (ssd.write_csr(graph)?, 0, 0),
-    };
+        Backend::Csr => {
+            ssd.write_csr(graph)?;
+        }
+    }
+    let loaded = ssd.now();
+    attach(ssd, backend, cache_bytes, loaded)
+}
+
+/// The host side of `ssd` for `backend` with a cache of `cache_bytes`,
+/// and what loading the device did (its programs so far, and
+/// `modelled_ns` of modelled load time).
+pub fn attach(
+    ssd: Ssd,
+    backend: Backend,
+    cache_bytes: u64,
+    modelled_ns: Nanos,
+) -> Result<(Box<dyn GraphSource>, Init)> {
+    let layout = ssd.gtl().map(|g| g.layout().clone()).unwrap_or_default();
     let init = Init {
-        image_pages,
+        image_pages: match backend {
+            Backend::Gtl => layout.pages + layout.weight_pages,
+            Backend::Csr => ssd.csr().map_or(0, crate::baseline::CsrFile::pages),
+        },
         pages_written: ssd.flash().counters().programs,
-        modelled_ns: ssd.now(),
-        gtt_bytes,
-        tight_pages,
+        modelled_ns,
+        gtt_bytes: if backend == Backend::Gtl {
+            layout.gtt_bytes
+        } else {
+            0
+        },
+        tight_pages: if backend == Backend::Gtl {
+            layout.tight_pages
+        } else {
+            0
+        },
     };
     let source: Box<dyn GraphSource> = match backend {
         Backend::Gtl => Box::new(GtlSource::new(ssd, cache_bytes)?),

@@ -46,6 +46,17 @@ fn a_saved_device_opens_with_the_same_graph_and_unmerged_deltas() {
         after.gtl().unwrap().chained() > 0,
         "the delta chains survive"
     );
+    // The graph read back group by group holds the lists read one by one
+    // (a quiver-csr graph keeps each list sorted).
+    let graph = after.read_graph().unwrap();
+    for (v, mut list) in (0u32..).zip(lists(&mut before)) {
+        list.sort_unstable();
+        assert_eq!(
+            graph.neighbors(v),
+            list.as_slice(),
+            "read_graph's list of {v}"
+        );
+    }
     for v in 0..34 {
         assert_eq!(
             after.csr_get_adjacency_list(v).unwrap().value,
