@@ -261,20 +261,37 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// `capacity` walks each.
     pub(super) fn share_budget(&self, pooling: Pooling, capacity: usize) -> Budget {
         let pools = Self::pools_bytes(pooling.len(), capacity);
-        Self::split_budget(self.config.mem_budget, pools, self.prev_reserve)
+        let copies = Self::copies_in_flight(self.moves_by_partition(false));
+        Self::split_budget(self.config.mem_budget, pools, self.prev_reserve, copies)
     }
 
-    /// [`Engine::share_budget`] of `mem_budget` with `pools` bytes of pools
-    /// and `prev_reserve` bytes kept for a previous vertex's list.
-    fn split_budget(mem_budget: u64, pools: u64, prev_reserve: u64) -> Budget {
+    /// Whether a batch on loaded blocks moves partition by partition (with
+    /// a sorted copy of it beside it): first-order walks several steps at a
+    /// time, not node2vec's nor one step at a time.
+    pub(super) fn moves_by_partition(&self, one_step: bool) -> bool {
+        self.spec.node2vec.is_none() && !one_step
+    }
+
+    /// Copies of a walk in flight: its slot, one for where it moves, and
+    /// one for the batch's sorted copy when it moves `by_partition`.
+    pub(super) fn copies_in_flight(by_partition: bool) -> u64 {
+        if by_partition {
+            3
+        } else {
+            2
+        }
+    }
+
+    /// [`Engine::share_budget`] of `mem_budget` with `pools` bytes of pools,
+    /// `prev_reserve` bytes kept for a previous vertex's list, and `copies`
+    /// of each walk in flight.
+    fn split_budget(mem_budget: u64, pools: u64, prev_reserve: u64, copies: u64) -> Budget {
         let rest = mem_budget.saturating_sub(pools + prev_reserve);
         let in_flight = rest / 4;
-        // A walk in flight takes its slot, one for where it moves and one
-        // for its sorted copy (first-order walks move on loaded blocks
-        // partition by partition). (The previous vertices' lists of
-        // second-order walks are read in rounds that fit what is free, at
-        // least the reserve, so they do not shrink batches.)
-        let per_walk = 3 * std::mem::size_of::<InFlight<W>>() as u64;
+        // (The previous vertices' lists of second-order walks are read in
+        // rounds that fit what is free, at least the reserve, so they do not
+        // shrink batches.)
+        let per_walk = copies * std::mem::size_of::<InFlight<W>>() as u64;
         Budget {
             pools,
             in_flight,

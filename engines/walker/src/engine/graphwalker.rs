@@ -13,6 +13,7 @@ use super::budget::{
 use super::vertex::VERTEX_READ_BYTES;
 use super::walks::PooledWalk;
 use super::Engine;
+use super::Partitions;
 use crate::app::WalkApp;
 use crate::config::Mode;
 use crate::loaded::Executing;
@@ -167,6 +168,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // share even when every block of the group was cached already.
             self.fit_cache(&mut cache, pools, budget, &group, 0);
             let exec = Executing::new(loaded);
+            // The loaded blocks' partitions, cut once for every batch on them.
+            let parts = exec
+                .consecutive_blocks()
+                .filter(|_| self.moves_by_partition(false))
+                .map(|blocks| Partitions::of(&blocks, self.config.partition_bytes));
             // Walks moving inside the loaded data stay in flight, so none is
             // filed back into a pool it serves: draining them in batches
             // terminates.
@@ -190,7 +196,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 if walks.is_empty() {
                     break;
                 }
-                self.advance_and_file(pools, state, &exec, walks, false)?;
+                self.advance_and_file(pools, state, &exec, parts.as_ref(), walks, false)?;
             }
         }
         Ok(())

@@ -42,7 +42,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     for walk in later {
                         self.push(pools, walk)?;
                     }
-                    self.advance_and_file(pools, state, &exec, due, true)?;
+                    self.advance_and_file(pools, state, &exec, None, due, true)?;
                 }
                 self.stats.release(bytes);
             }

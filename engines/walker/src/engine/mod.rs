@@ -155,21 +155,11 @@ trait Contains {
     fn holds(&self, v: u32) -> bool {
         self.contains(v)
     }
-
-    /// The data as whole consecutive blocks, if it is: first-order walks
-    /// then move on it partition by partition ([`Engine::move_by_partition`]).
-    fn consecutive_blocks(&self) -> Option<Vec<&LoadedBlock>> {
-        None
-    }
 }
 
 impl Contains for Executing {
     fn contains(&self, v: u32) -> bool {
         Executing::contains(self, v)
-    }
-
-    fn consecutive_blocks(&self) -> Option<Vec<&LoadedBlock>> {
-        Executing::consecutive_blocks(self)
     }
 }
 
@@ -488,27 +478,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Moves a batch on `exec`, files the walks that left, and accounts for
-    /// the batch's memory while it is in flight.
+    /// the batch's memory while it is in flight. With `parts` (the loaded
+    /// blocks' partitions, when [`Engine::moves_by_partition`]) the batch
+    /// moves partition by partition, else lane by lane (one step at a time
+    /// if `one_step`).
     fn advance_and_file<X: Adjacency + Sync + Contains>(
         &mut self,
         pools: &mut WalkPools<W>,
         state: &mut A::State,
         exec: &X,
+        parts: Option<&Partitions>,
         walks: Vec<InFlight<W>>,
         one_step: bool,
     ) -> Result<()> {
         // Room for the batch and for as many walks leaving it (and, moving
         // partition by partition, for the batch's sorted copy).
-        let blocks = exec
-            .consecutive_blocks()
-            .filter(|_| self.spec.node2vec.is_none() && !one_step);
-        let copies = if blocks.is_some() { 3 } else { 2 };
+        let copies = Self::copies_in_flight(parts.is_some());
         let bytes = copies * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
         self.stats.hold(bytes);
-        let (mut moved, s) = match blocks {
-            Some(blocks) => {
-                let parts = Partitions::of(&blocks, self.config.partition_bytes);
-                let (s, left) = self.move_by_partition(&parts, walks, Self::step_partition)?;
+        let (mut moved, s) = match parts {
+            Some(parts) => {
+                let (s, left) = self.move_by_partition(parts, walks, Self::step_partition)?;
                 (left, s)
             }
             None => self.advance(exec, walks, one_step)?,

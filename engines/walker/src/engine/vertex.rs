@@ -256,7 +256,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             cached: &cache.blocks.map,
             lists: &cache.lists,
         };
-        self.advance_and_file(pools, state, &pass, walks, true)?;
+        self.advance_and_file(pools, state, &pass, None, walks, true)?;
         Ok(true)
     }
 }
