@@ -36,8 +36,10 @@ pub enum KvCommand {
 
 Without job flags the benchmark runs 8 nodes as threads of this process (--fabric loopback)
 and also reports throughput in modelled RDMA time. Policies: orig (no migration, no location
-cache), cache (location cache only), split (migration, uncached key lookups), split+cache
-(Pragh), ideal (the whole workload on one node, throughput times the node count).")]
+cache), shard (whole shards of keys and values, 100 per node, move to the node that accessed
+them most at each interval's end: the paper's shard-based baseline), cache (location cache
+only), split (migration, uncached key lookups), split+cache (Pragh), ideal (the whole workload
+on one node, throughput times the node count).")]
     Bench(BenchArgs),
     /// Measure raw migration speed: one thread on node 1 migrates values homed on node 0 to
     /// itself, one after another, with the unilateral protocol (node 0's CPU does nothing).
@@ -72,7 +74,7 @@ pub struct MigrateArgs {
 pub struct BenchArgs {
     /// The .qcsr graph (every node loads the keys homed on it).
     pub graph: PathBuf,
-    /// Where values may live: orig, cache, split, split+cache or ideal.
+    /// Where values may live: orig, shard, cache, split, split+cache or ideal.
     #[arg(long, default_value_t = Config::default().policy)]
     pub policy: Policy,
     /// Percent of two-hop queries and of edge updates, adding up to 100.
@@ -361,6 +363,13 @@ fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
         report.contended,
         report.forwarded_puts
     );
+    if report.policy == Policy::Shard {
+        println!(
+            "shards     {} moved; workers held {:.3} s while they moved",
+            report.shards_moved,
+            seconds(report.paused_ns)
+        );
+    }
     let micros = |ns: u64| ns as f64 / 1e3;
     println!(
         "latency    p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us wall; modelled p50 {:.1} us, p99 {:.1} us",

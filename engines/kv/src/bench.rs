@@ -18,11 +18,21 @@
 //! disjoint range of start vertices at that period (the dynamic workload).
 //! Each node's workers draw from the same distribution and keep the starts
 //! homed on their node, as if clients sent each request to its start's home.
+//!
+//! The `shard` baseline (Pragh §5) moves whole shards, keys and values,
+//! instead of values: every node counts its accesses per shard; at each
+//! interval's end the nodes gather the counts and agree on the optimal plan
+//! ([`plan_shards`]); every node then holds its workers between operations,
+//! each target copies its shards ([`Session::pull_shard`](crate::Session::pull_shard)),
+//! and every node points its shard map at the new homes before its workers
+//! go on. Queries follow their start's shard to its new home. The pause is
+//! wall time of the run (`paused_ns`), but no worker's modelled time, and
+//! the counting costs nothing: the paper charges its shard baseline neither.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use quiver_csr::Graph;
@@ -35,7 +45,7 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
 use crate::histogram::Histogram;
-use crate::policy::Coordinator;
+use crate::policy::{plan_shards, Coordinator};
 use crate::store::{Store, StoreConfig, StoreCounts, Tally, Update};
 use crate::{Clock, Error, Result};
 
@@ -46,6 +56,11 @@ pub enum Policy {
     /// and then the value.
     #[serde(rename = "orig")]
     Orig,
+    /// Shard-based migration: whole shards of keys and values (100 per
+    /// node) move to the node that accessed them most, as the paper's
+    /// baseline; no location cache (the shard map says where every key is).
+    #[serde(rename = "shard")]
+    Shard,
     /// The location cache only.
     #[serde(rename = "cache")]
     Cache,
@@ -63,8 +78,9 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the benchmark's order.
-    pub const ALL: [Policy; 5] = [
+    pub const ALL: [Policy; 6] = [
         Policy::Orig,
+        Policy::Shard,
         Policy::Cache,
         Policy::Split,
         Policy::SplitCache,
@@ -75,6 +91,7 @@ impl Policy {
     pub fn name(self) -> &'static str {
         match self {
             Policy::Orig => "orig",
+            Policy::Shard => "shard",
             Policy::Cache => "cache",
             Policy::Split => "split",
             Policy::SplitCache => "split+cache",
@@ -82,7 +99,7 @@ impl Policy {
         }
     }
 
-    /// Whether values migrate.
+    /// Whether values migrate one by one (split live migration).
     pub fn migrates(self) -> bool {
         matches!(self, Policy::Split | Policy::SplitCache)
     }
@@ -282,6 +299,7 @@ impl Config {
     fn store_config(&self) -> StoreConfig {
         StoreConfig {
             serve_cache: self.policy.serves_cache(),
+            shards_move: self.policy == Policy::Shard,
             ..self.store.clone()
         }
     }
@@ -313,6 +331,9 @@ pub struct Point {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Tick {
     pairs: Vec<(u32, u32)>,
+    /// Accesses per shard over the interval (the `shard` policy, at an
+    /// interval's end).
+    shards: Vec<u32>,
     ops: u64,
     /// Modelled time of those ops, summed over the workers.
     modelled_ns: u64,
@@ -330,6 +351,8 @@ pub struct NodeReport {
     pub load_ns: u64,
     /// The workers' run.
     pub run_ns: u64,
+    /// Time the workers were held while shards moved (`shard` policy).
+    pub paused_ns: u64,
     /// Queries done.
     pub queries: u64,
     /// Puts done.
@@ -430,6 +453,71 @@ struct Live {
     latency: Mutex<Histogram>,
 }
 
+/// Holds a node's workers between operations while shards move.
+#[derive(Debug, Default)]
+struct Pause {
+    state: Mutex<PauseState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct PauseState {
+    held: bool,
+    /// Workers waiting, or gone for good.
+    idle: usize,
+}
+
+impl Pause {
+    fn state(&self) -> MutexGuard<'_, PauseState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A worker between operations: waits while the workers are held.
+    fn between_operations(&self) {
+        let mut state = self.state();
+        if !state.held {
+            return;
+        }
+        state.idle += 1;
+        self.changed.notify_all();
+        while state.held {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.idle -= 1;
+    }
+
+    /// Holds the workers; returns once all `workers` wait (or have left).
+    fn hold(&self, workers: usize) {
+        let mut state = self.state();
+        state.held = true;
+        while state.idle < workers {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn release(&self) {
+        self.state().held = false;
+        self.changed.notify_all();
+    }
+}
+
+/// A worker's presence: when it ends, however it ends, the worker counts
+/// as idle for good, so that holding the workers never waits for it.
+struct Present<'p>(&'p Pause);
+
+impl Drop for Present<'_> {
+    fn drop(&mut self) {
+        self.0.state().idle += 1;
+        self.0.changed.notify_all();
+    }
+}
+
 /// What one worker did.
 #[derive(Debug, Default)]
 struct WorkerResult {
@@ -453,19 +541,31 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
     node.barrier().map_err(Error::Verbs)?;
     let stop = AtomicBool::new(false);
     let live = Live::default();
+    let pause = Pause::default();
     let begun = Instant::now();
     let (moves, approved) = mpsc::channel::<u32>();
+    let shared = Shared {
+        store: &store,
+        config,
+        starts: &starts,
+        begun,
+        stop: &stop,
+        live: &live,
+        pause: &pause,
+    };
     let outcome = std::thread::scope(|scope| -> Result<NodeReport> {
         let server = scope.spawn(|| store.serve());
         let store_ref = &store;
         let migrator = scope.spawn(move || migrate_all(store_ref, approved));
         let workers: Vec<_> = (0..config.threads)
             .map(|worker| {
-                let (store, stop, live, starts) = (&store, &stop, &live, &starts);
-                scope.spawn(move || work(store, config, starts, worker, begun, stop, live))
+                scope.spawn(move || {
+                    let _present = Present(shared.pause);
+                    work(shared, worker)
+                })
             })
             .collect();
-        let controlled = control(&store, config, begun, &live, &moves, &stop);
+        let controlled = control(shared, &moves);
         stop.store(true, Ordering::Relaxed);
         let mut results = Vec::new();
         let mut worker_error = None;
@@ -482,7 +582,12 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
         let synced = node.barrier().map_err(Error::Verbs);
         let stopped = store.session().stop_server();
         let served = server.join().expect("the server panicked");
-        let (series, contended, shared_share) = controlled?;
+        let Controlled {
+            series,
+            contended,
+            shared_share,
+            paused_ns,
+        } = controlled?;
         if let Some(e) = worker_error {
             return Err(e);
         }
@@ -493,6 +598,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
         let mut report = NodeReport {
             load_ns,
             run_ns,
+            paused_ns,
             refused,
             contended,
             shared_share,
@@ -554,16 +660,29 @@ fn migrate_all(store: &Store, approved: mpsc::Receiver<u32>) -> Result<u64> {
     Ok(refused)
 }
 
-/// A worker: operations until told to stop.
-fn work(
-    store: &Store,
-    config: &Config,
-    starts: &[u32],
-    worker: usize,
+/// What a node's workers and its control thread share.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    store: &'a Store,
+    config: &'a Config,
+    starts: &'a [u32],
     begun: Instant,
-    stop: &AtomicBool,
-    live: &Live,
-) -> Result<WorkerResult> {
+    stop: &'a AtomicBool,
+    live: &'a Live,
+    pause: &'a Pause,
+}
+
+/// A worker: operations until told to stop.
+fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
+    let Shared {
+        store,
+        config,
+        starts,
+        begun,
+        stop,
+        live,
+        pause,
+    } = shared;
     let rank = store.rank();
     let mut rng = Pcg64::seed_from_u64(
         config.seed ^ (u64::from(rank) << 32) ^ (worker as u64).wrapping_mul(0x9e37_79b9),
@@ -573,10 +692,10 @@ fn work(
         .min(u32::try_from(starts.len()).unwrap_or(u32::MAX));
     let zipf = Zipf::new(f64::from(scope), config.zipf)
         .map_err(|e| Error::invalid("zipf", e.to_string()))?;
-    let placement = store.placement();
     let mut session = store.session();
     let mut result = WorkerResult::default();
     while !stop.load(Ordering::Relaxed) {
+        pause.between_operations();
         let shift = config.shift_every.map_or(0, |every| {
             usize::try_from(begun.elapsed().as_nanos() / every.as_nanos()).unwrap_or(0)
                 * scope as usize
@@ -587,7 +706,7 @@ fn work(
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let rank_drawn = zipf.sample(&mut rng) as usize - 1;
             let v = starts[(shift + rank_drawn) % starts.len()];
-            (placement.home_node(v) == rank).then_some(v)
+            (store.home_node(v) == rank).then_some(v)
         });
         let Some(start) = drawn else {
             std::thread::sleep(Duration::from_millis(1));
@@ -631,19 +750,33 @@ fn work(
     Ok(result)
 }
 
+/// What the control thread saw.
+struct Controlled {
+    /// The time series.
+    series: Vec<Point>,
+    /// Applications refused as contended.
+    contended: u64,
+    /// Share of the last interval's Gets that went to shared pairs.
+    shared_share: f64,
+    /// Time the workers were held while shards moved.
+    paused_ns: u64,
+}
+
 /// The control thread: every tick, harvest the monitor, gather with the
-/// other nodes, plan and hand this node its migrations, reclaim, and
-/// record the tick. Returns the time series, the applications refused
-/// as contended and the share of the last interval's Gets that were shared.
-fn control(
-    store: &Store,
-    config: &Config,
-    begun: Instant,
-    live: &Live,
-    moves: &mpsc::Sender<u32>,
-    stop: &AtomicBool,
-) -> Result<(Vec<Point>, u64, f64)> {
+/// other nodes, plan and hand this node its migrations (or move shards),
+/// reclaim, and record the tick.
+fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> {
+    let Shared {
+        store,
+        config,
+        begun,
+        stop,
+        live,
+        pause,
+        ..
+    } = shared;
     let node = store.node();
+    let mut paused_ns = 0;
     let mut coordinator = Coordinator::new(
         store.placement(),
         config.margin,
@@ -689,8 +822,14 @@ fn control(
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
+        let shards = if config.policy == Policy::Shard && ends_interval {
+            store.harvest_shards()
+        } else {
+            Vec::new()
+        };
         let mine = Tick {
             pairs,
+            shards,
             ops: live.ops.swap(0, Ordering::Relaxed),
             modelled_ns: live.modelled_ns.swap(0, Ordering::Relaxed),
             workers: config.threads as u64,
@@ -701,7 +840,7 @@ fn control(
         };
         let bytes = serde_json::to_vec(&mine).expect("a tick serializes");
         let gathered = node.all_gather(&bytes).map_err(Error::Verbs)?;
-        let ticks: Vec<Tick> = gathered
+        let reports: Vec<Tick> = gathered
             .iter()
             .map(|b| {
                 serde_json::from_slice(b)
@@ -709,9 +848,9 @@ fn control(
             })
             .collect::<Result<_>>()?;
         if config.policy.migrates() {
-            let reports: Vec<Vec<(u32, u32)>> = ticks.iter().map(|t| t.pairs.clone()).collect();
-            let planned = coordinator.plan(tick, &reports, floor);
-            interval_gets += ticks.iter().map(|t| t.gets).sum::<u64>();
+            let pairs: Vec<Vec<(u32, u32)>> = reports.iter().map(|t| t.pairs.clone()).collect();
+            let planned = coordinator.plan(tick, &pairs, floor);
+            interval_gets += reports.iter().map(|t| t.gets).sum::<u64>();
             if ends_interval {
                 #[allow(clippy::cast_precision_loss)]
                 {
@@ -728,6 +867,11 @@ fn control(
                 }
             }
         }
+        if config.policy == Policy::Shard && ends_interval && tick < ticks {
+            let held = Instant::now();
+            move_shards(store, &reports, pause, config.threads)?;
+            paused_ns += nanos(held.elapsed());
+        }
         store.reclaim();
         let mut point = Point {
             t_s: begun.elapsed().as_secs_f64(),
@@ -735,7 +879,7 @@ fn control(
         };
         let (mut gets, mut remote, mut migrations) = (0u64, 0u64, 0u64);
         let mut latency = Histogram::default();
-        for t in &ticks {
+        for t in &reports {
             #[allow(clippy::cast_precision_loss)]
             {
                 point.ops_per_s += t.ops as f64 / tick_s;
@@ -762,7 +906,47 @@ fn control(
         point.p999_ns = latency.quantile(0.999);
         series.push(point);
     }
-    Ok((series, coordinator.contended(), shared_share))
+    Ok(Controlled {
+        series,
+        contended: coordinator.contended(),
+        shared_share,
+        paused_ns,
+    })
+}
+
+/// The `shard` policy's move at an interval's end, from every node's
+/// accesses per shard (`ticks`, by rank): plans, and if anything moves,
+/// holds this node's `workers`, copies the shards planned to come here once
+/// every node's workers are held, and points the shard map at the new
+/// homes (dropping the copies that left) once every copy is made.
+fn move_shards(store: &Store, ticks: &[Tick], pause: &Pause, workers: usize) -> Result<()> {
+    let node = store.node();
+    let homes: Vec<u32> = (0..store.placement().shards())
+        .map(|shard| store.shard_home(shard))
+        .collect();
+    let accesses: Vec<Vec<u32>> = ticks.iter().map(|t| t.shards.clone()).collect();
+    let plan = plan_shards(&homes, &accesses);
+    if plan.is_empty() {
+        return Ok(());
+    }
+    pause.hold(workers);
+    let moved = (|| {
+        node.barrier().map_err(Error::Verbs)?;
+        let mut session = store.session();
+        for m in plan.iter().filter(|m| m.to == store.rank()) {
+            session.pull_shard(m.shard)?;
+        }
+        node.barrier().map_err(Error::Verbs)?;
+        for m in &plan {
+            store.set_shard_home(m.shard, m.to);
+            if m.from == store.rank() {
+                store.drop_shard(m.shard);
+            }
+        }
+        Ok(())
+    })();
+    pause.release();
+    moved
 }
 
 /// Quantiles of a latency distribution.
@@ -811,14 +995,20 @@ pub struct Report {
     pub remote_value_share: f64,
     /// Share of remote key lookups the location cache answered.
     pub cache_hit_rate: f64,
-    /// Values migrated (a value moved twice counts twice).
+    /// Values migrated (a value moved twice counts twice; under `shard`,
+    /// the keys of the shards moved).
     pub keys_moved: u64,
     /// `keys_moved` as a share of the graph's vertices.
     pub keys_moved_share: f64,
     /// Bytes of the values migrated.
     pub bytes_moved: u64,
-    /// One-sided operations per migration.
+    /// One-sided operations per migration (per key of a shard moved).
     pub one_sided_ops_per_migration: f64,
+    /// Shards moved (`shard` policy).
+    pub shards_moved: u64,
+    /// Time the workers were held while shards moved, the longest of any
+    /// node's (`shard` policy; part of the wall-clock run).
+    pub paused_ns: u64,
     /// Migrations that lost their CAS and started over.
     pub migration_retries: u64,
     /// Migrations refused (value too large to move).
@@ -883,7 +1073,7 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
     let mut tally = Tally::default();
     let (mut latency, mut modelled) = (Histogram::default(), Histogram::default());
     let mut counts = StoreCounts::default();
-    let (mut queries, mut puts, mut refused) = (0, 0, 0);
+    let (mut queries, mut puts, mut refused, mut paused_ns) = (0, 0, 0, 0);
     let mut modelled_ops_per_s = 0.0;
     let mut summary = RunSummary {
         threads: config.threads,
@@ -902,6 +1092,8 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
         counts.migration_ops += r.counts.migration_ops;
         counts.migration_retries += r.counts.migration_retries;
         counts.forwarded_puts += r.counts.forwarded_puts;
+        counts.shards_moved += r.counts.shards_moved;
+        paused_ns = paused_ns.max(r.paused_ns);
         summary.load_ns = summary.load_ns.max(r.load_ns);
         summary.compute_ns = summary.compute_ns.max(r.run_ns);
         summary.peak_mem_bytes += r.region_bytes;
@@ -938,6 +1130,8 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
         keys_moved_share: ratio(counts.migrations, u64::from(vertices)),
         bytes_moved: counts.words_moved * 8,
         one_sided_ops_per_migration: ratio(counts.migration_ops, counts.migrations),
+        shards_moved: counts.shards_moved,
+        paused_ns,
         migration_retries: counts.migration_retries,
         migrations_refused: refused,
         contended: reports.first().map_or(0, |r| r.contended),

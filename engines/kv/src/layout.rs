@@ -5,9 +5,10 @@
 //! A node registers one region:
 //!
 //! ```text
-//! key region    buckets of 8 slots of 16 bytes (key word, address word);
+//! key region    one table per shard of the job (see [`Placement`]):
+//!               buckets of 8 slots of 16 bytes (key word, address word);
 //!               main buckets first, then overflow buckets; the last slot
-//!               of a bucket links to an overflow bucket
+//!               of a bucket links to an overflow bucket of its table
 //! reclaim rings one per node of the job: a head word (entries the owner
 //!               has taken) and `ring_entries` 8-byte address words
 //! value region  blocks of 8-byte words
@@ -34,46 +35,83 @@ pub const HEADER_WORDS: u64 = 2;
 /// the 7 data slots, so that few buckets overflow.
 const LOAD: f64 = 0.75;
 
-/// Which node is a key's home and which main bucket starts its chain. The
-/// same on every node: a function of the vertex count and the node count.
+/// Shards per node of the job: the unit the `shard` baseline moves (the
+/// paper's 100 per machine, §5).
+pub const SHARDS_PER_NODE: u32 = 100;
+
+/// Which shard holds a key, which node the shard is loaded on, and which
+/// main bucket of the shard's table starts the key's chain. The same on
+/// every node: a function of the vertex count and the node count.
+///
+/// Keys are hashed to `SHARDS_PER_NODE` shards per node, and shard `s` is
+/// loaded on node `s mod nodes`, so a key's first home is its hash modulo
+/// the node count. Each shard has its own table of buckets (main, then
+/// overflow) at the same place in every node's key region: a shard moved
+/// to another node (the `shard` baseline) is copied there verbatim, its
+/// chain links included, and every other policy leaves the shards where
+/// they were loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
     nodes: u32,
-    main_buckets: u64,
+    table_main: u64,
+    table_buckets: u64,
 }
 
 impl Placement {
     /// Placement of `vertices` keys on `nodes` nodes.
     pub fn new(vertices: u32, nodes: u32) -> Placement {
-        let per_node = f64::from(vertices) / f64::from(nodes.max(1));
+        let nodes = nodes.max(1);
+        let per_shard = f64::from(vertices) / f64::from(nodes * SHARDS_PER_NODE);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let main_buckets = (per_node / ((SLOTS - 1) as f64 * LOAD)).ceil() as u64 + 1;
+        let table_main = (per_shard / ((SLOTS - 1) as f64 * LOAD)).ceil() as u64 + 1;
         Placement {
-            nodes: nodes.max(1),
-            main_buckets,
+            nodes,
+            table_main,
+            // A quarter more for overflow, plus some for small shards.
+            table_buckets: table_main + table_main / 4 + 2,
         }
     }
 
-    /// Main buckets per node.
-    pub fn main_buckets(&self) -> u64 {
-        self.main_buckets
+    /// Shards of the job.
+    pub fn shards(&self) -> u32 {
+        self.nodes * SHARDS_PER_NODE
     }
 
-    /// Overflow buckets per node: a quarter of the main ones, plus some.
-    pub fn overflow_buckets(&self) -> u64 {
-        self.main_buckets / 4 + 16
+    /// Buckets of every shard's table, on every node.
+    pub fn buckets(&self) -> u64 {
+        u64::from(self.shards()) * self.table_buckets
     }
 
-    /// The key's home node and main bucket (`H(key)` of the paper).
-    pub fn home(&self, key: u32) -> (u32, u64) {
+    /// The first bucket of shard `shard`'s table and its bucket count; its
+    /// first `main` buckets are main buckets, the rest overflow.
+    pub fn table(&self, shard: u32) -> (u64, u64) {
+        (u64::from(shard) * self.table_buckets, self.table_buckets)
+    }
+
+    /// Main buckets of a shard's table.
+    pub fn table_main(&self) -> u64 {
+        self.table_main
+    }
+
+    /// The key's shard and the main bucket that starts its chain (`H(key)`
+    /// of the paper, within the shard's table).
+    pub fn locate(&self, key: u32) -> (u32, u64) {
         let hash = mix(u64::from(key));
-        let node = u32::try_from(hash % u64::from(self.nodes)).expect("below the node count");
-        (node, (hash / u64::from(self.nodes)) % self.main_buckets)
+        let shards = u64::from(self.shards());
+        let shard = u32::try_from(hash % shards).expect("below the shard count");
+        let (first, _) = self.table(shard);
+        (shard, first + (hash / shards) % self.table_main)
     }
 
-    /// The key's home node.
+    /// The node shard `shard` is loaded on.
+    pub fn first_home(&self, shard: u32) -> u32 {
+        shard % self.nodes
+    }
+
+    /// The node the key is loaded on: its home for good under every policy
+    /// but `shard`.
     pub fn home_node(&self, key: u32) -> u32 {
-        self.home(key).0
+        self.first_home(self.locate(key).0)
     }
 }
 
@@ -225,13 +263,21 @@ mod tests {
     fn homes_spread_keys_evenly() {
         let placement = Placement::new(80_000, 8);
         let mut per_node = [0u32; 8];
+        let mut per_shard = vec![0u32; placement.shards() as usize];
         for key in 0..80_000 {
-            let (node, bucket) = placement.home(key);
-            assert!(bucket < placement.main_buckets());
-            per_node[node as usize] += 1;
+            let (shard, bucket) = placement.locate(key);
+            let (first, _) = placement.table(shard);
+            assert!((first..first + placement.table_main()).contains(&bucket));
+            per_node[placement.home_node(key) as usize] += 1;
+            per_shard[shard as usize] += 1;
         }
         for count in per_node {
             assert!((9_500..10_500).contains(&count), "{per_node:?}");
         }
+        // 100 keys per shard on average.
+        assert!(
+            per_shard.iter().all(|&n| (50..150).contains(&n)),
+            "{per_shard:?}"
+        );
     }
 }

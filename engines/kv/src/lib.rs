@@ -138,12 +138,14 @@ pub enum Error {
         /// Words of the region.
         capacity: u64,
     },
-    /// Too many keys collided for the overflow buckets.
-    #[error("node {node}'s key region is full ({buckets} buckets)")]
+    /// Too many keys of one shard collided for its table's overflow buckets.
+    #[error("shard {shard}'s key table on node {node} is full ({buckets} buckets)")]
     KeyRegionFull {
         /// The node.
         node: u32,
-        /// Buckets of its key region.
+        /// The shard.
+        shard: u32,
+        /// Buckets of the shard's table.
         buckets: u64,
     },
     /// Something another node should have done did not happen in time.

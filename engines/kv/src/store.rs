@@ -5,7 +5,7 @@
 //! and its counts) on the node's shared [`Store`].
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,10 @@ pub struct StoreConfig {
     pub cost: CostModel,
     /// Modelled cost of one local Get or Put, in nanoseconds.
     pub local_ns: u64,
+    /// Whether whole shards move between nodes (the `shard` baseline):
+    /// every node counts its accesses per shard, and its value region has
+    /// room for the whole graph, since any node may come to hold any shard.
+    pub shards_move: bool,
 }
 
 impl Default for StoreConfig {
@@ -90,6 +94,7 @@ impl Default for StoreConfig {
             value_headroom: 64 << 20,
             local_ns: cost.read_ns / 20,
             cost,
+            shards_move: false,
         }
     }
 }
@@ -113,6 +118,9 @@ pub struct StoreCounts {
     pub forwarded_puts: u64,
     /// Blocks returned to the allocator after their lease.
     pub reclaimed: u64,
+    /// Shards moved to this node (the `shard` baseline); their values
+    /// count in `migrations`, `words_moved` and `migration_ops`.
+    pub shards_moved: u64,
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +131,7 @@ struct Counts {
     migration_retries: AtomicU64,
     forwarded_puts: AtomicU64,
     reclaimed: AtomicU64,
+    shards_moved: AtomicU64,
 }
 
 /// What a Get, Put or migration cost one thread, for its report.
@@ -230,6 +239,12 @@ pub struct Store {
     rank: u32,
     vertices: u32,
     placement: Placement,
+    /// Each shard's node (the paper's POS map), the same on every node;
+    /// only the `shard` baseline changes it, with every worker paused.
+    homes: Vec<AtomicU32>,
+    /// This node's accesses per shard since the last harvest (only when
+    /// shards move).
+    shard_accesses: Vec<AtomicU32>,
     layout: Layout,
     region: Region,
     remotes: Vec<RemoteRegion>,
@@ -283,11 +298,11 @@ impl Store {
         let vertices = graph.num_vertices();
         let placement = Placement::new(vertices, node.size());
         let loaded: u64 = (0..vertices)
-            .filter(|&v| placement.home_node(v) == rank)
+            .filter(|&v| config.shards_move || placement.home_node(v) == rank)
             .map(|v| block_words(graph.degree(v)))
             .sum();
         let layout = Layout {
-            buckets: placement.main_buckets() + placement.overflow_buckets(),
+            buckets: placement.buckets(),
             rings: node.size(),
             ring_entries: config.ring_entries,
             value_words: loaded + config.value_headroom.div_ceil(8),
@@ -300,6 +315,16 @@ impl Store {
             rank,
             vertices,
             placement,
+            homes: (0..placement.shards())
+                .map(|shard| AtomicU32::new(placement.first_home(shard)))
+                .collect(),
+            shard_accesses: (0..if config.shards_move {
+                placement.shards()
+            } else {
+                0
+            })
+                .map(|_| AtomicU32::new(0))
+                .collect(),
             layout,
             region,
             remotes: Vec::new(),
@@ -328,9 +353,10 @@ impl Store {
     }
 
     fn load(&self, graph: &Graph) -> Result<()> {
-        let mut next_overflow = self.placement.main_buckets();
+        // Each table's next free overflow bucket, by shard.
+        let mut next_overflow: HashMap<u32, u64> = HashMap::new();
         for v in 0..self.vertices {
-            let (home, bucket) = self.placement.home(v);
+            let (home, bucket) = self.home(v);
             if home != self.rank {
                 continue;
             }
@@ -345,14 +371,22 @@ impl Store {
             }
             .encode()
             .map_err(|source| Error::TooLarge { vertex: v, source })?;
-            self.insert(v, bucket, word, &mut next_overflow)?;
+            let shard = self.placement.locate(v).0;
+            let next = next_overflow.entry(shard).or_insert_with(|| {
+                let (first, _) = self.placement.table(shard);
+                first + self.placement.table_main()
+            });
+            self.insert(v, bucket, word, next)?;
         }
         Ok(())
     }
 
-    /// Puts `key` with `word` into the chain from `bucket` (load time only:
-    /// keys never move and are never added later).
+    /// Puts `key` with `word` into the chain from `bucket`, taking overflow
+    /// buckets of its shard's table from `next_overflow` (load time only:
+    /// keys are never added later, and move only with their whole table).
     fn insert(&self, key: u32, bucket: u64, word: u64, next_overflow: &mut u64) -> Result<()> {
+        let shard = self.placement.locate(key).0;
+        let (table_first, table_buckets) = self.placement.table(shard);
         let mut bucket = bucket;
         loop {
             let base = self.layout.bucket(bucket);
@@ -370,10 +404,11 @@ impl Store {
                 bucket = self.region.load(link + 8);
                 continue;
             }
-            if *next_overflow == self.layout.buckets {
+            if *next_overflow == table_first + table_buckets {
                 return Err(Error::KeyRegionFull {
                     node: self.rank,
-                    buckets: self.layout.buckets,
+                    shard,
+                    buckets: table_buckets,
                 });
             }
             self.region.store(link + 8, *next_overflow);
@@ -426,6 +461,69 @@ impl Store {
         self.placement
     }
 
+    /// The key's home node now (its shard's node) and the main bucket that
+    /// starts its chain there.
+    pub fn home(&self, key: u32) -> (u32, u64) {
+        let (shard, bucket) = self.placement.locate(key);
+        (self.homes[shard as usize].load(Ordering::Acquire), bucket)
+    }
+
+    /// The key's home node now.
+    pub fn home_node(&self, key: u32) -> u32 {
+        self.home(key).0
+    }
+
+    /// The node shard `shard` is on now.
+    pub fn shard_home(&self, shard: u32) -> u32 {
+        self.homes[shard as usize].load(Ordering::Acquire)
+    }
+
+    /// Points this node's map at `node` as shard `shard`'s home. Every node
+    /// must make the same change while no worker runs (see
+    /// [`Session::pull_shard`]).
+    pub fn set_shard_home(&self, shard: u32, node: u32) {
+        self.homes[shard as usize].store(node, Ordering::Release);
+    }
+
+    /// This node's accesses (Gets and Puts) per shard since the last
+    /// harvest, counted only when shards move; resets them.
+    pub fn harvest_shards(&self) -> Vec<u32> {
+        self.shard_accesses
+            .iter()
+            .map(|count| count.swap(0, Ordering::Relaxed))
+            .collect()
+    }
+
+    fn count_access(&self, key: u32) {
+        if self.config.shards_move {
+            let shard = self.placement.locate(key).0;
+            self.shard_accesses[shard as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops this node's copy of shard `shard` after it moved away: frees
+    /// its values and clears its table. Only while no worker runs.
+    pub fn drop_shard(&self, shard: u32) {
+        let (first, buckets) = self.placement.table(shard);
+        for bucket in first..first + buckets {
+            let base = self.layout.bucket(bucket);
+            for slot in 0..SLOTS - 1 {
+                let at = self.byte(base + (slot * SLOT_BYTES) as u64);
+                if self.region.load(at) == 0 {
+                    continue;
+                }
+                if let Some(addr) = Addr::decode(self.region.load(at + 8)) {
+                    self.region
+                        .store(self.byte(self.layout.value(addr.offset())), 0);
+                    self.release(addr.offset(), addr.size());
+                }
+            }
+        }
+        let base = self.byte(self.layout.bucket(first));
+        let bytes = usize::try_from(buckets * BUCKET_BYTES as u64).expect("a table fits memory");
+        self.region.write(base, &vec![0; bytes]);
+    }
+
     /// The node.
     pub fn node(&self) -> &Node {
         &self.node
@@ -446,6 +544,7 @@ impl Store {
             migration_retries: c.migration_retries.load(Ordering::Relaxed),
             forwarded_puts: c.forwarded_puts.load(Ordering::Relaxed),
             reclaimed: c.reclaimed.load(Ordering::Relaxed),
+            shards_moved: c.shards_moved.load(Ordering::Relaxed),
         }
     }
 
@@ -682,7 +781,7 @@ impl Session<'_> {
     /// from the location cache when `cached` allows and it holds one.
     fn locate(&mut self, key: u32, cached: bool) -> Result<Location> {
         let store = self.store;
-        let (home, bucket) = store.placement.home(key);
+        let (home, bucket) = store.home(key);
         let found = if home == store.rank {
             store.local_lookup(key, bucket)
         } else {
@@ -727,7 +826,8 @@ impl Session<'_> {
     pub fn get(&mut self, key: u32, limit: u64) -> Result<Vec<u32>> {
         self.store.check_vertex(key)?;
         let store = self.store;
-        let home = store.placement.home_node(key);
+        store.count_access(key);
+        let home = store.home_node(key);
         let ops = self.tally.one_sided;
         let started = Instant::now();
         let ids = loop {
@@ -772,7 +872,8 @@ impl Session<'_> {
     /// would outgrow 32 MiB; [`Error::Remote`] for an error where it ran.
     pub fn put(&mut self, key: u32, update: Update) -> Result<()> {
         self.store.check_vertex(key)?;
-        let home = self.store.placement.home_node(key);
+        self.store.count_access(key);
+        let home = self.store.home_node(key);
         let to = if home == self.store.rank {
             match self.execute_put(key, update)? {
                 PutOutcome::Done => {
@@ -818,7 +919,7 @@ impl Session<'_> {
     /// later reader the old one); else says where it must run.
     pub(crate) fn execute_put(&mut self, key: u32, update: Update) -> Result<PutOutcome> {
         let store = self.store;
-        let home = store.placement.home_node(key);
+        let home = store.home_node(key);
         loop {
             let location = self.locate(key, true)?;
             let addr = Addr::decode(location.word)
@@ -888,7 +989,7 @@ impl Session<'_> {
     pub fn migrate(&mut self, key: u32) -> Result<u64> {
         self.store.check_vertex(key)?;
         let store = self.store;
-        let home = store.placement.home_node(key);
+        let home = store.home_node(key);
         let before = self.tally.one_sided;
         loop {
             let location = self.locate(key, store.config.serve_cache)?;
@@ -974,7 +1075,7 @@ impl Session<'_> {
         let mut located: Vec<(u32, Location)> = Vec::with_capacity(keys.len());
         let mut lookups = Vec::new();
         for &key in &keys {
-            let (home, bucket) = store.placement.home(key);
+            let (home, bucket) = store.home(key);
             let known = if home == store.rank {
                 store.local_lookup(key, bucket)
             } else {
@@ -1001,7 +1102,7 @@ impl Session<'_> {
             let Output::Data(bytes) = output else {
                 unreachable!("a READ completes with data")
             };
-            let base = store.layout.bucket(store.placement.home(key).1);
+            let base = store.layout.bucket(store.placement.locate(key).1);
             match find_in_bucket(key, base, &bytes) {
                 Some(location) => {
                     store.cache.fill(key, location, store.clock.now_ns());
@@ -1014,7 +1115,7 @@ impl Session<'_> {
         let mut copies = Vec::new();
         let mut reads = Vec::new();
         for (key, location) in located {
-            let home = store.placement.home_node(key);
+            let home = store.home_node(key);
             let addr = Addr::decode(location.word)
                 .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
             let source = addr.holder(home);
@@ -1136,6 +1237,112 @@ impl Session<'_> {
         Ok(self.tally.one_sided - before)
     }
 
+    /// Copies shard `shard` here whole (the `shard` baseline, whose unit of
+    /// migration is a shard of keys and values): one READ of its key table
+    /// at its node, READs of all its values posted together, and both
+    /// written here with each address word rewritten to this node's copy.
+    ///
+    /// The caller makes sure nothing reads or writes the shard meanwhile
+    /// (every worker paused); once every target has its shards, every node
+    /// points its map at the new homes ([`Store::set_shard_home`]) and the
+    /// old node drops its copy ([`Store::drop_shard`]). Returns the
+    /// one-sided operations posted (0 if the shard is here already).
+    ///
+    /// # Errors
+    /// [`Error::ValueRegionFull`]; [`Error::Corrupt`] if a value is not
+    /// where its key says (shard moves and split migration do not mix);
+    /// verbs errors.
+    pub fn pull_shard(&mut self, shard: u32) -> Result<u64> {
+        let store = self.store;
+        let source = store.shard_home(shard);
+        if source == store.rank {
+            return Ok(0);
+        }
+        let before = self.tally.one_sided;
+        let (first, buckets) = store.placement.table(shard);
+        let base = store.layout.bucket(first);
+        let len = usize::try_from(buckets * BUCKET_BYTES as u64).expect("a table fits memory");
+        let mut table = self.read(source, base, len)?;
+        let word = |table: &[u8], at: usize| {
+            u64::from_le_bytes(table[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let mut slots = Vec::new();
+        for bucket in 0..len / BUCKET_BYTES {
+            for slot in 0..SLOTS - 1 {
+                let at = bucket * BUCKET_BYTES + slot * SLOT_BYTES;
+                let tag = word(&table, at);
+                if tag == 0 {
+                    continue;
+                }
+                let corrupt = |what: &str| {
+                    Error::Corrupt(format!(
+                        "vertex {} of shard {shard} on node {source} {what}",
+                        tag - 1
+                    ))
+                };
+                let addr = Addr::decode(word(&table, at + 8))
+                    .ok_or_else(|| corrupt("has an empty address word"))?;
+                if addr.holder(source) != source {
+                    return Err(corrupt(
+                        "has its value on another node (shard moves and split migration do not mix)",
+                    ));
+                }
+                slots.push((at, addr));
+            }
+        }
+        let mut words = 0;
+        for chunk in slots.chunks(SHARD_READS) {
+            let reads = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, addr))| {
+                    WorkRequest::new(
+                        i as u64,
+                        Op::Read {
+                            remote: self.remote(source),
+                            offset: store.layout.value(addr.offset()),
+                            len: usize::try_from(addr.size() * 8).expect("a block fits memory"),
+                        },
+                    )
+                })
+                .collect();
+            for (wr_id, output) in self.post_all(reads)? {
+                let (at, addr) = chunk[usize::try_from(wr_id).expect("an index")];
+                let Output::Data(bytes) = output else {
+                    unreachable!("a READ completes with data")
+                };
+                if decode_block(addr, &bytes).is_none() {
+                    return Err(Error::Corrupt(format!(
+                        "vertex {} of shard {shard} changed on node {source} while the shard moved",
+                        word(&table, at) - 1
+                    )));
+                }
+                let offset = store.allocate(addr.size())?;
+                store
+                    .region
+                    .write(store.byte(store.layout.value(offset)), &bytes);
+                let local = Addr::Local {
+                    size: addr.size(),
+                    offset,
+                }
+                .encode()
+                .expect("a local address holds any size a remote one did");
+                table[at + 8..at + 16].copy_from_slice(&local.to_le_bytes());
+                words += addr.size();
+            }
+        }
+        store.region.write(store.byte(base), &table);
+        let ops = self.tally.one_sided - before;
+        let counts = &store.counts;
+        counts.shards_moved.fetch_add(1, Ordering::Relaxed);
+        counts
+            .migrations
+            .fetch_add(slots.len() as u64, Ordering::Relaxed);
+        counts.words_moved.fetch_add(words, Ordering::Relaxed);
+        counts.migration_ops.fetch_add(ops, Ordering::Relaxed);
+        Ok(ops)
+    }
+
     /// Invalidates the block `addr` on `source` and enters it in
     /// `source`'s reclaim ring for this node: two WRITEs posted together
     /// after the CAS completed, so neither overtakes it.
@@ -1238,7 +1445,7 @@ impl Session<'_> {
     /// As [`Session::get`].
     pub fn holder(&mut self, key: u32) -> Result<u32> {
         self.store.check_vertex(key)?;
-        let home = self.store.placement.home_node(key);
+        let home = self.store.home_node(key);
         let location = self.locate(key, false)?;
         Addr::decode(location.word)
             .map(|addr| addr.holder(home))
@@ -1259,6 +1466,9 @@ impl Session<'_> {
         &mut self.queue
     }
 }
+
+/// Value READs of a shard move posted together at most.
+const SHARD_READS: usize = 256;
 
 /// The largest value a migration can move, in words.
 pub const MAX_MIGRATED_WORDS: u64 = (1 << REMOTE_SIZE_BITS) - 1;

@@ -81,6 +81,14 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
         4,
     );
     let split = run(&path, &config, 4);
+    let shard = run(
+        &path,
+        &Config {
+            policy: Policy::Shard,
+            ..config.clone()
+        },
+        4,
+    );
     let ideal = run(
         &path,
         &Config {
@@ -89,7 +97,7 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
         },
         4,
     );
-    for report in [&orig, &split, &ideal] {
+    for report in [&orig, &split, &shard, &ideal] {
         assert!(report.queries > 0 && report.puts > 0, "{report:?}");
         assert_eq!(report.series.len(), 6);
     }
@@ -109,6 +117,16 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
         orig.remote_share
     );
     assert!(split.modelled_ops_per_s > orig.modelled_ops_per_s);
+    // Shards move at the interval ends (at 0.4 and 0.8 s), keys and values
+    // together, to the node that read them most: fewer Gets stay remote.
+    assert!(shard.shards_moved > 0 && shard.keys_moved > 0, "{shard:?}");
+    assert!(shard.paused_ns > 0);
+    assert!(
+        shard.last_interval.remote_share < orig.remote_share,
+        "after shard moves {} of Gets are remote (orig {})",
+        shard.last_interval.remote_share,
+        orig.remote_share
+    );
 }
 
 #[test]

@@ -371,3 +371,79 @@ fn a_pipelined_batch_moves_every_value_with_at_most_five_operations_each() {
         },
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// The `shard` baseline's moves: shards copied whole to random nodes,
+    /// one after another. Every node then reads every list as the graph has
+    /// it; a node reads the keys of the shards it holds without a remote
+    /// operation; every node's value region holds exactly its shards'
+    /// values (none leaked, none freed twice); and Puts from every node
+    /// still land once each.
+    #[test]
+    fn shards_move_whole_and_every_list_stays(
+        graph in arb_graph(Shape::new(60, 300)),
+        nodes in 2u32..5,
+        moves in proptest::collection::vec((any::<u32>(), any::<u32>()), 1..12),
+    ) {
+        let config = StoreConfig { shards_move: true, serve_cache: false, ..StoreConfig::default() };
+        let placement = quiver_kv::layout::Placement::new(graph.num_vertices(), nodes);
+        let wrong = on_stores(&graph, nodes, &config, &Clock::manual(), |node, store| {
+            let mut session = store.session();
+            for &(shard, to) in &moves {
+                let (shard, to) = (shard % placement.shards(), to % nodes);
+                let from = store.shard_home(shard);
+                if store.rank() == to {
+                    session.pull_shard(shard).unwrap();
+                }
+                node.barrier().unwrap();
+                store.set_shard_home(shard, to);
+                if store.rank() == from && from != to {
+                    store.drop_shard(shard);
+                }
+                node.barrier().unwrap();
+            }
+            let mut wrong = Vec::new();
+            let mut held_words = 0;
+            for v in 0..graph.num_vertices() {
+                let before = node.counters();
+                let got = session.get(v, u64::MAX).unwrap();
+                if got != graph.neighbors(v) {
+                    wrong.push(format!("vertex {v}'s list: {got:?}, not {:?}", graph.neighbors(v)));
+                }
+                if store.home_node(v) == store.rank() {
+                    held_words += quiver_kv::layout::block_words(graph.degree(v));
+                    if node.counters().since(&before).total_ops() != 0 {
+                        wrong.push(format!("vertex {v} is held here but was read remotely"));
+                    }
+                }
+            }
+            if store.used_words() != held_words {
+                wrong.push(format!("{} words in use for {held_words} words of values", store.used_words()));
+            }
+            // Every node has read before any Put.
+            node.barrier().unwrap();
+            std::thread::scope(|scope| {
+                let server = scope.spawn(|| store.serve());
+                for v in 0..graph.num_vertices() {
+                    session.put(v, Update::AddEdge(1_000 + store.rank())).unwrap();
+                }
+                // Every node's Puts are done before any server stops.
+                node.barrier().unwrap();
+                session.stop_server().unwrap();
+                server.join().unwrap().unwrap();
+            });
+            for v in 0..graph.num_vertices() {
+                let mut want = graph.neighbors(v).to_vec();
+                want.extend((0..nodes).map(|rank| 1_000 + rank));
+                let got = sorted(session.get(v, u64::MAX).unwrap());
+                if got != sorted(want.clone()) {
+                    wrong.push(format!("vertex {v}'s list after the puts: {got:?}, not {want:?}"));
+                }
+            }
+            wrong
+        });
+        prop_assert!(wrong.iter().all(Vec::is_empty), "{wrong:?}");
+    }
+}
