@@ -3,8 +3,9 @@
 //! node that reads them (split live migration).
 //!
 //! A vertex is a key; its value is its adjacency list. A key's *home* is
-//! fixed by hashing ([`layout::Placement`]) and never changes; only the
-//! value moves. The home's key slot holds the 64-bit address word
+//! fixed by hashing ([`layout::Placement`]: the key's shard, and the
+//! shard's node) and never changes; only the value moves. (The `shard`
+//! baseline alone moves whole shards of keys and values.) The home's key slot holds the 64-bit address word
 //! ([`addr::Addr`]) naming the block that holds the value: local (at the
 //! home) or remote (on the value's holder). A reader checks the block's
 //! size word against the size in the address it used, so an invalidated
@@ -23,10 +24,11 @@
 //! coordinator ([`policy`]) approves a migration when the applicant reads a
 //! pair at least 1.5x as often as its holder. [`bench`](mod@bench) runs the paper's
 //! traversal workload as a quiver-verbs job under each policy
-//! ([`Policy`]: `orig`, `cache`, `split`, `split+cache`, `ideal`), and
+//! ([`Policy`]: `orig`, `shard`, `cache`, `split`, `split+cache`, `ideal`), and
 //! [`speed`] measures raw migration speed.
 //!
-//! Invariants: every key has one home and one slot, which never move; the
+//! Invariants: every key has one home and one slot, which never move (but
+//! with their whole shard, every worker held, under `shard`); the
 //! home's word names exactly one live block, whose size word equals the
 //! word's size; every other block that held the value is invalidated and
 //! waits out its reclaim lease, or is free; a Put is acknowledged once,
@@ -39,7 +41,27 @@
 //! - **Key region**: 8-slot buckets of 16-byte slots (key + 1, address
 //!   word), the last slot a link to an overflow bucket; main buckets sized
 //!   for 3/4 of 7 keys each, overflow a quarter of that. Keys are loaded
-//!   once and never added or removed; AddVertex is not an operation.
+//!   once and never added or removed; AddVertex is not an operation. Keys
+//!   hash to 100 shards per node (the `shard` baseline's unit, the paper's
+//!   100 per machine), shard `s` loaded on node `s mod N`, and each shard
+//!   has its own bucket table at the same offset in every node's region,
+//!   so a moved shard's table is copied verbatim; every node reserves
+//!   room for every shard's table (32 MiB a node for 2^20 keys on 8 nodes,
+//!   committed only where written).
+//! - **The `shard` baseline** (§5: 100 shards per machine, every access
+//!   tracked at no cost, the optimal plan, block transfers): each node
+//!   counts its Gets and Puts per shard; at every interval's end the nodes
+//!   gather the counts and each shard goes to the node that accessed it
+//!   most. The paper does not say how a shard move stays consistent with
+//!   the traffic; here every node holds its workers between operations
+//!   (forwarded Puts still complete), each target copies its shards (one
+//!   READ of the table, the values' READs posted together, 256 at a
+//!   time), then every node repoints its shard map (the paper's POS, a
+//!   replicated array here) and the old node frees its copy. The pause
+//!   counts in wall time but not in modelled time, and there is no
+//!   location cache (the map says where every key is). Its value regions
+//!   have room for the whole graph, since any node may come to hold any
+//!   shard.
 //! - **Value blocks** are `[size][count][ids, two per word]` and immutable
 //!   once published except for the size word: Puts are copy-on-write.
 //! - **Put order**: the paper publishes a Put's new block (CAS) and then
