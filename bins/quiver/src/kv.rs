@@ -9,6 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use quiver_csr::Graph;
 use quiver_kv::bench::{join, JobConfig};
+use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig, ServeTask};
+use quiver_kv::layout::Placement;
 use quiver_kv::speed::{SpeedConfig, SpeedTask};
 use quiver_kv::{Config, KvTask, Mix, Policy, Report};
 use quiver_run::{Progress, Unit};
@@ -23,6 +25,9 @@ use crate::units::{parse_duration, seconds, ByteSize};
 
 /// Nodes of the job when no job flags are given: the paper's cluster.
 const DEFAULT_NODES: u32 = 8;
+
+/// Port of node 0 of `quiver kv serve`.
+const DEFAULT_PORT: u16 = 7420;
 
 #[derive(Debug, Subcommand)]
 pub enum KvCommand {
@@ -47,6 +52,127 @@ on one node, throughput times the node count).")]
   quiver kv migrate rmat20.qcsr                          2 loopback nodes, modelled time too
   quiver kv migrate rmat20.qcsr --nodes 2 --fabric tcp   2 processes on 127.0.0.1")]
     Migrate(MigrateArgs),
+    /// Load a graph into the store and serve it, until `quiver kv stop`, to a person poking at
+    /// it with `quiver kv get|put|traverse|move`. No migration policy runs: values move only when
+    /// asked to.
+    #[command(after_help = "Examples:
+  quiver kv serve rmat20.qcsr                          8 loopback nodes, node 0 at 127.0.0.1:7420
+  quiver kv serve rmat20.qcsr --nodes 4 --fabric tcp   4 processes, node r on port 7420 + r
+  quiver kv get 17 --on 3                              node 3 reads vertex 17 (remote operations counted)
+  quiver kv stop
+
+Node r listens on --host at port --port + r; node 0 tells clients where the others are.")]
+    Serve(ServeArgs),
+    /// Read a vertex's neighbours from a running store (`quiver kv serve`), on the node given
+    /// (default: the vertex's home), with what the read cost.
+    #[command(after_help = "Examples:
+  quiver kv get 17                     at its home: no remote operation
+  quiver kv get 17 --on 3 --limit 10   node 3 reads the first 10: key and value READ remotely
+  quiver kv get 17 --at host:7420 --json")]
+    Get(GetArgs),
+    /// Add an edge to a vertex's list in a running store: the Put runs at the vertex's home, or
+    /// at the node given and is forwarded (check-and-forward).
+    #[command(after_help = "Examples:
+  quiver kv put 17 42          append 42 to vertex 17's list, at its home
+  quiver kv put 17 42 --on 1   sent from node 1, forwarded to the home and on to the value's holder")]
+    Put(PutArgs),
+    /// Run the benchmark's two-hop query from a start vertex in a running store, on the node
+    /// given (default: the start's home), with its counts and cost.
+    #[command(after_help = "Examples:
+  quiver kv traverse 17                    100 friends of 100 friends, at the start's home
+  quiver kv traverse 17 --neighbours 10 --on 2")]
+    Traverse(TraverseArgs),
+    /// Migrate a vertex's value in a running store to a node, with the unilateral protocol run
+    /// by that node alone (at most five one-sided operations).
+    #[command(after_help = "Examples:
+  quiver kv move 17 --to 3    node 3 takes vertex 17's value; its Gets of it are then local
+  quiver kv move 17 --to 0    where 0 is its home: the value goes back")]
+    Move(MoveArgs),
+    /// Stop a running store (every node).
+    #[command(after_help = "Examples:
+  quiver kv stop
+  quiver kv stop --at host:7420")]
+    Stop(AtArgs),
+}
+
+/// `quiver kv serve` flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The .qcsr graph (every node loads the keys homed on it).
+    pub graph: PathBuf,
+    /// Host every node listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Node r listens on this port + r.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// The job (default without these flags: 8 nodes on --fabric loopback).
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// Where a running store is.
+#[derive(Debug, Args)]
+pub struct AtArgs {
+    /// Node 0 of the running store (`host:port`).
+    #[arg(long, default_value_t = format!("127.0.0.1:{DEFAULT_PORT}"))]
+    pub at: String,
+}
+
+/// `quiver kv get` flags.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The vertex.
+    pub vertex: u32,
+    /// Neighbours to read at most (default: all).
+    #[arg(long, default_value_t = u64::MAX, hide_default_value = true)]
+    pub limit: u64,
+    /// The node that reads (default: the vertex's home).
+    #[arg(long)]
+    pub on: Option<u32>,
+    #[command(flatten)]
+    pub at: AtArgs,
+}
+
+/// `quiver kv put` flags.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// The vertex whose list grows.
+    pub vertex: u32,
+    /// The new neighbour.
+    pub target: u32,
+    /// The node the Put starts on (default: the vertex's home).
+    #[arg(long)]
+    pub on: Option<u32>,
+    #[command(flatten)]
+    pub at: AtArgs,
+}
+
+/// `quiver kv traverse` flags.
+#[derive(Debug, Args)]
+pub struct TraverseArgs {
+    /// The start vertex.
+    pub start: u32,
+    /// Neighbours read per hop.
+    #[arg(long, default_value_t = Config::default().neighbours)]
+    pub neighbours: u64,
+    /// The node that runs the query (default: the start's home).
+    #[arg(long)]
+    pub on: Option<u32>,
+    #[command(flatten)]
+    pub at: AtArgs,
+}
+
+/// `quiver kv move` flags.
+#[derive(Debug, Args)]
+pub struct MoveArgs {
+    /// The vertex.
+    pub vertex: u32,
+    /// The node that takes the value (and runs the migration).
+    #[arg(long)]
+    pub to: u32,
+    #[command(flatten)]
+    pub at: AtArgs,
 }
 
 /// `quiver kv migrate` flags.
@@ -150,7 +276,154 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
     match command {
         KvCommand::Bench(args) => bench(&args, json, hidden),
         KvCommand::Migrate(args) => migrate(&args, json),
+        KvCommand::Serve(args) => serve(&args),
+        KvCommand::Get(args) => {
+            let request = Request::Get {
+                key: args.vertex,
+                limit: args.limit,
+            };
+            ask(&args.at, args.on, args.vertex, &request, json)
+        }
+        KvCommand::Put(args) => {
+            let request = Request::Put {
+                key: args.vertex,
+                target: args.target,
+            };
+            ask(&args.at, args.on, args.vertex, &request, json)
+        }
+        KvCommand::Traverse(args) => {
+            let request = Request::Traverse {
+                start: args.start,
+                neighbours: args.neighbours,
+            };
+            ask(&args.at, args.on, args.start, &request, json)
+        }
+        KvCommand::Move(args) => {
+            let request = Request::Move { key: args.vertex };
+            ask(&args.at, Some(args.to), args.vertex, &request, json)
+        }
+        KvCommand::Stop(at) => {
+            Client::connect(&at.at)?.call(&Request::Stop)?;
+            if !json {
+                println!("stopped the store at {}", at.at);
+            }
+            Ok(())
+        }
     }
+}
+
+fn serve(args: &ServeArgs) -> Result<()> {
+    let graph =
+        Graph::open(&args.graph).with_context(|| format!("opening {}", args.graph.display()))?;
+    let job = job_or_loopback(&args.job, DEFAULT_NODES)?;
+    let nodes = match job.nodes {
+        Nodes::Local(n) => n,
+        Nodes::Member { size, .. } => size.unwrap_or(1),
+    };
+    if u32::from(args.port) + nodes > 65_536 {
+        bail!(UsageError(format!(
+            "--port {} leaves no port for node {} (node r listens on port + r)",
+            args.port,
+            nodes - 1
+        )));
+    }
+    let config = ServeConfig {
+        graph: std::path::absolute(&args.graph)
+            .with_context(|| format!("resolving {}", args.graph.display()))?,
+        host: args.host.clone(),
+        port: args.port,
+        store: quiver_kv::StoreConfig::default(),
+    };
+    let zero = format!("{}:{}", args.host, args.port);
+    let fabric = job.fabric.name();
+    eprintln!(
+        "loading {} ({} vertices) on {nodes} {fabric} nodes ...",
+        args.graph.display(),
+        graph.num_vertices()
+    );
+    let served = std::thread::scope(|scope| {
+        let running = scope.spawn(|| job.run::<ServeTask>(&config));
+        // Node 0 answers once every node has loaded its share.
+        while !running.is_finished() {
+            if let Ok(Response::Info(_)) =
+                Client::connect(&zero).and_then(|mut c| c.call(&Request::Info))
+            {
+                eprintln!(
+                    "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get 0 --at {zero}`, stop with `quiver kv stop --at {zero}`",
+                    args.port
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        running.join().expect("the job's thread panicked")
+    })
+    .with_context(|| format!("serving {}", args.graph.display()))?;
+    if let Some(answered) = served {
+        eprintln!("stopped; requests answered per node: {answered:?}");
+    }
+    Ok(())
+}
+
+/// Sends `request` about `vertex` to node `on` (default: the vertex's
+/// home) of the store whose node 0 is `at`, and prints the answer.
+fn ask(at: &AtArgs, on: Option<u32>, vertex: u32, request: &Request, json: bool) -> Result<()> {
+    let Response::Info(info) = Client::connect(&at.at)?.call(&Request::Info)? else {
+        bail!("node 0 at {} did not describe its job", at.at);
+    };
+    if vertex >= info.vertices {
+        bail!(UsageError(format!(
+            "vertex {vertex} is not in the graph (it has {} vertices)",
+            info.vertices
+        )));
+    }
+    let node = on.unwrap_or_else(|| Placement::new(info.vertices, info.nodes).home_node(vertex));
+    let Some(address) = info.addresses.get(node as usize) else {
+        bail!(UsageError(format!(
+            "node {node} is not in the job (it has {} nodes)",
+            info.nodes
+        )));
+    };
+    let response = Client::connect(address)?.call(request)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&response)?);
+        return Ok(());
+    }
+    let cost = |c: &Cost| {
+        format!(
+            "on node {}: {} one-sided operations, {:.1} us modelled, {:.1} us wall",
+            c.node,
+            c.one_sided,
+            c.modelled_ns as f64 / 1e3,
+            c.wall_ns as f64 / 1e3
+        )
+    };
+    let placed = |p: &Placed| format!("home node {}, value on node {}", p.home, p.holder);
+    match &response {
+        Response::Get(reply) => {
+            println!(
+                "vertex {vertex}: {} neighbours read ({}), {}",
+                reply.neighbours.len(),
+                placed(&reply.placed),
+                cost(&reply.placed.cost)
+            );
+            let ids: Vec<String> = reply.neighbours.iter().map(u32::to_string).collect();
+            println!("{}", ids.join(" "));
+        }
+        Response::Put(p) => println!("added an edge to vertex {vertex} ({}), {}", placed(p), cost(&p.cost)),
+        Response::Move(p) => println!("moved vertex {vertex}'s value ({}), {}", placed(p), cost(&p.cost)),
+        Response::Traverse(t) => println!(
+            "two hops from vertex {vertex}: {} neighbours, then {} of theirs ({} distinct); {} gets, {} remote, {}",
+            t.first_hop,
+            t.second_hop,
+            t.distinct,
+            t.gets,
+            t.remote_gets,
+            cost(&t.cost)
+        ),
+        other => bail!("unexpected answer {other:?}"),
+    }
+    Ok(())
 }
 
 /// The job the flags describe, or without job flags `nodes` loopback

@@ -33,6 +33,7 @@ const TASKS: &[Entry] = &[
     Entry::of::<quiver_bsp::job::BspTask>(),
     Entry::of::<quiver_kv::KvTask>(),
     Entry::of::<quiver_kv::speed::SpeedTask>(),
+    Entry::of::<quiver_kv::control::ServeTask>(),
 ];
 
 fn main() -> ExitCode {

@@ -71,6 +71,12 @@ fn every_subcommand_explains_itself_with_examples() {
         &["gtl", "merge", "--help"],
         &["gtl", "file", "--help"],
         &["gtl", "bench", "--help"],
+        &["kv", "serve", "--help"],
+        &["kv", "get", "--help"],
+        &["kv", "put", "--help"],
+        &["kv", "traverse", "--help"],
+        &["kv", "move", "--help"],
+        &["kv", "stop", "--help"],
         &["meta", "--help"],
         &["meta", "serve", "--help"],
         &["meta", "cluster", "up", "--help"],
@@ -957,6 +963,120 @@ impl Drop for MetaServer {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("rmat.qcsr");
+    let out = quiver(&[
+        "generate",
+        "rmat",
+        "--scale",
+        "6",
+        "--undirected",
+        "-o",
+        path(&g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let graph = quiver_csr::Graph::open(&g).unwrap();
+    let v = (0..graph.num_vertices())
+        .find(|&v| graph.degree(v) >= 3)
+        .unwrap();
+    let vertices = graph.num_vertices().to_string();
+    let (v_text, start) = (v.to_string(), v.to_string());
+    let port = free_port().to_string();
+    let at = format!("127.0.0.1:{port}");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args([
+            "kv",
+            "serve",
+            path(&g),
+            "--fabric",
+            "loopback",
+            "--nodes",
+            "2",
+        ])
+        .args(["--port", &port])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ask = |args: &[&str]| {
+        let mut argv = vec!["--json", "kv"];
+        argv.extend(args);
+        argv.extend(["--at", &at]);
+        quiver(&argv)
+    };
+    // Whatever fails, the store is stopped, so no process outlives the test.
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let started = std::time::Instant::now();
+        while !ask(&["get", "0"]).status.success() {
+            assert!(started.elapsed().as_secs() < 60, "the store never answered");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let get = |on: &str| json(&ask(&["get", &v_text, "--on", on]))["get"].clone();
+        // At its home, which no other node has read it from yet.
+        let home = json(&ask(&["get", &v_text]))["get"]["placed"]["cost"]["node"]
+            .as_u64()
+            .unwrap();
+        let away = if home == 0 { "1" } else { "0" };
+        let read = get(away);
+        assert_eq!(read["neighbours"], serde_json::json!(graph.neighbors(v)));
+        assert_eq!(read["placed"]["cost"]["one_sided"], 2);
+        let moved = json(&ask(&["move", &v_text, "--to", away]));
+        assert_eq!(
+            moved["move"]["holder"].as_u64(),
+            Some(away.parse().unwrap())
+        );
+        assert_eq!(get(away)["placed"]["cost"]["one_sided"], 0);
+        assert!(ask(&["put", &v_text, "5"]).status.success());
+        let grown = get(&home.to_string())["neighbours"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(grown, graph.neighbors(v).len() + 1);
+        let hops = json(&ask(&["traverse", &start, "--neighbours", "2"]));
+        assert_eq!(hops["traverse"]["first_hop"], 2);
+        let out = ask(&["get", &vertices]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            stderr(&out).contains("is not in the graph"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(ask(&["stop"]).status.success());
+    }));
+    if let Err(panic) = checked {
+        let _ = serve.kill();
+        std::panic::resume_unwind(panic);
+    }
+    let out = serve.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("requests answered per node"),
+        "{}",
+        stderr(&out)
+    );
+    let out = ask(&["get", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is `quiver kv serve` running?"),
+        "{}",
+        stderr(&out)
+    );
+    let out = quiver(&[
+        "kv",
+        "serve",
+        path(&g),
+        "--fabric",
+        "loopback",
+        "--nodes",
+        "2",
+        "--port",
+        "65535",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--port 65535"), "{}", stderr(&out));
 }
 
 fn free_port() -> u16 {

@@ -25,7 +25,8 @@
 //! pair at least 1.5x as often as its holder. [`bench`](mod@bench) runs the paper's
 //! traversal workload as a quiver-verbs job under each policy
 //! ([`Policy`]: `orig`, `shard`, `cache`, `split`, `split+cache`, `ideal`), and
-//! [`speed`] measures raw migration speed.
+//! [`speed`] measures raw migration speed; [`control`] serves a loaded
+//! store to a person's requests (Get, Put, traversal, move).
 //!
 //! Invariants: every key has one home and one slot, which never move (but
 //! with their whole shard, every worker held, under `shard`); the
@@ -106,6 +107,7 @@ mod alloc;
 pub mod bench;
 pub mod cache;
 mod clock;
+pub mod control;
 mod histogram;
 pub mod layout;
 pub mod policy;
@@ -176,6 +178,9 @@ pub enum Error {
     /// A forwarded Put failed where it ran.
     #[error("a forwarded put failed: {0}")]
     Remote(String),
+    /// A serve node or its client could not talk, or a request failed.
+    #[error("{0}")]
+    Control(String),
     /// What was read from another node makes no sense.
     #[error("corrupt store: {0}")]
     Corrupt(String),

@@ -639,7 +639,7 @@ impl Store {
         }
     }
 
-    fn check_vertex(&self, key: u32) -> Result<()> {
+    pub(crate) fn check_vertex(&self, key: u32) -> Result<()> {
         if key >= self.vertices {
             return Err(Error::UnknownVertex {
                 vertex: key,

@@ -1,6 +1,7 @@
 //! quiver-kv against the graph it was loaded from, on the loopback fabric.
 
 mod bench;
+mod control;
 mod history;
 mod store;
 

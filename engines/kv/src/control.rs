@@ -1,0 +1,437 @@
+//! A running store a person can poke at: every node of a serve job listens
+//! on a TCP address of its own and answers [`Request`]s, one JSON line
+//! each, with one JSON [`Response`] line; [`Client`] is the other end (the
+//! driver's `quiver kv get|put|traverse|move|stop`).
+//!
+//! A request runs on the node that received it, through a session of its
+//! own, exactly as a benchmark worker's operation would: a Get on a node
+//! other than the key's home looks the key up and reads the value with
+//! one-sided operations, a Put is forwarded to the home (and on to the
+//! value's holder), a traversal runs on the node it was sent to, and a move
+//! migrates the value to the node it was sent to with the unilateral
+//! protocol. Each answer says what it cost: one-sided operations, modelled
+//! and wall time. Node 0 answers [`Request::Info`] with every node's
+//! address, so a client needs only node 0's; [`Request::Stop`] sent to
+//! node 0 stops every node.
+//!
+//! No policy runs in a serve job: values move only when asked to.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use quiver_verbs::job::Task;
+use quiver_verbs::{BoxError, Node};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Session, Tally};
+use crate::{Clock, Error, Result, Store, StoreConfig, Update};
+
+/// What a client asks a node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    /// The job's shape and every node's address.
+    Info,
+    /// The first `limit` neighbours of `key`.
+    Get {
+        /// The vertex.
+        key: u32,
+        /// Neighbours wanted at most.
+        limit: u64,
+    },
+    /// Appends the edge `key -> target` to `key`'s list.
+    Put {
+        /// The vertex whose list grows.
+        key: u32,
+        /// The new neighbour.
+        target: u32,
+    },
+    /// The benchmark's two-hop query: the first `neighbours` neighbours of
+    /// `start`, then the first `neighbours` of each.
+    Traverse {
+        /// The start vertex.
+        start: u32,
+        /// Neighbours read per hop.
+        neighbours: u64,
+    },
+    /// Migrates `key`'s value to the node asked.
+    Move {
+        /// The vertex.
+        key: u32,
+    },
+    /// Stops the node (node 0: every node).
+    Stop,
+}
+
+/// A node's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    /// The job.
+    Info(Info),
+    /// A Get's neighbours.
+    Get(GetReply),
+    /// A Put done.
+    Put(Placed),
+    /// A traversal's counts.
+    Traverse(TraverseReply),
+    /// A move done.
+    Move(Placed),
+    /// The node is stopping.
+    Stopped,
+    /// The request failed; the store's message.
+    Error(String),
+}
+
+/// The job a serve node belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Info {
+    /// Nodes of the job.
+    pub nodes: u32,
+    /// Vertices of the graph.
+    pub vertices: u32,
+    /// Every node's control address, by rank.
+    pub addresses: Vec<String>,
+}
+
+/// What a request cost the node that ran it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// The node that ran it.
+    pub node: u32,
+    /// One-sided operations it posted.
+    pub one_sided: u64,
+    /// Its modelled time.
+    pub modelled_ns: u64,
+    /// Its wall time.
+    pub wall_ns: u64,
+}
+
+/// Where a key's value is: its home and its holder.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Placed {
+    /// The vertex.
+    pub key: u32,
+    /// Its home node (where its key lives).
+    pub home: u32,
+    /// The node holding its value, after the request.
+    pub holder: u32,
+    /// What the request cost.
+    pub cost: Cost,
+}
+
+/// A Get's answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GetReply {
+    /// The neighbours read.
+    pub neighbours: Vec<u32>,
+    /// Where the value is.
+    pub placed: Placed,
+}
+
+/// A traversal's answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraverseReply {
+    /// Neighbours of the start read (the first hop).
+    pub first_hop: u64,
+    /// Neighbours read in the second hop, over all first-hop vertices.
+    pub second_hop: u64,
+    /// Distinct vertices reached in the second hop.
+    pub distinct: u64,
+    /// Gets issued.
+    pub gets: u64,
+    /// Gets that needed a remote operation.
+    pub remote_gets: u64,
+    /// What the traversal cost.
+    pub cost: Cost,
+}
+
+/// Longest request line a node reads.
+const MAX_LINE: u64 = 1 << 16;
+
+/// How often a node looks for a stop while no client talks to it.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Serves requests on `listener` until stopped (see the module docs);
+/// also runs the node's server of forwarded Puts and reclaims replaced
+/// blocks as their lease runs out. Every node of the job calls it. Returns
+/// the requests this node answered.
+///
+/// # Errors
+/// Verbs errors, the store's server's errors, and I/O errors of the
+/// listener.
+pub fn serve(store: &Store, listener: &TcpListener) -> Result<u64> {
+    let node = store.node();
+    let address = listener.local_addr().map_err(io_error)?.to_string();
+    let gathered = node.all_gather(address.as_bytes()).map_err(Error::Verbs)?;
+    let info = Info {
+        nodes: node.size(),
+        vertices: store.vertices(),
+        addresses: gathered
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect(),
+    };
+    listener.set_nonblocking(true).map_err(io_error)?;
+    let stop = AtomicBool::new(false);
+    let answered = AtomicU64::new(0);
+    std::thread::scope(|scope| -> Result<u64> {
+        let server = scope.spawn(|| store.serve());
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                store.reclaim();
+                std::thread::sleep(POLL);
+            }
+        });
+        let accepted = loop {
+            if stop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let (info, stop, answered) = (&info, &stop, &answered);
+                    scope.spawn(move || converse(store, info, stream, stop, answered));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
+                Err(e) => break Err(io_error(e)),
+            }
+        };
+        stop.store(true, Ordering::Relaxed);
+        // No node stops serving forwarded Puts while another may send one.
+        let synced = node.barrier().map_err(Error::Verbs);
+        let stopped = store.session().stop_server();
+        server.join().expect("the server panicked")?;
+        accepted?;
+        synced?;
+        stopped?;
+        Ok(answered.load(Ordering::Relaxed))
+    })
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::Control(e.to_string())
+}
+
+/// One client's connection: requests until it hangs up or the node stops.
+fn converse(
+    store: &Store,
+    info: &Info,
+    stream: TcpStream,
+    stop: &AtomicBool,
+    answered: &AtomicU64,
+) {
+    let mut session = store.session();
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    if stream.set_nonblocking(false).is_err() || stream.set_read_timeout(Some(POLL)).is_err() {
+        return;
+    }
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while !stop.load(Ordering::Relaxed) {
+        match (&mut reader).take(MAX_LINE).read_line(&mut line) {
+            Ok(0) => return,
+            Ok(_) if !line.ends_with('\n') && line.len() as u64 >= MAX_LINE => {
+                let _ = reply(
+                    &mut writer,
+                    &Response::Error("request line too long".into()),
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => return,
+        }
+        let response = match serde_json::from_str::<Request>(line.trim()) {
+            Ok(Request::Stop) => {
+                if store.rank() == 0 {
+                    for address in &info.addresses[1..] {
+                        // A node already gone has stopped anyway.
+                        let _ = Client::connect(address).and_then(|mut c| c.call(&Request::Stop));
+                    }
+                }
+                stop.store(true, Ordering::Relaxed);
+                Response::Stopped
+            }
+            Ok(request) => answer(&mut session, info, &request)
+                .unwrap_or_else(|e| Response::Error(quiver_run::chain(&e))),
+            Err(e) => Response::Error(format!("not a request: {e}")),
+        };
+        line.clear();
+        answered.fetch_add(1, Ordering::Relaxed);
+        if reply(&mut writer, &response).is_err() {
+            return;
+        }
+    }
+}
+
+fn reply(writer: &mut TcpStream, response: &Response) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(response).expect("a response serializes");
+    bytes.push(b'\n');
+    writer.write_all(&bytes)
+}
+
+/// Runs one request on this node.
+fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<Response> {
+    let started = Instant::now();
+    let before = session.tally().clone();
+    let cost = |session: &Session<'_>| {
+        let after = session.tally();
+        Cost {
+            node: session.store().rank(),
+            one_sided: after.one_sided - before.one_sided,
+            modelled_ns: after.modelled_ns - before.modelled_ns,
+            wall_ns: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        }
+    };
+    let placed = |session: &mut Session<'_>, key: u32, cost: Cost| -> Result<Placed> {
+        Ok(Placed {
+            key,
+            home: session.store().home_node(key),
+            holder: session.holder(key)?,
+            cost,
+        })
+    };
+    Ok(match *request {
+        Request::Info => Response::Info(info.clone()),
+        Request::Get { key, limit } => {
+            let neighbours = first(session.get(key, limit)?, limit);
+            let cost = cost(session);
+            Response::Get(GetReply {
+                neighbours,
+                placed: placed(session, key, cost)?,
+            })
+        }
+        Request::Put { key, target } => {
+            session.store().check_vertex(target)?;
+            session.put(key, Update::AddEdge(target))?;
+            let cost = cost(session);
+            Response::Put(placed(session, key, cost)?)
+        }
+        Request::Move { key } => {
+            session.migrate(key)?;
+            let cost = cost(session);
+            Response::Move(placed(session, key, cost)?)
+        }
+        Request::Traverse { start, neighbours } => {
+            let hop = first(session.get(start, neighbours)?, neighbours);
+            let mut reply = TraverseReply {
+                first_hop: hop.len() as u64,
+                ..TraverseReply::default()
+            };
+            let mut reached = HashSet::new();
+            for &next in &hop {
+                let second = first(session.get(next, neighbours)?, neighbours);
+                reply.second_hop += second.len() as u64;
+                reached.extend(second);
+            }
+            let tally: &Tally = session.tally();
+            reply.distinct = reached.len() as u64;
+            reply.gets = tally.gets - before.gets;
+            reply.remote_gets = tally.remote_gets - before.remote_gets;
+            reply.cost = cost(session);
+            Response::Traverse(reply)
+        }
+        Request::Stop => Response::Stopped,
+    })
+}
+
+/// The first `limit` of `ids` (a Get may read a few more).
+fn first(mut ids: Vec<u32>, limit: u64) -> Vec<u32> {
+    ids.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    ids
+}
+
+/// A connection to one serve node.
+#[derive(Debug)]
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    /// Connects to the node at `address` (`host:port`).
+    ///
+    /// # Errors
+    /// [`Error::Control`] naming the address if nobody answers there.
+    pub fn connect(address: &str) -> Result<Client> {
+        let unreachable = |e: std::io::Error| {
+            Error::Control(format!(
+                "no kv store answers at {address} ({e}); is `quiver kv serve` running?"
+            ))
+        };
+        let addr = address
+            .to_socket_addrs()
+            .map_err(unreachable)?
+            .next()
+            .ok_or_else(|| Error::Control(format!("{address} names no address")))?;
+        let writer =
+            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(unreachable)?;
+        let reader = BufReader::new(writer.try_clone().map_err(io_error)?);
+        Ok(Client { reader, writer })
+    }
+
+    /// Sends `request` and waits for its answer.
+    ///
+    /// # Errors
+    /// [`Error::Control`] if the connection fails or the node answers with
+    /// an error (its message).
+    pub fn call(&mut self, request: &Request) -> Result<Response> {
+        let mut bytes = serde_json::to_vec(request).expect("a request serializes");
+        bytes.push(b'\n');
+        self.writer.write_all(&bytes).map_err(io_error)?;
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).map_err(io_error)? == 0 {
+            return Err(Error::Control(
+                "the node closed the connection without answering".into(),
+            ));
+        }
+        match serde_json::from_str(line.trim())
+            .map_err(|e| Error::Control(format!("not a response: {e}")))?
+        {
+            Response::Error(message) => Err(Error::Control(message)),
+            response => Ok(response),
+        }
+    }
+}
+
+/// What every node of a serve job is told.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ServeConfig {
+    /// The `.qcsr` graph, at the same path on every node.
+    pub graph: PathBuf,
+    /// Host every node listens on.
+    pub host: String,
+    /// Node `r` listens on port `port + r`.
+    pub port: u16,
+    /// The store.
+    pub store: StoreConfig,
+}
+
+/// A serve job's task ([`Task`]): loads the store and serves until stopped.
+#[derive(Debug)]
+pub struct ServeTask;
+
+impl Task for ServeTask {
+    const NAME: &'static str = "kv-serve";
+    type Config = ServeConfig;
+    type Report = u64;
+    type Error = BoxError;
+
+    fn run(node: &Node, config: &ServeConfig) -> std::result::Result<u64, BoxError> {
+        let port = u16::try_from(u32::from(config.port) + node.rank().0)
+            .map_err(|_| format!("port {} + rank {} is past 65535", config.port, node.rank()))?;
+        let address = format!("{}:{port}", config.host);
+        let listener = TcpListener::bind(&address)
+            .map_err(|e| format!("node {} cannot listen on {address}: {e}", node.rank()))?;
+        let graph = crate::bench::open_graph(&config.graph)?;
+        let store = Store::open(node, &graph, &config.store, Clock::System)
+            .map_err(|e| quiver_run::chain(&e))?;
+        serve(&store, &listener).map_err(|e| quiver_run::chain(&e).into())
+    }
+}

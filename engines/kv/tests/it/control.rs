@@ -1,0 +1,145 @@
+//! A served store answering a client, against the graph it was loaded from.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
+
+use quiver_csr::testing::karate;
+use quiver_kv::control::{serve, Client, Request, Response};
+use quiver_kv::layout::Placement;
+use quiver_kv::{Clock, Store, StoreConfig};
+use quiver_verbs::loopback;
+
+fn call(address: &str, request: &Request) -> quiver_kv::Result<Response> {
+    Client::connect(address)?.call(request)
+}
+
+#[test]
+fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
+    let graph = karate(true);
+    let placement = Placement::new(graph.num_vertices(), 3);
+    let key = (0..graph.num_vertices())
+        .find(|&v| placement.home_node(v) == 2 && graph.degree(v) > 3)
+        .unwrap();
+    let (ready, address) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let job = scope.spawn(|| {
+            loopback::run(&loopback::Config::new(3), |node| {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                if node.rank().0 == 0 {
+                    ready
+                        .send(listener.local_addr().unwrap().to_string())
+                        .unwrap();
+                }
+                let store =
+                    Store::open(&node, &graph, &StoreConfig::default(), Clock::System).unwrap();
+                serve(&store, &listener).unwrap()
+            })
+            .unwrap()
+        });
+        let zero: String = address.recv().unwrap();
+        // Whatever fails, the job is stopped, so the test ends.
+        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let Response::Info(info) = call(&zero, &Request::Info).unwrap() else {
+                panic!("not an info")
+            };
+            assert_eq!((info.nodes, info.vertices), (3, graph.num_vertices()));
+            let on = |rank: usize| info.addresses[rank].as_str();
+
+            // A Get away from the home: the key's bucket and the value, both READ.
+            let get = |rank: usize| match call(
+                on(rank),
+                &Request::Get {
+                    key,
+                    limit: u64::MAX,
+                },
+            )
+            .unwrap()
+            {
+                Response::Get(reply) => reply,
+                other => panic!("{other:?}"),
+            };
+            let away = get(1);
+            assert_eq!(away.neighbours, graph.neighbors(key));
+            assert_eq!((away.placed.home, away.placed.holder), (2, 2));
+            assert_eq!((away.placed.cost.node, away.placed.cost.one_sided), (1, 2));
+            assert_eq!(get(2).placed.cost.one_sided, 0, "at the home, all local");
+
+            // Node 0 takes the value (at most five operations); it then reads it
+            // without a remote operation, and node 1 still reads it right.
+            let Response::Move(moved) = call(on(0), &Request::Move { key }).unwrap() else {
+                panic!("not a move")
+            };
+            assert_eq!(moved.holder, 0);
+            assert!((1..=5).contains(&moved.cost.one_sided), "{moved:?}");
+            assert_eq!(get(0).placed.cost.one_sided, 0);
+            assert_eq!(get(1).placed.holder, 0);
+
+            // A Put from node 1 is forwarded to the home and on to node 0.
+            let Response::Put(put) = call(on(1), &Request::Put { key, target: 33 }).unwrap() else {
+                panic!("not a put")
+            };
+            assert_eq!(put.holder, 0);
+            let mut want = graph.neighbors(key).to_vec();
+            want.push(33);
+            assert_eq!(get(2).neighbours, want);
+
+            // The two-hop query, against the graph.
+            let Response::Traverse(hops) = call(
+                on(2),
+                &Request::Traverse {
+                    start: 0,
+                    neighbours: 3,
+                },
+            )
+            .unwrap() else {
+                panic!("not a traversal")
+            };
+            let first = &graph.neighbors(0)[..3];
+            let mut reached = HashSet::new();
+            let mut second = 0;
+            for &v in first {
+                let all = graph.neighbors(v);
+                let list = &all[..3.min(all.len())];
+                second += list.len() as u64;
+                reached.extend(list.iter().copied());
+            }
+            assert_eq!((hops.first_hop, hops.second_hop), (3, second));
+            assert_eq!(hops.distinct, reached.len() as u64);
+            assert_eq!(hops.gets, 4);
+
+            // Bad requests get the store's words, and the node keeps serving.
+            let unknown = call(on(1), &Request::Get { key: 34, limit: 1 }).unwrap_err();
+            assert!(
+                unknown
+                    .to_string()
+                    .contains("vertex 34 is not in the graph"),
+                "{unknown}"
+            );
+            let bad_target = call(on(1), &Request::Put { key, target: 99 }).unwrap_err();
+            assert!(bad_target.to_string().contains("vertex 99"), "{bad_target}");
+            let mut raw = TcpStream::connect(on(1)).unwrap();
+            raw.write_all(b"{\"get\": 3}\n").unwrap();
+            let mut line = String::new();
+            BufReader::new(&raw).read_line(&mut line).unwrap();
+            assert!(line.contains("not a request"), "{line}");
+        }));
+        if let Err(panic) = checked {
+            let _ = call(&zero, &Request::Stop);
+            std::panic::resume_unwind(panic);
+        }
+        // Stop at node 0 stops the job.
+        assert_eq!(call(&zero, &Request::Stop).unwrap(), Response::Stopped);
+        let answered = job.join().unwrap();
+        assert_eq!(answered.len(), 3);
+        assert!(answered.iter().all(|&n| n > 0), "{answered:?}");
+        let refused = Client::connect(&zero).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("is `quiver kv serve` running?"),
+            "{refused}"
+        );
+    });
+}
