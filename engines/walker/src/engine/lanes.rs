@@ -34,7 +34,9 @@ pub(super) struct Lane<W> {
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// Moves `walks` on the graph data in `exec`: each walk until it ends or
     /// leaves `exec` (or for one step when `one_step`). Returns the walks
-    /// that still have steps to take, and what the app gathered.
+    /// that still have steps to take, and what the app gathered, or
+    /// `Cancelled` if the caller stopped the run meanwhile (chunks not
+    /// begun by then are not moved).
     ///
     /// Second-order walks also need their previous vertex's list for their
     /// first step. Those `exec` does not hold are read vertex by vertex, as
@@ -57,7 +59,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .filter(|&p| !exec.holds(p))
             .collect();
         if missing.is_empty() {
-            return Ok(self.move_walks(exec, &Vertices::default(), &walks, one_step, batch));
+            let moved = self.move_walks(exec, &Vertices::default(), &walks, one_step, batch);
+            self.progress.check()?;
+            return Ok(moved);
         }
         missing.sort_unstable();
         missing.dedup();
@@ -77,6 +81,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             read += n;
             let ready = done + walks[done..].partition_point(|w| rank(w) <= read);
             let (m, s) = self.move_walks(exec, &prevs, &walks[done..ready], one_step, batch);
+            self.progress.check()?;
             moved.extend(m);
             self.app.merge(&mut state, s);
             self.stats.release(prevs.memory_bytes());
@@ -106,6 +111,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .fold(
                 || (Vec::new(), this.app.new_state()),
                 |(mut chunks, mut state), (c, chunk)| {
+                    // A run its caller stopped moves nothing more: its
+                    // caller sees `Cancelled` once the batch returns.
+                    if this.progress.cancelled() {
+                        chunks.push((c, chunk.to_vec(), 0));
+                        return (chunks, state);
+                    }
                     let mut moved = Vec::new();
                     let mut steps = 0u64;
                     steps += this.walk_chunk(

@@ -920,10 +920,18 @@ fn walks_are_reported_as_they_end_within_a_batch() {
 struct CancelAfter {
     after: u64,
     reports: std::sync::atomic::AtomicU64,
+    /// Walks reported ended.
+    ended: std::sync::atomic::AtomicU64,
 }
 
 impl quiver_walker::Progress for CancelAfter {
-    fn advance(&self, _delta: u64) {
+    fn advance(&self, delta: u64) {
+        self.reports
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.ended
+            .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn note(&self, _note: &str) {
         self.reports
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -952,6 +960,7 @@ fn a_run_stops_when_its_caller_asks() {
             let progress = CancelAfter {
                 after: 2,
                 reports: Default::default(),
+                ended: Default::default(),
             };
             let err = collect_walks(&path, &config, &spec, walks_per_vertex, 1 << 30, &progress)
                 .expect_err(&what);
@@ -962,9 +971,17 @@ fn a_run_stops_when_its_caller_asks() {
             let never = CancelAfter {
                 after: u64::MAX,
                 reports: Default::default(),
+                ended: Default::default(),
             };
             collect_walks(&path, &config, &spec, walks_per_vertex, 1 << 30, &never)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
+            // Stopped long before the end: most walks never ended.
+            let total = never.ended.into_inner();
+            let ended = progress.ended.into_inner();
+            assert!(
+                ended < total / 2,
+                "{what}: {ended} of {total} walks ended before it stopped"
+            );
         }
     }
 }
