@@ -447,3 +447,103 @@ proptest! {
         prop_assert!(wrong.iter().all(Vec::is_empty), "{wrong:?}");
     }
 }
+
+/// A migration cut off by its source leaving: the migrating node's next
+/// migration fails naming the lost node (no hang), and every survivor
+/// still serves every key it homes whose value a survivor holds, the values
+/// moved before the loss included.
+#[test]
+fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
+    use rand::{Rng, SeedableRng};
+    let vertices = 3_000;
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
+    let edges: Vec<(u32, u32, f32)> = (0..vertices * 4)
+        .map(|_| {
+            (
+                rng.random_range(0..vertices),
+                rng.random_range(0..vertices),
+                1.0,
+            )
+        })
+        .collect();
+    let graph = Graph::from_edges(vertices, &edges, false, true).unwrap();
+    let nodes = 3;
+    let placement = quiver_kv::layout::Placement::new(vertices, nodes);
+    let on = |home: u32| -> Vec<u32> {
+        (0..vertices)
+            .filter(|&v| placement.home_node(v) == home)
+            .collect()
+    };
+    let (from_lost, from_zero) = (on(2), on(0));
+    let survivors = std::sync::Barrier::new(2);
+    let halfway = std::sync::Barrier::new(2);
+    let outcomes =
+        quiver_verbs::loopback::run(&quiver_verbs::loopback::Config::new(nodes), |node| {
+            let store =
+                quiver_kv::Store::open(&node, &graph, &StoreConfig::default(), Clock::manual())
+                    .unwrap();
+            let mut session = store.session();
+            node.barrier().unwrap();
+            let mut wrong = Vec::new();
+            match store.rank() {
+                // Leaves once node 1 has migrated half its values away.
+                2 => {
+                    halfway.wait();
+                    return (wrong, 0);
+                }
+                // Migrates node 2's values here, one after another: half,
+                // then the rest until one fails, which must name node 2.
+                1 => {
+                    let (first, rest) = from_lost.split_at(from_lost.len() / 2);
+                    for &key in first {
+                        session.migrate(key).unwrap();
+                    }
+                    halfway.wait();
+                    let started = std::time::Instant::now();
+                    let failed = rest.iter().find_map(|&key| session.migrate(key).err());
+                    match failed {
+                        Some(e) if quiver_run::chain(&e).contains("node 2 ") => {}
+                        other => wrong.push(format!("the cut-off migration: {other:?}")),
+                    }
+                    if started.elapsed() > Duration::from_secs(30) {
+                        wrong.push(format!("noticed the loss after {:?}", started.elapsed()));
+                    }
+                }
+                // Meanwhile takes a third of node 1's values: migrations
+                // between survivors go on.
+                _ => {
+                    for key in on(1).into_iter().step_by(3) {
+                        session.migrate(key).unwrap();
+                    }
+                }
+            }
+            survivors.wait();
+            let moved = store.counts().migrations;
+            for v in 0..vertices {
+                let home = placement.home_node(v);
+                match session.get(v, u64::MAX) {
+                    Ok(list) if list == graph.neighbors(v) => {}
+                    // Homed on the lost node: named (or read through a
+                    // cached address, rightly, above).
+                    Err(e) if home == 2 && quiver_run::chain(&e).contains("node 2 ") => {}
+                    other => wrong.push(format!(
+                        "vertex {v} (home {home}): {:?}",
+                        other.map_err(|e| quiver_run::chain(&e))
+                    )),
+                }
+            }
+            // The values homed on node 0 never moved to node 2: all served.
+            for &v in &from_zero {
+                if session.get(v, u64::MAX).is_err() {
+                    wrong.push(format!("vertex {v} homed on node 0 was lost"));
+                }
+            }
+            survivors.wait();
+            (wrong, moved)
+        })
+        .unwrap();
+    for (rank, (wrong, _)) in outcomes.iter().enumerate() {
+        assert!(wrong.is_empty(), "node {rank}: {wrong:?}");
+    }
+    assert!(outcomes[0].1 > 0, "node 0 moved values while node 2 left");
+}
