@@ -36,6 +36,23 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Writes an undirected R-MAT graph to `g` with the driver.
+fn undirected_rmat(g: &Path, scale: u32, edge_factor: u32) {
+    let (scale, edge_factor) = (scale.to_string(), edge_factor.to_string());
+    let out = quiver(&[
+        "generate",
+        "rmat",
+        "--scale",
+        &scale,
+        "--edge-factor",
+        &edge_factor,
+        "--undirected",
+        "-o",
+        path(g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -112,16 +129,7 @@ fn usage_errors_exit_2_and_other_errors_exit_1() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("parsecs"));
     // kv: a policy or mix that does not exist, and a library's refusal.
-    let out = quiver(&[
-        "generate",
-        "rmat",
-        "--scale",
-        "6",
-        "--undirected",
-        "-o",
-        path(&g),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    undirected_rmat(&g, 6, 16);
     for (args, named) in [
         (&["--policy", "nope"][..], "split+cache"),
         (&["--mix", "95/6"], "adding up to 100"),
@@ -436,18 +444,7 @@ fn verbs_mistakes_are_named() {
 fn flipped_bytes_make_every_reading_command_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.qcsr");
-    let out = quiver(&[
-        "generate",
-        "rmat",
-        "--scale",
-        "8",
-        "--edge-factor",
-        "4",
-        "--undirected",
-        "-o",
-        path(&good),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    undirected_rmat(&good, 8, 4);
     // And a graph with an id map (and weights): a Graphalytics example.
     let with_ids = dir.path().join("ids.qcsr");
     let edges = graphalytics("example-directed.e");
@@ -732,18 +729,7 @@ fn bsp_writes_the_graphalytics_reference_outputs() {
 fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
     let dir = tempfile::tempdir().unwrap();
     let g = dir.path().join("g.qcsr");
-    let out = quiver(&[
-        "generate",
-        "rmat",
-        "--scale",
-        "8",
-        "--edge-factor",
-        "4",
-        "--undirected",
-        "-o",
-        path(&g),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    undirected_rmat(&g, 8, 4);
     let mut results = Vec::new();
     for backend in ["gtl", "csr"] {
         let out = quiver(&[
@@ -969,16 +955,7 @@ impl Drop for MetaServer {
 fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let g = dir.path().join("rmat.qcsr");
-    let out = quiver(&[
-        "generate",
-        "rmat",
-        "--scale",
-        "6",
-        "--undirected",
-        "-o",
-        path(&g),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    undirected_rmat(&g, 6, 16);
     let graph = quiver_csr::Graph::open(&g).unwrap();
     let v = (0..graph.num_vertices())
         .find(|&v| graph.degree(v) >= 3)
