@@ -23,8 +23,15 @@ pub(crate) struct Memory {
 }
 
 impl Memory {
+    /// `len` bytes of zeros, taken from the allocator already zeroed: a
+    /// large region is fresh pages of the OS, each committed only when
+    /// first written, so room a region reserves but never uses costs no
+    /// memory.
     pub(crate) fn zeroed(len: usize) -> Self {
-        let words = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let words = Box::<[AtomicU64]>::new_zeroed_slice(len.div_ceil(8));
+        // SAFETY: an `AtomicU64` has the size and bit validity of a `u64`,
+        // for which all-zero bytes are a valid value (0).
+        let words = unsafe { words.assume_init() };
         Self { words, len }
     }
 
