@@ -28,10 +28,26 @@ impl Memory {
     /// first written, so room a region reserves but never uses costs no
     /// memory.
     pub(crate) fn zeroed(len: usize) -> Self {
-        let words = Box::<[AtomicU64]>::new_zeroed_slice(len.div_ceil(8));
-        // SAFETY: an `AtomicU64` has the size and bit validity of a `u64`,
-        // for which all-zero bytes are a valid value (0).
-        let words = unsafe { words.assume_init() };
+        let count = len.div_ceil(8);
+        if count == 0 {
+            return Self {
+                words: Box::new([]),
+                len,
+            };
+        }
+        let layout = std::alloc::Layout::array::<AtomicU64>(count).expect("a region fits memory");
+        // SAFETY: `layout` has a non-zero size (count > 0). The memory it
+        // gets is zeroed, and all-zero bytes are a valid `AtomicU64` (0,
+        // with the size and alignment of a `u64`), so the slice of `count`
+        // words over it is initialised; the global allocator gave it with
+        // this layout, which is how a `Box<[AtomicU64]>` frees it.
+        let words = unsafe {
+            let ptr = std::alloc::alloc_zeroed(layout).cast::<AtomicU64>();
+            if ptr.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, count))
+        };
         Self { words, len }
     }
 
