@@ -639,19 +639,22 @@ impl<'g> Engine<'g> {
                     None => Ok(()),
                 }
             };
-            // One task: `src` (carrying `state`) signals along `edges`.
-            // Returns the edges it read.
-            let task = |worker: usize, src: u32, state: u64, edges: Edges<'_>| -> Result<u64> {
-                for (i, &dst) in edges.vertices.iter().enumerate() {
-                    if let Some(message) = program.signal(src, state, dst, edges.weight(i)) {
-                        apply(worker, dst, message)?;
-                    }
-                }
-                Ok(edges.vertices.len() as u64)
-            };
             let busy = quiver_run::Stopwatch::start();
             let compute = match direction {
                 Direction::Push => {
+                    // One task: `src` (carrying `state`) signals along `edges`.
+                    // Returns the edges it read.
+                    let task =
+                        |worker: usize, src: u32, state: u64, edges: Edges<'_>| -> Result<u64> {
+                            for (i, &dst) in edges.vertices.iter().enumerate() {
+                                if let Some(message) =
+                                    program.signal(src, state, dst, edges.weight(i))
+                                {
+                                    apply(worker, dst, message)?;
+                                }
+                            }
+                            Ok(edges.vertices.len() as u64)
+                        };
                     match worklists {
                         None => {
                             this.grab(active.len(), |range, failed: &mut Option<Error>, worker| {
@@ -699,65 +702,38 @@ impl<'g> Engine<'g> {
                         }),
                     }
                 }
-                Direction::Pull | Direction::Auto => {
-                    let mut failed = this.grab(
-                        this.local.pull_len(),
-                        |range, failed: &mut Option<Error>, worker| {
-                            if failed.is_some() {
-                                return;
+                Direction::Pull | Direction::Auto => this.grab(
+                    this.local.pull_len(),
+                    |range, failed: &mut Option<Error>, worker| {
+                        if failed.is_some() {
+                            return;
+                        }
+                        *failed = (|| {
+                            let mut read = 0;
+                            // Activated masters, a bitmap word at a time.
+                            let mut word = WordBuffer::default();
+                            for i in range {
+                                if !program.wants_pull(this.local.pull_destination(i)) {
+                                    continue;
+                                }
+                                let (dst, edges) = this.local.pull_entry(i);
+                                read += edges.vertices.len() as u64;
+                                let Some(message) = program.gather(dst, edges, active) else {
+                                    continue;
+                                };
+                                if !this.local.owns(dst) {
+                                    apply(worker, dst, message)?;
+                                } else if program.assign(dst, message) && activates {
+                                    word.insert(next, dst);
+                                }
                             }
-                            *failed = (|| {
-                                let mut read = 0;
-                                // Activated masters, a bitmap word at a time.
-                                let mut word = WordBuffer::default();
-                                for i in range {
-                                    if !program.wants_pull(this.local.pull_destination(i)) {
-                                        continue;
-                                    }
-                                    let (dst, edges) = this.local.pull_entry(i);
-                                    read += edges.vertices.len() as u64;
-                                    let Some(message) = program.gather(dst, edges, active) else {
-                                        continue;
-                                    };
-                                    if !this.local.owns(dst) {
-                                        apply(worker, dst, message)?;
-                                    } else if program.assign(dst, message) && activates {
-                                        word.insert(next, dst);
-                                    }
-                                }
-                                word.flush(next);
-                                edges_read.fetch_add(read, Ordering::Relaxed);
-                                poll(worker)
-                            })()
-                            .err();
-                        },
-                    );
-                    // A symmetric graph's cut edges go out by push: a pull
-                    // into a mirror would read another node's lists.
-                    if this.local.pushes_cut_edges() {
-                        failed.extend(this.grab(
-                            active.len(),
-                            |range, failed: &mut Option<Error>, worker| {
-                                if failed.is_some() {
-                                    return;
-                                }
-                                *failed = (|| {
-                                    let mut read = 0;
-                                    for &src in &active.vertices()[range] {
-                                        let state = program.state(src);
-                                        for edges in this.local.cut_edges(src) {
-                                            read += task(worker, src, state, edges)?;
-                                        }
-                                    }
-                                    edges_read.fetch_add(read, Ordering::Relaxed);
-                                    poll(worker)
-                                })()
-                                .err();
-                            },
-                        ));
-                    }
-                    failed
-                }
+                            word.flush(next);
+                            edges_read.fetch_add(read, Ordering::Relaxed);
+                            poll(worker)
+                        })()
+                        .err();
+                    },
+                ),
             };
             if let Some(error) = compute.into_iter().flatten().next() {
                 return Err(error);

@@ -11,12 +11,8 @@
 //!   destination, what its own sources contribute and reduces it into the
 //!   destination's master (here) or mirror (forwarded to the owner), as
 //!   Gemini's dense mode does. A symmetric graph with sorted lists needs no
-//!   second layout: the edges into owned `v` from owned sources are a run
-//!   of `v`'s own sorted neighbours. Its edges into other nodes' vertices
-//!   (the cut edges, each owned list's runs below and above the owned
-//!   range) are pushed instead, so a node reads no list but its own: a
-//!   gather into a mirror would read the mirror's list, which is another
-//!   node's share of the file.
+//!   second layout: the edges into `v` from owned sources are a run of
+//!   `v`'s own sorted neighbours.
 //!
 //! Each node's edges are its own vertices' out-edges, so the sum over nodes
 //! is every edge exactly once (twice on the side `Both`).
@@ -58,10 +54,9 @@ struct Csr<'g> {
 /// How a node finds the edges into a destination from its own sources.
 #[derive(Debug)]
 enum Pull {
-    /// A symmetric graph (its lists are sorted, as all are): the edges into
-    /// owned `v` from owned sources are the owned run of `v`'s own sorted
-    /// neighbours, found by binary search, so no second layout is built;
-    /// the edges into other nodes' vertices are pushed ([`LocalGraph::cut_edges`]).
+    /// A symmetric graph (its lists are sorted, as all are): the edges into `v`
+    /// from owned sources are the owned run of `v`'s own sorted neighbours,
+    /// found by binary search, so no second layout is built.
     Symmetric,
     /// Otherwise, the transpose of the node's edges.
     Transposed(Csc),
@@ -169,7 +164,7 @@ impl<'g> LocalGraph<'g> {
     /// Number of destinations to pull into (some may have no edges here).
     pub fn pull_len(&self) -> usize {
         match &self.pull {
-            Pull::Symmetric => self.owned.len(),
+            Pull::Symmetric => self.offsets.len() - 1,
             Pull::Transposed(csc) => csc.destinations.len(),
         }
     }
@@ -178,7 +173,7 @@ impl<'g> LocalGraph<'g> {
     #[inline]
     pub fn pull_destination(&self, i: usize) -> u32 {
         match &self.pull {
-            Pull::Symmetric => self.owned.start + vertex(i),
+            Pull::Symmetric => u32::try_from(i).expect("vertex indices fit u32"),
             Pull::Transposed(csc) => csc.destinations[i],
         }
     }
@@ -188,11 +183,8 @@ impl<'g> LocalGraph<'g> {
     pub fn pull_entry(&self, i: usize) -> (u32, Edges<'_>) {
         match &self.pull {
             Pull::Symmetric => {
-                let v = self.owned.start + vertex(i);
-                let (start, end) = (
-                    index(self.offsets[v as usize]),
-                    index(self.offsets[v as usize + 1]),
-                );
+                let v = u32::try_from(i).expect("vertex indices fit u32");
+                let (start, end) = (index(self.offsets[i]), index(self.offsets[i + 1]));
                 let neighbours = &self.targets[start..end];
                 let (from, to) = if self.whole {
                     (start, end)
@@ -216,26 +208,6 @@ impl<'g> LocalGraph<'g> {
                 (csc.destinations[i], edges)
             }
         }
-    }
-
-    /// Whether a pull superstep pushes along the cut edges
-    /// ([`LocalGraph::cut_edges`]) besides pulling into owned destinations.
-    pub fn pushes_cut_edges(&self) -> bool {
-        matches!(self.pull, Pull::Symmetric) && !self.whole
-    }
-
-    /// Owned vertex `v`'s edges into other nodes' vertices, on a symmetric
-    /// graph: the runs of its sorted list below and above the owned range.
-    #[inline]
-    pub fn cut_edges(&self, v: u32) -> [Edges<'_>; 2] {
-        let edges = self.out_edges(v);
-        let from = edges.vertices.partition_point(|&u| u < self.owned.start);
-        let to = from + edges.vertices[from..].partition_point(|&u| u < self.owned.end);
-        let part = |range: Range<usize>| Edges {
-            vertices: &edges.vertices[range.clone()],
-            weights: edges.weights.map(|w| &w[range]),
-        };
-        [part(0..from), part(to..edges.vertices.len())]
     }
 
     /// Bytes this node holds of its own (borrowed arrays of a mapped graph
@@ -346,11 +318,6 @@ impl Csc {
             weights: pulled_weights,
         }
     }
-}
-
-/// A vertex index as a vertex id.
-fn vertex(i: usize) -> u32 {
-    u32::try_from(i).expect("vertex indices fit u32")
 }
 
 /// An edge offset as an index: edge counts fit memory, so `usize`.
