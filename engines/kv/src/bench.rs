@@ -333,7 +333,7 @@ struct Tick {
     pairs: Vec<(u32, u32)>,
     /// Accesses per shard over the interval (the `shard` policy, at an
     /// interval's end).
-    shards: Vec<u32>,
+    shard_accesses: Vec<u32>,
     ops: u64,
     /// Modelled time of those ops, summed over the workers.
     modelled_ns: u64,
@@ -469,7 +469,7 @@ struct PauseState {
 
 impl Pause {
     fn state(&self) -> MutexGuard<'_, PauseState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::store::lock(&self.state)
     }
 
     /// A worker between operations: waits while the workers are held.
@@ -626,7 +626,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
     outcome
 }
 
-fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -715,13 +715,7 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
         let began = Instant::now();
         let before = session.tally().clone();
         if rng.random_range(0..100) < config.mix.queries {
-            let first = session.get(start, config.neighbours)?;
-            for &next in first
-                .iter()
-                .take(usize::try_from(config.neighbours).unwrap_or(usize::MAX))
-            {
-                session.get(next, config.neighbours)?;
-            }
+            session.two_hop(start, config.neighbours, |_| {})?;
             result.queries += 1;
         } else {
             let target = rng.random_range(0..store.vertices());
@@ -822,14 +816,14 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        let shards = if config.policy == Policy::Shard && ends_interval {
+        let shard_accesses = if config.policy == Policy::Shard && ends_interval {
             store.harvest_shards()
         } else {
             Vec::new()
         };
         let mine = Tick {
             pairs,
-            shards,
+            shard_accesses,
             ops: live.ops.swap(0, Ordering::Relaxed),
             modelled_ns: live.modelled_ns.swap(0, Ordering::Relaxed),
             workers: config.threads as u64,
@@ -917,14 +911,15 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
 /// The `shard` policy's move at an interval's end, from every node's
 /// accesses per shard (`ticks`, by rank): plans, and if anything moves,
 /// holds this node's `workers`, copies the shards planned to come here once
-/// every node's workers are held, and points the shard map at the new
-/// homes (dropping the copies that left) once every copy is made.
+/// every node's workers are held, points the shard map at the new homes
+/// once every copy is made, and drops the copies that left once every
+/// node's map is repointed.
 fn move_shards(store: &Store, ticks: &[Tick], pause: &Pause, workers: usize) -> Result<()> {
     let node = store.node();
     let homes: Vec<u32> = (0..store.placement().shards())
         .map(|shard| store.shard_home(shard))
         .collect();
-    let accesses: Vec<Vec<u32>> = ticks.iter().map(|t| t.shards.clone()).collect();
+    let accesses: Vec<Vec<u32>> = ticks.iter().map(|t| t.shard_accesses.clone()).collect();
     let plan = plan_shards(&homes, &accesses);
     if plan.is_empty() {
         return Ok(());
@@ -939,9 +934,12 @@ fn move_shards(store: &Store, ticks: &[Tick], pause: &Pause, workers: usize) -> 
         node.barrier().map_err(Error::Verbs)?;
         for m in &plan {
             store.set_shard_home(m.shard, m.to);
-            if m.from == store.rank() {
-                store.drop_shard(m.shard);
-            }
+        }
+        // Every map points at the new homes before any worker goes on, so
+        // no Put forwarded by a released node lands on a copy being dropped.
+        node.barrier().map_err(Error::Verbs)?;
+        for m in plan.iter().filter(|m| m.from == store.rank()) {
+            store.drop_shard(m.shard);
         }
         Ok(())
     })();
@@ -973,7 +971,8 @@ impl Latency {
 /// A benchmark run of the whole job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    /// Times and memory.
+    /// Times and memory (`peak_mem_bytes`: the nodes' registered regions,
+    /// as reserved; under `shard` each has room for the whole graph).
     #[serde(flatten)]
     pub summary: RunSummary,
     /// The policy.

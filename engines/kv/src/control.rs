@@ -11,8 +11,8 @@
 //! migrates the value to the node it was sent to with the unilateral
 //! protocol. Each answer says what it cost: one-sided operations, modelled
 //! and wall time. Node 0 answers [`Request::Info`] with every node's
-//! address, so a client needs only node 0's; [`Request::Stop`] sent to
-//! node 0 stops every node.
+//! address, so a client needs only node 0's; [`Request::Stop`] sent to any
+//! node stops every node (node 0 tells the others to halt).
 //!
 //! No policy runs in a serve job: values move only when asked to.
 
@@ -63,8 +63,10 @@ pub enum Request {
         /// The vertex.
         key: u32,
     },
-    /// Stops the node (node 0: every node).
+    /// Stops every node of the job.
     Stop,
+    /// Stops this node (node 0 sends it to the others on a stop).
+    Halt,
 }
 
 /// A node's answer.
@@ -187,6 +189,7 @@ pub fn serve(store: &Store, listener: &TcpListener) -> Result<u64> {
                 std::thread::sleep(POLL);
             }
         });
+        let mut conversations = Vec::new();
         let accepted = loop {
             if stop.load(Ordering::Relaxed) {
                 break Ok(());
@@ -194,13 +197,19 @@ pub fn serve(store: &Store, listener: &TcpListener) -> Result<u64> {
             match listener.accept() {
                 Ok((stream, _)) => {
                     let (info, stop, answered) = (&info, &stop, &answered);
-                    scope.spawn(move || converse(store, info, stream, stop, answered));
+                    conversations
+                        .push(scope.spawn(move || converse(store, info, stream, stop, answered)));
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
                 Err(e) => break Err(io_error(e)),
             }
         };
         stop.store(true, Ordering::Relaxed);
+        // Every request here is done (each conversation sees the stop
+        // within a poll) before this node meets the others to stop.
+        for conversation in conversations {
+            conversation.join().expect("a conversation panicked");
+        }
         // No node stops serving forwarded Puts while another may send one.
         let synced = node.barrier().map_err(Error::Verbs);
         let stopped = store.session().stop_server();
@@ -234,27 +243,39 @@ fn converse(
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     while !stop.load(Ordering::Relaxed) {
-        match (&mut reader).take(MAX_LINE).read_line(&mut line) {
+        // A line (partial ones are kept across timeouts) of at most MAX_LINE.
+        let room = MAX_LINE.saturating_sub(line.len() as u64);
+        let read = (&mut reader).take(room).read_line(&mut line);
+        if !line.ends_with('\n') && line.len() as u64 >= MAX_LINE {
+            let _ = reply(
+                &mut writer,
+                &Response::Error("request line too long".into()),
+            );
+            return;
+        }
+        match read {
             Ok(0) => return,
-            Ok(_) if !line.ends_with('\n') && line.len() as u64 >= MAX_LINE => {
-                let _ = reply(
-                    &mut writer,
-                    &Response::Error("request line too long".into()),
-                );
-                return;
-            }
             Ok(_) => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             Err(_) => return,
         }
         let response = match serde_json::from_str::<Request>(line.trim()) {
-            Ok(Request::Stop) => {
-                if store.rank() == 0 {
-                    for address in &info.addresses[1..] {
-                        // A node already gone has stopped anyway.
-                        let _ = Client::connect(address).and_then(|mut c| c.call(&Request::Stop));
-                    }
+            Ok(Request::Stop) if store.rank() != 0 => {
+                // Node 0 halts every node, this one included.
+                match Client::connect(&info.addresses[0]).and_then(|mut c| c.call(&Request::Stop)) {
+                    Ok(response) => response,
+                    Err(e) => Response::Error(quiver_run::chain(&e)),
                 }
+            }
+            Ok(Request::Stop) => {
+                for address in &info.addresses[1..] {
+                    // A node already gone has stopped anyway.
+                    let _ = Client::connect(address).and_then(|mut c| c.call(&Request::Halt));
+                }
+                stop.store(true, Ordering::Relaxed);
+                Response::Stopped
+            }
+            Ok(Request::Halt) => {
                 stop.store(true, Ordering::Relaxed);
                 Response::Stopped
             }
@@ -286,7 +307,7 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             node: session.store().rank(),
             one_sided: after.one_sided - before.one_sided,
             modelled_ns: after.modelled_ns - before.modelled_ns,
-            wall_ns: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            wall_ns: crate::bench::nanos(started.elapsed()),
         }
     };
     let placed = |session: &mut Session<'_>, key: u32, cost: Cost| -> Result<Placed> {
@@ -300,7 +321,8 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
     Ok(match *request {
         Request::Info => Response::Info(info.clone()),
         Request::Get { key, limit } => {
-            let neighbours = first(session.get(key, limit)?, limit);
+            let mut neighbours = session.get(key, limit)?;
+            neighbours.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
             let cost = cost(session);
             Response::Get(GetReply {
                 neighbours,
@@ -319,17 +341,17 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             Response::Move(placed(session, key, cost)?)
         }
         Request::Traverse { start, neighbours } => {
-            let hop = first(session.get(start, neighbours)?, neighbours);
-            let mut reply = TraverseReply {
-                first_hop: hop.len() as u64,
-                ..TraverseReply::default()
-            };
+            let mut reply = TraverseReply::default();
             let mut reached = HashSet::new();
-            for &next in &hop {
-                let second = first(session.get(next, neighbours)?, neighbours);
-                reply.second_hop += second.len() as u64;
-                reached.extend(second);
-            }
+            let mut first_hop = true;
+            session.two_hop(start, neighbours, |list| {
+                if std::mem::take(&mut first_hop) {
+                    reply.first_hop = list.len() as u64;
+                } else {
+                    reply.second_hop += list.len() as u64;
+                    reached.extend(list.iter().copied());
+                }
+            })?;
             let tally: &Tally = session.tally();
             reply.distinct = reached.len() as u64;
             reply.gets = tally.gets - before.gets;
@@ -337,14 +359,8 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             reply.cost = cost(session);
             Response::Traverse(reply)
         }
-        Request::Stop => Response::Stopped,
+        Request::Stop | Request::Halt => unreachable!("a conversation stops by itself"),
     })
-}
-
-/// The first `limit` of `ids` (a Get may read a few more).
-fn first(mut ids: Vec<u32>, limit: u64) -> Vec<u32> {
-    ids.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    ids
 }
 
 /// A connection to one serve node.
@@ -365,13 +381,24 @@ impl Client {
                 "no kv store answers at {address} ({e}); is `quiver kv serve` running?"
             ))
         };
-        let addr = address
-            .to_socket_addrs()
-            .map_err(unreachable)?
-            .next()
-            .ok_or_else(|| Error::Control(format!("{address} names no address")))?;
-        let writer =
-            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(unreachable)?;
+        // Every address the name resolves to, in turn (`localhost` may be
+        // ::1 first while the store listens on 127.0.0.1).
+        let mut last = None;
+        let mut connected = None;
+        for addr in address.to_socket_addrs().map_err(unreachable)? {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+                Ok(stream) => {
+                    connected = Some(stream);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let writer = match (connected, last) {
+            (Some(stream), _) => stream,
+            (None, Some(e)) => return Err(unreachable(e)),
+            (None, None) => return Err(Error::Control(format!("{address} names no address"))),
+        };
         let reader = BufReader::new(writer.try_clone().map_err(io_error)?);
         Ok(Client { reader, writer })
     }

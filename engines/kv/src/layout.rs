@@ -83,7 +83,8 @@ impl Placement {
     }
 
     /// The first bucket of shard `shard`'s table and its bucket count; its
-    /// first `main` buckets are main buckets, the rest overflow.
+    /// first [`Placement::table_main`] buckets are main buckets, the rest
+    /// overflow.
     pub fn table(&self, shard: u32) -> (u64, u64) {
         (u64::from(shard) * self.table_buckets, self.table_buckets)
     }

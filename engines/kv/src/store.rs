@@ -261,7 +261,7 @@ pub struct Store {
     counts: Counts,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -861,6 +861,30 @@ impl Session<'_> {
             self.tally.remote_gets += 1;
         }
         Ok(ids)
+    }
+
+    /// The benchmark's two-hop query (§6.2): the first `neighbours`
+    /// neighbours of `start`, then the first `neighbours` of each; `hop`
+    /// sees each list read, the start's first.
+    ///
+    /// # Errors
+    /// As [`Session::get`].
+    pub fn two_hop(
+        &mut self,
+        start: u32,
+        neighbours: u64,
+        mut hop: impl FnMut(&[u32]),
+    ) -> Result<()> {
+        let limit = usize::try_from(neighbours).unwrap_or(usize::MAX);
+        let mut first = self.get(start, neighbours)?;
+        first.truncate(limit);
+        hop(&first);
+        for &next in &first {
+            let mut second = self.get(next, neighbours)?;
+            second.truncate(limit);
+            hop(&second);
+        }
+        Ok(())
     }
 
     /// Applies `update` to `key`'s list: at its home, or wherever the
