@@ -11,15 +11,17 @@ list with each undirected edge once, e.g. GAPBS's Kronecker graph:
 
 Each run prints one JSON line: seconds to load, seconds to walk, walks and
 steps (positions after a walk's first), steps per second end to end, and
-how much the process's peak resident memory grew while it walked (Linux
-ru_maxrss), beside the bytes of the walks it returned.
+how far the process's resident memory rose above where it stood when the
+walks began, at its peak while they ran (Linux: the peak is reset before
+walking, so loading's own peak does not hide it), beside the bytes of the
+walks it returned.
 PecanPy's walk time includes numba's compilation, as a user meets it; its
 walks come back as lists of strings, quiver's as one uint32 array.
 """
 
 import argparse
 import json
-import resource
+import re
 import sys
 import time
 
@@ -32,12 +34,12 @@ def pecanpy(args):
     g = getattr(node2vec, mode)(p=args.p, q=args.q, workers=args.threads, verbose=False)
     g.read_edg(args.edges, weighted=False, directed=False, delimiter=" ")
     loaded = time.perf_counter()
-    before = peak_rss()
+    before = start_peak()
     walks = g.simulate_walks(num_walks=args.walks_per_vertex, walk_length=args.length)
     walked = time.perf_counter()
     steps = sum(len(w) - 1 for w in walks)
     returned = sum(sys.getsizeof(w) + sum(sys.getsizeof(x) for x in w) for w in walks)
-    return mode, loaded - started, walked - loaded, len(walks), steps, peak_rss() - before, returned
+    return mode, loaded - started, walked - loaded, len(walks), steps, rise(before), returned
 
 
 def quiver(args):
@@ -52,18 +54,32 @@ def quiver(args):
     else:
         g = quiver.convert(args.edges, undirected=True)
     loaded = time.perf_counter()
-    before = peak_rss()
+    before = start_peak()
     walks = g.walks(
         args.walks_per_vertex, args.length, p=p, q=q, threads=args.threads, mem=args.mem, seed=1
     )
     walked = time.perf_counter()
     steps = int(np.count_nonzero(walks != quiver.NO_VERTEX)) - walks.shape[0]
-    return "walks", loaded - started, walked - loaded, walks.shape[0], steps, peak_rss() - before, walks.nbytes
+    return "walks", loaded - started, walked - loaded, walks.shape[0], steps, rise(before), walks.nbytes
 
 
-def peak_rss():
-    """The process's peak resident memory so far, in bytes (Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def status(field):
+    """A memory figure of this process from /proc/self/status, in bytes."""
+    with open("/proc/self/status") as f:
+        return int(re.search(field + r":\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def start_peak():
+    """Resets the process's peak resident memory to what it holds now
+    (Linux >= 4.0: writing 5 to clear_refs) and returns that."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status("VmRSS")
+
+
+def rise(before):
+    """How far the peak resident memory rose above `before` since start_peak."""
+    return status("VmHWM") - before
 
 
 def main():
@@ -92,7 +108,7 @@ def main():
                 "walks": walks,
                 "steps": steps,
                 "steps_per_s_end_to_end": round(steps / (load + walk)),
-                "peak_rss_growth_bytes_while_walking": grew,
+                "peak_rss_rise_bytes_while_walking": grew,
                 "returned_walks_bytes": returned,
             }
         )
