@@ -964,16 +964,17 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     let (v_text, start) = (v.to_string(), v.to_string());
     let port = free_port().to_string();
     let at = format!("127.0.0.1:{port}");
+    let serve_two = [
+        "kv",
+        "serve",
+        path(&g),
+        "--fabric",
+        "loopback",
+        "--nodes",
+        "2",
+    ];
     let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .args([
-            "kv",
-            "serve",
-            path(&g),
-            "--fabric",
-            "loopback",
-            "--nodes",
-            "2",
-        ])
+        .args(serve_two)
         .args(["--port", &port])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -1041,17 +1042,7 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
         "{}",
         stderr(&out)
     );
-    let out = quiver(&[
-        "kv",
-        "serve",
-        path(&g),
-        "--fabric",
-        "loopback",
-        "--nodes",
-        "2",
-        "--port",
-        "65535",
-    ]);
+    let out = quiver(&[&serve_two[..], &["--port", "65535"]].concat());
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--port 65535"), "{}", stderr(&out));
 }
