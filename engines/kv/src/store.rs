@@ -1287,14 +1287,11 @@ impl Session<'_> {
         let base = store.layout.bucket(first);
         let len = usize::try_from(buckets * BUCKET_BYTES as u64).expect("a table fits memory");
         let mut table = self.read(source, base, len)?;
-        let word = |table: &[u8], at: usize| {
-            u64::from_le_bytes(table[at..at + 8].try_into().expect("8 bytes"))
-        };
         let mut slots = Vec::new();
         for bucket in 0..len / BUCKET_BYTES {
             for slot in 0..SLOTS - 1 {
                 let at = bucket * BUCKET_BYTES + slot * SLOT_BYTES;
-                let tag = word(&table, at);
+                let tag = word(&table, at / 8);
                 if tag == 0 {
                     continue;
                 }
@@ -1304,7 +1301,7 @@ impl Session<'_> {
                         tag - 1
                     ))
                 };
-                let addr = Addr::decode(word(&table, at + 8))
+                let addr = Addr::decode(word(&table, at / 8 + 1))
                     .ok_or_else(|| corrupt("has an empty address word"))?;
                 if addr.holder(source) != source {
                     return Err(corrupt(
@@ -1338,7 +1335,7 @@ impl Session<'_> {
                 if decode_block(addr, &bytes).is_none() {
                     return Err(Error::Corrupt(format!(
                         "vertex {} of shard {shard} changed on node {source} while the shard moved",
-                        word(&table, at) - 1
+                        word(&table, at / 8) - 1
                     )));
                 }
                 let offset = store.allocate(addr.size())?;
@@ -1500,19 +1497,22 @@ pub const MAX_MIGRATED_WORDS: u64 = (1 << REMOTE_SIZE_BITS) - 1;
 /// `key`'s location if the bucket read at byte `base` holds it.
 fn find_in_bucket(key: u32, base: u64, bytes: &[u8]) -> Option<Location> {
     let tag = u64::from(key) + 1;
-    let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     (0..SLOTS - 1)
-        .find(|&slot| word(2 * slot) == tag)
+        .find(|&slot| word(bytes, 2 * slot) == tag)
         .map(|slot| Location {
-            word: word(2 * slot + 1),
+            word: word(bytes, 2 * slot + 1),
             slot: base + (slot * SLOT_BYTES) as u64 + 8,
         })
 }
 
 /// The overflow bucket a bucket read links to, if any.
 fn chained(bytes: &[u8]) -> Option<u64> {
-    let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-    (word(2 * (SLOTS - 1)) == LINK).then(|| word(2 * SLOTS - 1))
+    (word(bytes, 2 * (SLOTS - 1)) == LINK).then(|| word(bytes, 2 * SLOTS - 1))
+}
+
+/// The `i`-th 8-byte word of bytes read from a region.
+fn word(bytes: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
 }
 
 #[cfg(test)]
