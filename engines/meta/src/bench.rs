@@ -121,8 +121,8 @@ pub struct BenchReport {
     pub creates_per_s: Option<f64>,
     /// traverse: the vertex traversals start from.
     pub start: Option<String>,
-    /// traverse: each depth synchronous without and with prefetching (and
-    /// asynchronous at the shallowest), then the deepest as of now and as
+    /// traverse: each depth synchronous without and with prefetching and
+    /// asynchronous, then the deepest as of now and as
     /// of the past.
     pub traversals: Vec<TraversalRow>,
     /// Counts the servers kept.
@@ -211,18 +211,11 @@ pub async fn run(
             let first = client.session();
             for &steps in &config.steps {
                 let travel = GTravel::v([start.clone()]).e("has").repeat(steps);
-                // The asynchronous engine dispatches depth-first (see the
-                // server), 15x slower than sync at 4 steps: it runs at the
-                // shallowest depth only, so that the benchmark ends.
-                let shallowest = config.steps.iter().min() == Some(&steps);
                 for (engine, prefetch) in [
                     (Engine::Sync, false),
                     (Engine::Sync, true),
                     (Engine::Async, false),
                 ] {
-                    if engine == Engine::Async && !shallowest {
-                        continue;
-                    }
                     let options = TravelOptions {
                         as_of: None,
                         prefetch,

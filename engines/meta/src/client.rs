@@ -87,7 +87,8 @@ pub enum Engine {
     #[default]
     Sync,
     /// Asynchronous (GraphTrek's way): entries flow on as soon as they are
-    /// expanded; no barrier, no prefetching.
+    /// expanded, merged per server; no barrier, no prefetching; the end is
+    /// found by counting batches.
     Async,
 }
 
@@ -750,8 +751,11 @@ impl Client {
         Ok(result)
     }
 
-    /// The asynchronous engine: every start batch flows through all steps
-    /// at once; the servers' replies carry what each step kept and did.
+    /// The asynchronous engine: the start batches go to their homes, the
+    /// servers work with no barrier, and this client polls them until the
+    /// batches they have finished equal, one poll later, the batches sent
+    /// (see the server's `flow` module), gathering what each step kept and
+    /// did as it goes.
     async fn run_flow(
         &self,
         travel: &Travel,
@@ -771,7 +775,7 @@ impl Client {
                 keep: travel.levels[step].mark || step == last,
             })
             .collect();
-        let mut calls = tokio::task::JoinSet::new();
+        let mut started = 0u64;
         for (server, entries) in seeds {
             let req = rpc::FlowRequest {
                 travel: id,
@@ -780,21 +784,50 @@ impl Client {
                 paths: travel.paths,
                 plan: plan.clone(),
                 entries,
+                scan: false,
             };
-            let mut client = self.0.servers[server].clone();
-            calls.spawn(async move { (server, client.flow(req).await) });
+            started += 1;
+            self.0.servers[server]
+                .clone()
+                .flow(req)
+                .await
+                .map_err(status(&self.0.addrs[server]))?;
         }
         let mut kept: Vec<Vec<rpc::Entry>> = vec![Vec::new(); last + 1];
         let mut work = Vec::new();
-        while let Some(joined) = calls.join_next().await {
-            let (server, reply) = joined.expect("flow tasks do not panic");
-            let reply = reply.map_err(status(&self.0.addrs[server]))?.into_inner();
-            for k in reply.kept {
-                if let (Some(entry), Some(list)) = (k.entry, kept.get_mut(k.step as usize)) {
-                    list.push(entry);
-                }
+        let mut done_before = None;
+        loop {
+            let mut calls = tokio::task::JoinSet::new();
+            for (server, client) in self.0.servers.iter().enumerate() {
+                let mut client = client.clone();
+                let req = rpc::ProgressRequest { travel: id };
+                calls.spawn(async move { (server, client.progress(req).await) });
             }
-            work.extend(reply.work);
+            let (mut sent, mut done) = (started, 0);
+            while let Some(joined) = calls.join_next().await {
+                let (server, reply) = joined.expect("progress tasks do not panic");
+                let addr = &self.0.addrs[server];
+                let reply = reply.map_err(status(addr))?.into_inner();
+                if !reply.error.is_empty() {
+                    return Err(Error::Rpc {
+                        server: addr.clone(),
+                        code: tonic::Code::Internal,
+                        message: reply.error,
+                    });
+                }
+                sent += reply.sent;
+                done += reply.done;
+                for k in reply.kept {
+                    if let (Some(entry), Some(list)) = (k.entry, kept.get_mut(k.step as usize)) {
+                        list.push(entry);
+                    }
+                }
+                work.extend(reply.work);
+            }
+            if done_before == Some(sent) {
+                break;
+            }
+            done_before = Some(done);
         }
         let mut result = TravelResult {
             as_of,

@@ -46,13 +46,14 @@
 //! - The traversal barrier is the client that runs the traversal; `repeat`
 //!   takes a count.
 //! - The asynchronous engine (GraphTrek's idea; its internals are not in
-//!   the paper) is a chain of calls: a batch of a step is visited,
-//!   expanded and sent on at once, a per-step visited set gives each vertex
-//!   one visit per step as the synchronous engine does, and a call returns
-//!   when everything downstream of it has, so the client's calls end with
-//!   the traversal. Calls go out one at a time (depth-first), which bounds
-//!   the calls in flight but makes it slower than the synchronous engine;
-//!   termination by counting, as GraphTrek does it, is the next step.
+//!   the paper) has no barrier: a batch joins its step's queue on a
+//!   server and the call returns; one worker per traversal and server
+//!   takes everything queued for a step at once (merging batches), visits
+//!   it with a per-step visited set (each vertex once per step, as the
+//!   synchronous engine does), and sends the results on as one batch per
+//!   server. The client ends the traversal by counting batches sent and
+//!   finished on every server (Mattern's four-counter method; the server's
+//!   `flow` module argues it).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -35,6 +35,9 @@
 //! helper thread then loads the next step's vertices, their local edges and
 //! the local destinations into the traversal's cache until the next step
 //! starts (paper §4.6).
+//!
+//! **Asynchronous traversals** (`Flow`, `Progress`) are the `flow`
+//! module's.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -58,6 +61,8 @@ use crate::rpc::{self, op};
 use crate::schema::Schema;
 use crate::store::{Batch, EdgeVersion, Store, VertexState};
 use crate::travel::{edge_passes, vertex_passes, Filter};
+
+mod flow;
 use crate::tree::{Node, SplitState};
 
 /// A server's settings; [`ServerConfig::default`] holds every default.
@@ -197,10 +202,12 @@ type Visit = (u32, Vec<u8>, Vec<Vec<u8>>);
 #[derive(Debug, Default)]
 struct TravelState {
     frontier: Mutex<HashMap<u32, Vec<rpc::Entry>>>,
-    /// Asynchronous traversals: (step, vertex, path) already visited.
-    visited: Mutex<HashSet<Visit>>,
     cache: Arc<Mutex<Cache>>,
     prefetch: Mutex<Option<(Arc<AtomicBool>, tokio::task::JoinHandle<u64>)>>,
+    /// The asynchronous engine's queues and counts.
+    flow: Mutex<flow::Flowing>,
+    /// Notified when the asynchronous engine's worker goes idle.
+    flow_idle: tokio::sync::Notify,
 }
 
 struct Shared {
@@ -1224,17 +1231,15 @@ impl Shared {
         Ok(remote)
     }
 
-    /// Sends `remote` partitions of this step's vertices to be expanded
-    /// (asynchronously when `plan` is given) and gathers what comes back.
+    /// Sends `remote` partitions of this step's vertices to be expanded,
+    /// and returns the counts of the servers that expanded them.
     async fn expand_remote(
         &self,
         req: (u64, u32, u64, bool),
         hop: &rpc::Hop,
-        plan: &[rpc::StepSpec],
         remote: HashMap<usize, Vec<rpc::Entry>>,
         counts: &mut rpc::StepCounts,
-        out: &mut rpc::FlowReply,
-    ) -> Result<(), Status> {
+    ) -> Result<Vec<rpc::StepCounts>, Status> {
         let (travel, step, as_of, paths) = req;
         let mut calls = tokio::task::JoinSet::new();
         for (server, entries) in remote {
@@ -1245,31 +1250,17 @@ impl Shared {
                 as_of,
                 entries,
                 paths,
-                plan: plan.to_vec(),
             };
             counts.messages += 1;
             counts.bytes += req.encoded_len() as u64;
             let mut peer = self.peers[server].clone();
             calls.spawn(async move { peer.expand(req).await });
-            if !plan.is_empty() {
-                // Asynchronous: one call at a time, as in `flow_onward`.
-                if let Some(done) = calls.join_next().await {
-                    Self::take_expanded(done.map_err(internal)??.into_inner(), out);
-                }
-            }
         }
+        let mut work = Vec::new();
         while let Some(done) = calls.join_next().await {
-            Self::take_expanded(done.map_err(internal)??.into_inner(), out);
+            work.extend(done.map_err(internal)??.into_inner().counts);
         }
-        Ok(())
-    }
-
-    fn take_expanded(expanded: rpc::ExpandReply, out: &mut rpc::FlowReply) {
-        out.work.extend(expanded.counts);
-        if let Some(down) = expanded.downstream {
-            out.kept.extend(down.kept);
-            out.work.extend(down.work);
-        }
+        Ok(work)
     }
 
     async fn run_step(
@@ -1300,17 +1291,14 @@ impl Shared {
                 .expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts)
                 .await?;
             let remote = self.remote_partitions(&passed, &mut counts)?;
-            let mut expanded = rpc::FlowReply::default();
-            self.expand_remote(
-                (req.travel, req.step, req.as_of, req.paths),
-                hop,
-                &[],
-                remote,
-                &mut counts,
-                &mut expanded,
-            )
-            .await?;
-            reply.work = expanded.work;
+            reply.work = self
+                .expand_remote(
+                    (req.travel, req.step, req.as_of, req.paths),
+                    hop,
+                    remote,
+                    &mut counts,
+                )
+                .await?;
             let step = req.step + 1;
             let mine = next.remove(&self.me());
             self.send_frontier(req.travel, step, next, &mut counts)
@@ -1349,130 +1337,10 @@ impl Shared {
                 &mut counts,
             )
             .await?;
-        if req.plan.is_empty() {
-            self.send_frontier(req.travel, req.step + 1, next, &mut counts)
-                .await?;
-            return Ok(rpc::ExpandReply {
-                counts: Some(counts),
-                downstream: None,
-            });
-        }
-        let onward = (req.travel, req.step + 1, req.as_of, req.paths);
-        let downstream = self
-            .flow_onward(onward, req.plan, next, &mut counts)
+        self.send_frontier(req.travel, req.step + 1, next, &mut counts)
             .await?;
         Ok(rpc::ExpandReply {
             counts: Some(counts),
-            downstream: Some(downstream),
-        })
-    }
-
-    /// Sends `next` on to its home servers as step `onward.1` of an
-    /// asynchronous traversal, and gathers what follows from it.
-    async fn flow_onward(
-        self: &Arc<Self>,
-        onward: (u64, u32, u64, bool),
-        plan: Vec<rpc::StepSpec>,
-        next: HashMap<usize, Vec<rpc::Entry>>,
-        counts: &mut rpc::StepCounts,
-    ) -> Result<rpc::FlowReply, Status> {
-        let (travel, step, as_of, paths) = onward;
-        // One call at a time: each call waits for everything downstream of
-        // it, so calls in flight stay within the traversal's depth times
-        // the start's servers. Spawning them all at once multiplied by up
-        // to the server count per step, and past a few thousand streams
-        // HTTP/2 reset the connections.
-        let mut out = rpc::FlowReply::default();
-        for (server, entries) in next {
-            let req = rpc::FlowRequest {
-                travel,
-                step,
-                as_of,
-                paths,
-                plan: plan.clone(),
-                entries,
-            };
-            let reply = if server == self.me() {
-                self.clone().flow(req).await?
-            } else {
-                counts.messages += 1;
-                counts.bytes += req.encoded_len() as u64;
-                self.peers[server].clone().flow(req).await?.into_inner()
-            };
-            out.kept.extend(reply.kept);
-            out.work.extend(reply.work);
-        }
-        Ok(out)
-    }
-
-    /// One batch of an asynchronous traversal's step: visited at once (a
-    /// vertex once per step, as the synchronous engine does, by a per-step
-    /// visited set), expanded, and sent on without waiting for the rest of
-    /// the step.
-    fn flow(
-        self: Arc<Self>,
-        req: rpc::FlowRequest,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<rpc::FlowReply, Status>> + Send>>
-    {
-        Box::pin(async move {
-            self.check_session(req.as_of)?;
-            let spec = req.plan.get(req.step as usize).cloned().ok_or_else(|| {
-                invalid(format!(
-                    "step {} is past the plan's {} steps",
-                    req.step,
-                    req.plan.len()
-                ))
-            })?;
-            let state = self.travel(req.travel);
-            let mut counts = self.counts(req.step);
-            let entries: Vec<rpc::Entry> = {
-                let mut visited = state.visited.lock().expect("visited lock");
-                req.entries
-                    .into_iter()
-                    .filter(|e| {
-                        visited.insert((
-                            req.step,
-                            e.id.clone(),
-                            if req.paths {
-                                e.path.clone()
-                            } else {
-                                Vec::new()
-                            },
-                        ))
-                    })
-                    .collect()
-            };
-            let passed = self.visit(
-                &state,
-                entries,
-                &spec.vertex_filters,
-                req.as_of,
-                &mut counts,
-            )?;
-            let mut out = rpc::FlowReply::default();
-            if spec.keep {
-                out.kept.extend(passed.iter().map(|e| rpc::Kept {
-                    step: req.step,
-                    entry: Some(e.clone()),
-                }));
-            }
-            if let Some(hop) = &spec.hop {
-                let next = self
-                    .expand_local(&state, &passed, hop, req.as_of, req.paths, &mut counts)
-                    .await?;
-                let remote = self.remote_partitions(&passed, &mut counts)?;
-                let this = (req.travel, req.step, req.as_of, req.paths);
-                self.expand_remote(this, hop, &req.plan, remote, &mut counts, &mut out)
-                    .await?;
-                let onward = (req.travel, req.step + 1, req.as_of, req.paths);
-                let down = self
-                    .flow_onward(onward, req.plan, next, &mut counts)
-                    .await?;
-                out.kept.extend(down.kept);
-                out.work.extend(down.work);
-            }
-            out.work.push(counts);
-            Ok(out)
         })
     }
 }
@@ -1648,15 +1516,18 @@ impl Meta for Service {
         self.0.expand(req.into_inner()).await.map(Response::new)
     }
 
-    async fn flow(
+    async fn flow(&self, req: Request<rpc::FlowRequest>) -> Result<Response<rpc::Ack>, Status> {
+        self.0.enqueue(req.into_inner())?;
+        Ok(Response::new(rpc::Ack {}))
+    }
+
+    async fn progress(
         &self,
-        req: Request<rpc::FlowRequest>,
-    ) -> Result<Response<rpc::FlowReply>, Status> {
-        self.0
-            .clone()
-            .flow(req.into_inner())
-            .await
-            .map(Response::new)
+        req: Request<rpc::ProgressRequest>,
+    ) -> Result<Response<rpc::ProgressReply>, Status> {
+        Ok(Response::new(
+            self.0.progress(req.into_inner().travel).await,
+        ))
     }
 
     async fn run_step(

@@ -5,7 +5,7 @@
 //! directory; traversals of 2, 4 and 8 steps on a permuted R-MAT graph
 //! (a = 0.45, b = 0.15, c = 0.15, 2^16 vertices, 16 edges each, 128-byte
 //! attributes) on 8 servers, DIDO against edge-cut, vertex-cut and GIGA+,
-//! prefetching off and on, the asynchronous engine (at 2 steps), and as of
+//! prefetching off and on, the asynchronous engine, and as of
 //! a past time against the newest.
 
 use std::ffi::OsString;
@@ -136,14 +136,16 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             None,
         ));
     }
-    for p in ["dido", "edge-cut", "vertex-cut", "giga"] {
-        rows.push(Row::compare(
-            "meta",
-            &format!("2-step traversal, {p}: time asynchronous / synchronous with prefetching (paper: Pre-Sync matches Async with dido and giga)"),
-            row(p, 2, "async", false, false, "ns")?,
-            row(p, 2, "sync", true, false, "ns")?,
-            None,
-        ));
+    for steps in [2, 4, 8] {
+        for p in ["dido", "edge-cut", "vertex-cut", "giga"] {
+            rows.push(Row::compare(
+                "meta",
+                &format!("{steps}-step traversal, {p}: time asynchronous / synchronous with prefetching (paper: Pre-Sync matches Async with dido and giga)"),
+                row(p, steps, "async", false, false, "ns")?,
+                row(p, steps, "sync", true, false, "ns")?,
+                None,
+            ));
+        }
     }
     rows.push(Row::compare(
         "meta",

@@ -380,6 +380,17 @@ proptest! {
             if let Ok(req) = rpc::AdoptRequest::decode(raw.as_slice()) {
                 let _ = raw_client.adopt(req).await;
             }
+            if let Ok(req) = rpc::FlowRequest::decode(raw.as_slice()) {
+                let travel = req.travel;
+                let _ = raw_client.flow(req).await;
+                let _ = raw_client.progress(rpc::ProgressRequest { travel }).await;
+            }
+            let hop = rpc::Hop { etype: vtype.clone(), edge_filters: Vec::new() };
+            let plan = vec![rpc::StepSpec { vertex_filters: Vec::new(), hop: Some(hop), keep: true }; 2];
+            let entry = rpc::Entry { id: id.clone(), path: vec![raw.clone()] };
+            let flow = rpc::FlowRequest { travel: ts, step: node % 3, as_of: ts, paths: node % 2 == 0, plan, entries: vec![entry], scan: node % 5 == 0 };
+            let _ = raw_client.flow(flow).await;
+            let _ = raw_client.progress(rpc::ProgressRequest { travel: ts }).await;
             let edge = rpc::EdgePut { src: id.clone(), etype: vtype.clone(), dst: id.clone(), node, ..Default::default() };
             let ops = vec![
                 rpc::Op { op: Some(rpc::op::Op::Vertex(rpc::VertexPut { id: id.clone(), vtype, attrs: Default::default() })) },
