@@ -63,11 +63,14 @@ return_fp() returns whole paths."#)]
   quiver meta bench insert --servers 4 --clients 32
   quiver meta bench mdtest --servers 4 --clients 32 --files-per-client 4000
   quiver meta bench traverse --servers 8 --partitioner edge-cut --scale 16 --steps 2,4,8 --json
+  quiver meta bench degrees --servers 32 --partitioner dido --scale 14 --edge-factor 64
 
 insert loads Darshan-like metadata (paper Fig. 11); mdtest creates files in one directory
 (Fig. 18); traverse loads a permuted R-MAT graph (a = 0.45, b = 0.15, c = 0.15, 128-byte
-attributes) and traverses it from a fixed vertex with prefetching off and on, then once
-more as of the first version of every edge (Figs. 10, 12-16).")]
+attributes) and traverses it from a fixed vertex with prefetching off and on and with the
+asynchronous engine, then once more as of the first version of every edge (Figs. 10, 16);
+degrees loads the same kind of graph and, from the first vertex of each out-degree, counts
+StatComm and StatReads of a scan and of a 3-step traversal (Figs. 12-15).")]
     Bench(BenchArgs),
 }
 
@@ -282,6 +285,7 @@ pub enum WorkloadArg {
     Insert,
     Mdtest,
     Traverse,
+    Degrees,
 }
 
 /// `quiver meta bench` flags.
@@ -306,12 +310,16 @@ pub struct BenchArgs {
     /// traverse: depths, comma-separated.
     #[arg(long, default_value = "2,4,8", value_delimiter = ',')]
     pub steps: Vec<usize>,
-    /// traverse: log2 of the R-MAT graph's vertices.
+    /// traverse, degrees: log2 of the R-MAT graph's vertices.
     #[arg(long, default_value_t = 16)]
     pub scale: u32,
-    /// traverse: edges per vertex.
+    /// traverse, degrees: edges per vertex.
     #[arg(long, default_value_t = 16)]
     pub edge_factor: u64,
+    /// degrees: at most this many out-degrees, spread evenly on a log scale (the paper takes
+    /// every one; each costs a scan and a 3-step traversal).
+    #[arg(long, default_value_t = BenchConfig::default().degree_samples)]
+    pub degree_samples: usize,
     /// Seed of generated data.
     #[arg(long, default_value_t = BenchConfig::default().seed)]
     pub seed: u64,
@@ -654,6 +662,8 @@ struct Printable {
     marked: Vec<(usize, Vec<String>)>,
     paths: Vec<Vec<String>>,
     steps: Vec<quiver_meta::StepReport>,
+    /// The whole traversal's wall time.
+    ns: u64,
 }
 
 fn text(id: &[u8]) -> String {
@@ -675,6 +685,7 @@ impl From<TravelResult> for Printable {
                 .map(|p| p.iter().map(|i| text(i)).collect())
                 .collect(),
             steps: r.steps,
+            ns: r.ns,
         }
     }
 }
@@ -683,17 +694,12 @@ async fn query(args: QueryArgs, json: bool) -> Result<()> {
     let travel = Travel::parse(&args.travel)?;
     let as_of = args.as_of.as_deref().map(parse_as_of).transpose()?;
     let client = connect(&args.cluster).await?;
-    let result: Printable = client
-        .travel(
-            &travel,
-            TravelOptions {
-                as_of,
-                prefetch: !args.no_prefetch,
-                engine: args.engine,
-            },
-        )
-        .await?
-        .into();
+    let options = TravelOptions {
+        as_of,
+        prefetch: !args.no_prefetch,
+        engine: args.engine,
+    };
+    let result: Printable = client.travel(&travel, options).await?.into();
     if json {
         let report = QueryReport {
             travel: &args.travel,
@@ -722,17 +728,17 @@ async fn query(args: QueryArgs, json: bool) -> Result<()> {
         }
     }
     for (i, s) in result.steps.iter().enumerate() {
+        // The asynchronous engine runs its steps at once: no step time.
+        let time = match options.engine {
+            Engine::Sync => format!(", {:.1} ms", s.ns as f64 / 1e6),
+            Engine::Async => String::new(),
+        };
         println!(
-            "  step {i}: {} vertices read, {} edges, StatComm {}, StatReads {}, {} messages ({} B) between servers, {:.1} ms",
-            s.vertices,
-            s.edges,
-            s.stat_comm,
-            s.stat_reads,
-            s.messages,
-            s.bytes,
-            s.ns as f64 / 1e6
+            "  step {i}: {} vertices read, {} edges, StatComm {}, StatReads {}, {} messages ({} B) between servers{time}",
+            s.vertices, s.edges, s.stat_comm, s.stat_reads, s.messages, s.bytes,
         );
     }
+    println!("  {:.1} ms in all", result.ns as f64 / 1e6);
     Ok(())
 }
 
@@ -741,11 +747,13 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
         WorkloadArg::Insert => Workload::Insert,
         WorkloadArg::Mdtest => Workload::Mdtest,
         WorkloadArg::Traverse => Workload::Traverse,
+        WorkloadArg::Degrees => Workload::Degrees,
     };
     let config = BenchConfig {
         vertices: args.vertices,
         files_per_client: args.files_per_client,
         steps: args.steps.clone(),
+        degree_samples: args.degree_samples,
         load: args.clients.config(),
         seed: args.seed,
     };
@@ -757,7 +765,7 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
         .unwrap_or_else(|| temp.path().to_path_buf());
     let bar = Bar::new(json || quiet);
     let graph = match workload {
-        Workload::Traverse => {
+        Workload::Traverse | Workload::Degrees => {
             let spec = GraphSpec::Rmat {
                 scale: args.scale,
                 edge_factor: args.edge_factor,
@@ -814,6 +822,28 @@ fn print_bench(r: &BenchReport) {
                 t.totals.messages,
                 t.totals.bytes,
                 t.totals.prefetch_hits
+            );
+        }
+    }
+    if !r.degrees.is_empty() {
+        println!(
+            "  from one vertex of each of {} out-degrees (StatComm / StatReads):",
+            r.degrees.len()
+        );
+        for sum in &r.degree_sums {
+            let range = if sum.max_degree == u64::MAX {
+                format!("{}+", sum.min_degree)
+            } else {
+                format!("{}-{}", sum.min_degree, sum.max_degree)
+            };
+            println!(
+                "  degrees {range} ({} vertices): scans {} / {}, {}-step traversals {} / {}",
+                sum.vertices,
+                sum.scan.stat_comm,
+                sum.scan.stat_reads,
+                quiver_meta::bench::DEGREE_TRAVERSAL_STEPS,
+                sum.traversal.stat_comm,
+                sum.traversal.stat_reads
             );
         }
     }

@@ -1189,6 +1189,61 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     assert!(more["acknowledged"].as_u64().unwrap() > 1000, "{more}");
 }
 
+/// The per-degree counts (Figs. 12-15) end to end: a scan touches the
+/// start vertex's server at least, the sums add the rows up, and a graph
+/// with one hub above the threshold splits it.
+#[test]
+fn meta_bench_counts_by_degree() {
+    let out = quiver(&[
+        "--json",
+        "meta",
+        "bench",
+        "degrees",
+        "--servers",
+        "3",
+        "--scale",
+        "9",
+        "--edge-factor",
+        "16",
+        "--degree-samples",
+        "6",
+        "--clients",
+        "4",
+        "--threshold",
+        "16",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = json(&out);
+    let rows = r["degrees"].as_array().unwrap();
+    assert!((2..=6).contains(&rows.len()), "{rows:?}");
+    let degrees: Vec<u64> = rows.iter().map(|d| d["degree"].as_u64().unwrap()).collect();
+    assert!(degrees.windows(2).all(|w| w[0] < w[1]), "{degrees:?}");
+    assert!(rows
+        .iter()
+        .all(|d| d["scan"]["stat_reads"].as_u64().unwrap() >= 1));
+    let sums = r["degree_sums"].as_array().unwrap();
+    let total = |op: &str| -> u64 {
+        rows.iter()
+            .map(|d| d[op]["stat_comm"].as_u64().unwrap())
+            .sum()
+    };
+    let summed = |op: &str| -> u64 {
+        sums.iter()
+            .map(|s| s[op]["stat_comm"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(total("scan"), summed("scan"));
+    assert_eq!(total("traversal"), summed("traversal"));
+    let counted: u64 = sums.iter().map(|s| s["vertices"].as_u64().unwrap()).sum();
+    assert_eq!(counted, rows.len() as u64);
+    assert!(sums[1]["vertices"].as_u64().unwrap() >= 1, "{sums:?}");
+    assert!(
+        r["totals"]["splits"].as_u64().unwrap() >= 1,
+        "{}",
+        r["totals"]
+    );
+}
+
 #[test]
 fn meta_mistakes_are_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -1225,6 +1280,10 @@ fn meta_mistakes_are_named() {
             "unknown partitioner",
         ),
         (vec!["meta", "bench", "traverse", "--steps", "0"], "steps"),
+        (
+            vec!["meta", "bench", "degrees", "--degree-samples", "1"],
+            "degree-samples",
+        ),
         (
             vec!["meta", "serve", "--data", path(dir.path()), "--cluster", c],
             "names no server",

@@ -1,14 +1,15 @@
 //! The paper's measurements (§6), run against a cluster a caller started:
 //! ingest throughput on Darshan-like metadata (Fig. 11), mdtest-style
-//! creates in one directory (Fig. 18), and traversals on an R-MAT graph
-//! with StatComm and StatReads per partitioner, prefetching on and off,
-//! and as of a past time (Figs. 10, 12–16).
+//! creates in one directory (Fig. 18), traversals on an R-MAT graph with
+//! StatComm and StatReads per partitioner, prefetching on and off, and as
+//! of a past time (Figs. 10, 16), and the same counts for a scan and a
+//! 3-step traversal from one vertex of every out-degree (Figs. 12–15).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use quiver_csr::Graph;
-use quiver_run::{InvalidArgument, Progress};
+use quiver_run::{InvalidArgument, Progress, Unit};
 use serde::Serialize;
 
 use crate::client::{Client, Engine, TravelOptions, Write};
@@ -26,7 +27,12 @@ pub enum Workload {
     Mdtest,
     /// Traversals on a graph.
     Traverse,
+    /// A scan and a 3-step traversal from one vertex of each out-degree.
+    Degrees,
 }
+
+/// The depth of the per-degree traversal (the paper's Figs. 14 and 15).
+pub const DEGREE_TRAVERSAL_STEPS: usize = 3;
 
 /// Benchmark settings; [`BenchConfig::default`] holds every default.
 #[derive(Clone, Debug)]
@@ -37,6 +43,8 @@ pub struct BenchConfig {
     pub files_per_client: usize,
     /// Traversal depths (traverse; the paper's 2, 4 and 8).
     pub steps: Vec<usize>,
+    /// Out-degrees sampled (degrees; the paper takes every one).
+    pub degree_samples: usize,
     /// Clients and batching.
     pub load: LoadConfig,
     /// Seed of generated data.
@@ -49,6 +57,7 @@ impl Default for BenchConfig {
             vertices: 100_000,
             files_per_client: 4000,
             steps: vec![2, 4, 8],
+            degree_samples: 40,
             load: LoadConfig::default(),
             seed: 1,
         }
@@ -67,6 +76,12 @@ impl BenchConfig {
             return Err(InvalidArgument::new(
                 "steps",
                 format!("each depth is 1..={}", crate::travel::MAX_HOPS),
+            ));
+        }
+        if self.degree_samples < 2 {
+            return Err(InvalidArgument::new(
+                "degree-samples",
+                "takes at least 2 degrees (the smallest and the largest)",
             ));
         }
         Ok(())
@@ -125,8 +140,64 @@ pub struct BenchReport {
     /// asynchronous, then the deepest as of now and as
     /// of the past.
     pub traversals: Vec<TraversalRow>,
+    /// degrees: one vertex of each out-degree, by degree.
+    pub degrees: Vec<DegreeRow>,
+    /// degrees: the rows added up for degrees up to the split threshold
+    /// and above it.
+    pub degree_sums: Vec<DegreeSum>,
     /// Counts the servers kept.
     pub totals: ServerTotals,
+}
+
+/// StatComm and StatReads of one operation.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Stats {
+    /// StatComm.
+    pub stat_comm: u64,
+    /// StatReads (summed over the steps).
+    pub stat_reads: u64,
+}
+
+impl Stats {
+    fn of(totals: &crate::client::StepReport) -> Stats {
+        Stats {
+            stat_comm: totals.stat_comm,
+            stat_reads: totals.stat_reads,
+        }
+    }
+
+    fn add(&mut self, other: Stats) {
+        self.stat_comm += other.stat_comm;
+        self.stat_reads += other.stat_reads;
+    }
+}
+
+/// The counts from one vertex (Figs. 12–15).
+#[derive(Clone, Debug, Serialize)]
+pub struct DegreeRow {
+    /// Its out-degree.
+    pub degree: u64,
+    /// The vertex.
+    pub vertex: String,
+    /// Reading its edges and their destinations (`v(x).e(has)`).
+    pub scan: Stats,
+    /// A [`DEGREE_TRAVERSAL_STEPS`]-step traversal from it.
+    pub traversal: Stats,
+}
+
+/// Per-degree rows added up over a range of degrees.
+#[derive(Clone, Debug, Serialize)]
+pub struct DegreeSum {
+    /// The smallest degree in the range.
+    pub min_degree: u64,
+    /// The largest (`u64::MAX`: no bound).
+    pub max_degree: u64,
+    /// Vertices in it.
+    pub vertices: u64,
+    /// Their scans.
+    pub scan: Stats,
+    /// Their traversals.
+    pub traversal: Stats,
 }
 
 async fn totals(client: &Client) -> Result<ServerTotals> {
@@ -160,6 +231,8 @@ pub async fn run(
         creates_per_s: None,
         start: None,
         traversals: Vec::new(),
+        degrees: Vec::new(),
+        degree_sums: Vec::new(),
         totals: ServerTotals::default(),
     };
     match workload {
@@ -196,6 +269,15 @@ pub async fn run(
             }
             report.load = load(client, Arc::new(writes), config.load, progress).await?;
             report.creates_per_s = Some(report.load.writes_per_s / 2.0);
+        }
+        Workload::Degrees => {
+            let graph = graph.ok_or_else(|| {
+                InvalidArgument::new("graph", "the degrees workload runs on a graph")
+            })?;
+            let writes = Arc::new(graph_writes(graph, "file", "has", config.seed));
+            report.load = load(client, writes, config.load, progress).await?;
+            report.degrees = degree_rows(client, graph, config.degree_samples, progress).await?;
+            report.degree_sums = degree_sums(&report.degrees, u64::from(client.threshold()));
         }
         Workload::Traverse => {
             let graph = graph.ok_or_else(|| {
@@ -274,4 +356,158 @@ async fn traverse(
         end_vertices: result.vertices().len() as u64,
         totals: result.totals(),
     })
+}
+
+/// The first vertex of each out-degree (of at most `samples` degrees,
+/// spread evenly on a log scale), scanned and traversed from.
+async fn degree_rows(
+    client: &Client,
+    graph: &Graph,
+    samples: usize,
+    progress: &dyn Progress,
+) -> Result<Vec<DegreeRow>> {
+    let mut first: BTreeMap<u64, u32> = BTreeMap::new();
+    for v in 0..graph.num_vertices() {
+        let d = graph.degree(v);
+        if d > 0 {
+            first.entry(d).or_insert(v);
+        }
+    }
+    let degrees: Vec<u64> = first.keys().copied().collect();
+    let kept = log_spaced(&degrees, samples);
+    first.retain(|d, _| kept.contains(d));
+    progress.start("traversals by degree", Unit::Ops, Some(first.len() as u64));
+    let mut rows = Vec::with_capacity(first.len());
+    for (degree, v) in first {
+        let vertex = vertex_id(graph, v);
+        let from = |steps| GTravel::v([vertex.clone()]).e("has").repeat(steps);
+        let options = TravelOptions::default();
+        let scan = client.travel(&from(1), options).await?;
+        let traversal = client
+            .travel(&from(DEGREE_TRAVERSAL_STEPS), options)
+            .await?;
+        rows.push(DegreeRow {
+            degree,
+            vertex: String::from_utf8_lossy(&vertex).into_owned(),
+            scan: Stats::of(&scan.totals()),
+            traversal: Stats::of(&traversal.totals()),
+        });
+        progress.advance(1);
+    }
+    Ok(rows)
+}
+
+/// `rows` added up for degrees up to `threshold` and above it.
+fn degree_sums(rows: &[DegreeRow], threshold: u64) -> Vec<DegreeSum> {
+    [(1, threshold), (threshold + 1, u64::MAX)]
+        .into_iter()
+        .map(|(min_degree, max_degree)| {
+            let mut sum = DegreeSum {
+                min_degree,
+                max_degree,
+                vertices: 0,
+                scan: Stats::default(),
+                traversal: Stats::default(),
+            };
+            for r in rows
+                .iter()
+                .filter(|r| (min_degree..=max_degree).contains(&r.degree))
+            {
+                sum.vertices += 1;
+                sum.scan.add(r.scan);
+                sum.traversal.add(r.traversal);
+            }
+            sum
+        })
+        .collect()
+}
+
+/// At most `n` of the sorted, distinct `degrees`, spread evenly on a log
+/// scale: for each of `n` points from the smallest to the largest, the
+/// first degree at or above it. All of them when there are at most `n`
+/// (or `n` is below 2, which [`BenchConfig::validate`] refuses).
+fn log_spaced(degrees: &[u64], n: usize) -> Vec<u64> {
+    let (Some(&lo), Some(&hi)) = (degrees.first(), degrees.last()) else {
+        return Vec::new();
+    };
+    if degrees.len() <= n || n < 2 {
+        return degrees.to_vec();
+    }
+    let (lo, hi) = ((lo as f64).ln(), (hi as f64).ln());
+    let mut out: Vec<u64> = (0..n)
+        .map(|i| {
+            let point = (lo + (hi - lo) * i as f64 / (n - 1) as f64).exp();
+            let at = degrees.partition_point(|&d| (d as f64) < point - 1e-9);
+            degrees[at.min(degrees.len() - 1)]
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn log_spaced_keeps_the_ends_and_spreads(
+            mut degrees in prop::collection::btree_set(1u64..5000, 1..300),
+            n in 2usize..60,
+        ) {
+            let degrees: Vec<u64> = std::mem::take(&mut degrees).into_iter().collect();
+            let kept = log_spaced(&degrees, n);
+            if degrees.len() <= n {
+                prop_assert_eq!(&kept, &degrees);
+            }
+            prop_assert!(kept.len() <= n);
+            prop_assert_eq!(kept.first(), degrees.first());
+            prop_assert_eq!(kept.last(), degrees.last());
+            prop_assert!(kept.windows(2).all(|w| w[0] < w[1]));
+            prop_assert!(kept.iter().all(|d| degrees.contains(d)));
+        }
+    }
+
+    #[test]
+    fn log_spaced_is_even_on_a_log_scale() {
+        let all: Vec<u64> = (1..=1000).collect();
+        assert_eq!(log_spaced(&all, 4), [1, 10, 100, 1000]);
+        let sparse = [1, 2, 50, 60, 999, 1000];
+        assert_eq!(log_spaced(&sparse, 4), [1, 50, 999, 1000]);
+    }
+
+    #[test]
+    fn degree_sums_split_at_the_threshold() {
+        let row = |degree, c| DegreeRow {
+            degree,
+            vertex: format!("v{degree}"),
+            scan: Stats {
+                stat_comm: c,
+                stat_reads: 1,
+            },
+            traversal: Stats {
+                stat_comm: 10 * c,
+                stat_reads: 2,
+            },
+        };
+        let sums = degree_sums(&[row(1, 1), row(128, 2), row(129, 4), row(900, 8)], 128);
+        assert_eq!(
+            (
+                sums[0].vertices,
+                sums[0].scan.stat_comm,
+                sums[0].traversal.stat_comm
+            ),
+            (2, 3, 30)
+        );
+        assert_eq!(
+            (
+                sums[1].vertices,
+                sums[1].scan.stat_comm,
+                sums[1].traversal.stat_reads
+            ),
+            (2, 12, 4)
+        );
+        assert_eq!((sums[0].max_degree, sums[1].min_degree), (128, 129));
+    }
 }

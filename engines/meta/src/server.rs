@@ -1033,6 +1033,7 @@ impl Shared {
                 None => self.local_edges(&entry.id, Some(&hop.etype), as_of).await?,
             };
             counts.partition_scans += 1;
+            counts.edge_reads += edges.len() as u64;
             for edge in edges {
                 if !edge_passes(&filters, &edge.props) {
                     continue;

@@ -6,7 +6,9 @@
 //! (a = 0.45, b = 0.15, c = 0.15, 2^16 vertices, 16 edges each, 128-byte
 //! attributes) on 8 servers, DIDO against edge-cut, vertex-cut and GIGA+,
 //! prefetching off and on, the asynchronous engine, and as of
-//! a past time against the newest.
+//! a past time against the newest; StatComm and StatReads of a scan and a
+//! 3-step traversal from one vertex per out-degree on 32 servers (R-MAT
+//! 2^14 vertices, 64 edges each), each partitioner against DIDO.
 
 use std::ffi::OsString;
 
@@ -20,6 +22,11 @@ const CLIENTS: &str = "32";
 const INSERT_VERTICES: &str = "100000";
 const TRAVERSE_SERVERS: &str = "8";
 const TRAVERSE_SCALE: &str = "16";
+// Figs. 12-15: the paper's 32 servers; its R-MAT has 100K vertices and 12.8M
+// edges, ours 16K and 1M, with the same skew (degrees up to about 800).
+const DEGREE_SERVERS: &str = "32";
+const DEGREE_SCALE: &str = "14";
+const DEGREE_EDGE_FACTOR: &str = "64";
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
     let bench = |args: &[&str]| -> Result<Value> {
@@ -155,9 +162,50 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         None,
     ));
     runs.insert("traverse".into(), Value::Object(traverse));
+
+    let mut degrees = serde_json::Map::new();
+    for partitioner in ["dido", "edge-cut", "vertex-cut", "giga"] {
+        let r = bench(&[
+            "degrees",
+            "--servers",
+            DEGREE_SERVERS,
+            "--partitioner",
+            partitioner,
+            "--scale",
+            DEGREE_SCALE,
+            "--edge-factor",
+            DEGREE_EDGE_FACTOR,
+        ])?;
+        degrees.insert(partitioner.into(), r);
+    }
+    // A per-degree sum: range 0 is degrees up to the threshold, 1 above.
+    let sum = |p: &str, range: usize, op: &str, field: &str| {
+        num(&degrees[p], &format!("/degree_sums/{range}/{op}/{field}"))
+    };
+    for (range, label) in [(0, "degree <= 128"), (1, "degree > 128")] {
+        for (op, op_label) in [("scan", "scan"), ("traversal", "3-step traversal")] {
+            for (field, field_label) in [("stat_comm", "StatComm"), ("stat_reads", "StatReads")] {
+                for other in ["edge-cut", "vertex-cut", "giga"] {
+                    // The paper (Figs. 12, 14): DIDO communicates least in
+                    // every case, which shows once vertices split.
+                    let paper =
+                        (field == "stat_comm" && range == 1).then_some(Target::AtLeast(1.0));
+                    rows.push(Row::compare(
+                        "meta",
+                        &format!("{op_label} from one vertex per out-degree, {label}: {field_label} {other} / dido"),
+                        sum(other, range, op, field)?,
+                        sum("dido", range, op, field)?,
+                        paper,
+                    ));
+                }
+            }
+        }
+    }
+    runs.insert("degrees".into(), Value::Object(degrees));
+
     Ok(json!({
         "bench": "meta",
-        "params": { "clients": CLIENTS, "insert_vertices": INSERT_VERTICES, "traverse_servers": TRAVERSE_SERVERS, "traverse_scale": TRAVERSE_SCALE },
+        "params": { "clients": CLIENTS, "insert_vertices": INSERT_VERTICES, "traverse_servers": TRAVERSE_SERVERS, "traverse_scale": TRAVERSE_SCALE, "degree_servers": DEGREE_SERVERS, "degree_scale": DEGREE_SCALE, "degree_edge_factor": DEGREE_EDGE_FACTOR },
         "runs": runs,
         "rows": rows,
         "summary_notes": [format!("meta: servers are processes on this 2-core machine with 32 clients in one more; traverse on permuted R-MAT scale {TRAVERSE_SCALE} (a = 0.45, b = 0.15, c = 0.15), {TRAVERSE_SERVERS} servers, reverse edges written")],

@@ -59,6 +59,7 @@ pub(super) struct Flowing {
 fn add_counts(into: &mut rpc::StepCounts, c: &rpc::StepCounts) {
     into.vertex_reads += c.vertex_reads;
     into.partition_scans += c.partition_scans;
+    into.edge_reads += c.edge_reads;
     into.edges += c.edges;
     into.stat_comm += c.stat_comm;
     into.messages += c.messages;
