@@ -86,7 +86,7 @@ pub const BENCHMARKS: &[Benchmark] = &[
     },
     Benchmark {
         name: "meta",
-        help: "The meta engine: ingest and mdtest on 1 and 4 servers, traversals on R-MAT 16 over 8 servers per partitioner (DIDO against edge-cut, vertex-cut, GIGA+), prefetching, as-of reads",
+        help: "The meta engine: ingest and mdtest on 1 and 4 servers, traversals on R-MAT 16 over 8 servers per partitioner (DIDO against edge-cut, vertex-cut, GIGA+), prefetching, the asynchronous engine, as-of reads; StatComm and StatReads by out-degree on 32 servers (Figs. 12-15)",
         run: meta::run,
     },
     Benchmark {
