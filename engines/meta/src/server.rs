@@ -87,6 +87,9 @@ pub struct ServerConfig {
     pub sync: bool,
     /// The largest attribute value or property accepted, in bytes.
     pub max_value_bytes: usize,
+    /// A traversal's state here is dropped this long after its last
+    /// request, so a client that dies mid-traversal leaves nothing behind.
+    pub travel_idle: Duration,
 }
 
 impl Default for ServerConfig {
@@ -101,6 +104,7 @@ impl Default for ServerConfig {
             schema: Schema::default(),
             sync: false,
             max_value_bytes: 64 << 10,
+            travel_idle: Duration::from_secs(600),
         }
     }
 }
@@ -129,6 +133,12 @@ impl ServerConfig {
                     self.index,
                     self.cluster.len()
                 ),
+            ));
+        }
+        if self.travel_idle.is_zero() {
+            return Err(InvalidArgument::new(
+                "travel-idle",
+                "must be positive (traversals in progress would be dropped)",
             ));
         }
         if self.cluster.len() > crate::tree::MAX_SERVERS as usize {
@@ -201,6 +211,8 @@ type Visit = (u32, Vec<u8>, Vec<Vec<u8>>);
 
 #[derive(Debug, Default)]
 struct TravelState {
+    /// When a request last named it, in ms since the server started.
+    last_used_ms: AtomicU64,
     frontier: Mutex<HashMap<u32, Vec<rpc::Entry>>>,
     cache: Arc<Mutex<Cache>>,
     prefetch: Mutex<Option<(Arc<AtomicBool>, tokio::task::JoinHandle<u64>)>>,
@@ -220,6 +232,7 @@ struct Shared {
     parts: Mutex<HashMap<Vec<u8>, Parts>>,
     peers: Vec<MetaClient<Channel>>,
     travels: Mutex<HashMap<u64, Arc<TravelState>>>,
+    started: std::time::Instant,
     counters: Counters,
     pending_seq: AtomicU64,
 }
@@ -308,6 +321,7 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
         split_lock: Mutex::new(()),
         parts: Mutex::new(HashMap::new()),
         travels: Mutex::new(HashMap::new()),
+        started: std::time::Instant::now(),
         counters: Counters::default(),
         pending_seq: AtomicU64::new(0),
         config,
@@ -327,6 +341,7 @@ impl Opened {
         let service = MetaServer::new(Service(shared.clone()))
             .max_decoding_message_size(256 << 20)
             .max_encoding_message_size(256 << 20);
+        // Once a second: pending reverse edges, and idle traversals.
         let redeliver = {
             let shared = shared.clone();
             tokio::spawn(async move {
@@ -353,6 +368,7 @@ impl Opened {
                             failing += 1;
                         }
                     }
+                    shared.drop_idle_travels();
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             })
@@ -956,12 +972,41 @@ impl Shared {
     }
 
     fn travel(&self, id: u64) -> Arc<TravelState> {
-        self.travels
+        let state = self
+            .travels
             .lock()
             .expect("travels lock")
             .entry(id)
             .or_default()
-            .clone()
+            .clone();
+        state
+            .last_used_ms
+            .store(self.uptime_ms(), Ordering::Relaxed);
+        state
+    }
+
+    fn uptime_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Drops the state of traversals no request has named for
+    /// `travel_idle` (their client died, or a late batch arrived after
+    /// the end), stopping their prefetchers.
+    fn drop_idle_travels(&self) {
+        let now = self.uptime_ms();
+        let idle = u64::try_from(self.config.travel_idle.as_millis()).unwrap_or(u64::MAX);
+        self.travels
+            .lock()
+            .expect("travels lock")
+            .retain(|_, state| {
+                let keep = now.saturating_sub(state.last_used_ms.load(Ordering::Relaxed)) < idle;
+                if !keep {
+                    if let Some((stop, _)) = state.prefetch.lock().expect("prefetch lock").take() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                keep
+            });
     }
 
     /// Sends `entries` (by home server) as step `step`'s frontier.
@@ -1565,6 +1610,7 @@ impl Meta for Service {
             messages: c.messages.load(Ordering::Relaxed),
             bytes: c.bytes.load(Ordering::Relaxed),
             edges_moved: c.edges_moved.load(Ordering::Relaxed),
+            travels: self.0.travels.lock().expect("travels lock").len() as u64,
         }))
     }
 }

@@ -478,6 +478,7 @@ fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
     let from_lost = on(2);
     let survivors = std::sync::Barrier::new(2);
     let halfway = std::sync::Barrier::new(2);
+    let gone = std::sync::Barrier::new(2);
     let outcomes =
         quiver_verbs::loopback::run(&quiver_verbs::loopback::Config::new(nodes), |node| {
             let store =
@@ -487,9 +488,15 @@ fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
             node.barrier().unwrap();
             let mut wrong = Vec::new();
             match store.rank() {
-                // Leaves once node 1 has migrated half its values away.
+                // Leaves once node 1 has migrated half its values away:
+                // gone (its node dropped) before node 1 goes on, or node 1
+                // could finish before the loss shows.
                 2 => {
                     halfway.wait();
+                    drop(session);
+                    drop(store);
+                    drop(node);
+                    gone.wait();
                     return wrong;
                 }
                 // Migrates node 2's values here, one after another: half,
@@ -500,6 +507,7 @@ fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
                         session.migrate(key).unwrap();
                     }
                     halfway.wait();
+                    gone.wait();
                     let started = std::time::Instant::now();
                     let failed = rest.iter().find_map(|&key| session.migrate(key).err());
                     match failed {

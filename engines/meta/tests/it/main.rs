@@ -20,6 +20,17 @@ struct Cluster {
 
 impl Cluster {
     async fn start(n: usize, partitioner: Partitioner, vnodes: u32, threshold: u32) -> Cluster {
+        let base = ServerConfig {
+            partitioner,
+            vnodes,
+            threshold,
+            ..ServerConfig::default()
+        };
+        Cluster::start_with(n, base).await
+    }
+
+    /// `n` servers with `base`'s settings.
+    async fn start_with(n: usize, base: ServerConfig) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut listeners = Vec::new();
         for _ in 0..n {
@@ -36,10 +47,7 @@ impl Cluster {
                 cluster: cluster.clone(),
                 index,
                 data: dir.path().join(format!("s{index}")),
-                partitioner,
-                vnodes,
-                threshold,
-                ..ServerConfig::default()
+                ..base.clone()
             };
             servers.push(Some(server::start(config.clone(), listener).await.unwrap()));
             configs.push(config);
@@ -260,6 +268,65 @@ async fn writes_survive_a_restart_and_a_down_server_is_named() {
             _ => unreachable!(),
         }
     }
+    cluster.stop().await;
+}
+
+/// A traversal leaves no state behind when it ends, and one whose client
+/// vanished (or a late batch of one) is dropped once idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traversal_state_is_dropped_when_ended_or_idle() {
+    use quiver_meta::rpc;
+    let base = ServerConfig {
+        travel_idle: std::time::Duration::from_millis(300),
+        ..ServerConfig::default()
+    };
+    let cluster = Cluster::start_with(2, base).await;
+    let c = &cluster.client;
+    let writes = quiver_meta::darshan::generate(200, 3);
+    c.write(&writes).await.unwrap();
+    let open = || async {
+        let stats = c.stats().await.unwrap();
+        stats.iter().map(|s| s.travels).sum::<u64>()
+    };
+    let travel = GTravel::v([bytes("uid:1000")]).e("run").repeat(2);
+    for engine in [Engine::Sync, Engine::Async] {
+        let options = TravelOptions {
+            engine,
+            ..TravelOptions::default()
+        };
+        c.travel(&travel, options).await.unwrap();
+        assert_eq!(open().await, 0, "{engine:?} left state behind");
+    }
+    // A client that dies after sending a frontier, and a batch of a
+    // traversal that has ended.
+    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
+    let entry = rpc::Entry {
+        id: bytes("uid:1000"),
+        path: Vec::new(),
+    };
+    raw.frontier(rpc::FrontierRequest {
+        travel: 7,
+        step: 0,
+        entries: vec![entry.clone()],
+    })
+    .await
+    .unwrap();
+    let plan = vec![rpc::StepSpec {
+        vertex_filters: Vec::new(),
+        hop: None,
+        keep: true,
+    }];
+    let flow = rpc::FlowRequest {
+        travel: 8,
+        plan,
+        entries: vec![entry],
+        ..Default::default()
+    };
+    raw.flow(flow).await.unwrap();
+    assert_eq!(open().await, 2);
+    // The upkeep runs once a second.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(open().await, 0);
     cluster.stop().await;
 }
 
