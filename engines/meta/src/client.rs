@@ -132,7 +132,8 @@ pub struct StepReport {
     pub vertices: u64,
     /// Partition scans.
     pub scans: u64,
-    /// Edges the scans read from the store, filtered or not.
+    /// Edges the partition scans returned (from the store, or from what
+    /// the prefetcher read), filtered or not.
     pub edge_reads: u64,
     /// Edges followed.
     pub edges: u64,
@@ -811,6 +812,8 @@ impl Client {
         let mut kept: Vec<Vec<rpc::Entry>> = vec![Vec::new(); last + 1];
         let mut work = Vec::new();
         let mut done_before = None;
+        // Each server's process: a restart resets its counts.
+        let mut instances: Vec<Option<u64>> = vec![None; self.0.servers.len()];
         loop {
             let mut calls = tokio::task::JoinSet::new();
             for (server, client) in self.0.servers.iter().enumerate() {
@@ -826,8 +829,15 @@ impl Client {
                 if !reply.error.is_empty() {
                     return Err(Error::Rpc {
                         server: addr.clone(),
-                        code: tonic::Code::Internal,
+                        code: tonic::Code::from_i32(reply.error_code),
                         message: reply.error,
+                    });
+                }
+                if *instances[server].get_or_insert(reply.instance) != reply.instance {
+                    return Err(Error::Rpc {
+                        server: addr.clone(),
+                        code: tonic::Code::Unavailable,
+                        message: "restarted during the traversal, which lost its part".into(),
                     });
                 }
                 sent += reply.sent;

@@ -135,10 +135,10 @@ impl ServerConfig {
                 ),
             ));
         }
-        if self.travel_idle.is_zero() {
+        if self.travel_idle < Duration::from_secs(1) {
             return Err(InvalidArgument::new(
-                "travel-idle",
-                "must be positive (traversals in progress would be dropped)",
+                "travel_idle",
+                "is at least 1 s (a shorter one drops traversals in progress)",
             ));
         }
         if self.cluster.len() > crate::tree::MAX_SERVERS as usize {
@@ -232,7 +232,12 @@ struct Shared {
     parts: Mutex<HashMap<Vec<u8>, Parts>>,
     peers: Vec<MetaClient<Channel>>,
     travels: Mutex<HashMap<u64, Arc<TravelState>>>,
+    /// Traversals their client has ended, with when (ms since start): late
+    /// asynchronous batches of them are dropped.
+    ended: Mutex<HashMap<u64, u64>>,
     started: std::time::Instant,
+    /// This process, for clients to notice a restart (wall time at start).
+    instance: u64,
     counters: Counters,
     pending_seq: AtomicU64,
 }
@@ -321,7 +326,9 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
         split_lock: Mutex::new(()),
         parts: Mutex::new(HashMap::new()),
         travels: Mutex::new(HashMap::new()),
+        ended: Mutex::new(HashMap::new()),
         started: std::time::Instant::now(),
+        instance: Clock::default().read_time(0),
         counters: Counters::default(),
         pending_seq: AtomicU64::new(0),
         config,
@@ -972,17 +979,30 @@ impl Shared {
     }
 
     fn travel(&self, id: u64) -> Arc<TravelState> {
-        let state = self
-            .travels
-            .lock()
-            .expect("travels lock")
-            .entry(id)
-            .or_default()
-            .clone();
+        let mut travels = self.travels.lock().expect("travels lock");
+        let state = travels.entry(id).or_default();
+        // Under the lock, so the upkeep never drops a state being used.
         state
             .last_used_ms
             .store(self.uptime_ms(), Ordering::Relaxed);
-        state
+        state.clone()
+    }
+
+    fn has_ended(&self, travel: u64) -> bool {
+        self.ended.lock().expect("ended lock").contains_key(&travel)
+    }
+
+    /// Drops a traversal's state at its client's request; its late
+    /// batches are dropped too.
+    async fn end_travel(&self, travel: u64) {
+        self.ended
+            .lock()
+            .expect("ended lock")
+            .insert(travel, self.uptime_ms());
+        let removed = self.travels.lock().expect("travels lock").remove(&travel);
+        if let Some(state) = removed {
+            self.stop_prefetch(&state).await;
+        }
     }
 
     fn uptime_ms(&self) -> u64 {
@@ -990,8 +1010,8 @@ impl Shared {
     }
 
     /// Drops the state of traversals no request has named for
-    /// `travel_idle` (their client died, or a late batch arrived after
-    /// the end), stopping their prefetchers.
+    /// `travel_idle` (their client died mid-traversal), stopping their
+    /// prefetchers, and forgets ended traversals as old.
     fn drop_idle_travels(&self) {
         let now = self.uptime_ms();
         let idle = u64::try_from(self.config.travel_idle.as_millis()).unwrap_or(u64::MAX);
@@ -1007,6 +1027,10 @@ impl Shared {
                 }
                 keep
             });
+        self.ended
+            .lock()
+            .expect("ended lock")
+            .retain(|_, at| now.saturating_sub(*at) < idle);
     }
 
     /// Sends `entries` (by home server) as step `step`'s frontier.
@@ -1587,15 +1611,7 @@ impl Meta for Service {
         &self,
         req: Request<rpc::EndTravelRequest>,
     ) -> Result<Response<rpc::Ack>, Status> {
-        let removed = self
-            .0
-            .travels
-            .lock()
-            .expect("travels lock")
-            .remove(&req.into_inner().travel);
-        if let Some(state) = removed {
-            self.0.stop_prefetch(&state).await;
-        }
+        self.0.end_travel(req.into_inner().travel).await;
         Ok(Response::new(rpc::Ack {}))
     }
 

@@ -182,7 +182,11 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let sum = |p: &str, range: usize, op: &str, field: &str| {
         num(&degrees[p], &format!("/degree_sums/{range}/{op}/{field}"))
     };
-    for (range, label) in [(0, "degree <= 128"), (1, "degree > 128")] {
+    let threshold = num(&degrees["dido"], "/degree_sums/0/max_degree")?;
+    for (range, label) in [
+        (0, format!("degree <= {threshold}")),
+        (1, format!("degree > {threshold}")),
+    ] {
         for (op, op_label) in [("scan", "scan"), ("traversal", "3-step traversal")] {
             for (field, field_label) in [("stat_comm", "StatComm"), ("stat_reads", "StatReads")] {
                 for other in ["edge-cut", "vertex-cut", "giga"] {

@@ -49,10 +49,41 @@ pub(super) struct Flowing {
     visited: HashSet<Visit>,
     sent: u64,
     done: u64,
-    error: Option<String>,
+    /// The first failure: its gRPC code and message.
+    error: Option<(i32, String)>,
     /// Kept entries and counts not yet collected by `Progress`.
     kept: Vec<rpc::Kept>,
     work: BTreeMap<u32, rpc::StepCounts>,
+}
+
+impl Flowing {
+    /// Adds a batch of `entries` to the queue of (`step`, `scan`).
+    fn queue(&mut self, step: u32, scan: bool, entries: Vec<rpc::Entry>) {
+        let queue = self.queues.entry((step, scan)).or_default();
+        queue.0.extend(entries);
+        queue.1 += 1;
+    }
+
+    fn fail(&mut self, status: &Status) {
+        self.error
+            .get_or_insert_with(|| (status.code() as i32, status.message().to_string()));
+    }
+}
+
+/// Ends a worker that panicked as a failure the client hears of, instead
+/// of a traversal that never finishes.
+struct PanicGuard<'a>(&'a TravelState);
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut f = self.0.flow.lock().unwrap_or_else(|p| p.into_inner());
+            f.fail(&Status::internal("the traversal's worker panicked"));
+            f.working = false;
+            drop(f);
+            self.0.flow_idle.notify_waiters();
+        }
+    }
 }
 
 /// Adds `c`'s counts into `into`.
@@ -100,6 +131,13 @@ impl Shared {
                 req.step
             )));
         }
+        if req.plan.last().is_some_and(|last| last.hop.is_some()) {
+            return Err(invalid("the plan's last step follows edges"));
+        }
+        if self.has_ended(req.travel) {
+            // A late batch of a traversal its client has ended.
+            return Ok(());
+        }
         let state = self.travel(req.travel);
         let start = {
             let mut f = self.flowing(&state);
@@ -107,10 +145,13 @@ impl Shared {
                 f.plan = Arc::new(req.plan);
                 f.as_of = req.as_of;
                 f.paths = req.paths;
+            } else if *f.plan != req.plan || (f.as_of, f.paths) != (req.as_of, req.paths) {
+                return Err(invalid(format!(
+                    "a batch of traversal {} with another plan",
+                    req.travel
+                )));
             }
-            let queue = f.queues.entry((req.step, req.scan)).or_default();
-            queue.0.extend(req.entries);
-            queue.1 += 1;
+            f.queue(req.step, req.scan, req.entries);
             !std::mem::replace(&mut f.working, true)
         };
         if start {
@@ -121,9 +162,13 @@ impl Shared {
 
     /// Drains a traversal's queues until they are empty.
     async fn work_queues(self: Arc<Self>, travel: u64, state: Arc<TravelState>) {
+        let _guard = PanicGuard(&state);
         loop {
             let (taken, batches) = {
                 let mut f = self.flowing(&state);
+                if self.has_ended(travel) {
+                    f.queues.clear();
+                }
                 let Some(((step, scan), (entries, batches))) = f.queues.pop_first() else {
                     f.working = false;
                     drop(f);
@@ -143,7 +188,7 @@ impl Shared {
             let failed = self.run_batch(travel, &state, taken).await.err();
             let mut f = self.flowing(&state);
             if let Some(e) = failed {
-                f.error.get_or_insert_with(|| e.message().to_string());
+                f.fail(&e);
             }
             f.done += batches;
         }
@@ -157,7 +202,10 @@ impl Shared {
         state: &TravelState,
         t: Taken,
     ) -> Result<(), Status> {
-        let spec = &t.plan[t.step as usize];
+        let spec = t
+            .plan
+            .get(t.step as usize)
+            .ok_or_else(|| invalid(format!("step {} is past the plan", t.step)))?;
         let mut counts = self.counts(t.step);
         let passed = if t.scan {
             t.entries
@@ -202,9 +250,7 @@ impl Shared {
             if server == self.me() {
                 let mut f = self.flowing(state);
                 f.sent += 1;
-                let queue = f.queues.entry((step, scan)).or_default();
-                queue.0.extend(entries);
-                queue.1 += 1;
+                f.queue(step, scan, entries);
                 continue;
             }
             self.flowing(state).sent += 1;
@@ -253,12 +299,15 @@ impl Shared {
             }
         }
         let mut f = self.flowing(&state);
+        let (error_code, error) = f.error.clone().unwrap_or_default();
         rpc::ProgressReply {
             sent: f.sent,
             done: f.done,
-            error: f.error.clone().unwrap_or_default(),
+            error,
+            error_code,
             kept: std::mem::take(&mut f.kept),
             work: std::mem::take(&mut f.work).into_values().collect(),
+            instance: self.instance,
         }
     }
 }

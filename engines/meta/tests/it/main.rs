@@ -277,7 +277,7 @@ async fn writes_survive_a_restart_and_a_down_server_is_named() {
 async fn traversal_state_is_dropped_when_ended_or_idle() {
     use quiver_meta::rpc;
     let base = ServerConfig {
-        travel_idle: std::time::Duration::from_millis(300),
+        travel_idle: std::time::Duration::from_secs(1),
         ..ServerConfig::default()
     };
     let cluster = Cluster::start_with(2, base).await;
@@ -311,21 +311,46 @@ async fn traversal_state_is_dropped_when_ended_or_idle() {
     })
     .await
     .unwrap();
-    let plan = vec![rpc::StepSpec {
+    let last = rpc::StepSpec {
         vertex_filters: Vec::new(),
         hop: None,
         keep: true,
-    }];
+    };
     let flow = rpc::FlowRequest {
         travel: 8,
-        plan,
-        entries: vec![entry],
+        plan: vec![last.clone()],
+        entries: vec![entry.clone()],
         ..Default::default()
     };
-    raw.flow(flow).await.unwrap();
+    raw.flow(flow.clone()).await.unwrap();
     assert_eq!(open().await, 2);
+    // Plans a worker could not follow are refused: one whose last step
+    // follows edges, and another plan for a traversal under way.
+    let hop = rpc::Hop {
+        etype: "run".into(),
+        edge_filters: Vec::new(),
+    };
+    let onward = rpc::StepSpec {
+        hop: Some(hop),
+        ..last.clone()
+    };
+    for (travel, plan) in [(9, vec![onward.clone()]), (8, vec![onward, last])] {
+        let bad = rpc::FlowRequest {
+            travel,
+            plan,
+            ..flow.clone()
+        };
+        let err = raw.flow(bad).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    }
+    // A late batch of an ended traversal leaves nothing.
+    raw.end_travel(rpc::EndTravelRequest { travel: 8 })
+        .await
+        .unwrap();
+    raw.flow(flow).await.unwrap();
+    assert_eq!(open().await, 1);
     // The upkeep runs once a second.
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
     assert_eq!(open().await, 0);
     cluster.stop().await;
 }
@@ -453,7 +478,8 @@ proptest! {
                 let _ = raw_client.progress(rpc::ProgressRequest { travel }).await;
             }
             let hop = rpc::Hop { etype: vtype.clone(), edge_filters: Vec::new() };
-            let plan = vec![rpc::StepSpec { vertex_filters: Vec::new(), hop: Some(hop), keep: true }; 2];
+            let last = rpc::StepSpec { vertex_filters: Vec::new(), hop: None, keep: true };
+            let plan = vec![rpc::StepSpec { hop: Some(hop), ..last.clone() }, last];
             let entry = rpc::Entry { id: id.clone(), path: vec![raw.clone()] };
             let flow = rpc::FlowRequest { travel: ts, step: node % 3, as_of: ts, paths: node % 2 == 0, plan, entries: vec![entry], scan: node % 5 == 0 };
             let _ = raw_client.flow(flow).await;
