@@ -179,7 +179,9 @@ impl<'g> LocalGraph<'g> {
     }
 
     /// The `i`-th destination to pull into and its edges from owned sources.
-    #[inline]
+    /// Always inlined: it runs once per destination of every pull superstep,
+    /// and as a call it was 7-10% of PageRank's and BFS's time.
+    #[inline(always)]
     pub fn pull_entry(&self, i: usize) -> (u32, Edges<'_>) {
         match &self.pull {
             Pull::Symmetric => {
