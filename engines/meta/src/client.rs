@@ -173,6 +173,23 @@ pub struct TravelResult {
     pub ns: u64,
 }
 
+/// What each step of `travel` does, on the wire: its filters, its hop
+/// (none at the last), and whether it returns its vertices.
+fn plan(travel: &Travel) -> Vec<rpc::StepSpec> {
+    let last = travel.hops.len();
+    (0..=last)
+        .map(|step| rpc::StepSpec {
+            vertex_filters: travel.levels[step]
+                .filters
+                .iter()
+                .map(Filter::to_rpc)
+                .collect(),
+            hop: travel.hops.get(step).map(|h| h.to_rpc()),
+            keep: travel.levels[step].mark || step == last,
+        })
+        .collect()
+}
+
 /// A step's report from every server's counts of it.
 fn step_report(work: &[&rpc::StepCounts]) -> StepReport {
     let mut report = StepReport::default();
@@ -729,22 +746,20 @@ impl Client {
             as_of,
             ..Default::default()
         };
-        let last = travel.hops.len();
-        let rpc_filters = |f: &[Filter]| f.iter().map(Filter::to_rpc).collect::<Vec<_>>();
-        for step in 0..=last {
+        let plan = plan(travel);
+        for (step, spec) in plan.iter().enumerate() {
             let started = Instant::now();
-            let keep = travel.levels[step].mark || step == last;
             let mut calls = tokio::task::JoinSet::new();
             for (server, client) in self.0.servers.iter().enumerate() {
                 let req = rpc::RunStepRequest {
                     travel: id,
                     step: u32::try_from(step).expect("steps are bounded"),
                     as_of,
-                    vertex_filters: rpc_filters(&travel.levels[step].filters),
-                    hop: travel.hops.get(step).map(|h| h.to_rpc()),
-                    keep,
+                    vertex_filters: spec.vertex_filters.clone(),
+                    hop: spec.hop.clone(),
+                    keep: spec.keep,
                     paths: travel.paths,
-                    next_hop: travel.hops.get(step + 1).map(|h| h.to_rpc()),
+                    next_hop: plan.get(step + 1).and_then(|next| next.hop.clone()),
                     prefetch,
                 };
                 let mut client = client.clone();
@@ -780,17 +795,7 @@ impl Client {
         as_of: u64,
     ) -> Result<TravelResult> {
         let last = travel.hops.len();
-        let plan: Vec<rpc::StepSpec> = (0..=last)
-            .map(|step| rpc::StepSpec {
-                vertex_filters: travel.levels[step]
-                    .filters
-                    .iter()
-                    .map(Filter::to_rpc)
-                    .collect(),
-                hop: travel.hops.get(step).map(|h| h.to_rpc()),
-                keep: travel.levels[step].mark || step == last,
-            })
-            .collect();
+        let plan = plan(travel);
         let mut started = 0u64;
         for (server, entries) in seeds {
             let req = rpc::FlowRequest {

@@ -205,10 +205,6 @@ struct Cache {
     edges: HashMap<(Vec<u8>, String), Vec<EdgeVersion>>,
 }
 
-/// A visit of an asynchronous traversal: step, vertex, path (empty unless
-/// paths are kept).
-type Visit = (u32, Vec<u8>, Vec<Vec<u8>>);
-
 #[derive(Debug, Default)]
 struct TravelState {
     /// When a request last named it, in ms since the server started.
@@ -349,7 +345,7 @@ impl Opened {
             .max_decoding_message_size(256 << 20)
             .max_encoding_message_size(256 << 20);
         // Once a second: pending reverse edges, and idle traversals.
-        let redeliver = {
+        let upkeep = {
             let shared = shared.clone();
             tokio::spawn(async move {
                 // Failed attempts in a row: a peer that is down (or stopping
@@ -391,9 +387,9 @@ impl Opened {
                     },
                 )
                 .await;
-            redeliver.abort();
+            upkeep.abort();
             // Its handle on the store must be gone before the store closes.
-            let _ = redeliver.await;
+            let _ = upkeep.await;
             served.map_err(|e| Error::Serve {
                 addr: addr.to_string(),
                 source: Box::new(e),
@@ -469,6 +465,28 @@ impl Shared {
                 ),
             )
         })
+    }
+
+    /// Sends a traversal request to `server` through [`Shared::call`]
+    /// into `calls`, counted in the step's `counts` too.
+    fn send_step<Req, T, F>(
+        self: &Arc<Self>,
+        calls: &mut tokio::task::JoinSet<Result<T, Status>>,
+        server: usize,
+        counts: &mut rpc::StepCounts,
+        req: Req,
+        rpc: impl FnOnce(MetaClient<Channel>, Req) -> F + Send + 'static,
+    ) where
+        Req: Message + Send + 'static,
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<Response<T>, Status>> + Send,
+    {
+        let len = req.encoded_len();
+        counts.messages += 1;
+        counts.bytes += len as u64;
+        let peer = self.peers[server].clone();
+        let shared = self.clone();
+        calls.spawn(async move { shared.call(server, len, rpc(peer, req)).await });
     }
 
     /// This server's view of `v`'s partitions, loaded on first use: the
@@ -1035,7 +1053,7 @@ impl Shared {
 
     /// Sends `entries` (by home server) as step `step`'s frontier.
     async fn send_frontier(
-        &self,
+        self: &Arc<Self>,
         travel: u64,
         step: u32,
         by_server: HashMap<usize, Vec<rpc::Entry>>,
@@ -1059,10 +1077,13 @@ impl Shared {
                 step,
                 entries,
             };
-            counts.messages += 1;
-            counts.bytes += req.encoded_len() as u64;
-            let mut peer = self.peers[server].clone();
-            calls.spawn(async move { peer.frontier(req).await });
+            self.send_step(
+                &mut calls,
+                server,
+                counts,
+                req,
+                |mut peer, req| async move { peer.frontier(req).await },
+            );
         }
         while let Some(done) = calls.join_next().await {
             done.map_err(internal)??;
@@ -1304,7 +1325,7 @@ impl Shared {
     /// Sends `remote` partitions of this step's vertices to be expanded,
     /// and returns the counts of the servers that expanded them.
     async fn expand_remote(
-        &self,
+        self: &Arc<Self>,
         req: (u64, u32, u64, bool),
         hop: &rpc::Hop,
         remote: HashMap<usize, Vec<rpc::Entry>>,
@@ -1321,14 +1342,17 @@ impl Shared {
                 entries,
                 paths,
             };
-            counts.messages += 1;
-            counts.bytes += req.encoded_len() as u64;
-            let mut peer = self.peers[server].clone();
-            calls.spawn(async move { peer.expand(req).await });
+            self.send_step(
+                &mut calls,
+                server,
+                counts,
+                req,
+                |mut peer, req| async move { peer.expand(req).await },
+            );
         }
         let mut work = Vec::new();
         while let Some(done) = calls.join_next().await {
-            work.extend(done.map_err(internal)??.into_inner().counts);
+            work.extend(done.map_err(internal)??.counts);
         }
         Ok(work)
     }

@@ -25,14 +25,16 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use prost::Message;
 use tonic::Status;
 
-use super::{internal, invalid, Shared, TravelState, Visit};
+use super::{internal, invalid, Shared, TravelState};
 use crate::rpc;
 
 /// How long a `Progress` call waits for a busy server to go idle.
 const PROGRESS_WAIT: Duration = Duration::from_millis(50);
+
+/// A visit: step, vertex, path (empty unless paths are kept).
+type Visit = (u32, Vec<u8>, Vec<Vec<u8>>);
 
 /// One server's part of an asynchronous traversal.
 #[derive(Debug, Default)]
@@ -263,12 +265,13 @@ impl Shared {
                 entries,
                 scan,
             };
-            counts.messages += 1;
-            counts.bytes += req.encoded_len() as u64;
-            let mut peer = self.peers[server].clone();
-            let shared = self.clone();
-            calls
-                .spawn(async move { shared.call(server, req.encoded_len(), peer.flow(req)).await });
+            self.send_step(
+                &mut calls,
+                server,
+                &mut counts,
+                req,
+                |mut peer, req| async move { peer.flow(req).await },
+            );
         }
         add_counts(
             self.flowing(state)
