@@ -407,6 +407,19 @@ impl Opened {
     }
 }
 
+/// Whether `status` is a refused connection: the request was never sent.
+fn refused(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        let io = e.downcast_ref::<std::io::Error>();
+        if io.is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
 fn invalid(message: impl Into<String>) -> Status {
     Status::invalid_argument(message.into())
 }
@@ -444,17 +457,31 @@ impl Shared {
         self.config.index
     }
 
-    async fn call<T>(
+    /// Sends `req` to `server` with `rpc`, counted in the server's totals,
+    /// and names the peer in an error. A channel whose last connect was
+    /// refused (the peer was down) hands that failure to its next request,
+    /// which was never sent: that one gets a second, fresh attempt, so the
+    /// first request to a peer that is back does not fail.
+    async fn call<Req, T, F>(
         &self,
         server: usize,
-        bytes: usize,
-        call: impl std::future::Future<Output = Result<Response<T>, Status>>,
-    ) -> Result<T, Status> {
+        req: Req,
+        rpc: impl Fn(MetaClient<Channel>, Req) -> F,
+    ) -> Result<T, Status>
+    where
+        Req: Message + Clone,
+        F: std::future::Future<Output = Result<Response<T>, Status>>,
+    {
         self.counters.messages.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes
-            .fetch_add(bytes as u64, Ordering::Relaxed);
-        call.await.map(Response::into_inner).map_err(|s| {
+            .fetch_add(req.encoded_len() as u64, Ordering::Relaxed);
+        let peer = &self.peers[server];
+        let mut result = rpc(peer.clone(), req.clone()).await;
+        if result.as_ref().is_err_and(refused) {
+            result = rpc(peer.clone(), req).await;
+        }
+        result.map(Response::into_inner).map_err(|s| {
             Status::new(
                 s.code(),
                 format!(
@@ -475,18 +502,16 @@ impl Shared {
         server: usize,
         counts: &mut rpc::StepCounts,
         req: Req,
-        rpc: impl FnOnce(MetaClient<Channel>, Req) -> F + Send + 'static,
+        rpc: impl Fn(MetaClient<Channel>, Req) -> F + Send + 'static,
     ) where
-        Req: Message + Send + 'static,
+        Req: Message + Clone + Send + 'static,
         T: Send + 'static,
         F: std::future::Future<Output = Result<Response<T>, Status>> + Send,
     {
-        let len = req.encoded_len();
         counts.messages += 1;
-        counts.bytes += len as u64;
-        let peer = self.peers[server].clone();
+        counts.bytes += req.encoded_len() as u64;
         let shared = self.clone();
-        calls.spawn(async move { shared.call(server, len, rpc(peer, req)).await });
+        calls.spawn(async move { shared.call(server, req, rpc).await });
     }
 
     /// This server's view of `v`'s partitions, loaded on first use: the
@@ -501,9 +526,10 @@ impl Shared {
             self.store.split_state(v).map_err(internal)?
         } else {
             let req = rpc::GetSplitRequest { id: v.to_vec() };
-            let len = req.encoded_len();
             let reply = self
-                .call(home, len, self.peers[home].clone().get_split(req))
+                .call(home, req, |mut peer, req| async move {
+                    peer.get_split(req).await
+                })
                 .await?;
             split_from(&reply.split)
                 .ok_or_else(|| Status::internal("split state of the wrong size"))?
@@ -855,9 +881,12 @@ impl Shared {
                     })
                     .collect(),
             };
-            let len = req.encoded_len();
-            self.call(target, len, self.peers[target].clone().adopt(req))
-                .await?;
+            self.call(
+                target,
+                req,
+                |mut peer, req| async move { peer.adopt(req).await },
+            )
+            .await?;
         }
         {
             let mut parts = self.parts.lock().expect("parts lock");
@@ -907,10 +936,11 @@ impl Shared {
                 src: v.to_vec(),
                 node: node.index(),
             };
-            let len = req.encoded_len();
-            self.call(home, len, self.peers[home].clone().mark_split(req))
-                .await
-                .map(drop)
+            self.call(home, req, |mut peer, req| async move {
+                peer.mark_split(req).await
+            })
+            .await
+            .map(drop)
         }
     }
 
@@ -974,9 +1004,12 @@ impl Shared {
                 let reply = if server == self.me() {
                     Box::pin(self.write(req)).await
                 } else {
-                    let len = req.encoded_len();
-                    self.call(server, len, self.peers[server].clone().write(req))
-                        .await
+                    self.call(
+                        server,
+                        req,
+                        |mut peer, req| async move { peer.write(req).await },
+                    )
+                    .await
                 }
                 .map_err(|s| Error::rpc(&self.config.cluster[server], &s))?;
                 for stale in reply.stale {
@@ -1652,5 +1685,23 @@ impl Meta for Service {
             edges_moved: c.edges_moved.load(Ordering::Relaxed),
             travels: self.0.travels.lock().expect("travels lock").len() as u64,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request to a port nobody listens on is seen as refused (so it is
+    /// tried again); a server's own Unavailable is not.
+    #[tokio::test]
+    async fn a_refused_connection_is_told_from_a_server_answer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let mut peer = connect_lazy(&[addr]).unwrap().remove(0);
+        let status = peer.hello(rpc::HelloRequest {}).await.unwrap_err();
+        assert!(refused(&status), "{status:?}");
+        assert!(!refused(&Status::unavailable("reverse edges wait")));
     }
 }
