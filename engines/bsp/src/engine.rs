@@ -33,6 +33,9 @@ use crate::{Error, Result};
 /// Vertices a worker claims per grab: RGraph's and Gemini's `min_work`.
 pub const GRAB: usize = 64;
 
+/// Vertices a worker claims at a time in [`Engine::for_each_owned`].
+pub const RUN: usize = 16384;
+
 /// A superstep pulls when its frontier's edges exceed |E| / this.
 pub const PULL_THRESHOLD: u64 = 20;
 
@@ -541,12 +544,12 @@ impl<'g> Engine<'g> {
     {
         let owned = self.owned();
         let sums = match active {
-            Some(frontier) => self.grab(frontier.len(), |range, sum: &mut R, _| {
+            Some(frontier) => self.grab(frontier.len(), GRAB, |range, sum: &mut R, _| {
                 for &v in &frontier.vertices()[range] {
                     *sum += work(v);
                 }
             }),
-            None => self.grab(owned.len(), |range, sum: &mut R, _| {
+            None => self.grab(owned.len(), GRAB, |range, sum: &mut R, _| {
                 for i in range {
                     *sum += work(owned.start + vertex(i));
                 }
@@ -557,6 +560,20 @@ impl<'g> Engine<'g> {
             total += sum;
         }
         total
+    }
+
+    /// Runs `work` on every owned vertex in parallel, each worker claiming
+    /// [`RUN`] consecutive vertices at a time: for passes that do a few
+    /// memory accesses per vertex (WCC's links and pointer jumps), where
+    /// claims of [`GRAB`] break each worker's sequential walk through the
+    /// vertices' arrays, which the CPU's prefetchers follow.
+    pub fn for_each_owned(&self, work: impl Fn(u32) + Sync) {
+        let owned = self.owned();
+        self.grab(owned.len(), RUN, |range, (): &mut (), _| {
+            for i in range {
+                work(owned.start + vertex(i));
+            }
+        });
     }
 
     /// The paper's `process_edges`: one superstep of `program` from
@@ -656,8 +673,10 @@ impl<'g> Engine<'g> {
                             Ok(edges.vertices.len() as u64)
                         };
                     match worklists {
-                        None => {
-                            this.grab(active.len(), |range, failed: &mut Option<Error>, worker| {
+                        None => this.grab(
+                            active.len(),
+                            GRAB,
+                            |range, failed: &mut Option<Error>, worker| {
                                 if failed.is_some() {
                                     return;
                                 }
@@ -671,8 +690,8 @@ impl<'g> Engine<'g> {
                                     poll(worker)
                                 })()
                                 .err();
-                            })
-                        }
+                            },
+                        ),
                         // Grab from the published worklist, then migrate
                         // others' tasks (their edges are the graph's own).
                         Some(worklists) => this.pool.broadcast(|context| {
@@ -704,6 +723,7 @@ impl<'g> Engine<'g> {
                 }
                 Direction::Pull | Direction::Auto => this.grab(
                     this.local.pull_len(),
+                    GRAB,
                     |range, failed: &mut Option<Error>, worker| {
                         if failed.is_some() {
                             return;
@@ -790,25 +810,26 @@ impl<'g> Engine<'g> {
         Ok(Frontier { bits: next, list })
     }
 
-    /// Task grabbing: every worker claims [`GRAB`] consecutive items of
+    /// Task grabbing: every worker claims `size` consecutive items of
     /// `0..total` from one shared counter until none are left, running
     /// `work` on each claim with its own `S` and its worker index; returns
     /// every worker's `S`.
     fn grab<S: Default + Send>(
         &self,
         total: usize,
+        size: usize,
         work: impl Fn(Range<usize>, &mut S, usize) + Sync,
     ) -> Vec<S> {
         let next = AtomicUsize::new(0);
         self.pool.broadcast(|context| {
             let mut state = S::default();
             loop {
-                let start = next.fetch_add(GRAB, Ordering::Relaxed);
+                let start = next.fetch_add(size, Ordering::Relaxed);
                 if start >= total {
                     break;
                 }
                 work(
-                    start..(start + GRAB).min(total),
+                    start..(start + size).min(total),
                     &mut state,
                     context.index(),
                 );

@@ -1,6 +1,7 @@
 //! The engine as a job of several nodes equals the reference: loopback
 //! nodes (threads) on random graphs over every direction, 1-4 nodes and
-//! 1-2 workers; tcp node processes on one graph.
+//! 1-2 workers, and WCC on graphs mostly local to each node; tcp node
+//! processes on one graph.
 
 use std::path::Path;
 use std::time::Duration;
@@ -67,6 +68,46 @@ proptest! {
                     check(&job, &graph, &path, algorithm, config);
                 }
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// WCC on graphs whose edges mostly stay inside a node, so that nodes
+    /// join their own vertices by union-find before labels cross: edges
+    /// between close ids (the partition keeps ranges of ids together), a
+    /// few between any two.
+    #[test]
+    fn wcc_on_mostly_local_graphs_matches_the_reference(
+        n in 20u32..120,
+        close in prop::collection::vec((0u32..1000, 1u32..4), 0..200),
+        far in prop::collection::vec((0u32..1000, 0u32..1000), 0..6),
+        undirected in any::<bool>(),
+        nodes in 2u32..=4,
+        threads in 1usize..=2,
+    ) {
+        let mut edges: Vec<(u32, u32, f32)> = close
+            .iter()
+            .map(|&(a, step)| (a % n, (a % n + step) % n, 1.0))
+            .chain(far.iter().map(|&(a, b)| (a % n, b % n, 1.0)))
+            .collect();
+        if undirected {
+            let back: Vec<_> = edges.iter().map(|&(s, t, w)| (t, s, w)).collect();
+            edges.extend(back);
+        }
+        let graph = Graph::from_edges(n, &edges, false, undirected).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        let job = Job {
+            timeout: Duration::from_secs(20),
+            ..Job::new(Fabric::Loopback { cost: None }, Nodes::Local(nodes))
+        };
+        for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
+            let config = Config { threads, direction, ..Config::default() };
+            check(&job, &graph, &path, Algorithm::Wcc, config);
         }
     }
 }

@@ -53,15 +53,19 @@ proptest! {
     }
 }
 
-/// Auto pulls a dense frontier and pushes a sparse one: WCC starts with
-/// every vertex active (pull), BFS from a leaf of a star starts sparse.
+/// Auto pulls a dense frontier and pushes a sparse one: PageRank has every
+/// vertex active (pull), BFS from a leaf of a star starts sparse.
 #[test]
 fn auto_switches_by_the_frontiers_edges() {
     let n = 200u32;
     let edges: Vec<(u32, u32, f32)> = (1..n).flat_map(|v| [(0, v, 1.0), (v, 0, 1.0)]).collect();
     let star = Graph::from_edges(n, &edges, false, true).unwrap();
     let config = Config::default();
-    let (_, report) = run(&star, &Algorithm::Wcc, &config, &NoProgress).unwrap();
+    let pagerank = Algorithm::PageRank {
+        damping: 0.85,
+        iterations: 1,
+    };
+    let (_, report) = run(&star, &pagerank, &config, &NoProgress).unwrap();
     assert_eq!(report.supersteps[0].direction, Direction::Pull);
     let (depths, report) = run(&star, &Algorithm::Bfs { source: 5 }, &config, &NoProgress).unwrap();
     let steps: Vec<Direction> = report.supersteps.iter().map(|s| s.direction).collect();
