@@ -57,7 +57,8 @@ pub enum DirectionArg {
     Push,
     /// Every vertex reads from its active in-neighbours.
     Pull,
-    /// Per superstep by the frontier's edges.
+    /// Per superstep (Beamer's rule): pull when the frontier has over |E|/20 edges, and keep
+    /// pulling while it has at least |V|/24 vertices.
     Auto,
 }
 

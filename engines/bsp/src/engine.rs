@@ -36,8 +36,18 @@ pub const GRAB: usize = 64;
 /// Vertices a worker claims at a time in [`Engine::for_each_owned`].
 pub const RUN: usize = 16384;
 
-/// A superstep pulls when its frontier's edges exceed |E| / this.
+/// A superstep after a push pulls when its frontier's edges exceed |E| /
+/// this (Beamer's α, with |E| for the unexplored vertices' edges, which an
+/// engine that does not know what a program has explored cannot count).
 pub const PULL_THRESHOLD: u64 = 20;
+
+/// A superstep after a pull pulls again unless its frontier has fewer than
+/// |V| / this vertices (Beamer's β): a frontier of many low-degree
+/// vertices has few edges, but pushing from it reads all their lists and
+/// their neighbours' states at random, while pulling reads only the lists
+/// of the vertices that still want a value, in order. On Kronecker 20
+/// BFS's fifth superstep (68,692 vertices, 91,056 edges) pulls.
+pub const PUSH_BELOW: u64 = 24;
 
 /// Which way supersteps move values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,7 +57,8 @@ pub enum Direction {
     Push,
     /// Vertices read from their active neighbours.
     Pull,
-    /// Per superstep: pull when the frontier is dense, push when sparse.
+    /// Per superstep: pull when the frontier is dense, push when sparse
+    /// (see [`PULL_THRESHOLD`] and [`PUSH_BELOW`]).
     #[default]
     Auto,
 }
@@ -586,6 +597,15 @@ impl<'g> Engine<'g> {
         let started = quiver_run::Stopwatch::start();
         let active_count = self.sum(active.len() as u64)?;
         let direction = match self.direction {
+            Direction::Auto
+                if self
+                    .supersteps
+                    .last()
+                    .is_some_and(|last| last.direction == Direction::Pull)
+                    && active_count >= u64::from(self.num_vertices()) / PUSH_BELOW =>
+            {
+                Direction::Pull
+            }
             Direction::Auto => {
                 let local_edges = if active.len() == self.owned().len() {
                     self.local.num_edges()

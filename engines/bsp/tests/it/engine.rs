@@ -54,7 +54,8 @@ proptest! {
 }
 
 /// Auto pulls a dense frontier and pushes a sparse one: PageRank has every
-/// vertex active (pull), BFS from a leaf of a star starts sparse.
+/// vertex active (pull), BFS from a leaf of a star starts sparse; after a
+/// pull, it pulls again while the frontier has |V| / 24 vertices.
 #[test]
 fn auto_switches_by_the_frontiers_edges() {
     let n = 200u32;
@@ -77,6 +78,49 @@ fn auto_switches_by_the_frontiers_edges() {
     };
     assert_eq!((depths[5], depths[0], depths[7]), (0, 1, 2));
     assert!(report.teps > 0.0);
+    // After a pull, a frontier of many vertices with few edges pulls again.
+    // From vertex 0, joined to a clique of 40 (1..=40) with 60 leaves
+    // (41..=100) hung on it (|E| = 1,760, |E| / 20 = 88): push (0's 40
+    // edges), pull (the clique's 1,660), then the leaves: 60 edges, below
+    // 88, but 60 vertices, above |V| / 24 = 4, so pull again.
+    let clique = 1..=40u32;
+    let mut edges: Vec<(u32, u32, f32)> = clique.clone().map(|c| (0, c, 1.0)).collect();
+    edges.extend(clique.clone().flat_map(|a| {
+        clique
+            .clone()
+            .filter(move |&b| b != a)
+            .map(move |b| (a, b, 1.0))
+    }));
+    edges.extend((41..=100u32).map(|leaf| (1 + leaf % 40, leaf, 1.0)));
+    let back: Vec<(u32, u32, f32)> = edges.iter().map(|&(a, b, w)| (b, a, w)).collect();
+    let edges: Vec<(u32, u32, f32)> = edges
+        .iter()
+        .copied()
+        .chain(back)
+        .filter(|&(a, b, _)| a < b || !clique.contains(&a) || !clique.contains(&b))
+        .collect();
+    let lollipop = Graph::from_edges(101, &edges, false, true).unwrap();
+    assert_eq!(lollipop.num_edges(), 1760);
+    let (_, report) = run(
+        &lollipop,
+        &Algorithm::Bfs { source: 0 },
+        &config,
+        &NoProgress,
+    )
+    .unwrap();
+    let steps: Vec<(Direction, u64)> = report
+        .supersteps
+        .iter()
+        .map(|s| (s.direction, s.active))
+        .collect();
+    assert_eq!(
+        steps[..3],
+        [
+            (Direction::Push, 1),
+            (Direction::Pull, 40),
+            (Direction::Pull, 60)
+        ]
+    );
     // The process's peak resident memory is at least what the run counted.
     let rss = report.peak_rss_bytes.expect("Linux reports VmHWM");
     assert!(
