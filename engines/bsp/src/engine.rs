@@ -12,7 +12,10 @@
 //! to the master: at once when it changed for a min-like program (so a
 //! mirror sends only improvements), or once at the end of the superstep for
 //! a sum. Under [`Direction::Auto`] a superstep pulls when the frontier's
-//! edges, over all nodes, exceed |E|/20 (Gemini's threshold).
+//! edges, over all nodes, exceed |E|/20 (Gemini's threshold), and after a
+//! pull it keeps pulling while the frontier holds |V|/24 vertices
+//! (Beamer's return rule). Light passes over every owned vertex
+//! ([`Engine::for_each_owned`]) claim [`RUN`] vertices at a time instead.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

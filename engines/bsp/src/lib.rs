@@ -21,12 +21,14 @@
 //! edge and how messages reduce into a vertex. Each superstep either pushes
 //! from the active masters (RGraph's only mode) or pulls into every
 //! destination from the active sources (Gemini's and GAPBS's dense mode),
-//! chosen by the frontier's edge count unless the caller fixes it; a
+//! chosen by the frontier's size unless the caller fixes it; a
 //! mirror that changed forwards to its master (a sum, once per superstep).
 //! Messages travel in blocks of 256 by one-sided WRITEs into per-worker
 //! receive rings at the target (`rings`), or by SEND/RECV as the baseline
 //! (`sends`). Worker threads grab 64 vertices at a time from one shared
-//! counter, RGraph's task grabbing.
+//! counter, RGraph's task grabbing. WCC first joins each node's own
+//! vertices by union-find (Afforest) and propagates labels only across
+//! nodes.
 //!
 //! Between nodes, a node out of its own tasks in a push superstep takes
 //! tasks from the end of another node's published worklist with one-sided
