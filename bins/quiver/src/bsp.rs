@@ -27,7 +27,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = Config::default().threads)]
     pub threads: usize,
     /// Superstep direction: push from active vertices (RGraph's), pull into every vertex
-    /// (Gemini's dense mode), or auto: pull when the frontier holds more than |E|/20 edges.
+    /// (Gemini's dense mode), or auto: pull when the frontier holds more than |E|/20 edges
+    /// (and for BFS, after a pull, while it holds at least |V|/24 vertices).
     #[arg(long, value_enum, default_value_t = DirectionArg::Auto)]
     pub direction: DirectionArg,
     /// How nodes message each other: one-sided WRITEs into receive rings (RGraph's), or
@@ -57,8 +58,8 @@ pub enum DirectionArg {
     Push,
     /// Every vertex reads from its active in-neighbours.
     Pull,
-    /// Per superstep (Beamer's rule): pull when the frontier has over |E|/20 edges, and keep
-    /// pulling while it has at least |V|/24 vertices.
+    /// Per superstep (Beamer's rule): pull when the frontier has over |E|/20 edges, and for
+    /// BFS keep pulling while it has at least |V|/24 vertices.
     Auto,
 }
 
@@ -281,13 +282,18 @@ fn print_engine(report: &quiver_bsp::Report) {
         .iter()
         .filter(|s| s.direction == Direction::Pull)
         .count();
-    println!(
-        "supersteps {} ({} push, {} pull), {} edges read",
-        report.supersteps.len(),
-        report.supersteps.len() - pulls,
-        pulls,
-        report.edges_read
-    );
+    if report.supersteps.is_empty() {
+        // WCC on a node that owns every vertex: its union-find settled all.
+        println!("supersteps 0 (no value had to cross between nodes)");
+    } else {
+        println!(
+            "supersteps {} ({} push, {} pull), {} edges read",
+            report.supersteps.len(),
+            report.supersteps.len() - pulls,
+            pulls,
+            report.edges_read
+        );
+    }
     println!(
         "time       {:.3} s compute, {:.3} s loading (partition, edge layouts, buffers), {:.3} s wall, {} threads",
         seconds(report.summary.compute_ns),

@@ -12,9 +12,9 @@
 //! to the master: at once when it changed for a min-like program (so a
 //! mirror sends only improvements), or once at the end of the superstep for
 //! a sum. Under [`Direction::Auto`] a superstep pulls when the frontier's
-//! edges, over all nodes, exceed |E|/20 (Gemini's threshold), and after a
-//! pull it keeps pulling while the frontier holds |V|/24 vertices
-//! (Beamer's return rule). Light passes over every owned vertex
+//! edges, over all nodes, exceed |E|/20 (Gemini's threshold), and, for a
+//! program whose pulls narrow (BFS), after a pull it keeps pulling while
+//! the frontier holds |V|/24 vertices (Beamer's return rule). Light passes over every owned vertex
 //! ([`Engine::for_each_owned`]) claim [`RUN`] vertices at a time instead.
 
 use std::ops::Range;
@@ -39,17 +39,19 @@ pub const GRAB: usize = 64;
 /// Vertices a worker claims at a time in [`Engine::for_each_owned`].
 pub const RUN: usize = 16384;
 
-/// A superstep after a push pulls when its frontier's edges exceed |E| /
-/// this (Beamer's α, with |E| for the unexplored vertices' edges, which an
-/// engine that does not know what a program has explored cannot count).
+/// Under [`Direction::Auto`] a superstep pulls when its frontier's edges
+/// exceed |E| / this (Beamer's α, with |E| for the unexplored vertices'
+/// edges, which an engine that does not know what a program has explored
+/// cannot count), unless [`PUSH_BELOW`] keeps it pulling.
 pub const PULL_THRESHOLD: u64 = 20;
 
-/// A superstep after a pull pulls again unless its frontier has fewer than
-/// |V| / this vertices (Beamer's β): a frontier of many low-degree
-/// vertices has few edges, but pushing from it reads all their lists and
-/// their neighbours' states at random, while pulling reads only the lists
-/// of the vertices that still want a value, in order. On Kronecker 20
-/// BFS's fifth superstep (68,692 vertices, 91,056 edges) pulls.
+/// After a pull, a program whose pulls narrow
+/// ([`EdgeProgram::pull_narrows`]) pulls again while its frontier holds at
+/// least |V| / this vertices (Beamer's β), whatever their edges: a frontier
+/// of many low-degree vertices has few edges, but pushing from it reads
+/// their lists and their neighbours' states at random, while pulling reads
+/// in order only the lists of the vertices still unsettled. On Kronecker
+/// 20, BFS's fifth superstep (68,692 vertices, 91,056 edges) pulls.
 pub const PUSH_BELOW: u64 = 24;
 
 /// Which way supersteps move values.
@@ -279,6 +281,14 @@ pub trait EdgeProgram: Sync {
     /// Whether `dst` takes part in a pull superstep at all (default: yes).
     fn wants_pull(&self, _dst: u32) -> bool {
         true
+    }
+
+    /// Whether [`EdgeProgram::wants_pull`] turns false for good once a
+    /// vertex has its value (BFS), so that pulls read fewer lists as the
+    /// run goes on and a large frontier is cheaper pulled than pushed (see
+    /// [`PUSH_BELOW`]); default: no, a pull reads every edge.
+    fn pull_narrows(&self) -> bool {
+        false
     }
 
     /// Pull: the message that `dst` gets from its incoming `edges` whose
@@ -577,13 +587,17 @@ impl<'g> Engine<'g> {
     }
 
     /// Runs `work` on every owned vertex in parallel, each worker claiming
-    /// [`RUN`] consecutive vertices at a time: for passes that do a few
+    /// [`RUN`] consecutive vertices at a time (fewer when the node owns
+    /// fewer than that per worker): for passes that do a few
     /// memory accesses per vertex (WCC's links and pointer jumps), where
     /// claims of [`GRAB`] break each worker's sequential walk through the
     /// vertices' arrays, which the CPU's prefetchers follow.
     pub fn for_each_owned(&self, work: impl Fn(u32) + Sync) {
         let owned = self.owned();
-        self.grab(owned.len(), RUN, |range, (): &mut (), _| {
+        // Fewer owned vertices than a run per worker still use every worker.
+        let threads = self.pool.current_num_threads();
+        let size = RUN.min(owned.len().div_ceil(threads)).max(1);
+        self.grab(owned.len(), size, |range, (): &mut (), _| {
             for i in range {
                 work(owned.start + vertex(i));
             }
@@ -601,11 +615,12 @@ impl<'g> Engine<'g> {
         let active_count = self.sum(active.len() as u64)?;
         let direction = match self.direction {
             Direction::Auto
-                if self
-                    .supersteps
-                    .last()
-                    .is_some_and(|last| last.direction == Direction::Pull)
-                    && active_count >= u64::from(self.num_vertices()) / PUSH_BELOW =>
+                if program.pull_narrows()
+                    && self
+                        .supersteps
+                        .last()
+                        .is_some_and(|last| last.direction == Direction::Pull)
+                    && active_count * PUSH_BELOW >= u64::from(self.num_vertices()) =>
             {
                 Direction::Pull
             }

@@ -1,7 +1,7 @@
 //! The six Graphalytics algorithms written with the engine's API: BFS
-//! and SSSP as min-combining edge programs over a shrinking frontier, WCC
-//! as a union-find over each node's own vertices (`for_each_owned`) and
-//! then such a program between nodes, PageRank as a sum-combining edge program over all vertices, CDLP and
+//! and SSSP as min-combining edge programs over a shrinking frontier,
+//! WCC as a union-find over each node's own vertices (`for_each_owned`)
+//! followed by such a program, PageRank as a sum-combining edge program over all vertices, CDLP and
 //! LCC with `process_vertices` over the owned vertices' neighbourhoods.
 //!
 //! State arrays span all of V on every node: a node's entries for the
@@ -16,6 +16,8 @@
 //! (an all-gather, |V| labels in all). LCC reads its neighbours' out-edges
 //! from the graph file, which every node maps.
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::algorithm::{Algorithm, Values, UNREACHED};
@@ -82,6 +84,10 @@ impl EdgeProgram for Bfs<'_> {
 
     fn wants_pull(&self, dst: u32) -> bool {
         self.depth[dst as usize].load(Ordering::Relaxed) == UNREACHED
+    }
+
+    fn pull_narrows(&self) -> bool {
+        true
     }
 
     fn gather(&self, _dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64> {
@@ -230,8 +236,9 @@ impl EdgeProgram for Wcc<'_> {
 /// starts with its own id as label on its node, and propagation spreads
 /// that least id: the labels are those of propagation alone. Propagation
 /// ends with every edge's ends labelled alike whichever start each node
-/// took: an edge inside a node's union-find already is, and every other
-/// edge has an end in the first frontier.
+/// took: an edge inside a node's union-find starts so, and both ends of
+/// every other edge are in the first frontier (the side is `Both`, so each
+/// end has the edge in its list), so each end offers its label to the other.
 fn wcc(engine: &mut Engine<'_>) -> Result<Vec<u32>> {
     let label = atomics(engine.num_vertices(), AtomicU32::new);
     let mut frontier = match boundary(engine) {
@@ -264,11 +271,21 @@ const COMPONENT_SAMPLES: u64 = 1024;
 fn join_owned_components(engine: &Engine<'_>, parent: &[AtomicU32]) {
     let local = engine.local();
     let owned = engine.owned();
-    let neighbours = |v: u32| local.out_edges(v).vertices;
+    // On a node that owns only some vertices, the first neighbours in a
+    // sorted list are often another node's: rounds take the owned ones.
+    let owned_neighbours = |v: u32| {
+        local
+            .out_edges(v)
+            .vertices
+            .iter()
+            .copied()
+            .filter(|&u| local.owns(u))
+    };
     for round in 0..NEIGHBOUR_ROUNDS {
-        engine.for_each_owned(|v| match neighbours(v).get(round) {
-            Some(&u) if local.owns(u) => link(parent, u, v),
-            _ => {}
+        engine.for_each_owned(|v| {
+            if let Some(u) = owned_neighbours(v).nth(round) {
+                link(parent, u, v);
+            }
         });
         compress(engine, parent);
     }
@@ -277,8 +294,7 @@ fn join_owned_components(engine: &Engine<'_>, parent: &[AtomicU32]) {
     };
     engine.for_each_owned(|v| {
         if parent[v as usize].load(Ordering::Relaxed) != largest {
-            let rest = neighbours(v).get(NEIGHBOUR_ROUNDS..).unwrap_or_default();
-            for &u in rest.iter().filter(|&&u| local.owns(u)) {
+            for u in owned_neighbours(v).skip(NEIGHBOUR_ROUNDS) {
                 link(parent, u, v);
             }
         }
@@ -330,14 +346,14 @@ fn compress(engine: &Engine<'_>, parent: &[AtomicU32]) {
 /// The root most of [`COMPONENT_SAMPLES`] owned vertices spread evenly
 /// over a fixed pseudo-random order point at (`None` without owned
 /// vertices). A wrong guess costs time, never correctness.
-fn largest_component(parent: &[AtomicU32], owned: std::ops::Range<u32>) -> Option<u32> {
+fn largest_component(parent: &[AtomicU32], owned: Range<u32>) -> Option<u32> {
     let len = u64::from(owned.end - owned.start);
     if len == 0 {
         return None;
     }
-    let mut counts = std::collections::HashMap::new();
-    for i in 0..COMPONENT_SAMPLES {
-        // SplitMix64's finaliser: a well-spread index from a counter.
+    let mut counts = HashMap::new();
+    for i in 1..=COMPONENT_SAMPLES {
+        // SplitMix64's i-th output: a well-spread index from a counter.
         let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -367,10 +383,20 @@ fn boundary(engine: &Engine<'_>) -> Option<Frontier> {
         return Some(Frontier::of(n, None));
     }
     let local = engine.local();
-    let linked = owned.clone().filter(|&v| local.degree(v) > 0).count();
-    let crossing: Vec<u32> = owned
-        .filter(|&v| local.out_edges(v).vertices.iter().any(|&u| !local.owns(u)))
-        .collect();
+    // Per owned vertex: 0 without edges, 1 with only owned neighbours, 2
+    // with a neighbour on another node.
+    let mut kind = vec![0u8; owned.len()];
+    engine.map_owned(&mut kind, |v| {
+        let mut neighbours = local.out_edges(v).vertices.iter();
+        match neighbours.len() {
+            0 => 0,
+            _ if neighbours.any(|&u| !local.owns(u)) => 2,
+            _ => 1,
+        }
+    });
+    let linked = kind.iter().filter(|&&k| k > 0).count();
+    let start = owned.start;
+    let crossing: Vec<u32> = owned.filter(|&v| kind[(v - start) as usize] == 2).collect();
     (crossing.len() <= linked / 2).then(|| Frontier::of(n, crossing))
 }
 

@@ -57,7 +57,7 @@ proptest! {
 /// vertex active (pull), BFS from a leaf of a star starts sparse; after a
 /// pull, it pulls again while the frontier has |V| / 24 vertices.
 #[test]
-fn auto_switches_by_the_frontiers_edges() {
+fn auto_switches_by_the_frontiers_size() {
     let n = 200u32;
     let edges: Vec<(u32, u32, f32)> = (1..n).flat_map(|v| [(0, v, 1.0), (v, 0, 1.0)]).collect();
     let star = Graph::from_edges(n, &edges, false, true).unwrap();
@@ -85,20 +85,14 @@ fn auto_switches_by_the_frontiers_edges() {
     // 88, but 60 vertices, above |V| / 24 = 4, so pull again.
     let clique = 1..=40u32;
     let mut edges: Vec<(u32, u32, f32)> = clique.clone().map(|c| (0, c, 1.0)).collect();
-    edges.extend(clique.clone().flat_map(|a| {
+    edges.extend(
         clique
             .clone()
-            .filter(move |&b| b != a)
-            .map(move |b| (a, b, 1.0))
-    }));
+            .flat_map(|a| (a + 1..=40).map(move |b| (a, b, 1.0))),
+    );
     edges.extend((41..=100u32).map(|leaf| (1 + leaf % 40, leaf, 1.0)));
     let back: Vec<(u32, u32, f32)> = edges.iter().map(|&(a, b, w)| (b, a, w)).collect();
-    let edges: Vec<(u32, u32, f32)> = edges
-        .iter()
-        .copied()
-        .chain(back)
-        .filter(|&(a, b, _)| a < b || !clique.contains(&a) || !clique.contains(&b))
-        .collect();
+    edges.extend(back);
     let lollipop = Graph::from_edges(101, &edges, false, true).unwrap();
     assert_eq!(lollipop.num_edges(), 1760);
     let (_, report) = run(
@@ -184,6 +178,45 @@ impl quiver_run::Progress for CancelAfter {
     }
     fn cancelled(&self) -> bool {
         self.supersteps.load(std::sync::atomic::Ordering::Relaxed) >= self.after
+    }
+}
+
+/// WCC's union-find with several workers linking into the same trees at
+/// once, directed and undirected, against the reference: 1,000 components
+/// (the ids of each residue mod 1,000, joined as a random tree), each
+/// spread over every worker's runs of vertices, none large enough to be
+/// skipped. A lost link or a cycle would change the components (the test
+/// cannot force two workers to hook one root in the same instant).
+#[test]
+#[allow(clippy::cast_possible_truncation)] // hash bits reduced below n
+fn wcc_union_find_on_several_workers_matches_the_reference() {
+    let (n, classes) = (100_000u64, 1_000u64);
+    // Each class a random tree (no edge to spare, so a lost link splits
+    // it): member k hangs on a member before it.
+    let edges: Vec<(u32, u32, f32)> = (classes..n)
+        .map(|v| {
+            let x = v.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16;
+            let earlier = (x % (v / classes)) * classes + v % classes;
+            (v as u32, earlier as u32, 1.0)
+        })
+        .collect();
+    for undirected in [false, true] {
+        let mut edges = edges.clone();
+        if undirected {
+            let back: Vec<_> = edges.iter().map(|&(a, b, w)| (b, a, w)).collect();
+            edges.extend(back);
+        }
+        let graph = Graph::from_edges(n as u32, &edges, false, undirected).unwrap();
+        let expected = reference::run(&graph, &Algorithm::Wcc).unwrap();
+        for threads in [2, 8] {
+            let config = Config {
+                threads,
+                ..Config::default()
+            };
+            let (labels, _) = run(&graph, &Algorithm::Wcc, &config, &NoProgress).unwrap();
+            let what = format!("undirected: {undirected}, {threads} threads");
+            assert_close(&labels, &expected, &what);
+        }
     }
 }
 
