@@ -25,8 +25,8 @@
 //! mirror that changed forwards to its master (a sum, once per superstep).
 //! Messages travel in blocks of 256 by one-sided WRITEs into per-worker
 //! receive rings at the target (`rings`), or by SEND/RECV as the baseline
-//! (`sends`). Worker threads grab 64 vertices at a time from one shared
-//! counter, RGraph's task grabbing. WCC first joins each node's own
+//! (`sends`). Worker threads grab 64 active vertices at a time from one
+//! shared counter, RGraph's task grabbing (1,024 destinations in a pull). WCC first joins each node's own
 //! vertices by union-find (Afforest), so that propagation starts only from
 //! the vertices with a neighbour on another node (none on one node).
 //!
