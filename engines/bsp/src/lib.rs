@@ -26,9 +26,10 @@
 //! Messages travel in blocks of 256 by one-sided WRITEs into per-worker
 //! receive rings at the target (`rings`), or by SEND/RECV as the baseline
 //! (`sends`). Worker threads grab 64 active vertices at a time from one
-//! shared counter, RGraph's task grabbing (1,024 destinations in a pull). WCC first joins each node's own
-//! vertices by union-find (Afforest), so that propagation starts only from
-//! the vertices with a neighbour on another node (none on one node).
+//! shared counter, RGraph's task grabbing (1,024 destinations in a pull).
+//! WCC first joins each node's own vertices by union-find (Afforest), so
+//! that propagation starts only from the vertices with a neighbour on
+//! another node (none on one node).
 //!
 //! Between nodes, a node out of its own tasks in a push superstep takes
 //! tasks from the end of another node's published worklist with one-sided

@@ -484,8 +484,6 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
         .clone()
         .filter(|&v| local.graph_degree(v) == 0)
         .collect();
-    // Ranks of the owned vertices; contributions over all of V (sources
-    // are owned, but edges index them by global id).
     // 1 / out-degree of each owned vertex (0 for a sink), read each
     // iteration instead of two offsets and a division; as `f32`, like the
     // contribution it scales (the product's rounding stays 2^-23 relative).
@@ -498,6 +496,8 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             degree => (1.0 / degree as f64) as f32,
         }
     });
+    // Ranks of the owned vertices; contributions over all of V (sources
+    // are owned, but edges index them by global id).
     let mut rank = vec![1.0 / size; owned.len()];
     let mut contribution = vec![0f32; n as usize];
     let local_sum = atomics(n, |_| AtomicU64::new(0));
