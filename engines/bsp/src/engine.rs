@@ -15,8 +15,9 @@
 //! a sum. Under [`Direction::Auto`] a superstep pulls when the frontier's
 //! edges, over all nodes, exceed |E|/20 (Gemini's threshold), and, for a
 //! program whose pulls narrow (BFS), after a pull it keeps pulling while
-//! the frontier holds |V|/24 vertices (Beamer's return rule). Light passes over every owned vertex
-//! ([`Engine::for_each_owned`]) claim [`RUN`] vertices at a time instead.
+//! the frontier holds |V|/24 vertices (Beamer's return rule). Light passes
+//! over every owned vertex ([`Engine::for_each_owned`]) claim [`RUN`]
+//! vertices at a time instead.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -1,8 +1,9 @@
 //! The six Graphalytics algorithms written with the engine's API: BFS
 //! and SSSP as min-combining edge programs over a shrinking frontier,
 //! WCC as a union-find over each node's own vertices (`for_each_owned`)
-//! followed by such a program, PageRank as a sum-combining edge program over all vertices, CDLP and
-//! LCC with `process_vertices` over the owned vertices' neighbourhoods.
+//! followed by such a program, PageRank as a sum-combining edge program
+//! over all vertices, CDLP and LCC with `process_vertices` over the owned
+//! vertices' neighbourhoods.
 //!
 //! State arrays span all of V on every node: a node's entries for the
 //! vertices it owns are masters, the others mirrors. Values that threads
@@ -18,10 +19,10 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::algorithm::{Algorithm, Values, UNREACHED};
-use crate::engine::{Combine, EdgeProgram, Edges, Engine, Frontier, Side};
+use crate::engine::{Combine, Direction, EdgeProgram, Edges, Engine, Frontier, Side};
 use crate::Result;
 
 /// The edges `algorithm` reads.
@@ -415,9 +416,6 @@ struct PageRank<'a> {
     local: &'a [AtomicU64],
     /// Other sums as `f64` bits.
     sum: &'a [AtomicU64],
-    /// Whether anything reduced into `sum` this superstep (on a node that
-    /// owns every vertex and pulls, nothing does).
-    summed: &'a AtomicBool,
 }
 
 impl EdgeProgram for PageRank<'_> {
@@ -446,9 +444,6 @@ impl EdgeProgram for PageRank<'_> {
     }
 
     fn reduce(&self, dst: u32, bits: u64) -> bool {
-        if !self.summed.load(Ordering::Relaxed) {
-            self.summed.store(true, Ordering::Relaxed);
-        }
         let x = f64::from_bits(bits);
         let slot = &self.sum[dst as usize];
         let mut old = slot.load(Ordering::Relaxed);
@@ -479,11 +474,6 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     let size = f64::from(n);
     let all = engine.all_owned();
     let local = engine.local();
-    // Owned vertices without out-edges, whose rank is spread over all.
-    let sinks: Vec<u32> = owned
-        .clone()
-        .filter(|&v| local.graph_degree(v) == 0)
-        .collect();
     // 1 / out-degree of each owned vertex (0 for a sink), read each
     // iteration instead of two offsets and a division; as `f32`, like the
     // contribution it scales (the product's rounding stays 2^-23 relative).
@@ -496,13 +486,17 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             degree => (1.0 / degree as f64) as f32,
         }
     });
+    // Owned vertices without out-edges, whose rank is spread over all.
+    let sinks: Vec<u32> = owned
+        .clone()
+        .filter(|&v| inverse_degree[(v - owned.start) as usize] == 0.0)
+        .collect();
     // Ranks of the owned vertices; contributions over all of V (sources
     // are owned, but edges index them by global id).
     let mut rank = vec![1.0 / size; owned.len()];
     let mut contribution = vec![0f32; n as usize];
     let local_sum = atomics(n, |_| AtomicU64::new(0));
     let sum = atomics(n, |_| AtomicU64::new(0));
-    let summed = AtomicBool::new(false);
     for _ in 0..iterations {
         let sink_rank: f64 = sinks
             .iter()
@@ -522,26 +516,27 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
                 contribution: &contribution,
                 local: &local_sum,
                 sum: &sum,
-                summed: &summed,
             },
         )?;
         let base = (1.0 - damping) / size + damping / size * sink_sum;
         // Taking the sums leaves them zero for the next iteration (a
-        // mirror's sum is taken when it is forwarded).
-        // A `sum` nothing reduced into is all zero: it is neither read nor
-        // written (8 MB each way per million vertices).
-        let zero = 0f64.to_bits();
-        if summed.swap(false, Ordering::Relaxed) {
-            engine.map_owned(&mut rank, |v| {
-                let gathered = f64::from_bits(local_sum[v as usize].swap(zero, Ordering::Relaxed))
-                    + f64::from_bits(sum[v as usize].swap(zero, Ordering::Relaxed));
-                base + damping * gathered
-            });
-        } else {
-            engine.map_owned(&mut rank, |v| {
-                base + damping * f64::from_bits(local_sum[v as usize].swap(zero, Ordering::Relaxed))
-            });
-        }
+        // mirror's sum is taken when it is forwarded). A node that owns
+        // every vertex and pulled reduced nothing into `sum` (only mirrors
+        // and pushes do): it is all zero, neither read nor written (8 MB
+        // each way per million vertices).
+        let pulled_alone = engine.owned() == (0..n)
+            && engine
+                .supersteps()
+                .last()
+                .is_some_and(|step| step.direction == Direction::Pull);
+        let take = |slot: &AtomicU64| f64::from_bits(slot.swap(0f64.to_bits(), Ordering::Relaxed));
+        engine.map_owned(&mut rank, |v| {
+            let mut gathered = take(&local_sum[v as usize]);
+            if !pulled_alone {
+                gathered += take(&sum[v as usize]);
+            }
+            base + damping * gathered
+        });
     }
     Ok(rank)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use quiver_bsp::job::{join, BspTask, JobConfig};
 use quiver_bsp::{reference, Algorithm, Config, Direction, Transport};
-use quiver_csr::testing::{arb_graph, Shape};
+use quiver_csr::testing::{arb_graph, build, Shape};
 use quiver_csr::{write_graph, Graph};
 use quiver_verbs::job::{serve, Entry, Fabric, Job, Nodes};
 
@@ -88,16 +88,12 @@ proptest! {
         nodes in 2u32..=4,
         threads in 1usize..=2,
     ) {
-        let mut edges: Vec<(u32, u32, f32)> = close
+        let edges: Vec<(u32, u32, f32)> = close
             .iter()
             .map(|&(a, step)| (a % n, (a % n + step) % n, 1.0))
             .chain(far.iter().map(|&(a, b)| (a % n, b % n, 1.0)))
             .collect();
-        if undirected {
-            let back: Vec<_> = edges.iter().map(|&(s, t, w)| (t, s, w)).collect();
-            edges.extend(back);
-        }
-        let graph = Graph::from_edges(n, &edges, false, undirected).unwrap();
+        let graph = build(n, edges, false, undirected);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
         write_graph(&graph, &path).unwrap();

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use quiver_bsp::{reference, run, Algorithm, Config, Direction, Values};
-use quiver_csr::testing::{arb_graph, Shape};
+use quiver_csr::testing::{arb_graph, build, Shape};
 use quiver_csr::Graph;
 use quiver_run::NoProgress;
 
@@ -91,9 +91,7 @@ fn auto_switches_by_the_frontiers_size() {
             .flat_map(|a| (a + 1..=40).map(move |b| (a, b, 1.0))),
     );
     edges.extend((41..=100u32).map(|leaf| (1 + leaf % 40, leaf, 1.0)));
-    let back: Vec<(u32, u32, f32)> = edges.iter().map(|&(a, b, w)| (b, a, w)).collect();
-    edges.extend(back);
-    let lollipop = Graph::from_edges(101, &edges, false, true).unwrap();
+    let lollipop = build(101, edges, false, true);
     assert_eq!(lollipop.num_edges(), 1760);
     let (_, report) = run(
         &lollipop,
@@ -201,12 +199,7 @@ fn wcc_union_find_on_several_workers_matches_the_reference() {
         })
         .collect();
     for undirected in [false, true] {
-        let mut edges = edges.clone();
-        if undirected {
-            let back: Vec<_> = edges.iter().map(|&(a, b, w)| (b, a, w)).collect();
-            edges.extend(back);
-        }
-        let graph = Graph::from_edges(n as u32, &edges, false, undirected).unwrap();
+        let graph = build(n as u32, edges.clone(), false, undirected);
         let expected = reference::run(&graph, &Algorithm::Wcc).unwrap();
         for threads in [2, 8] {
             let config = Config {
