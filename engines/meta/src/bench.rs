@@ -367,19 +367,17 @@ async fn degree_rows(
     progress: &dyn Progress,
 ) -> Result<Vec<DegreeRow>> {
     let mut first: BTreeMap<u64, u32> = BTreeMap::new();
-    for v in 0..graph.num_vertices() {
-        let d = graph.degree(v);
+    for (v, d) in (0u32..).zip(graph.degrees()) {
         if d > 0 {
             first.entry(d).or_insert(v);
         }
     }
     let degrees: Vec<u64> = first.keys().copied().collect();
     let kept = log_spaced(&degrees, samples);
-    first.retain(|d, _| kept.contains(d));
-    progress.start("traversals by degree", Unit::Ops, Some(first.len() as u64));
-    let mut rows = Vec::with_capacity(first.len());
-    for (degree, v) in first {
-        let vertex = vertex_id(graph, v);
+    progress.start("traversals by degree", Unit::Ops, Some(kept.len() as u64));
+    let mut rows = Vec::with_capacity(kept.len());
+    for degree in kept {
+        let vertex = vertex_id(graph, first[&degree]);
         let from = |steps| GTravel::v([vertex.clone()]).e("has").repeat(steps);
         let options = TravelOptions::default();
         let scan = client.travel(&from(1), options).await?;

@@ -218,6 +218,16 @@ struct TravelState {
     flow_idle: tokio::sync::Notify,
 }
 
+impl TravelState {
+    /// Tells the traversal's prefetcher, if one runs, to stop; returns its
+    /// task, which ends with the vertices it prefetched.
+    fn stop_prefetch(&self) -> Option<tokio::task::JoinHandle<u64>> {
+        let (stop, task) = self.prefetch.lock().expect("prefetch lock").take()?;
+        stop.store(true, Ordering::Relaxed);
+        Some(task)
+    }
+}
+
 struct Shared {
     config: ServerConfig,
     placement: Placement,
@@ -472,10 +482,25 @@ impl Shared {
         Req: Message + Clone,
         F: std::future::Future<Output = Result<Response<T>, Status>>,
     {
+        let bytes = req.encoded_len() as u64;
+        self.call_sized(server, bytes, req, rpc).await
+    }
+
+    /// [`Shared::call`] for a request whose encoded size, `bytes`, the
+    /// caller has measured already.
+    async fn call_sized<Req, T, F>(
+        &self,
+        server: usize,
+        bytes: u64,
+        req: Req,
+        rpc: impl Fn(MetaClient<Channel>, Req) -> F,
+    ) -> Result<T, Status>
+    where
+        Req: Message + Clone,
+        F: std::future::Future<Output = Result<Response<T>, Status>>,
+    {
         self.counters.messages.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes
-            .fetch_add(req.encoded_len() as u64, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
         let peer = &self.peers[server];
         let mut result = rpc(peer.clone(), req.clone()).await;
         if result.as_ref().is_err_and(refused) {
@@ -494,7 +519,7 @@ impl Shared {
         })
     }
 
-    /// Sends a traversal request to `server` through [`Shared::call`]
+    /// Sends a traversal request to `server` through [`Shared::call_sized`]
     /// into `calls`, counted in the step's `counts` too.
     fn send_step<Req, T, F>(
         self: &Arc<Self>,
@@ -508,10 +533,11 @@ impl Shared {
         T: Send + 'static,
         F: std::future::Future<Output = Result<Response<T>, Status>> + Send,
     {
+        let bytes = req.encoded_len() as u64;
         counts.messages += 1;
-        counts.bytes += req.encoded_len() as u64;
+        counts.bytes += bytes;
         let shared = self.clone();
-        calls.spawn(async move { shared.call(server, req, rpc).await });
+        calls.spawn(async move { shared.call_sized(server, bytes, req, rpc).await });
     }
 
     /// This server's view of `v`'s partitions, loaded on first use: the
@@ -1052,7 +1078,9 @@ impl Shared {
             .insert(travel, self.uptime_ms());
         let removed = self.travels.lock().expect("travels lock").remove(&travel);
         if let Some(state) = removed {
-            self.stop_prefetch(&state).await;
+            if let Some(task) = state.stop_prefetch() {
+                task.await.ok();
+            }
         }
     }
 
@@ -1072,9 +1100,7 @@ impl Shared {
             .retain(|_, state| {
                 let keep = now.saturating_sub(state.last_used_ms.load(Ordering::Relaxed)) < idle;
                 if !keep {
-                    if let Some((stop, _)) = state.prefetch.lock().expect("prefetch lock").take() {
-                        stop.store(true, Ordering::Relaxed);
-                    }
+                    state.stop_prefetch();
                 }
                 keep
             });
@@ -1269,17 +1295,6 @@ impl Shared {
         loaded + 1
     }
 
-    async fn stop_prefetch(&self, travel: &TravelState) -> u64 {
-        let running = travel.prefetch.lock().expect("prefetch lock").take();
-        match running {
-            Some((stop, task)) => {
-                stop.store(true, Ordering::Relaxed);
-                task.await.unwrap_or(0)
-            }
-            None => 0,
-        }
-    }
-
     fn counts(&self, step: u32) -> rpc::StepCounts {
         rpc::StepCounts {
             server: u32::try_from(self.me()).expect("servers fit u32"),
@@ -1397,7 +1412,10 @@ impl Shared {
         self.check_session(req.as_of)?;
         let state = self.travel(req.travel);
         let mut counts = self.counts(req.step);
-        counts.prefetched = self.stop_prefetch(&state).await;
+        counts.prefetched = match state.stop_prefetch() {
+            Some(task) => task.await.unwrap_or(0),
+            None => 0,
+        };
         let mut entries = state
             .frontier
             .lock()

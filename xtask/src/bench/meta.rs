@@ -19,6 +19,9 @@ use super::{capture_json, num, Context};
 use crate::report::{Row, Target};
 
 const CLIENTS: &str = "32";
+/// The partitioners compared, DIDO first; [`OTHERS`] are its baselines.
+const PARTITIONERS: [&str; 4] = ["dido", "edge-cut", "vertex-cut", "giga"];
+const OTHERS: &[&str] = PARTITIONERS.split_at(1).1;
 const INSERT_VERTICES: &str = "100000";
 const TRAVERSE_SERVERS: &str = "8";
 const TRAVERSE_SCALE: &str = "16";
@@ -62,7 +65,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         None,
     ));
     runs.insert("insert_1_dido".into(), one);
-    for partitioner in ["edge-cut", "vertex-cut", "giga"] {
+    for &partitioner in OTHERS {
         let r = insert("4", partitioner)?;
         rows.push(Row::compare("meta", &format!("insert writes/s on 4 servers, dido / {partitioner} (paper: vertex-cut > edge-cut, giga > dido)"), rate(&four)?, rate(&r)?, None));
         runs.insert(format!("insert_4_{partitioner}"), r);
@@ -73,19 +76,19 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     rows.push(Row::value("meta", "mdtest, 4 servers: file creates/s in one directory (paper: ~150K/s on 32 servers; target 150K/s)", num(&mdtest, "/creates_per_s")?));
     runs.insert("mdtest_4_dido".into(), mdtest);
 
-    let mut traverse = serde_json::Map::new();
-    for partitioner in ["dido", "edge-cut", "vertex-cut", "giga"] {
-        let r = bench(&[
-            "traverse",
-            "--servers",
-            TRAVERSE_SERVERS,
-            "--partitioner",
-            partitioner,
-            "--scale",
-            TRAVERSE_SCALE,
-        ])?;
-        traverse.insert(partitioner.into(), r);
-    }
+    // One run of `workload` on `servers` per partitioner, with `rest` of
+    // the flags, by partitioner name.
+    let by_partitioner =
+        |workload: &str, servers: &str, rest: &[&str]| -> Result<serde_json::Map<String, Value>> {
+            let mut runs = serde_json::Map::new();
+            for partitioner in PARTITIONERS {
+                let mut args = vec![workload, "--servers", servers, "--partitioner", partitioner];
+                args.extend_from_slice(rest);
+                runs.insert(partitioner.into(), bench(&args)?);
+            }
+            Ok(runs)
+        };
+    let traverse = by_partitioner("traverse", TRAVERSE_SERVERS, &["--scale", TRAVERSE_SCALE])?;
     // A traversal row by (depth, engine, prefetching, as of the past).
     let row = |p: &str,
                steps: u64,
@@ -109,7 +112,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     };
     for (steps, target) in [(2, 1.15), (4, 1.0), (8, 1.19)] {
         let sync = |p: &str, field: &str| row(p, steps, "sync", true, false, field);
-        for other in ["edge-cut", "vertex-cut", "giga"] {
+        for &other in OTHERS {
             let paper = if other == "edge-cut" {
                 Some(Target::AtLeast(target))
             } else {
@@ -123,7 +126,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
                 paper,
             ));
         }
-        for p in ["dido", "edge-cut", "vertex-cut", "giga"] {
+        for p in PARTITIONERS {
             rows.push(Row::value(
                 "meta",
                 &format!("{steps}-step traversal, {p}: StatComm"),
@@ -144,7 +147,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         ));
     }
     for steps in [2, 4, 8] {
-        for p in ["dido", "edge-cut", "vertex-cut", "giga"] {
+        for p in PARTITIONERS {
             rows.push(Row::compare(
                 "meta",
                 &format!("{steps}-step traversal, {p}: time asynchronous / synchronous with prefetching (paper: Pre-Sync matches Async with dido and giga)"),
@@ -163,21 +166,11 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     ));
     runs.insert("traverse".into(), Value::Object(traverse));
 
-    let mut degrees = serde_json::Map::new();
-    for partitioner in ["dido", "edge-cut", "vertex-cut", "giga"] {
-        let r = bench(&[
-            "degrees",
-            "--servers",
-            DEGREE_SERVERS,
-            "--partitioner",
-            partitioner,
-            "--scale",
-            DEGREE_SCALE,
-            "--edge-factor",
-            DEGREE_EDGE_FACTOR,
-        ])?;
-        degrees.insert(partitioner.into(), r);
-    }
+    let degrees = by_partitioner(
+        "degrees",
+        DEGREE_SERVERS,
+        &["--scale", DEGREE_SCALE, "--edge-factor", DEGREE_EDGE_FACTOR],
+    )?;
     // A per-degree sum: range 0 is degrees up to the threshold, 1 above.
     let sum = |p: &str, range: usize, op: &str, field: &str| {
         num(&degrees[p], &format!("/degree_sums/{range}/{op}/{field}"))
@@ -189,7 +182,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     ] {
         for (op, op_label) in [("scan", "scan"), ("traversal", "3-step traversal")] {
             for (field, field_label) in [("stat_comm", "StatComm"), ("stat_reads", "StatReads")] {
-                for other in ["edge-cut", "vertex-cut", "giga"] {
+                for &other in OTHERS {
                     // The paper (Figs. 12, 14): DIDO communicates least in
                     // every case, which shows once vertices split.
                     let paper =
