@@ -459,6 +459,9 @@ impl WalkApp for Corpus<'_> {
     fn needs_walk_ids(&self) -> bool {
         true
     }
+    fn writes_by_walk(&self) -> bool {
+        true
+    }
     fn new_state(&self) {}
     fn visit(&self, _state: &mut (), visit: &Visit) {
         let id = visit.walk.expect("exact mode gives walk ids");

@@ -16,7 +16,7 @@ use crate::Result;
 /// One block's offsets and targets (and cumulative weights), as read.
 #[derive(Debug)]
 pub struct LoadedBlock {
-    vertices: Range<u32>,
+    pub(crate) vertices: Range<u32>,
     offsets: AlignedBuf,
     /// Index of `offsets[vertices.start]` in the buffer, in u64 words.
     offsets_skip: usize,
@@ -206,6 +206,48 @@ impl Adjacency for LoadedBlock {
     }
 }
 
+/// Which of a run of vertex ranges holds a vertex, in constant time: the
+/// first candidate for each 64 consecutive vertices, then a short scan.
+#[derive(Debug)]
+pub(crate) struct Locator {
+    /// Where each range starts, then where the last one ends.
+    bounds: Vec<u32>,
+    /// For each 64 vertices from `bounds[0]`, the first range that may
+    /// hold one of them.
+    first: Vec<u32>,
+}
+
+impl Locator {
+    const SHIFT: u32 = 6;
+
+    /// For the ranges `bounds[i]..bounds[i + 1]` (at least one).
+    pub(crate) fn new(bounds: Vec<u32>) -> Locator {
+        assert!(bounds.len() >= 2, "a locator needs at least one range");
+        let (base, end) = (bounds[0], bounds[bounds.len() - 1]);
+        let mut p = 0;
+        let first = (0..=(end - base) >> Self::SHIFT)
+            .map(|chunk| {
+                while p + 2 < bounds.len() && bounds[p + 1] <= base + (chunk << Self::SHIFT) {
+                    p += 1;
+                }
+                u32::try_from(p).expect("ranges are fewer than vertices")
+            })
+            .collect();
+        Locator { bounds, first }
+    }
+
+    /// The range holding `v`, which must lie between the first range's
+    /// start and the last one's end.
+    #[inline]
+    pub(crate) fn range(&self, v: u32) -> usize {
+        let mut p = self.first[((v - self.bounds[0]) >> Self::SHIFT) as usize] as usize;
+        while self.bounds[p + 1] <= v {
+            p += 1;
+        }
+        p
+    }
+}
+
 /// The vertices being executed: loaded blocks, in order. They are
 /// consecutive (one block, or an adaptive group) or, for second-order
 /// walks, a pair of blocks that may lie apart.
@@ -214,6 +256,9 @@ pub struct Executing {
     blocks: Vec<Arc<LoadedBlock>>,
     /// Whether the blocks leave no gap, so membership is one range check.
     consecutive: bool,
+    /// Which block a vertex falls in (a vertex in a gap: the block
+    /// before it), every step looks it up; `None` without blocks.
+    locator: Option<Locator>,
 }
 
 impl Executing {
@@ -225,9 +270,15 @@ impl Executing {
         let consecutive = blocks
             .windows(2)
             .all(|w| w[0].vertices.end == w[1].vertices.start);
+        let locator = (!blocks.is_empty()).then(|| {
+            let starts = blocks.iter().map(|b| b.vertices.start);
+            let end = blocks[blocks.len() - 1].vertices.end;
+            Locator::new(starts.chain([end]).collect())
+        });
         Executing {
             blocks,
             consecutive,
+            locator,
         }
     }
 
@@ -246,17 +297,25 @@ impl Executing {
             .then(|| self.blocks.iter().map(|b| &**b).collect())
     }
 
+    /// The block holding `v`, which lies between the first block's start
+    /// and the last one's end (in a gap: the block before it).
+    #[inline]
     fn block(&self, v: u32) -> &LoadedBlock {
-        let i = self.blocks.partition_point(|b| b.vertices.end <= v);
-        &self.blocks[i]
+        let locator = self
+            .locator
+            .as_ref()
+            .expect("a vertex in range means blocks");
+        &self.blocks[locator.range(v)]
     }
 }
 
 impl Adjacency for Executing {
+    #[inline]
     fn neighbors(&self, v: u32) -> &[u32] {
         self.block(v).neighbors(v)
     }
 
+    #[inline]
     fn prefetch(&self, v: u32) {
         if self.contains(v) {
             self.block(v).prefetch(v);

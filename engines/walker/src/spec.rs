@@ -462,7 +462,7 @@ fn stop_or_restart(spec: &WalkSpec, source: u32, rng: &mut KeyedRng) -> Option<S
 
 /// What the next step of an unbiased walk at `v` reads first, drawn on a
 /// copy of the walk's stream (so the step itself draws the same).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Lookahead<'a> {
     /// The neighbour it draws: a first-order walk moves there; a Node2Vec
     /// walk considers it first.
@@ -470,6 +470,11 @@ pub struct Lookahead<'a> {
     /// Whether (for a Node2Vec walk) accepting the candidate depends on
     /// the previous vertex's list.
     pub asks: bool,
+    /// For a first-order step (no Node2Vec bias, or no previous vertex),
+    /// whose candidate is where [`step`] moves: the stream where the step
+    /// leaves it, so that a caller can take the step from the lookahead
+    /// alone. `None` for a Node2Vec candidate.
+    pub drawn: Option<KeyedRng>,
 }
 
 /// Looks ahead at the step of an unbiased walk at `v` (a Node2Vec walk
@@ -493,6 +498,7 @@ pub fn look_ahead<'a>(
         return Some(Lookahead {
             candidate: &neighbors[index],
             asks: false,
+            drawn: Some(rng),
         });
     };
     let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
@@ -501,6 +507,7 @@ pub fn look_ahead<'a>(
         Draw::Candidate { index, dart } => Some(Lookahead {
             candidate: &neighbors[index],
             asks: sampler.asks(dart),
+            drawn: None,
         }),
     }
 }
@@ -641,7 +648,8 @@ mod tests {
             let came_from = prev.map(|(p, _, _)| Prev { vertex: p, neighbors: lists.neighbors(p), known: None, distinct });
             let rng = KeyedRng::new(seed, 1, 2);
             let ahead = look_ahead(&spec, &lists, v, came_from.map(|p| p.vertex), distinct, &rng);
-            let moved = match step(&spec, &lists, 20, 0, v, came_from, &mut rng.clone()) {
+            let mut stepped = rng.clone();
+            let moved = match step(&spec, &lists, 20, 0, v, came_from, &mut stepped) {
                 Step::Move(next) => Some(next),
                 Step::Teleport(_) | Step::Stop => None,
             };
@@ -650,8 +658,14 @@ mod tests {
             // list is where the step goes (one that does may be rejected).
             if came_from.is_none() {
                 prop_assert_eq!(ahead.as_ref().map(|a| *a.candidate), moved);
-                prop_assert!(ahead.is_none_or(|a| !a.asks));
+                prop_assert!(ahead.as_ref().is_none_or(|a| !a.asks));
+                // ... and leaves the stream where the step does.
+                if let Some(ahead) = &ahead {
+                    let mut drawn = ahead.drawn.clone().expect("a first-order step");
+                    prop_assert_eq!(drawn.next_u64(), stepped.next_u64());
+                }
             } else if let Some(ahead) = ahead.filter(|a| !a.asks) {
+                prop_assert!(ahead.drawn.is_none());
                 prop_assert_eq!(moved, Some(*ahead.candidate));
             }
         }

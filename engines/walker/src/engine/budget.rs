@@ -266,10 +266,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Whether a batch on loaded blocks moves partition by partition (with
-    /// a sorted copy of it beside it): first-order walks several steps at a
-    /// time, not node2vec's nor one step at a time.
+    /// a sorted copy of it beside it): compact first-order walks several
+    /// steps at a time, not one step at a time nor walks in lanes.
     pub(super) fn moves_by_partition(&self, one_step: bool) -> bool {
-        self.spec.node2vec.is_none() && !one_step
+        !one_step && !self.moves_in_lanes()
+    }
+
+    /// Whether walks on loaded data move in interleaved lanes rather than
+    /// by partition: second-order walks, whose previous vertex's list the
+    /// partitions of the current one do not keep close, and those of an
+    /// app that [writes by walk](WalkApp::writes_by_walk).
+    pub(super) fn moves_in_lanes(&self) -> bool {
+        self.spec.node2vec.is_some() || self.app.writes_by_walk()
     }
 
     /// Copies of a walk in flight: its slot, one for where it moves, and

@@ -1,15 +1,16 @@
 //! The in-memory reference: the whole graph loaded once; first-order walks
 //! move hop by hop through cache-sized partitions (FlashMob's design),
-//! Node2Vec walks in interleaved lanes.
+//! Node2Vec walks and those of apps that write by walk in interleaved
+//! lanes (see [`Engine::moves_in_lanes`]).
 
-use std::sync::Arc;
+use std::ops::RangeInclusive;
 
 use rayon::prelude::*;
 
 use super::walks::PooledWalk;
 use super::{Engine, InFlight, CHUNK};
 use crate::app::{Visit, WalkApp};
-use crate::loaded::{Executing, LoadedBlock};
+use crate::loaded::{LoadedBlock, Locator};
 use crate::rng::KeyedRng;
 use crate::spec::{step, DeadEnd, Step};
 use crate::Result;
@@ -18,6 +19,10 @@ use quiver_run::Stopwatch;
 /// Walks that in-memory walking sorts and moves together (it holds two
 /// copies of them).
 pub(super) const PARTITIONED_BATCH: u64 = 1 << 24;
+
+/// Most walks in-memory walking moves together in lanes: 64 chunks,
+/// enough to keep the threads busy (6 MiB of exact walks).
+const LANES_BATCH: u64 = 64 * CHUNK as u64;
 
 /// Fewest walks in-memory walking moves together, whatever the budget:
 /// fewer would leave most partitions without walks each hop.
@@ -29,40 +34,6 @@ pub(super) const FIRST_RUNS: usize = 64;
 /// A partition's data is swept into cache when it has at least one walk
 /// per this many of its cache lines.
 pub(super) const WARM_LINES_PER_WALK: u64 = 8;
-
-/// Which partition holds a vertex: the first candidate for each 64
-/// consecutive vertices, then a short scan.
-pub(super) struct Locator<'a> {
-    pub(super) bounds: &'a [u32],
-    pub(super) first: Vec<u32>,
-}
-
-impl<'a> Locator<'a> {
-    const SHIFT: u32 = 6;
-
-    /// For partitions with `bounds` (from 0 to |V|).
-    pub(super) fn new(bounds: &'a [u32]) -> Locator<'a> {
-        let end = *bounds.last().expect("bounds are never empty");
-        let mut p = 0;
-        let first = (0..=end >> Self::SHIFT)
-            .map(|chunk| {
-                while p + 2 < bounds.len() && bounds[p + 1] <= chunk << Self::SHIFT {
-                    p += 1;
-                }
-                u32::try_from(p).expect("partitions are fewer than vertices")
-            })
-            .collect();
-        Locator { bounds, first }
-    }
-
-    pub(super) fn partition(&self, v: u32) -> usize {
-        let mut p = self.first[(v >> Self::SHIFT) as usize] as usize;
-        while self.bounds[p + 1] <= v {
-            p += 1;
-        }
-        p
-    }
-}
 
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     pub(super) fn run_in_memory(&mut self) -> Result<A::State> {
@@ -80,23 +51,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 quiver_io::size::format_bytes(self.config.mem_budget)
             );
         }
-        if self.spec.node2vec.is_none() {
+        if !self.moves_in_lanes() {
             return self.run_partitioned(&loaded);
         }
-        // Second-order walks read their previous vertex's list too, which
-        // partitions by the current vertex do not keep close: they move in
-        // batches of interleaved lanes.
-        let exec = Executing::new(vec![Arc::new(loaded)]);
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
-        let batch = (CHUNK * 256) as u64;
+        let walk_bytes = std::mem::size_of::<InFlight<W>>() as u64;
+        let batch = self.memory_batch(walk_bytes, 1, CHUNK as u64..=LANES_BATCH);
         let mut first = 0;
         while first < total {
             let last = (first + batch).min(total);
             let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
             let bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
             self.stats.hold(bytes);
-            let (moved, s) = self.advance(&exec, walks, false)?;
+            let (moved, s) = self.advance(&loaded, walks, false)?;
             assert!(
                 moved.is_empty(),
                 "no walk can leave a block holding every vertex"
@@ -137,7 +105,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         } else {
             std::mem::size_of::<InFlight<W>>()
         };
-        let batch_walks = self.memory_batch(walk_bytes as u64);
+        let batch_walks = self.memory_batch(
+            walk_bytes as u64,
+            2,
+            MIN_PARTITIONED_BATCH..=PARTITIONED_BATCH,
+        );
         while first < total {
             let last = (first + batch_walks).min(total);
             // The batch and its sorted copy.
@@ -162,12 +134,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Walks memory mode moves at once: as many as the budget holds beside
-    /// what it holds already (the graph), two slots of `walk_bytes` each,
-    /// but at least [`MIN_PARTITIONED_BATCH`] and at most
-    /// [`PARTITIONED_BATCH`].
-    fn memory_batch(&self, walk_bytes: u64) -> u64 {
+    /// what it holds already (the graph), `copies` slots of `walk_bytes`
+    /// each, within `fewest..=most`.
+    fn memory_batch(&self, walk_bytes: u64, copies: u64, within: RangeInclusive<u64>) -> u64 {
         let left = self.config.mem_budget.saturating_sub(self.stats.mem_now);
-        (left / (2 * walk_bytes)).clamp(MIN_PARTITIONED_BATCH, PARTITIONED_BATCH)
+        (left / (copies * walk_bytes)).clamp(*within.start(), *within.end())
     }
 
     /// Moves first-order `walks` on loaded data cut into `parts`, a step
@@ -186,7 +157,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             + Sync,
     ) -> Result<(A::State, Vec<T>)> {
         let bounds = &parts.bounds;
-        let locator = Locator::new(bounds);
+        let locator = Locator::new(bounds.clone());
         let num_parts = bounds.len() - 1;
         let within = bounds[0]..bounds[num_parts];
         let mut state = self.app.new_state();
@@ -212,7 +183,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 .map(|&(start, len)| {
                     let mut count = vec![0; num_parts];
                     for walk in &walks[start..start + len] {
-                        count[locator.partition(walk.vertex())] += 1;
+                        count[locator.range(walk.vertex())] += 1;
                     }
                     count
                 })
@@ -235,7 +206,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 .for_each(|(&(start, len), mut shares)| {
                     let mut filled = vec![0; num_parts];
                     for &walk in &walks[start..start + len] {
-                        let p = locator.partition(walk.vertex());
+                        let p = locator.range(walk.vertex());
                         shares[p][filled[p]] = walk;
                         filled[p] += 1;
                     }

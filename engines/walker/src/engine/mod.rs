@@ -15,6 +15,8 @@ mod iteration;
 mod lanes;
 mod memory;
 mod previous;
+#[cfg(test)]
+mod tests;
 mod vertex;
 mod walks;
 
@@ -154,6 +156,12 @@ trait Contains {
     /// Whether `v`'s adjacency list is in this data.
     fn holds(&self, v: u32) -> bool {
         self.contains(v)
+    }
+}
+
+impl Contains for LoadedBlock {
+    fn contains(&self, v: u32) -> bool {
+        self.vertices.contains(&v)
     }
 }
 
