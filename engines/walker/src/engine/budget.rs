@@ -226,20 +226,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         prev_reserve: u64,
         preferred: u64,
     ) -> crate::Result<(u64, Blocks)> {
-        // Bytes the budget lacks for one pool per block, the reserve and
-        // the largest block as the cache's share (three quarters of what
-        // the pools and the reserve leave; the rest is for walks in flight).
-        let shortfall = |size: u64| -> crate::Result<(u64, Blocks)> {
-            let blocks = Blocks::by_bytes(graph, size)?;
-            let pools = Self::pools_bytes(blocks.len(), config.pool_capacity);
-            let largest = blocks
-                .iter()
-                .map(|b| block_memory(b, weighted))
-                .max()
-                .unwrap_or(0);
-            let need = pools + prev_reserve + largest.div_ceil(3) * 4;
-            Ok((need.saturating_sub(config.mem_budget), blocks))
-        };
+        let shortfall = |size| Self::shortfall(graph, config, weighted, prev_reserve, size);
         let (mut size, (mut short, mut blocks)) = (preferred, shortfall(preferred)?);
         while short > 0 && size > MIN_DEFAULT_BLOCK {
             let smaller = (size / 2).max(MIN_DEFAULT_BLOCK);
@@ -250,6 +237,28 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             (size, short, blocks) = (smaller, smaller_short, smaller_blocks);
         }
         Ok((size, blocks))
+    }
+
+    /// Bytes the budget lacks for blocks of `size` bytes (and those blocks):
+    /// one pool per block, the reserve, and the largest block as the
+    /// cache's share (three quarters of what the pools and the reserve
+    /// leave; the rest is for walks in flight).
+    pub(super) fn shortfall(
+        graph: &Graph,
+        config: &Config,
+        weighted: bool,
+        prev_reserve: u64,
+        size: u64,
+    ) -> crate::Result<(u64, Blocks)> {
+        let blocks = Blocks::by_bytes(graph, size)?;
+        let pools = Self::pools_bytes(blocks.len(), config.pool_capacity);
+        let largest = blocks
+            .iter()
+            .map(|b| block_memory(b, weighted))
+            .max()
+            .unwrap_or(0);
+        let need = pools + prev_reserve + largest.div_ceil(3) * 4;
+        Ok((need.saturating_sub(config.mem_budget), blocks))
     }
 
     /// Bytes `pools` pools of `capacity` walks take.

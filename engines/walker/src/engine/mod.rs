@@ -119,6 +119,10 @@ struct Engine<'a, A: WalkApp, W> {
     distinct_targets: bool,
     /// How waiting walks are pooled (decided once the budget is shared).
     pooling: Pooling,
+    /// Whether the graph is read whole, once, and walked in memory: in
+    /// memory mode, and in GraphWalker mode when the budget holds the
+    /// whole graph as one block and no block size was given.
+    in_memory: bool,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -220,8 +224,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let default_blocks =
             |preferred| Self::default_blocks(&graph, config, weighted, prev_reserve, preferred);
+        // GraphWalker given a budget that holds the whole graph as one
+        // block (beside its pool and walks) would load it once and keep
+        // it: that is walking in memory, which then does it directly.
+        let (whole_short, whole) =
+            Self::shortfall(&graph, config, weighted, prev_reserve, u64::MAX)?;
+        let in_memory = match (config.mode, config.block_size) {
+            (Mode::Memory, _) => true,
+            (Mode::GraphWalker, None) => whole_short == 0,
+            _ => false,
+        };
         let (block_size, blocks) = match (config.mode, config.block_size) {
-            (Mode::Memory, _) => (u64::MAX, Blocks::by_bytes(&graph, u64::MAX)?),
+            _ if in_memory => (u64::MAX, whole),
             (_, Some(size)) => (size, Blocks::by_bytes(&graph, size)?),
             (Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
                 default_blocks(FINE_BLOCK)?
@@ -280,6 +294,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 blocks: blocks_len,
                 pairs: false,
             },
+            in_memory,
             _walk: std::marker::PhantomData,
         })
     }
@@ -289,9 +304,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .start("walking", Unit::Walks, Some(self.total_walks));
         let computing = Stopwatch::start();
         let loaded_before = self.load_ns;
-        let (state, pool_stats) = match self.config.mode {
-            Mode::Memory => (self.run_in_memory()?, Default::default()),
-            Mode::GraphWalker | Mode::Iteration => self.run_out_of_core()?,
+        let (state, pool_stats) = if self.in_memory {
+            (self.run_in_memory()?, Default::default())
+        } else {
+            self.run_out_of_core()?
         };
         let result = self.app.finish(state)?;
         // Memory mode reads the whole graph inside its run: that is loading.
