@@ -465,9 +465,19 @@ impl WalkApp for Corpus<'_> {
     fn new_state(&self) {}
     fn visit(&self, _state: &mut (), visit: &Visit) {
         let id = visit.walk.expect("exact mode gives walk ids");
-        let at = id * (u64::from(self.spec.length) + 1) + u64::from(visit.hop);
-        self.paths[usize::try_from(at).expect("position fits usize")]
-            .store(visit.vertex, Ordering::Relaxed);
+        let width = u64::from(self.spec.length) + 1;
+        let at = usize::try_from(id * width + u64::from(visit.hop)).expect("position fits usize");
+        if visit.hop == 0 {
+            // A walk's start writes its whole row: the positions it never
+            // reaches stay NO_VERTEX, so rounds need no buffer filled first.
+            let row = &self.paths[at..at + usize::try_from(width).expect("width fits usize")];
+            row[0].store(visit.vertex, Ordering::Relaxed);
+            for position in &row[1..] {
+                position.store(NO_VERTEX, Ordering::Relaxed);
+            }
+        } else {
+            self.paths[at].store(visit.vertex, Ordering::Relaxed);
+        }
     }
     fn merge(&self, _into: &mut (), _other: ()) {}
     fn finish(&self, _state: ()) -> Result<()> {
@@ -477,8 +487,8 @@ impl WalkApp for Corpus<'_> {
 
 /// Where the rounds of a corpus put their paths.
 trait PathSink {
-    /// The buffer the next round's `positions` positions go to, every one
-    /// [`NO_VERTEX`].
+    /// The buffer the next round's `positions` positions go to, as it is:
+    /// a walk's start writes its whole row ([`Corpus`]).
     fn round(&mut self, positions: usize) -> Result<&[AtomicU32]>;
     /// The round that [`PathSink::round`] handed the buffer to is done.
     fn done(&mut self) -> Result<()>;
@@ -499,9 +509,6 @@ struct TextSink {
 impl PathSink for TextSink {
     fn round(&mut self, positions: usize) -> Result<&[AtomicU32]> {
         self.paths.truncate(positions);
-        for p in &self.paths {
-            p.store(NO_VERTEX, Ordering::Relaxed);
-        }
         let more = positions - self.paths.len();
         self.paths
             .extend((0..more).map(|_| AtomicU32::new(NO_VERTEX)));
@@ -731,10 +738,11 @@ pub fn collect_walks(
         .and_then(|walks| walks.checked_mul(width))
         .and_then(|p| usize::try_from(p).ok())
         .ok_or_else(too_many)?;
-    // An allocation that fails is an error here, not an abort.
-    let mut paths = Vec::new();
-    paths.try_reserve_exact(positions).map_err(|_| too_many())?;
-    paths.extend((0..positions).map(|_| AtomicU32::new(NO_VERTEX)));
+    // Zeroed pages cost nothing until the walks write them (every walk's
+    // start writes its whole row); an allocation that fails is an error
+    // here, not an abort.
+    let paths =
+        bytemuck::allocation::try_zeroed_vec::<AtomicU32>(positions).map_err(|()| too_many())?;
     let mut sink = ArraySink {
         paths,
         next: 0,
