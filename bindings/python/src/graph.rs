@@ -465,7 +465,9 @@ impl Graph {
     /// writes with the same seed, budget and shape: `mem` (bytes or a
     /// string such as `"2GiB"`, default 512 MiB) is shared between walking
     /// and the rounds the walks are assembled in; smaller than the graph,
-    /// the walker runs out of core. `mode` is `"graphwalker"` (default),
+    /// the walker runs out of core (a budget that holds the graph walks
+    /// it in memory, in any mode but `"iteration"`). `mode` is
+    /// `"graphwalker"` (default),
     /// `"iteration"` or `"memory"`; `threads` defaults to one per core.
     /// The array itself is allocated once, beyond the budget.
     #[pyo3(signature = (walks_per_vertex=10, length=80, *, p=1.0, q=1.0, weighted=false, dead_end="stop", seed=None, mem=None, threads=None, mode=None, work_dir=None))]

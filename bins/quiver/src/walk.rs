@@ -17,7 +17,9 @@ use serde::Serialize;
 pub struct EngineArgs {
     /// The .qcsr graph.
     pub graph: PathBuf,
-    /// Scheduling: graphwalker (the paper's), iteration (DrunkardMob's baseline) or memory (the reference).
+    /// Scheduling: graphwalker (the paper's), iteration (DrunkardMob's baseline) or memory (the
+    /// reference). Without --block-size, a --mem that holds the whole graph as one block walks it
+    /// in memory in graphwalker mode too, as GraphWalker does once every block is cached.
     #[arg(long, value_enum, default_value_t = ModeArg::Graphwalker)]
     pub mode: ModeArg,
     /// Memory for cached blocks, walk pools and walks in flight.

@@ -31,12 +31,17 @@
 //! own core, as FlashMob does; in compact mode, walks of an app that reads
 //! only positions (`WalkApp::reads_positions_only`: raw walks, visit counts)
 //! move as bare 4-byte vertices with one draw stream per partition and hop,
-//! and the app sees a partition's positions at once; Node2Vec walks use the
-//! interleaved lanes below).
+//! and the app sees a partition's positions at once; Node2Vec walks, and the
+//! walks of an app that writes where a walk's id says
+//! (`WalkApp::writes_by_walk`: the corpus), use the interleaved lanes below,
+//! which keep a walk's writes together). GraphWalker mode given no block
+//! size and a budget that holds the whole graph as one block walks it in
+//! memory, as GraphWalker would once its cache held every block.
 //! Exact mode keys every draw by (seed, walk
-//! id, hop), so all modes walk identically; walks of a batch step a few at a
-//! time in round robin with a prefetch of the next vertex, so memory latency
-//! overlaps. Memory accounting (`Report::peak_mem_bytes`) covers pools, cached
+//! id, hop), so all modes walk identically; walks of a batch step 64 at a
+//! time in round robin, each step's target looked up ahead and prefetched
+//! (a first-order step is then taken from its lookahead) and the next
+//! vertex's offsets prefetched, so memory latency overlaps. Memory accounting (`Report::peak_mem_bytes`) covers pools, cached
 //! blocks and lists, walks in flight and I/O buffers, and stays within `--mem`
 //! (memory mode sizes its walk batches to what the graph leaves of it, and
 //! warns when the graph alone does not fit). Without `--block-size`, blocks
