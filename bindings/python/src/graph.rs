@@ -465,8 +465,10 @@ impl Graph {
     /// writes with the same seed, budget and shape: `mem` (bytes or a
     /// string such as `"2GiB"`, default 512 MiB) is shared between walking
     /// and the rounds the walks are assembled in; smaller than the graph,
-    /// the walker runs out of core (a budget that holds the graph walks
-    /// it in memory, in any mode but `"iteration"`). `mode` is
+    /// the walker runs out of core. In memory mode, and in graphwalker mode
+    /// when the walking half of `mem` holds the whole graph (about 2.7
+    /// times the `.qcsr` file in all, for more than 100,000 walks), the
+    /// graph is read once and walked in memory. `mode` is
     /// `"graphwalker"` (default),
     /// `"iteration"` or `"memory"`; `threads` defaults to one per core.
     /// The array itself is allocated once, beyond the budget.

@@ -18,8 +18,9 @@ pub struct EngineArgs {
     /// The .qcsr graph.
     pub graph: PathBuf,
     /// Scheduling: graphwalker (the paper's), iteration (DrunkardMob's baseline) or memory (the
-    /// reference). Without --block-size, a --mem that holds the whole graph as one block walks it
-    /// in memory in graphwalker mode too, as GraphWalker does once every block is cached.
+    /// reference). Without --block-size, more walks than GraphWalker serves vertex by vertex
+    /// (100,000) and a --mem whose cache share holds the whole graph as one block walk it in memory
+    /// in graphwalker mode too, as GraphWalker does once every block is cached.
     #[arg(long, value_enum, default_value_t = ModeArg::Graphwalker)]
     pub mode: ModeArg,
     /// Memory for cached blocks, walk pools and walks in flight.
@@ -426,8 +427,17 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         return Ok(());
     }
     let secs = report.summary.wall_ns as f64 / 1e9;
+    let blocks = if report.block_size == u64::MAX {
+        "the whole graph in memory".to_string()
+    } else {
+        format!(
+            "{} blocks of at most {}",
+            report.blocks,
+            format_bytes(report.block_size)
+        )
+    };
     println!(
-        "mode       {:?}{}{}{} with {} blocks of at most {} ({})",
+        "mode       {:?}{}{}{} with {blocks} ({})",
         report.mode,
         if report.exact { ", exact" } else { "" },
         if report.adaptive {
@@ -439,12 +449,6 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
             String::new()
         },
         if report.paired { ", block pairs" } else { "" },
-        report.blocks,
-        if report.block_size == u64::MAX {
-            "the whole graph".to_string()
-        } else {
-            format_bytes(report.block_size)
-        },
         report.io_backend
     );
     println!(

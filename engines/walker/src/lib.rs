@@ -35,8 +35,9 @@
 //! walks of an app that writes where a walk's id says
 //! (`WalkApp::writes_by_walk`: the corpus), use the interleaved lanes below,
 //! which keep a walk's writes together). GraphWalker mode given no block
-//! size and a budget that holds the whole graph as one block walks it in
-//! memory, as GraphWalker would once its cache held every block.
+//! size, more walks than it serves vertex by vertex and a budget that holds
+//! the whole graph as one block walks it in memory, as GraphWalker would
+//! once its cache held every block.
 //! Exact mode keys every draw by (seed, walk
 //! id, hop), so all modes walk identically; walks of a batch step 64 at a
 //! time in round robin, each step's target looked up ahead and prefetched

@@ -275,8 +275,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Whether a batch on loaded blocks moves partition by partition (with
-    /// a sorted copy of it beside it): compact first-order walks several
-    /// steps at a time, not one step at a time nor walks in lanes.
+    /// a sorted copy of it beside it): first-order walks several steps at a
+    /// time, unless they move in lanes ([`Engine::moves_in_lanes`]).
     pub(super) fn moves_by_partition(&self, one_step: bool) -> bool {
         !one_step && !self.moves_in_lanes()
     }

@@ -29,8 +29,10 @@ pub(super) struct Lane<'x, W> {
     pub(super) rng: KeyedRng,
     /// Whether the last call moved it.
     pub(super) stepped: bool,
-    /// Where a first-order step (no previous vertex) moves, if looked up
-    /// ahead: the step then only reads it (see [`look_ahead`]).
+    /// Where a first-order step (no Node2Vec bias, or no previous vertex)
+    /// moves, if looked up ahead: the step then only reads it, and the
+    /// lane's stream is already where the step leaves it (see
+    /// [`look_ahead`]).
     pub(super) ahead: Option<&'x u32>,
     /// Whether its next step's first candidate is a neighbour of its
     /// previous vertex, if looked up ahead (see [`look_ahead`]).
@@ -196,11 +198,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             if lanes.is_empty() {
                 return steps;
             }
-            // Each lane's offsets were prefetched a round ago: draw (on a
-            // copy of its stream) the neighbour its step reads first and
-            // prefetch that too, so the step below finds both in cache.
-            // Node2Vec candidates whose acceptance needs the previous
-            // vertex's list are then looked up there side by side.
+            // Each lane's offsets were prefetched a round ago: draw the
+            // neighbour its step reads first and prefetch that too, so the
+            // step below finds both in cache. A first-order step is then
+            // that neighbour (the lane's stream advanced past its draws);
+            // Node2Vec candidates, drawn on a copy of the stream, whose
+            // acceptance needs the previous vertex's list are looked up
+            // there side by side.
             asked.clear();
             for (i, lane) in lanes.iter_mut().enumerate() {
                 if let Some(id) = lane.walk.id() {

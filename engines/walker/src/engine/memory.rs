@@ -20,9 +20,10 @@ use quiver_run::Stopwatch;
 /// copies of them).
 pub(super) const PARTITIONED_BATCH: u64 = 1 << 24;
 
-/// Most walks in-memory walking moves together in lanes: 64 chunks,
-/// enough to keep the threads busy (6 MiB of exact walks).
-const LANES_BATCH: u64 = 64 * CHUNK as u64;
+/// The most chunks of walks in-memory walking moves in lanes at once:
+/// this many (6 MiB of exact walks), or 4 a thread if that is more, so
+/// that every thread keeps busy; a small budget allows fewer.
+const LANES_BATCH_CHUNKS: usize = 64;
 
 /// Fewest walks in-memory walking moves together, whatever the budget:
 /// fewer would leave most partitions without walks each hop.
@@ -57,7 +58,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
         let walk_bytes = std::mem::size_of::<InFlight<W>>() as u64;
-        let batch = self.memory_batch(walk_bytes, 1, CHUNK as u64..=LANES_BATCH);
+        let chunks = LANES_BATCH_CHUNKS.max(4 * rayon::current_num_threads());
+        let batch = self.memory_batch(walk_bytes, 1, CHUNK as u64..=(chunks * CHUNK) as u64);
         let mut first = 0;
         while first < total {
             let last = (first + batch).min(total);

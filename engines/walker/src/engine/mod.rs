@@ -67,7 +67,7 @@ pub fn run_with_progress<A: WalkApp>(
             )
         })?;
     let mut config = config.clone();
-    config.exact |= app.needs_walk_ids();
+    config.exact |= app.needs_walk_ids() || app.writes_by_walk();
     pool.install(|| {
         if app.spec().node2vec.is_some() {
             // Second-order walks carry their previous vertex and an id.
@@ -101,8 +101,8 @@ struct Engine<'a, A: WalkApp, W> {
     word: WalkLayout,
     /// Started when the run was called: wall time counts from here.
     clock: Stopwatch,
-    /// Time spent reading the graph before walking (opening it, and in
-    /// memory mode reading it whole).
+    /// Time spent reading the graph before walking (opening it, and when
+    /// walking in memory reading it whole).
     load_ns: u64,
     /// Walks reported ended to `progress` so far.
     reported: AtomicU64,
@@ -120,8 +120,9 @@ struct Engine<'a, A: WalkApp, W> {
     /// How waiting walks are pooled (decided once the budget is shared).
     pooling: Pooling,
     /// Whether the graph is read whole, once, and walked in memory: in
-    /// memory mode, and in GraphWalker mode when the budget holds the
-    /// whole graph as one block and no block size was given.
+    /// memory mode, and in GraphWalker mode given no block size, more walks
+    /// than `vertex_threshold` and a budget that holds the whole graph as
+    /// one block.
     in_memory: bool,
     _walk: std::marker::PhantomData<W>,
 }
@@ -224,23 +225,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let default_blocks =
             |preferred| Self::default_blocks(&graph, config, weighted, prev_reserve, preferred);
-        // GraphWalker given a budget that holds the whole graph as one
-        // block (beside its pool and walks) would load it once and keep
-        // it: that is walking in memory, which then does it directly.
-        let (whole_short, whole) =
-            Self::shortfall(&graph, config, weighted, prev_reserve, u64::MAX)?;
-        let in_memory = match (config.mode, config.block_size) {
-            (Mode::Memory, _) => true,
-            (Mode::GraphWalker, None) => whole_short == 0,
-            _ => false,
+        // GraphWalker given more walks than it serves vertex by vertex and
+        // a budget that holds the whole graph as one block (beside its pool
+        // and walks) would load every block once and keep it: that is
+        // walking in memory, which then does it directly.
+        let whole = match (config.mode, config.block_size) {
+            (Mode::Memory, _) => Some(Blocks::by_bytes(&graph, u64::MAX)?),
+            (Mode::GraphWalker, None) if walks > config.vertex_threshold => {
+                let (short, whole) =
+                    Self::shortfall(&graph, config, weighted, prev_reserve, u64::MAX)?;
+                (short == 0).then_some(whole)
+            }
+            _ => None,
         };
-        let (block_size, blocks) = match (config.mode, config.block_size) {
-            _ if in_memory => (u64::MAX, whole),
-            (_, Some(size)) => (size, Blocks::by_bytes(&graph, size)?),
-            (Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
+        let in_memory = whole.is_some();
+        let (block_size, blocks) = match (whole, config.mode, config.block_size) {
+            (Some(whole), _, _) => (u64::MAX, whole),
+            (None, _, Some(size)) => (size, Blocks::by_bytes(&graph, size)?),
+            (None, Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
                 default_blocks(FINE_BLOCK)?
             }
-            (_, None) => default_blocks(default_block_size(walks, config.mem_budget))?,
+            (None, _, None) => default_blocks(default_block_size(walks, config.mem_budget))?,
         };
         let largest = blocks
             .iter()
@@ -310,7 +315,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.run_out_of_core()?
         };
         let result = self.app.finish(state)?;
-        // Memory mode reads the whole graph inside its run: that is loading.
+        // Walking in memory reads the whole graph inside the run: that is
+        // loading.
         let compute_ns = computing
             .elapsed_ns()
             .saturating_sub(self.load_ns - loaded_before);
@@ -471,6 +477,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     fn adaptive(&self) -> bool {
         self.config.adaptive
             && self.config.mode == Mode::GraphWalker
+            && !self.in_memory
             && self.spec.node2vec.is_none()
     }
 

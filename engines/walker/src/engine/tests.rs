@@ -97,7 +97,8 @@ proptest! {
         restart in prop_oneof![Just(0.0), 0.05f64..0.3],
         dead_end in prop_oneof![Just(DeadEnd::Stop), Just(DeadEnd::Restart), Just(DeadEnd::Jump)],
         node2vec in prop::option::of((0.25f64..4.0, 0.25f64..4.0)),
-        mode in prop_oneof![Just(Mode::Memory), Just(Mode::GraphWalker)],
+        mode in prop_oneof![Just(Mode::Memory), Just(Mode::GraphWalker), Just(Mode::Iteration)],
+        block_size in 64u64..256,
         by_walk in any::<bool>(),
         threads in 1usize..3,
         seed in any::<u64>(),
@@ -114,15 +115,20 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
         write_graph(&graph, &path).unwrap();
+        // Out of core on blocks of a few lists each: 64 edges (256 bytes
+        // of targets) never fit one.
         let config = Config {
             mode,
             exact: true,
             seed,
             threads,
+            block_size: (mode != Mode::Memory).then_some(block_size),
+            mem_budget: 4 << 20,
             work_dir: dir.path().to_owned(),
             ..Config::default()
         };
         let report = crate::run(&path, &config, &Recorder(spec.clone(), by_walk)).unwrap();
+        prop_assert!(mode == Mode::Memory || report.blocks > 1 || graph.num_edges() < 64);
         prop_assert_eq!(report.result, one_by_one(&graph, &spec, seed));
     }
 }

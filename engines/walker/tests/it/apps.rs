@@ -838,8 +838,10 @@ fn collected_walks_are_the_corpus_in_one_array() {
         assert_eq!(walks.paths.len() as u64, n * 50 * 8);
         assert_eq!(walks.rounds, written.result.rounds);
         assert_eq!(collected.steps, written.steps);
-        // Padding only after a stop: no vertex follows a NO_VERTEX.
-        for row in walks.paths.chunks(walks.width) {
+        // Every row was written, from its walk's source, and padded only
+        // after a stop: no vertex follows a NO_VERTEX.
+        for (i, row) in walks.paths.chunks(walks.width).enumerate() {
+            assert_eq!(u64::from(row[0]), i as u64 / 50, "row {i}: {row:?}");
             let end = row
                 .iter()
                 .position(|&v| v == NO_VERTEX)
