@@ -18,8 +18,19 @@ pub struct KeyedRng {
 impl KeyedRng {
     /// The stream for `(seed, stream, hop)`.
     pub fn new(seed: u64, stream: u64, hop: u64) -> KeyedRng {
-        let key =
-            mix(seed ^ 0x5851_f42d_4c95_7f2d) ^ mix(stream.wrapping_add(0x9e37_79b9_7f4a_7c15));
+        KeyedRng::at(KeyedRng::key(seed, stream), hop)
+    }
+
+    /// The key of stream `stream` under `seed`, for a caller that draws
+    /// from one stream at many hops: `KeyedRng::at(key, hop)` is then
+    /// `KeyedRng::new(seed, stream, hop)` for a third of the mixing.
+    pub fn key(seed: u64, stream: u64) -> u64 {
+        mix(seed ^ 0x5851_f42d_4c95_7f2d) ^ mix(stream.wrapping_add(0x9e37_79b9_7f4a_7c15))
+    }
+
+    /// The stream at `hop` of the stream whose [key](KeyedRng::key) is
+    /// `key`.
+    pub fn at(key: u64, hop: u64) -> KeyedRng {
         KeyedRng {
             state: mix(key ^ hop.wrapping_mul(0xd6e8_feb8_6659_fd93)),
         }

@@ -24,9 +24,11 @@ pub(super) struct Lane<'x, W> {
     pub(super) source: u64,
     pub(super) source_vertex: u32,
     /// The stream its next step draws from: in exact mode the walk's own
-    /// for this hop (set when the step is looked ahead), in compact mode
-    /// one stream for the walk's whole stay in the batch.
+    /// for this hop (set from `key` when the step is looked ahead), in
+    /// compact mode one stream for the walk's whole stay in the batch.
     pub(super) rng: KeyedRng,
+    /// In exact mode, the key of the walk's streams ([`KeyedRng::key`]).
+    pub(super) key: Option<u64>,
     /// Whether the last call moved it.
     pub(super) stepped: bool,
     /// Where a first-order step (no Node2Vec bias, or no previous vertex)
@@ -207,8 +209,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // there side by side.
             asked.clear();
             for (i, lane) in lanes.iter_mut().enumerate() {
-                if let Some(id) = lane.walk.id() {
-                    lane.rng = KeyedRng::new(self.config.seed, id, lane.hop);
+                if let Some(key) = lane.key {
+                    lane.rng = KeyedRng::at(key, lane.hop);
                 }
                 let Some(ahead) = look_ahead(
                     &self.spec,
@@ -271,6 +273,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             source,
             source_vertex: self.spec.starts.source_vertex(source),
             rng: KeyedRng::new(self.config.seed, batch, index),
+            key: walk.id().map(|id| KeyedRng::key(self.config.seed, id)),
             stepped: false,
             ahead: None,
             known: None,
