@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use quiver_walker::{Config, DeadEnd, Kind, Mode, Node2Vec, WalkSpec};
+use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, WalkSpec};
 
 use crate::error::invalid;
 
@@ -62,7 +62,10 @@ pub struct WalkerArgs<'a, 'py> {
 }
 
 impl WalkerArgs<'_, '_> {
-    /// The walker's `Config`: its defaults, with what was given.
+    /// The walker's `Config`: its defaults, with what was given, reading
+    /// through the page cache (a graph a script just converted or
+    /// generated is there: reading it whole took half the time of direct
+    /// reads, 33-36 ms against 50-66 ms on a 32 MB graph).
     pub fn config(&self) -> PyResult<Config> {
         let defaults = Config::default();
         Ok(Config {
@@ -84,6 +87,7 @@ impl WalkerArgs<'_, '_> {
             threads: self.threads.unwrap_or(defaults.threads),
             mem_budget: bytes(self.mem, "mem")?.unwrap_or(defaults.mem_budget),
             work_dir: self.work_dir.clone().unwrap_or(defaults.work_dir.clone()),
+            io: IoMode::Buffered,
             ..defaults
         })
     }
