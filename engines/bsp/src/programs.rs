@@ -21,6 +21,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
 use crate::algorithm::{Algorithm, Values, UNREACHED};
 use crate::engine::{Combine, Direction, EdgeProgram, Edges, Engine, Frontier, Side};
 use crate::Result;
@@ -344,22 +347,17 @@ fn compress(engine: &Engine<'_>, parent: &[AtomicU32]) {
     });
 }
 
-/// The root most of [`COMPONENT_SAMPLES`] owned vertices spread evenly
-/// over a fixed pseudo-random order point at (`None` without owned
-/// vertices). A wrong guess costs time, never correctness.
+/// The root most of [`COMPONENT_SAMPLES`] owned vertices, drawn with a
+/// fixed seed, point at (`None` without owned vertices). A wrong guess
+/// costs time, never correctness.
 fn largest_component(parent: &[AtomicU32], owned: Range<u32>) -> Option<u32> {
-    let len = u64::from(owned.end - owned.start);
-    if len == 0 {
+    if owned.is_empty() {
         return None;
     }
+    let mut rng = Pcg64Mcg::seed_from_u64(0);
     let mut counts = HashMap::new();
-    for i in 1..=COMPONENT_SAMPLES {
-        // SplitMix64's i-th output: a well-spread index from a counter.
-        let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-        let v = owned.start + u32::try_from(x % len).expect("below the owned count");
+    for _ in 0..COMPONENT_SAMPLES {
+        let v = rng.random_range(owned.clone());
         *counts
             .entry(parent[v as usize].load(Ordering::Relaxed))
             .or_insert(0u32) += 1;

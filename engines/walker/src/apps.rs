@@ -508,10 +508,7 @@ struct TextSink {
 
 impl PathSink for TextSink {
     fn round(&mut self, positions: usize) -> Result<&[AtomicU32]> {
-        self.paths.truncate(positions);
-        let more = positions - self.paths.len();
-        self.paths
-            .extend((0..more).map(|_| AtomicU32::new(NO_VERTEX)));
+        self.paths.resize_with(positions, AtomicU32::default);
         Ok(&self.paths)
     }
 

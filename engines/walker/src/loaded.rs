@@ -236,6 +236,11 @@ impl Locator {
         Locator { bounds, first }
     }
 
+    /// Where each range starts, then where the last one ends.
+    pub(crate) fn bounds(&self) -> &[u32] {
+        &self.bounds
+    }
+
     /// The range holding `v`, which must lie between the first range's
     /// start and the last one's end.
     #[inline]

@@ -64,7 +64,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         while first < total {
             let last = (first + batch).min(total);
             let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
-            let bytes = (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+            let bytes = walks.len() as u64 * walk_bytes;
             self.stats.hold(bytes);
             let (moved, s) = self.advance(&loaded, walks, false)?;
             assert!(
@@ -158,8 +158,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T], &mut Vec<T>) -> (usize, u64, A::State)
             + Sync,
     ) -> Result<(A::State, Vec<T>)> {
-        let bounds = &parts.bounds;
-        let locator = Locator::new(bounds.clone());
+        let locator = &parts.locator;
+        let bounds = locator.bounds();
         let num_parts = bounds.len() - 1;
         let within = bounds[0]..bounds[num_parts];
         let mut state = self.app.new_state();
@@ -411,8 +411,9 @@ impl Standing for u32 {
 /// Loaded graph data cut into partitions of about
 /// [`Config::partition_bytes`](crate::Config::partition_bytes) each.
 pub(super) struct Partitions<'g> {
-    /// From the first loaded vertex to the end of the last.
-    bounds: Vec<u32>,
+    /// Their bounds, from the first loaded vertex to the end of the last,
+    /// and which one holds a vertex (cut once for every batch on them).
+    locator: Locator,
     /// The block holding each partition.
     blocks: Vec<&'g LoadedBlock>,
 }
@@ -420,20 +421,21 @@ pub(super) struct Partitions<'g> {
 impl<'g> Partitions<'g> {
     /// The partitions of `blocks`, which are consecutive.
     pub(super) fn of(blocks: &[&'g LoadedBlock], bytes: u64) -> Partitions<'g> {
-        let mut parts = Partitions {
-            bounds: Vec::new(),
-            blocks: Vec::new(),
-        };
+        let mut all: Vec<u32> = Vec::new();
+        let mut holders = Vec::new();
         for &block in blocks {
             let bounds = block.partitions(bytes);
-            if let Some(&end) = parts.bounds.last() {
+            if let Some(&end) = all.last() {
                 assert_eq!(end, bounds[0], "partitioned blocks are consecutive");
-                parts.bounds.pop();
+                all.pop();
             }
-            parts.blocks.extend(bounds.windows(2).map(|_| block));
-            parts.bounds.extend(bounds);
+            holders.extend(bounds.windows(2).map(|_| block));
+            all.extend(bounds);
         }
-        parts
+        Partitions {
+            locator: Locator::new(all),
+            blocks: holders,
+        }
     }
 }
 
