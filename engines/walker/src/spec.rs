@@ -554,10 +554,12 @@ fn candidate(
     }
 }
 
+#[inline]
 fn narrow(x: u64) -> u32 {
     u32::try_from(x).expect("a draw below |V| fits u32")
 }
 
+#[inline]
 fn narrow_usize(x: u64) -> usize {
     usize::try_from(x).expect("a draw below a degree fits usize")
 }

@@ -63,7 +63,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let mut first = 0;
         while first < total {
             let last = (first + batch).min(total);
-            let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+            let walks: Vec<InFlight<W>> = (first..last)
+                .into_par_iter()
+                .map(|id| self.start(id))
+                .collect();
             let bytes = walks.len() as u64 * walk_bytes;
             self.stats.hold(bytes);
             let (moved, s) = self.advance(&loaded, walks, false)?;
@@ -118,11 +121,17 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let bytes = 2 * (last - first) * walk_bytes as u64;
             self.stats.hold(bytes);
             let (batch, left) = if positions_only {
-                let walks: Vec<u32> = (first..last).map(|id| self.start(id).1).collect();
+                let walks: Vec<u32> = (first..last)
+                    .into_par_iter()
+                    .map(|id| self.start(id).1)
+                    .collect();
                 let (batch, left) = self.move_by_partition(&parts, walks, Self::step_positions)?;
                 (batch, left.len())
             } else {
-                let walks: Vec<InFlight<W>> = (first..last).map(|id| self.start(id)).collect();
+                let walks: Vec<InFlight<W>> = (first..last)
+                    .into_par_iter()
+                    .map(|id| self.start(id))
+                    .collect();
                 let (batch, left) = self.move_by_partition(&parts, walks, Self::step_partition)?;
                 (batch, left.len())
             };
