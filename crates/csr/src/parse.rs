@@ -108,7 +108,7 @@ fn for_each_line(
         };
         let mut rest = &buf[..end];
         while !rest.is_empty() {
-            let (line, next) = match rest.iter().position(|&b| b == b'\n') {
+            let (line, next) = match memchr::memchr(b'\n', rest) {
                 Some(i) => (&rest[..i], &rest[i + 1..]),
                 None => (rest, &rest[rest.len()..]),
             };
@@ -188,19 +188,53 @@ fn show(field: &[u8]) -> String {
     String::from_utf8_lossy(field).into_owned()
 }
 
+/// A line that is exactly `digits separators digits`, as two numbers
+/// (`None` for any other line, and for a number that overflows 64 bits).
+#[inline]
+fn two_numbers(line: &[u8]) -> Option<(u64, u64)> {
+    let (first, rest) = leading_number(line)?;
+    let start = rest.iter().position(|&b| !is_separator(b))?;
+    if start == 0 {
+        return None;
+    }
+    match leading_number(&rest[start..])? {
+        (second, []) => Some((first, second)),
+        _ => None,
+    }
+}
+
+/// The number the digits at the start of `bytes` spell (at least one),
+/// and what follows them; `None` on overflow.
+#[inline]
+fn leading_number(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = bytes
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(bytes.len());
+    if digits == 0 {
+        return None;
+    }
+    let mut value = 0u64;
+    for &b in &bytes[..digits] {
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some((value, &bytes[digits..]))
+}
+
 #[inline]
 fn parse_id(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<u64> {
-    match (parse_u64(field), ctx.ids) {
-        (Some(id), TextIds::Dense) if id <= MAX_VERTEX_ID => Ok(id),
-        (Some(id), TextIds::Relabel) => Ok(id),
-        (Some(id), TextIds::Listed { ids, file }) => match ids.binary_search(&id) {
-            Ok(v) => Ok(v as u64),
-            Err(_) => Err(ctx.line_error(
-                line,
-                format!("vertex id {id} is not listed in {}", file.display()),
-            )),
-        },
-        _ => Err(id_error(ctx, field, line)),
+    parse_u64(field)
+        .and_then(|id| vertex_of(ctx.ids, id))
+        .ok_or_else(|| id_error(ctx, field, line))
+}
+
+/// The vertex that the id `id` names, if it is an acceptable id.
+#[inline]
+fn vertex_of(ids: TextIds<'_>, id: u64) -> Option<u64> {
+    match ids {
+        TextIds::Dense => (id <= MAX_VERTEX_ID).then_some(id),
+        TextIds::Relabel => Some(id),
+        TextIds::Listed { ids, .. } => ids.binary_search(&id).ok().map(|v| v as u64),
     }
 }
 
@@ -208,15 +242,18 @@ fn parse_id(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Result<u64> {
 #[cold]
 #[inline(never)]
 fn id_error(ctx: &Ctx<'_>, field: &[u8], line: u64) -> Error {
-    let detail = match parse_u64(field) {
-        Some(id) => format!(
+    let detail = match (parse_u64(field), ctx.ids) {
+        (Some(id), TextIds::Listed { file, .. }) => {
+            format!("vertex id {id} is not listed in {}", file.display())
+        }
+        (Some(id), _) => format!(
             "vertex id {id} does not fit a u32 vertex id (at most {MAX_VERTEX_ID}); \
              convert with --relabel to map sparse ids onto 0..|V|"
         ),
-        None if !field.is_empty() && field.iter().all(u8::is_ascii_digit) => {
+        (None, _) if !field.is_empty() && field.iter().all(u8::is_ascii_digit) => {
             format!("vertex id {} overflows 64 bits", show(field))
         }
-        None => format!(
+        (None, _) => format!(
             "expected a non-negative integer vertex id, found {:?}",
             show(field)
         ),
@@ -265,6 +302,18 @@ pub fn parse_text(
     let mut columns: Option<usize> = None;
     let mut edges = 0u64;
     let bytes = for_each_line(reader, name, progress, |line_no, line| {
+        // Most lines are two ids and nothing else: read them in one pass.
+        // Any other line (comments, weights, blanks, errors) takes the
+        // general path below, which reads such a line the same way.
+        if columns.is_none_or(|c| c == 2) {
+            if let Some((src, dst)) =
+                two_numbers(line).and_then(|(s, d)| Some((vertex_of(ids, s)?, vertex_of(ids, d)?)))
+            {
+                columns = Some(2);
+                edges += 1;
+                return sink(src, dst, None);
+            }
+        }
         if is_comment_or_blank(line) {
             return Ok(());
         }
@@ -561,4 +610,56 @@ pub fn parse_matrix_market(
         weighted,
         declared_vertices: rows.max(cols),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The one-pass reading of a two-id line agrees with the general
+        /// path's fields, on lines of digits, separators and other bytes
+        /// that lines may hold (it may decline a line, never misread one).
+        #[test]
+        fn two_numbers_reads_what_the_fields_say(
+            line in prop::collection::vec(
+                prop_oneof![
+                    4 => (b'0'..=b'9'),
+                    2 => Just(b' '),
+                    1 => prop::sample::select(b"\t,#%.-x".to_vec()),
+                ],
+                0..48,
+            ),
+        ) {
+            let mut fields: [&[u8]; 3] = [&[]; 3];
+            let count = split_fields(&line, &mut fields);
+            let general = (count == 2)
+                .then(|| Some((parse_u64(fields[0])?, parse_u64(fields[1])?)))
+                .flatten();
+            match two_numbers(&line) {
+                Some(pair) => prop_assert_eq!(Some(pair), general),
+                // Declined: leading or trailing separators, or not two ids.
+                None => prop_assert!(
+                    general.is_none()
+                        || is_separator(line[0])
+                        || is_separator(line[line.len() - 1])
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn two_numbers_takes_plain_lines_only() {
+        assert_eq!(two_numbers(b"12 345"), Some((12, 345)));
+        assert_eq!(two_numbers(b"0\t\t7"), Some((0, 7)));
+        assert_eq!(two_numbers(b"1,2"), Some((1, 2)));
+        assert_eq!(two_numbers(b"1 2 3"), None);
+        assert_eq!(two_numbers(b" 1 2"), None);
+        assert_eq!(two_numbers(b"1 2 "), None);
+        assert_eq!(two_numbers(b"12"), None);
+        assert_eq!(two_numbers(b"# 1 2"), None);
+        assert_eq!(two_numbers(b"99999999999999999999 1"), None);
+    }
 }
