@@ -626,7 +626,7 @@ mod tests {
         fn two_numbers_reads_what_the_fields_say(
             line in prop::collection::vec(
                 prop_oneof![
-                    4 => (b'0'..=b'9'),
+                    4 => b'0'..=b'9',
                     2 => Just(b' '),
                     1 => prop::sample::select(b"\t,#%.-x".to_vec()),
                 ],
