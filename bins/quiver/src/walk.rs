@@ -301,7 +301,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             length,
             top_k,
         } => {
-            let n = quiver_csr::Graph::open(&engine.graph)
+            let n = quiver_csr::GraphIndex::open(&engine.graph)
                 .with_context(|| format!("opening {}", engine.graph.display()))?
                 .num_vertices();
             let mut app = Domination::new(n, length, top_k);

@@ -8,7 +8,7 @@ use quiver_io::{align_up, ALIGN};
 use serde::Serialize;
 
 use crate::format::Layout;
-use crate::{Error, Graph, Result};
+use crate::{Error, Graph, GraphIndex, Result};
 
 /// Index of a block in its [`Blocks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -86,11 +86,55 @@ pub struct Blocks {
     ends: Vec<u32>,
 }
 
+/// What cutting a graph into blocks reads of it: a whole [`Graph`], or
+/// only the [`GraphIndex`] of a file that is read again block by block.
+pub trait BlockSource {
+    /// |V|.
+    fn num_vertices(&self) -> u32;
+    /// Whether the graph has edge weights (their extents are cut too).
+    fn is_weighted(&self) -> bool;
+    /// Where the file's sections are (a graph in memory has the layout it
+    /// would be written with).
+    fn layout(&self) -> Layout;
+    /// `offsets[v]..offsets[v + 1]` are vertex `v`'s edges.
+    fn offsets(&self) -> &[u64];
+}
+
+impl BlockSource for Graph {
+    fn num_vertices(&self) -> u32 {
+        Graph::num_vertices(self)
+    }
+    fn is_weighted(&self) -> bool {
+        Graph::is_weighted(self)
+    }
+    fn layout(&self) -> Layout {
+        Graph::layout(self)
+    }
+    fn offsets(&self) -> &[u64] {
+        Graph::offsets(self)
+    }
+}
+
+impl BlockSource for GraphIndex {
+    fn num_vertices(&self) -> u32 {
+        GraphIndex::num_vertices(self)
+    }
+    fn is_weighted(&self) -> bool {
+        GraphIndex::is_weighted(self)
+    }
+    fn layout(&self) -> Layout {
+        GraphIndex::layout(self)
+    }
+    fn offsets(&self) -> &[u64] {
+        GraphIndex::offsets(self)
+    }
+}
+
 impl Blocks {
     /// Greedy blocks of at most `budget` bytes of CSR data each (offsets,
     /// targets and weights of their vertices). A vertex whose data alone
     /// exceeds the budget gets a block of its own.
-    pub fn by_bytes(graph: &Graph, budget: u64) -> Result<Blocks> {
+    pub fn by_bytes(graph: &impl BlockSource, budget: u64) -> Result<Blocks> {
         if budget == 0 {
             return Err(Error::invalid(
                 "budget",
@@ -120,7 +164,7 @@ impl Blocks {
     /// at the first vertex where the running cost reaches `(i + 1) / k` of
     /// the total, so no chunk exceeds its share by more than one vertex's
     /// cost. Chunks may be empty when `k > |V|`.
-    pub fn balanced(graph: &Graph, k: u32, alpha: f64) -> Result<Blocks> {
+    pub fn balanced(graph: &impl BlockSource, k: u32, alpha: f64) -> Result<Blocks> {
         if k == 0 {
             return Err(Error::invalid(
                 "k",
@@ -156,7 +200,7 @@ impl Blocks {
 
     /// Blocks with the given boundaries (`bounds[0] == 0`, non-decreasing,
     /// last `== |V|`).
-    fn from_bounds(graph: &Graph, bounds: &[u32]) -> Blocks {
+    fn from_bounds(graph: &impl BlockSource, bounds: &[u32]) -> Blocks {
         let layout: Layout = graph.layout();
         let offsets = graph.offsets();
         let blocks = bounds

@@ -515,7 +515,7 @@ fn verify_sections(path: &Path, header: &Header, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_offsets(path: &Path, offsets: &[u64], num_edges: u64) -> Result<()> {
+pub(crate) fn check_offsets(path: &Path, offsets: &[u64], num_edges: u64) -> Result<()> {
     let corrupt = |detail: String| Error::Corrupt {
         path: path.to_owned(),
         detail,
@@ -542,7 +542,7 @@ fn check_offsets(path: &Path, offsets: &[u64], num_edges: u64) -> Result<()> {
     Ok(())
 }
 
-fn check_targets(path: &Path, targets: &[u32], num_vertices: u32) -> Result<()> {
+pub(crate) fn check_targets(path: &Path, targets: &[u32], num_vertices: u32) -> Result<()> {
     match targets.iter().position(|&t| t >= num_vertices) {
         Some(i) => Err(Error::Corrupt {
             path: path.to_owned(),

@@ -36,6 +36,7 @@ pub mod generate;
 mod graph;
 mod graphalytics;
 mod ids;
+mod index;
 mod ingest;
 pub mod parse;
 mod sort;
@@ -43,10 +44,11 @@ mod sort;
 pub mod testing;
 mod write;
 
-pub use blocks::{Block, BlockId, Blocks, Extent};
+pub use blocks::{Block, BlockId, BlockSource, Blocks, Extent};
 pub use error::{Error, Result};
 pub use generate::{generate_to_file, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
+pub use index::GraphIndex;
 pub use ingest::{
     convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,
     EdgeFormat,

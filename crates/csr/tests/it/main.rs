@@ -19,6 +19,7 @@ mod corruption;
 mod fixtures;
 mod generate;
 mod graphalytics;
+mod index;
 mod parse_errors;
 mod roundtrip;
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use quiver_csr::{Block, Blocks, Graph};
+use quiver_csr::{Block, Blocks, GraphIndex};
 use quiver_walkstate::{WalkPools, WalkWord};
 
 use super::walks::PooledWalk;
@@ -220,7 +220,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// save (or at [`MIN_DEFAULT_BLOCK`]); the run's budget check then
     /// says what does not fit. Returns the block size and the blocks.
     pub(super) fn default_blocks(
-        graph: &Graph,
+        graph: &GraphIndex,
         config: &Config,
         weighted: bool,
         prev_reserve: u64,
@@ -244,7 +244,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// cache's share (three quarters of what the pools and the reserve
     /// leave; the rest is for walks in flight).
     pub(super) fn shortfall(
-        graph: &Graph,
+        graph: &GraphIndex,
         config: &Config,
         weighted: bool,
         prev_reserve: u64,

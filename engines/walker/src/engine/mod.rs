@@ -23,7 +23,7 @@ mod walks;
 use std::sync::Arc;
 
 use quiver_csr::format::VerifiedFile;
-use quiver_csr::{Blocks, Graph};
+use quiver_csr::{Blocks, GraphIndex};
 use quiver_io::{AlignedBuf, BackendChoice, ReadFile, ReadOptions};
 use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools};
 use rayon::prelude::*;
@@ -186,7 +186,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     ) -> Result<Self> {
         let spec = app.spec();
         config.validate_for(&spec)?;
-        let graph = Graph::open(path)?;
+        let graph = GraphIndex::open(path)?;
         let num_vertices = graph.num_vertices();
         if num_vertices == 0 {
             return Err(Error::invalid(
@@ -259,10 +259,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         )?;
         let layout = graph.layout();
         let distinct_targets = graph.has_distinct_targets();
-        let pages = graph
-            .page_checksums()
-            .expect("a graph opened from a file has page checksums")
-            .clone();
+        let pages = graph.page_checksums().clone();
         drop(graph);
         let blocks_len = blocks.len();
         let options = ReadOptions {

@@ -1,0 +1,133 @@
+//! A `.qcsr` file's index: its header, offsets and page checksums, read and
+//! verified without its targets, weights or id map.
+//!
+//! An engine that reads the graph again block by block through a
+//! [`VerifiedFile`](crate::format::VerifiedFile) plans its blocks from the
+//! index alone: opening it reads `8 * (|V| + 1)` bytes of offsets and the
+//! page table, not the whole file, so a graph larger than memory is not
+//! read once just to be checked, and the process never maps all of it.
+//! The pages a reader reads later are checked then, and the targets they
+//! hold are the reader's to range-check.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::format::{Header, Layout, PageChecksums, Section, FLAG_DISTINCT_TARGETS, FLAG_WEIGHTED};
+use crate::graph::check_offsets;
+use crate::{to_usize, Error, Graph, Result};
+
+/// A graph file's header, offsets and page checksums (see the module docs).
+#[derive(Clone, Debug)]
+pub struct GraphIndex {
+    header: Header,
+    offsets: Vec<u64>,
+    pages: PageChecksums,
+}
+
+impl GraphIndex {
+    /// Reads and verifies the index of the `.qcsr` file at `path`: the
+    /// header's checksum, the page table against the header, the offsets'
+    /// pages against the table, and that the offsets climb from 0 to |E|.
+    /// A version 1 file has no page table and is opened (and verified)
+    /// whole.
+    pub fn open(path: impl AsRef<Path>) -> Result<GraphIndex> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|source| Error::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|source| Error::Read {
+                path: path.to_owned(),
+                source,
+            })?
+            .len();
+        let first = Section {
+            offset: 0,
+            len: len.min(crate::format::HEADER_LEN),
+        };
+        let header = Header::decode(path, &read_section(&file, path, first)?, len)?;
+        if header.version < 2 {
+            let graph = Graph::open(path)?;
+            let pages = graph
+                .page_checksums()
+                .expect("a graph opened from a file has page checksums")
+                .clone();
+            return Ok(GraphIndex {
+                offsets: graph.offsets().to_vec(),
+                header,
+                pages,
+            });
+        }
+        let layout = header.layout;
+        let table = Section {
+            offset: layout.pages.offset,
+            len: layout.pages.padded_end() - layout.pages.offset,
+        };
+        let pages = PageChecksums::decode(path, &header, &read_section(&file, path, table)?)?;
+        let padded = Section {
+            offset: layout.offsets.offset,
+            len: layout.offsets.padded_end() - layout.offsets.offset,
+        };
+        let bytes = read_section(&file, path, padded)?;
+        pages.verify(padded.offset, &bytes)?;
+        let offsets: Vec<u64> = bytes[..to_usize(layout.offsets.len)]
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
+            .collect();
+        check_offsets(path, &offsets, header.num_edges)?;
+        Ok(GraphIndex {
+            header,
+            offsets,
+            pages,
+        })
+    }
+
+    /// |V|.
+    pub fn num_vertices(&self) -> u32 {
+        self.header.num_vertices
+    }
+
+    /// |E|.
+    pub fn num_edges(&self) -> u64 {
+        self.header.num_edges
+    }
+
+    /// Whether the file holds edge weights.
+    pub fn is_weighted(&self) -> bool {
+        self.header.flags & FLAG_WEIGHTED != 0
+    }
+
+    /// Whether the header says no list holds a target twice.
+    pub fn has_distinct_targets(&self) -> bool {
+        self.header.flags & FLAG_DISTINCT_TARGETS != 0
+    }
+
+    /// Where the file's sections are.
+    pub fn layout(&self) -> Layout {
+        self.header.layout
+    }
+
+    /// `offsets[v]..offsets[v + 1]` are vertex `v`'s edges.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    /// The checksum of every page of graph data, to read the file with.
+    pub fn page_checksums(&self) -> &PageChecksums {
+        &self.pages
+    }
+}
+
+/// The bytes of `section` of `file`, which must all be there.
+fn read_section(file: &File, path: &Path, section: Section) -> Result<Vec<u8>> {
+    let mut bytes = vec![0u8; to_usize(section.len)];
+    file.read_exact_at(&mut bytes, section.offset)
+        .map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(bytes)
+}

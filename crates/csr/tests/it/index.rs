@@ -1,0 +1,96 @@
+//! `GraphIndex`: the header, offsets and page checksums of a file, read
+//! without the rest, agree with the whole graph, and damage to what it
+//! reads is an error.
+
+use proptest::prelude::*;
+use quiver_csr::format::{VerifiedFile, PAGE};
+use quiver_csr::{write_graph, Graph, GraphIndex};
+use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest};
+
+use crate::{arb_graph, with_ids};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The index says what the whole graph says, and a flipped byte is an
+    /// error when the index reads it (the header page, the offsets, the
+    /// page table); elsewhere it is caught where a reader reads it.
+    #[test]
+    fn the_index_agrees_with_the_graph_and_catches_what_it_reads(
+        graph in arb_graph(300, 3000),
+        ids in prop::option::of(any::<u64>()),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        let graph = match ids {
+            Some(seed) => with_ids(graph, seed, false),
+            None => graph,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        let whole = Graph::open(&path).unwrap();
+        let index = GraphIndex::open(&path).unwrap();
+        prop_assert_eq!(index.num_vertices(), whole.num_vertices());
+        prop_assert_eq!(index.num_edges(), whole.num_edges());
+        prop_assert_eq!(index.is_weighted(), whole.is_weighted());
+        prop_assert_eq!(index.has_distinct_targets(), whole.has_distinct_targets());
+        prop_assert_eq!(index.layout(), whole.layout());
+        prop_assert_eq!(index.offsets(), whole.offsets());
+        prop_assert_eq!(Some(index.page_checksums()), whole.page_checksums());
+
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = flip.index(bytes.len());
+        bytes[at] ^= 0x5a;
+        std::fs::write(&path, &bytes).unwrap();
+        let layout = index.layout();
+        let within = |s: quiver_csr::format::Section| (s.offset..s.padded_end()).contains(&(at as u64));
+        let read_by_index = (at as u64) < PAGE || within(layout.offsets) || within(layout.pages);
+        match GraphIndex::open(&path) {
+            Err(e) => {
+                prop_assert!(read_by_index, "byte {} is not the index's, yet: {}", at, e);
+                prop_assert!(e.to_string().contains("g.qcsr"), "error does not name the file: {}", e);
+            }
+            Ok(damaged) => {
+                prop_assert!(!read_by_index, "a flipped byte {} of the index was accepted", at);
+                // Its page fails when a reader reads it.
+                let file = ReadFile::open(&path, &ReadOptions { direct: false, ..ReadOptions::default() }).unwrap();
+                let file = VerifiedFile::new(file, damaged.page_checksums().clone());
+                let page = (at as u64) / PAGE * PAGE;
+                let mut buf = AlignedBuf::zeroed(PAGE as usize);
+                let mut requests = [ReadRequest { offset: page, buf: &mut buf }];
+                prop_assert!(file.read_batch(&mut requests).is_err(), "page {} read cleanly", page);
+            }
+        }
+    }
+
+    #[test]
+    fn a_truncated_file_has_no_index(graph in arb_graph(200, 1500), cut in any::<prop::sample::Index>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..cut.index(bytes.len())]).unwrap();
+        prop_assert!(GraphIndex::open(&path).is_err(), "a truncated file was accepted");
+    }
+}
+
+#[test]
+fn targets_out_of_range_are_refused_by_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.qcsr");
+    let graph = Graph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false, false).unwrap();
+    write_graph(&graph, &path).unwrap();
+    let index = GraphIndex::open(&path).unwrap();
+    let file = ReadFile::open(
+        &path,
+        &ReadOptions {
+            direct: false,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    let file = VerifiedFile::new(file, index.page_checksums().clone());
+    assert!(file.check_targets(&[0, 2, 1]).is_ok());
+    let err = file.check_targets(&[0, 3]).unwrap_err();
+    assert!(err.to_string().contains("g.qcsr"), "{err}");
+}
