@@ -518,17 +518,16 @@ impl VerifiedFile {
             .try_for_each(|r| self.pages.verify(r.offset, r.buf))
     }
 
-    /// Checks that `targets`, read from this file, are vertices of its
-    /// graph. The page checksums say the bytes are those written; this says
-    /// the writer wrote sense (opening a [`GraphIndex`](crate::GraphIndex)
-    /// checks the offsets, not the targets).
-    pub fn check_targets(&self, targets: &[u32]) -> Result<()> {
-        let num_vertices = self.pages.layout.offsets.len / 8 - 1;
-        crate::graph::check_targets(
-            &self.pages.path,
-            targets,
-            u32::try_from(num_vertices).expect("a layout's |V| fits u32"),
-        )
+    /// Checks that `targets`, edges `first_edge..` read from this file, are
+    /// vertices of its graph. The page checksums say the bytes are those
+    /// written; this says the writer wrote sense (opening a
+    /// [`GraphIndex`](crate::GraphIndex) checks the offsets, not the
+    /// targets).
+    pub fn check_targets(&self, targets: &[u32], first_edge: u64) -> Result<()> {
+        // A file's offsets section holds |V| + 1 entries.
+        let entries = self.pages.layout.offsets.len / 8;
+        let num_vertices = u32::try_from(entries.saturating_sub(1)).expect("|V| fits u32");
+        crate::graph::check_targets(&self.pages.path, targets, first_edge, num_vertices)
     }
 
     /// The file underneath, for its backend and I/O counters.

@@ -109,7 +109,7 @@ impl Graph {
                 ));
             }
         }
-        check_targets(Path::new("<memory>"), &targets, num_vertices)?;
+        check_targets(Path::new("<memory>"), &targets, 0, num_vertices)?;
         for v in 0..to_usize(u64::from(num_vertices)) {
             let range = to_usize(offsets[v])..to_usize(offsets[v + 1]);
             sort_adjacency(
@@ -272,7 +272,7 @@ impl Graph {
             id_index: None,
         };
         check_offsets(path, graph.offsets(), graph.num_edges())?;
-        check_targets(path, graph.targets(), graph.num_vertices)?;
+        check_targets(path, graph.targets(), 0, graph.num_vertices)?;
         if let Some(ids) = graph.original_ids() {
             let index = IdIndex::build(ids).map_err(|shared| Error::Corrupt {
                 path: path.to_owned(),
@@ -542,12 +542,20 @@ pub(crate) fn check_offsets(path: &Path, offsets: &[u64], num_edges: u64) -> Res
     Ok(())
 }
 
-pub(crate) fn check_targets(path: &Path, targets: &[u32], num_vertices: u32) -> Result<()> {
+/// Checks that `targets`, edges `first_edge..` of a graph of `num_vertices`
+/// vertices, are its vertices.
+pub(crate) fn check_targets(
+    path: &Path,
+    targets: &[u32],
+    first_edge: u64,
+    num_vertices: u32,
+) -> Result<()> {
     match targets.iter().position(|&t| t >= num_vertices) {
         Some(i) => Err(Error::Corrupt {
             path: path.to_owned(),
             detail: format!(
-                "edge {i} targets vertex {} but |V| is {num_vertices}",
+                "edge {} targets vertex {} but |V| is {num_vertices}",
+                first_edge + i as u64,
                 targets[i]
             ),
         }),

@@ -76,7 +76,10 @@ impl LoadedBlock {
             (layout.targets.offset + block.edges.start * 4 - block.targets_extent.offset) / 4,
         );
         let all: &[u32] = bytemuck_cast(&targets);
-        file.check_targets(&all[targets_skip..targets_skip + index(block.num_edges())])?;
+        file.check_targets(
+            &all[targets_skip..targets_skip + index(block.num_edges())],
+            block.edges.start,
+        )?;
         let mut loaded = LoadedBlock {
             vertices: block.vertices.clone(),
             offsets,
@@ -506,7 +509,7 @@ impl Vertices {
                 &words[skip..skip + index(b - a)]
             };
             let targets = slice(0).to_vec();
-            file.check_targets(&targets)?;
+            file.check_targets(&targets, a)?;
             let cumulative = if weighted {
                 // The prefix sums of `cumulative_weights`, without a copy of
                 // the weights.
