@@ -167,3 +167,56 @@ pub fn build(n: u32, mut edges: Vec<(u32, u32, f32)>, weighted: bool, undirected
     }
     Graph::from_edges(n, &edges, weighted, undirected).expect("edges are in range")
 }
+
+/// Sets target `index` of a small graph's file (targets fill the page at
+/// 8192 for up to 511 vertices and 1024 edges) to `value`, with every
+/// checksum rewritten, so only the edit can be objected to.
+pub fn set_target(bytes: &mut [u8], index: usize, value: u32) {
+    let at = 8192 + 4 * index;
+    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    reseal_all(bytes);
+}
+
+/// Rewrites every checksum of a version 2 or 3 file after an edit of its
+/// graph data: each section's (its record in the header names it), each
+/// page's, the page table's and the header's.
+pub fn reseal_all(bytes: &mut [u8]) {
+    let word = |bytes: &[u8], at: usize| {
+        crate::to_usize(u64::from_le_bytes(
+            bytes[at..at + 8].try_into().expect("8 bytes"),
+        ))
+    };
+    let pad = |end: usize| end.div_ceil(4096) * 4096;
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    // The records of the sections of graph data: offsets, targets, weights
+    // and (version 3) the id map; the page table's is at 128.
+    let records: &[usize] = if version >= 3 {
+        &[32, 56, 80, 152]
+    } else {
+        &[32, 56, 80]
+    };
+    let table = word(bytes, 128);
+    for &record in records {
+        let offset = word(bytes, record);
+        let end = pad(offset + word(bytes, record + 8));
+        let crc = crc32c::crc32c(&bytes[offset..end]);
+        bytes[record + 16..record + 20].copy_from_slice(&crc.to_le_bytes());
+        for page in (offset..end).step_by(4096) {
+            let slot = table + (page - 4096) / 4096 * 4;
+            let crc = crc32c::crc32c(&bytes[page..page + 4096]);
+            bytes[slot..slot + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+    let table_end = pad(table + word(bytes, 136));
+    let table_crc = crc32c::crc32c(&bytes[table..table_end]);
+    bytes[144..148].copy_from_slice(&table_crc.to_le_bytes());
+    reseal(bytes);
+}
+
+/// Rewrites the header checksum after editing the header, so only the edit
+/// itself can be what the reader objects to.
+pub fn reseal(bytes: &mut [u8]) {
+    bytes[112..116].fill(0);
+    let crc = crc32c::crc32c(&bytes[..4096]);
+    bytes[112..116].copy_from_slice(&crc.to_le_bytes());
+}

@@ -2,7 +2,7 @@
 
 use quiver_csr::Graph;
 use quiver_walker::apps::VisitFrequency;
-use quiver_walker::{run, Config};
+use quiver_walker::{run, Config, Mode};
 
 use crate::write;
 
@@ -74,4 +74,42 @@ fn an_unwritable_work_directory_is_named() {
     };
     let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/work"), "{err}");
+}
+
+/// A file whose checksums hold but whose targets name no vertex (a buggy
+/// writer): loading the whole graph or a block of it refuses it, naming the
+/// edge, and never indexes out of bounds.
+#[test]
+fn targets_out_of_range_are_refused_when_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = graph(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Edge 0 -> 1 becomes 0 -> 7 in a graph of 4 vertices.
+    quiver_csr::testing::set_target(&mut bytes, 0, 7);
+    std::fs::write(&path, &bytes).unwrap();
+    let configs = [
+        (
+            "memory",
+            Config {
+                mode: Mode::Memory,
+                ..Config::default()
+            },
+        ),
+        (
+            "blocks",
+            Config {
+                mode: Mode::GraphWalker,
+                block_size: Some(64),
+                vertex_threshold: 0,
+                ..Config::default()
+            },
+        ),
+    ];
+    for (name, config) in configs {
+        let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
+        assert!(
+            err.to_string().contains("edge 0 targets vertex 7"),
+            "{name}: {err}"
+        );
+    }
 }
