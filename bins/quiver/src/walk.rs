@@ -301,9 +301,9 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             length,
             top_k,
         } => {
-            let n = quiver_csr::GraphIndex::open(&engine.graph)
+            let n = quiver_csr::read_header(&engine.graph)
                 .with_context(|| format!("opening {}", engine.graph.display()))?
-                .num_vertices();
+                .num_vertices;
             let mut app = Domination::new(n, length, top_k);
             app.spec = shaped(app.spec, &shape);
             go!(engine, app, show_top)

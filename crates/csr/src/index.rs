@@ -33,22 +33,7 @@ impl GraphIndex {
     /// whole.
     pub fn open(path: impl AsRef<Path>) -> Result<GraphIndex> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| Error::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        let len = file
-            .metadata()
-            .map_err(|source| Error::Read {
-                path: path.to_owned(),
-                source,
-            })?
-            .len();
-        let first = Section {
-            offset: 0,
-            len: len.min(crate::format::HEADER_LEN),
-        };
-        let header = Header::decode(path, &read_section(&file, path, first)?, len)?;
+        let (file, header) = open_header(path)?;
         if header.version < 2 {
             let graph = Graph::open(path)?;
             let pages = graph
@@ -119,6 +104,33 @@ impl GraphIndex {
     pub fn page_checksums(&self) -> &PageChecksums {
         &self.pages
     }
+}
+
+/// Reads the header of the `.qcsr` file at `path` alone, its checksum
+/// verified: for a caller that needs only |V|, |E| or the flags.
+pub fn read_header(path: impl AsRef<Path>) -> Result<Header> {
+    open_header(path.as_ref()).map(|(_, header)| header)
+}
+
+/// Opens the file at `path` and reads its header.
+fn open_header(path: &Path) -> Result<(File, Header)> {
+    let file = File::open(path).map_err(|source| Error::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let len = file
+        .metadata()
+        .map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
+    let first = Section {
+        offset: 0,
+        len: len.min(crate::format::HEADER_LEN),
+    };
+    let header = Header::decode(path, &read_section(&file, path, first)?, len)?;
+    Ok((file, header))
 }
 
 /// The bytes of `section` of `file`, which must all be there.

@@ -646,7 +646,7 @@ pub fn write_corpus(
     max_bytes: u64,
     progress: &dyn crate::Progress,
 ) -> Result<crate::Report<CorpusOutput>> {
-    let num_vertices = quiver_csr::GraphIndex::open(graph)?.num_vertices();
+    let num_vertices = quiver_csr::read_header(graph)?.num_vertices;
     let err = |source| Error::Output {
         path: output.to_owned(),
         source,
@@ -720,7 +720,7 @@ pub fn collect_walks(
     max_bytes: u64,
     progress: &dyn crate::Progress,
 ) -> Result<crate::Report<Walks>> {
-    let num_vertices = quiver_csr::GraphIndex::open(graph)?.num_vertices();
+    let num_vertices = quiver_csr::read_header(graph)?.num_vertices;
     let width = u64::from(spec.length) + 1;
     let too_many = || {
         Error::invalid(

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use quiver_csr::format::{VerifiedFile, PAGE};
-use quiver_csr::{write_graph, Graph, GraphIndex};
+use quiver_csr::{read_header, write_graph, Graph, GraphIndex};
 use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest};
 
 use crate::{arb_graph, with_ids};
@@ -37,6 +37,9 @@ proptest! {
         prop_assert_eq!(index.layout(), whole.layout());
         prop_assert_eq!(index.offsets(), whole.offsets());
         prop_assert_eq!(Some(index.page_checksums()), whole.page_checksums());
+        let header = read_header(&path).unwrap();
+        prop_assert_eq!(header.num_vertices, whole.num_vertices());
+        prop_assert_eq!(header.num_edges, whole.num_edges());
 
         let mut bytes = std::fs::read(&path).unwrap();
         let at = flip.index(bytes.len());
@@ -45,6 +48,7 @@ proptest! {
         let layout = index.layout();
         let within = |s: quiver_csr::format::Section| (s.offset..s.padded_end()).contains(&(at as u64));
         let read_by_index = (at as u64) < PAGE || within(layout.offsets) || within(layout.pages);
+        prop_assert_eq!(read_header(&path).is_err(), (at as u64) < PAGE, "byte {} flipped", at);
         match GraphIndex::open(&path) {
             Err(e) => {
                 prop_assert!(read_by_index, "byte {} is not the index's, yet: {}", at, e);
