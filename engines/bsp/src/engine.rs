@@ -21,6 +21,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use quiver_csr::Graph;
 use quiver_run::Progress;
@@ -146,6 +147,31 @@ impl Bitmap {
         }
         members
     }
+
+    /// How many members lie within `range`: a popcount over its words.
+    pub fn count(&self, range: Range<u32>) -> usize {
+        if range.is_empty() {
+            return 0;
+        }
+        let (first, last) = (range.start as usize / 64, (range.end as usize - 1) / 64);
+        // The bits of the first and last word that lie within the range.
+        let from = u64::MAX << (range.start % 64);
+        let to = u64::MAX >> (63 - (range.end - 1) % 64);
+        self.words[first..=last]
+            .iter()
+            .enumerate()
+            .map(|(i, word)| {
+                let mut bits = word.load(Ordering::Relaxed);
+                if i == 0 {
+                    bits &= from;
+                }
+                if first + i == last {
+                    bits &= to;
+                }
+                bits.count_ones() as usize
+            })
+            .sum()
+    }
 }
 
 /// Bits for one word of a [`Bitmap`], set by one worker and or-ed into the
@@ -175,29 +201,53 @@ impl WordBuffer {
 }
 
 /// The active vertices of a superstep that this node owns: a bitmap for
-/// pulling and lookups, and the same vertices as a list for pushing.
+/// pulling and lookups, and the same vertices as a list for pushing. A
+/// superstep's result lists its vertices only when something asks for them:
+/// a pull that follows a pull reads the bitmap alone, and listing the
+/// half-million vertices a BFS pull on Kronecker 20 activates took about
+/// 2.7 ms, a sixth of that superstep.
 #[derive(Debug)]
 pub struct Frontier {
     bits: Bitmap,
-    list: Vec<u32>,
+    /// How many vertices are active.
+    count: usize,
+    /// Where they lie.
+    range: Range<u32>,
+    /// Them, listed.
+    list: OnceLock<Vec<u32>>,
 }
 
 impl Frontier {
     /// The frontier holding `vertices` (of a graph of `n`).
     pub fn of(n: u32, vertices: impl IntoIterator<Item = u32>) -> Frontier {
         let bits = Bitmap::new(n);
-        let list = vertices.into_iter().filter(|&v| bits.insert(v)).collect();
-        Frontier { bits, list }
+        let list: Vec<u32> = vertices.into_iter().filter(|&v| bits.insert(v)).collect();
+        Frontier {
+            bits,
+            count: list.len(),
+            range: 0..n,
+            list: OnceLock::from(list),
+        }
+    }
+
+    /// The members of `bits` within `range`, listed when first asked for.
+    fn of_bits(bits: Bitmap, range: Range<u32>) -> Frontier {
+        Frontier {
+            count: bits.count(range.clone()),
+            bits,
+            range,
+            list: OnceLock::new(),
+        }
     }
 
     /// Number of active vertices here.
     pub fn len(&self) -> usize {
-        self.list.len()
+        self.count
     }
 
     /// Whether no vertex is active here.
     pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        self.count == 0
     }
 
     /// Whether `v` is active.
@@ -208,7 +258,8 @@ impl Frontier {
 
     /// The active vertices, in no particular order.
     pub fn vertices(&self) -> &[u32] {
-        &self.list
+        self.list
+            .get_or_init(|| self.bits.members(self.range.clone()))
     }
 }
 
@@ -836,7 +887,7 @@ impl<'g> Engine<'g> {
             }
         };
         let traffic = outcome?;
-        let list = next.members(self.owned());
+        let frontier = Frontier::of_bits(next, self.owned());
         self.supersteps.push(Superstep {
             direction,
             active: active_count,
@@ -850,7 +901,7 @@ impl<'g> Engine<'g> {
         });
         self.progress.advance(1);
         self.progress.check()?;
-        Ok(Frontier { bits: next, list })
+        Ok(frontier)
     }
 
     /// Task grabbing: every worker claims `size` consecutive items of
@@ -908,19 +959,30 @@ mod tests {
     use super::Bitmap;
 
     #[test]
-    fn members_are_the_set_bits_within_the_range() {
+    fn members_and_their_count_are_the_set_bits_within_the_range() {
         let bits = Bitmap::new(300);
         let set = [0, 5, 63, 64, 65, 127, 128, 200, 255, 299];
         for v in set {
             assert!(bits.insert(v));
         }
-        for (start, end) in [(0, 300), (5, 65), (64, 64), (66, 127), (128, 300), (1, 299)] {
+        for (start, end) in [
+            (0, 300),
+            (5, 65),
+            (64, 64),
+            (66, 127),
+            (128, 300),
+            (1, 299),
+            (63, 65),
+            (64, 128),
+            (5, 6),
+        ] {
             let expected: Vec<u32> = set
                 .iter()
                 .copied()
                 .filter(|v| (start..end).contains(v))
                 .collect();
             assert_eq!(bits.members(start..end), expected, "{start}..{end}");
+            assert_eq!(bits.count(start..end), expected.len(), "{start}..{end}");
         }
     }
 }
