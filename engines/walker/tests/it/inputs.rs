@@ -113,3 +113,39 @@ fn targets_out_of_range_are_refused_when_loaded() {
         );
     }
 }
+
+#[test]
+fn targets_out_of_range_are_refused_when_read_list_by_list() {
+    // A path long enough that its block costs more to read than the few
+    // walks' single lists, so those are read one by one.
+    let n: u32 = 200_000;
+    let edges: Vec<(u32, u32, f32)> = (0..n - 1).map(|v| (v, v + 1, 1.0)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        &Graph::from_edges(n, &edges, false, false).unwrap(),
+    );
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = usize::try_from(
+        quiver_csr::read_header(&path)
+            .unwrap()
+            .layout
+            .targets
+            .offset,
+    )
+    .unwrap();
+    bytes[at..at + 4].copy_from_slice(&(n + 5).to_le_bytes());
+    quiver_csr::testing::reseal_all(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let config = Config {
+        mode: Mode::GraphWalker,
+        block_size: Some(1 << 20),
+        ..Config::default()
+    };
+    let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("edge 0 targets vertex {}", n + 5)),
+        "{err}"
+    );
+}
