@@ -76,9 +76,43 @@ fn for_each_line(
     progress: &dyn Progress,
     mut f: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<u64> {
+    let mut line_no = 0u64;
+    for_each_chunk(reader, name, progress, |mut lines| {
+        let first = line_no;
+        while !lines.is_empty() {
+            let (line, used) = next_line(lines);
+            line_no += 1;
+            f(line_no, line)?;
+            lines = &lines[used..];
+        }
+        Ok(line_no - first)
+    })
+}
+
+/// The first line of `lines` (without its `\n` or `\r\n`) and the bytes
+/// it takes with its end.
+#[inline]
+fn next_line(lines: &[u8]) -> (&[u8], usize) {
+    let (line, used) = match memchr::memchr(b'\n', lines) {
+        Some(i) => (&lines[..i], i + 1),
+        None => (lines, lines.len()),
+    };
+    (line.strip_suffix(b"\r").unwrap_or(line), used)
+}
+
+/// Calls `f` with every run of whole lines of `reader` (the last may lack
+/// its `\n`), read in fixed-size chunks; `f` returns how many lines it
+/// was given, for the message about a line too long. Returns the bytes
+/// read.
+fn for_each_chunk(
+    reader: &mut dyn Read,
+    name: &Path,
+    progress: &dyn Progress,
+    mut f: impl FnMut(&[u8]) -> Result<u64>,
+) -> Result<u64> {
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0;
-    let mut line_no = 0u64;
+    let mut lines = 0u64;
     let mut total = 0u64;
     loop {
         let n = read_some(reader, &mut buf[filled..], name)?;
@@ -96,7 +130,7 @@ fn for_each_line(
                     if buf.len() >= MAX_LINE {
                         return Err(Error::Parse {
                             path: name.to_owned(),
-                            location: format!("line {}", line_no + 1),
+                            location: format!("line {}", lines + 1),
                             detail: format!("line is longer than {} bytes", buf.len()),
                         });
                     }
@@ -106,16 +140,8 @@ fn for_each_line(
                 None => continue,
             }
         };
-        let mut rest = &buf[..end];
-        while !rest.is_empty() {
-            let (line, next) = match memchr::memchr(b'\n', rest) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, &rest[rest.len()..]),
-            };
-            line_no += 1;
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            f(line_no, line)?;
-            rest = next;
+        if end > 0 {
+            lines += f(&buf[..end])?;
         }
         buf.copy_within(end..filled, 0);
         filled -= end;
@@ -188,37 +214,45 @@ fn show(field: &[u8]) -> String {
     String::from_utf8_lossy(field).into_owned()
 }
 
-/// A line that is exactly `digits separators digits`, as two numbers
-/// (`None` for any other line, and for a number that overflows 64 bits).
+/// The line at the start of `lines` when it is exactly `digits separators
+/// digits` and its end (`\n`, `\r\n` or the end of `lines`): its two
+/// numbers and the bytes it takes with its end, read in one pass. `None`
+/// for any other line, and for a number that overflows 64 bits.
 #[inline]
-fn two_numbers(line: &[u8]) -> Option<(u64, u64)> {
-    let (first, rest) = leading_number(line)?;
-    let start = rest.iter().position(|&b| !is_separator(b))?;
-    if start == 0 {
+fn plain_line(lines: &[u8]) -> Option<(u64, u64, usize)> {
+    let (first, i) = number_at(lines, 0)?;
+    let mut j = i;
+    while lines.get(j).copied().is_some_and(is_separator) {
+        j += 1;
+    }
+    if j == i {
         return None;
     }
-    match leading_number(&rest[start..])? {
-        (second, []) => Some((first, second)),
-        _ => None,
-    }
+    let (second, k) = number_at(lines, j)?;
+    let used = match lines.get(k..k + 2) {
+        None if k == lines.len() => k,
+        _ if lines[k] == b'\n' => k + 1,
+        Some(b"\r\n") => k + 2,
+        _ => return None,
+    };
+    Some((first, second, used))
 }
 
-/// The number the digits at the start of `bytes` spell (at least one),
-/// and what follows them; `None` on overflow.
+/// The number the digits of `bytes` from `start` spell (at least one), and
+/// where they end; `None` on overflow.
 #[inline]
-fn leading_number(bytes: &[u8]) -> Option<(u64, &[u8])> {
-    let digits = bytes
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(bytes.len());
-    if digits == 0 {
-        return None;
-    }
+fn number_at(bytes: &[u8], start: usize) -> Option<(u64, usize)> {
     let mut value = 0u64;
-    for &b in &bytes[..digits] {
-        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    let mut i = start;
+    while let Some(digit) = bytes
+        .get(i)
+        .map(|b| b.wrapping_sub(b'0'))
+        .filter(|&d| d <= 9)
+    {
+        value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
+        i += 1;
     }
-    Some((value, &bytes[digits..]))
+    (i > start).then_some((value, i))
 }
 
 #[inline]
@@ -301,53 +335,34 @@ pub fn parse_text(
     };
     let mut columns: Option<usize> = None;
     let mut edges = 0u64;
-    let bytes = for_each_line(reader, name, progress, |line_no, line| {
-        // Most lines are two ids and nothing else: read them in one pass.
-        // Any other line (comments, weights, blanks, errors) takes the
-        // general path below, which reads such a line the same way.
-        if columns.is_none_or(|c| c == 2) {
-            if let Some((src, dst)) =
-                two_numbers(line).and_then(|(s, d)| Some((vertex_of(ids, s)?, vertex_of(ids, d)?)))
+    let mut line_no = 0u64;
+    let bytes = for_each_chunk(reader, name, progress, |mut lines| {
+        let first = line_no;
+        while !lines.is_empty() {
+            line_no += 1;
+            // Most lines are two ids and nothing else: read them, and
+            // find their end, in one pass.
+            if columns.is_none_or(|c| c == 2) {
+                if let Some((src, dst, used)) = plain_line(lines)
+                    .and_then(|(s, d, used)| Some((vertex_of(ids, s)?, vertex_of(ids, d)?, used)))
+                {
+                    columns = Some(2);
+                    edges += 1;
+                    sink(src, dst, None)?;
+                    lines = &lines[used..];
+                    continue;
+                }
+            }
+            let (line, used) = next_line(lines);
+            if let Some((src, dst, weight)) =
+                edge_of_line(&ctx, max_fields, line_no, line, &mut columns)?
             {
-                columns = Some(2);
                 edges += 1;
-                return sink(src, dst, None);
+                sink(src, dst, weight)?;
             }
+            lines = &lines[used..];
         }
-        if is_comment_or_blank(line) {
-            return Ok(());
-        }
-        let mut fields: [&[u8]; 3] = [&[]; 3];
-        let count = split_fields(line, &mut fields);
-        if count < 2 || count > max_fields {
-            return Err(ctx.line_error(
-                line_no,
-                format!("expected 'source target [weight]', found {:?}", show(line)),
-            ));
-        }
-        let weighted = count >= 3;
-        match columns {
-            None => columns = Some(count),
-            Some(c) if (c >= 3) != weighted => {
-                return Err(ctx.line_error(
-                    line_no,
-                    format!(
-                        "has {count} columns but the first edge line had {c}: \
-                         either every line has a weight column or none does"
-                    ),
-                ))
-            }
-            Some(_) => {}
-        }
-        let src = parse_id(&ctx, fields[0], line_no)?;
-        let dst = parse_id(&ctx, fields[1], line_no)?;
-        let weight = if weighted {
-            Some(parse_weight(&ctx, fields[2], line_no)?)
-        } else {
-            None
-        };
-        edges += 1;
-        sink(src, dst, weight)
+        Ok(line_no - first)
     })?;
     Ok(ParseSummary {
         bytes,
@@ -355,6 +370,51 @@ pub fn parse_text(
         weighted: columns.is_some_and(|c| c >= 3),
         declared_vertices: 0,
     })
+}
+
+/// The edge of a line [`parse_text`] does not read in one pass (comments,
+/// weights, blanks, errors), if it has one; the first edge line sets
+/// `columns`, and every later one must agree.
+fn edge_of_line(
+    ctx: &Ctx<'_>,
+    max_fields: usize,
+    line_no: u64,
+    line: &[u8],
+    columns: &mut Option<usize>,
+) -> Result<Option<(u64, u64, Option<f32>)>> {
+    if is_comment_or_blank(line) {
+        return Ok(None);
+    }
+    let mut fields: [&[u8]; 3] = [&[]; 3];
+    let count = split_fields(line, &mut fields);
+    if count < 2 || count > max_fields {
+        return Err(ctx.line_error(
+            line_no,
+            format!("expected 'source target [weight]', found {:?}", show(line)),
+        ));
+    }
+    let weighted = count >= 3;
+    match *columns {
+        None => *columns = Some(count),
+        Some(c) if (c >= 3) != weighted => {
+            return Err(ctx.line_error(
+                line_no,
+                format!(
+                    "has {count} columns but the first edge line had {c}: \
+                     either every line has a weight column or none does"
+                ),
+            ))
+        }
+        Some(_) => {}
+    }
+    let src = parse_id(&ctx, fields[0], line_no)?;
+    let dst = parse_id(&ctx, fields[1], line_no)?;
+    let weight = if weighted {
+        Some(parse_weight(&ctx, fields[2], line_no)?)
+    } else {
+        None
+    };
+    Ok(Some((src, dst, weight)))
 }
 
 /// Parses a binary edge list of little-endian `u32` pairs, or of
@@ -620,46 +680,60 @@ mod tests {
 
     proptest! {
         /// The one-pass reading of a two-id line agrees with the general
-        /// path's fields, on lines of digits, separators and other bytes
-        /// that lines may hold (it may decline a line, never misread one).
+        /// path's fields and line end, on text of digits, separators, line
+        /// ends and other bytes that lines may hold (it may decline a line,
+        /// never misread one).
         #[test]
-        fn two_numbers_reads_what_the_fields_say(
-            line in prop::collection::vec(
+        fn plain_line_reads_what_the_fields_say(
+            pieces in prop::collection::vec(
                 prop_oneof![
-                    4 => b'0'..=b'9',
-                    2 => Just(b' '),
-                    1 => prop::sample::select(b"\t,#%.-x".to_vec()),
+                    4 => "[0-9]{1,3}",
+                    2 => Just(" ".to_owned()),
+                    1 => Just("\t".to_owned()),
+                    1 => Just("\r\n".to_owned()),
+                    1 => Just("\n".to_owned()),
+                    1 => Just("\r".to_owned()),
+                    1 => "[,#%.x-]",
                 ],
-                0..48,
+                0..12,
             ),
         ) {
+            let text = pieces.concat().into_bytes();
+            let (line, used) = next_line(&text);
             let mut fields: [&[u8]; 3] = [&[]; 3];
-            let count = split_fields(&line, &mut fields);
+            let count = split_fields(line, &mut fields);
             let general = (count == 2)
                 .then(|| Some((parse_u64(fields[0])?, parse_u64(fields[1])?)))
                 .flatten();
-            match two_numbers(&line) {
-                Some(pair) => prop_assert_eq!(Some(pair), general),
-                // Declined: leading or trailing separators, or not two ids.
+            match plain_line(&text) {
+                Some((first, second, taken)) => {
+                    prop_assert_eq!(Some((first, second)), general);
+                    prop_assert_eq!(taken, used);
+                }
+                // Declined: leading or trailing separators, a last line
+                // ending in a lone `\r`, or not two ids.
                 None => prop_assert!(
                     general.is_none()
                         || is_separator(line[0])
                         || is_separator(line[line.len() - 1])
+                        || text[..used].ends_with(b"\r")
                 ),
             }
         }
     }
 
     #[test]
-    fn two_numbers_takes_plain_lines_only() {
-        assert_eq!(two_numbers(b"12 345"), Some((12, 345)));
-        assert_eq!(two_numbers(b"0\t\t7"), Some((0, 7)));
-        assert_eq!(two_numbers(b"1,2"), Some((1, 2)));
-        assert_eq!(two_numbers(b"1 2 3"), None);
-        assert_eq!(two_numbers(b" 1 2"), None);
-        assert_eq!(two_numbers(b"1 2 "), None);
-        assert_eq!(two_numbers(b"12"), None);
-        assert_eq!(two_numbers(b"# 1 2"), None);
-        assert_eq!(two_numbers(b"99999999999999999999 1"), None);
+    fn plain_line_takes_plain_lines_only() {
+        assert_eq!(plain_line(b"12 345"), Some((12, 345, 6)));
+        assert_eq!(plain_line(b"12 345\n6 7\n"), Some((12, 345, 7)));
+        assert_eq!(plain_line(b"0\t\t7\r\n"), Some((0, 7, 6)));
+        assert_eq!(plain_line(b"1,2"), Some((1, 2, 3)));
+        assert_eq!(plain_line(b"1 2 3"), None);
+        assert_eq!(plain_line(b" 1 2"), None);
+        assert_eq!(plain_line(b"1 2 \n"), None);
+        assert_eq!(plain_line(b"1 2\r"), None);
+        assert_eq!(plain_line(b"12\n3 4"), None);
+        assert_eq!(plain_line(b"# 1 2"), None);
+        assert_eq!(plain_line(b"99999999999999999999 1"), None);
     }
 }
