@@ -407,10 +407,10 @@ fn edge_of_line(
         }
         Some(_) => {}
     }
-    let src = parse_id(&ctx, fields[0], line_no)?;
-    let dst = parse_id(&ctx, fields[1], line_no)?;
+    let src = parse_id(ctx, fields[0], line_no)?;
+    let dst = parse_id(ctx, fields[1], line_no)?;
     let weight = if weighted {
-        Some(parse_weight(&ctx, fields[2], line_no)?)
+        Some(parse_weight(ctx, fields[2], line_no)?)
     } else {
         None
     };
