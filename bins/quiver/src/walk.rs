@@ -60,7 +60,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
     /// Memory mode, first-order walks: graph data per partition that walks are sorted into
-    /// each hop, so that a partition stays in a core's cache (about its L2 size).
+    /// each hop, so that a partition stays in a core's cache (about half its L2).
     #[arg(long, default_value_t = ByteSize(Config::default().partition_bytes))]
     pub partition_size: ByteSize,
 }

@@ -26,7 +26,7 @@
 //! reading just those lists, with the offsets held in memory when they fit),
 //! `Iteration` (DrunkardMob: every pass loads every block and moves each walk one
 //! step) and `Memory` (the reference: first-order walks move hop by hop, a
-//! counting sort per hop grouping them by the ~1 MiB partition of graph data
+//! counting sort per hop grouping them by the ~512 KiB partition of graph data
 //! holding their vertex, each partition swept into cache and stepped on its
 //! own core, as FlashMob does; in compact mode, walks of an app that reads
 //! only positions (`WalkApp::reads_positions_only`: raw walks, visit counts)
