@@ -106,19 +106,6 @@ impl LoadedBlock {
             ..self.offsets_skip + index(u64::from(self.vertices.end - self.vertices.start)) + 1]
     }
 
-    #[inline(always)]
-    fn edge_range(&self, v: u32) -> Range<usize> {
-        debug_assert!(
-            self.vertices.contains(&v),
-            "vertex {v} is not in block {:?}",
-            self.vertices
-        );
-        let offsets = self.offsets();
-        let i = index(u64::from(v - self.vertices.start));
-        let first = offsets[0];
-        index(offsets[i] - first)..index(offsets[i + 1] - first)
-    }
-
     /// Bytes of memory held.
     pub fn memory_bytes(&self) -> u64 {
         (self.offsets.capacity() + self.targets.capacity() + self.cumulative.capacity() * 4) as u64
@@ -141,8 +128,9 @@ impl LoadedBlock {
         let per_edge = if self.cumulative.is_empty() { 4 } else { 8 };
         let mut bounds = vec![self.vertices.start];
         let mut held = 0;
+        let view = self.view();
         for v in self.vertices.clone() {
-            let range = self.edge_range(v);
+            let range = view.edge_range(v);
             held += 8 + per_edge * (range.end - range.start) as u64;
             if held >= bytes {
                 bounds.push(v + 1);
@@ -201,13 +189,78 @@ impl Adjacency for LoadedBlock {
 
     #[inline(always)]
     fn neighbors(&self, v: u32) -> &[u32] {
-        let range = self.edge_range(v);
-        let targets: &[u32] = bytemuck_cast(&self.targets);
-        &targets[self.targets_skip + range.start..self.targets_skip + range.end]
+        self.view().list(v)
     }
 
     fn cumulative_weights(&self, v: u32) -> &[f32] {
+        self.view().weights(v)
+    }
+}
+
+impl LoadedBlock {
+    /// The block's arrays, cast and cut once, for a loop that steps many
+    /// walks on it: [`LoadedBlock::neighbors`](Adjacency::neighbors) casts
+    /// the buffers and finds the block's start on every call.
+    pub fn view(&self) -> BlockView<'_> {
+        let offsets = self.offsets();
+        let targets: &[u32] = bytemuck_cast(&self.targets);
+        BlockView {
+            first: self.vertices.start,
+            base: offsets[0],
+            offsets,
+            targets: &targets[self.targets_skip..],
+            cumulative: &self.cumulative,
+        }
+    }
+}
+
+/// A [`LoadedBlock`]'s offsets, targets and cumulative weights as slices
+/// ([`LoadedBlock::view`]).
+#[derive(Clone, Copy, Debug)]
+pub struct BlockView<'a> {
+    /// The block's first vertex.
+    first: u32,
+    /// The edge index its first list starts at.
+    base: u64,
+    offsets: &'a [u64],
+    /// From the block's first edge on.
+    targets: &'a [u32],
+    cumulative: &'a [f32],
+}
+
+impl<'a> BlockView<'a> {
+    /// Where `v`'s list lies in `targets` (and `cumulative`).
+    #[inline(always)]
+    fn edge_range(&self, v: u32) -> Range<usize> {
+        debug_assert!(
+            v >= self.first && ((v - self.first) as usize) < self.offsets.len() - 1,
+            "vertex {v} is not in the block starting at {}",
+            self.first
+        );
+        let i = index(u64::from(v - self.first));
+        index(self.offsets[i] - self.base)..index(self.offsets[i + 1] - self.base)
+    }
+
+    /// `v`'s out-neighbours.
+    #[inline(always)]
+    fn list(&self, v: u32) -> &'a [u32] {
+        &self.targets[self.edge_range(v)]
+    }
+
+    /// The inclusive prefix sums of `v`'s out-edge weights.
+    fn weights(&self, v: u32) -> &'a [f32] {
         &self.cumulative[self.edge_range(v)]
+    }
+}
+
+impl Adjacency for BlockView<'_> {
+    #[inline(always)]
+    fn neighbors(&self, v: u32) -> &[u32] {
+        self.list(v)
+    }
+
+    fn cumulative_weights(&self, v: u32) -> &[f32] {
+        self.weights(v)
     }
 }
 

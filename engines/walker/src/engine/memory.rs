@@ -291,6 +291,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         leaving: &mut Vec<InFlight<W>>,
     ) -> (usize, u64, A::State) {
         self.warm(graph, &at, walks.len());
+        let view = graph.view();
         let mut state = self.app.new_state();
         let mut stream = at.stream(self.config.seed);
         let length = u64::from(self.spec.length);
@@ -322,7 +323,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             };
             let next = match step(
                 &self.spec,
-                graph,
+                &view,
                 self.num_vertices,
                 source_vertex,
                 vertex,
@@ -371,13 +372,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             return (0, 0, state);
         }
         let mut stream = at.stream(self.config.seed);
+        let view = graph.view();
         let mut kept = 0;
         for i in 0..walks.len() {
             let vertex = walks[i];
             // No restart and no dead-end policy here reads the source.
             match step(
                 &self.spec,
-                graph,
+                &view,
                 self.num_vertices,
                 vertex,
                 vertex,
