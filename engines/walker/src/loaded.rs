@@ -178,13 +178,7 @@ fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {
 
 impl Adjacency for LoadedBlock {
     fn prefetch(&self, v: u32) {
-        // The walk's next read is this vertex's pair of offsets.
-        if let Some(offset) = self
-            .offsets()
-            .get(index(u64::from(v.wrapping_sub(self.vertices.start))))
-        {
-            quiver_io::prefetch(offset);
-        }
+        self.view().prefetch(v);
     }
 
     #[inline(always)]
@@ -251,9 +245,24 @@ impl<'a> BlockView<'a> {
     fn weights(&self, v: u32) -> &'a [f32] {
         &self.cumulative[self.edge_range(v)]
     }
+
+    /// Whether `v` is one of the block's vertices.
+    pub fn contains(&self, v: u32) -> bool {
+        index(u64::from(v.wrapping_sub(self.first))) < self.offsets.len() - 1
+    }
 }
 
 impl Adjacency for BlockView<'_> {
+    fn prefetch(&self, v: u32) {
+        // The walk's next read is this vertex's pair of offsets.
+        if let Some(offset) = self
+            .offsets
+            .get(index(u64::from(v.wrapping_sub(self.first))))
+        {
+            quiver_io::prefetch(offset);
+        }
+    }
+
     #[inline(always)]
     fn neighbors(&self, v: u32) -> &[u32] {
         self.list(v)

@@ -69,7 +69,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 .collect();
             let bytes = walks.len() as u64 * walk_bytes;
             self.stats.hold(bytes);
-            let (moved, s) = self.advance(&loaded, walks, false)?;
+            let (moved, s) = self.advance(&loaded.view(), walks, false)?;
             assert!(
                 moved.is_empty(),
                 "no walk can leave a block holding every vertex"

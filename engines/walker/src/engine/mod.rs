@@ -170,6 +170,12 @@ impl Contains for LoadedBlock {
     }
 }
 
+impl Contains for crate::loaded::BlockView<'_> {
+    fn contains(&self, v: u32) -> bool {
+        crate::loaded::BlockView::contains(self, v)
+    }
+}
+
 impl Contains for Executing {
     fn contains(&self, v: u32) -> bool {
         Executing::contains(self, v)
