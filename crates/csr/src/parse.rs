@@ -112,7 +112,7 @@ fn for_each_chunk(
 ) -> Result<u64> {
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0;
-    let mut lines = 0u64;
+    let mut lines_done = 0u64;
     let mut total = 0u64;
     loop {
         let n = read_some(reader, &mut buf[filled..], name)?;
@@ -130,7 +130,7 @@ fn for_each_chunk(
                     if buf.len() >= MAX_LINE {
                         return Err(Error::Parse {
                             path: name.to_owned(),
-                            location: format!("line {}", lines + 1),
+                            location: format!("line {}", lines_done + 1),
                             detail: format!("line is longer than {} bytes", buf.len()),
                         });
                     }
@@ -141,7 +141,7 @@ fn for_each_chunk(
             }
         };
         if end > 0 {
-            lines += f(&buf[..end])?;
+            lines_done += f(&buf[..end])?;
         }
         buf.copy_within(end..filled, 0);
         filled -= end;

@@ -168,24 +168,26 @@ pub fn build(n: u32, mut edges: Vec<(u32, u32, f32)>, weighted: bool, undirected
     Graph::from_edges(n, &edges, weighted, undirected).expect("edges are in range")
 }
 
-/// Sets target `index` of a small graph's file (targets fill the page at
-/// 8192 for up to 511 vertices and 1024 edges) to `value`, with every
-/// checksum rewritten, so only the edit can be objected to.
+/// Sets target `index` of a graph's file (version 2 or 3) to `value`, with
+/// every checksum rewritten, so only the edit can be objected to.
 pub fn set_target(bytes: &mut [u8], index: usize, value: u32) {
-    let at = 8192 + 4 * index;
+    // The targets section's record: its offset first.
+    let at = word(bytes, 56) + 4 * index;
     bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
     reseal_all(bytes);
+}
+
+/// The little-endian `u64` at `at` of a file's header, as an index.
+fn word(bytes: &[u8], at: usize) -> usize {
+    crate::to_usize(u64::from_le_bytes(
+        bytes[at..at + 8].try_into().expect("8 bytes"),
+    ))
 }
 
 /// Rewrites every checksum of a version 2 or 3 file after an edit of its
 /// graph data: each section's (its record in the header names it), each
 /// page's, the page table's and the header's.
 pub fn reseal_all(bytes: &mut [u8]) {
-    let word = |bytes: &[u8], at: usize| {
-        crate::to_usize(u64::from_le_bytes(
-            bytes[at..at + 8].try_into().expect("8 bytes"),
-        ))
-    };
     let pad = |end: usize| end.div_ceil(4096) * 4096;
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     // The records of the sections of graph data: offsets, targets, weights

@@ -750,6 +750,11 @@ impl<'g> Engine<'g> {
                     None => Ok(()),
                 }
             };
+            // A push reads the frontier as a list: made here, if the
+            // frontier came from a pull, so busy time stays the workers'.
+            if direction == Direction::Push {
+                active.vertices();
+            }
             let busy = quiver_run::Stopwatch::start();
             let compute = match direction {
                 Direction::Push => {

@@ -76,7 +76,7 @@ pub struct Config {
     pub work_dir: PathBuf,
     /// Memory mode, first-order walks: graph data per partition that walks
     /// are sorted into each hop (a share of a core's L2 cache; default
-    /// [`PARTITION_BYTES`]).
+    /// 512 KiB).
     pub partition_bytes: u64,
 }
 
@@ -100,13 +100,13 @@ impl Default for Config {
     }
 }
 
-/// Graph data per partition of in-memory walking by default: half a core's
-/// L2 cache here (1 MiB), leaving the other half to the walks streaming
-/// through. On the permuted Kronecker 20 graph, 10M walks of 10 steps, 2
-/// threads, alternating runs: compact walks 9 of 10 runs faster than with
-/// 1 MiB (117-134M against 99-130M steps/s), exact walks 5 of 5 (51-52M
-/// against 47-49M); 384 KiB and 768 KiB measured the same as 512 KiB, and
-/// a quarter of the L2 was slower.
+/// Graph data per partition of in-memory walking by default: half of a
+/// core's 1 MiB L2 cache here, leaving the other half to the walks
+/// streaming through. On the permuted Kronecker 20 graph, 10M walks of 10
+/// steps, 2 threads, alternating runs: compact walks 9 of 10 runs faster
+/// than with 1 MiB (117-134M against 99-130M steps/s), exact walks 5 of 5
+/// (51-52M against 47-49M); 384 KiB and 768 KiB measured the same as
+/// 512 KiB, and 256 KiB was slower (79-97M).
 pub const PARTITION_BYTES: u64 = 512 << 10;
 
 /// The fine blocks that GraphWalker's self-adaptive loads group, as in the

@@ -148,17 +148,15 @@ impl LoadedBlock {
     /// hardware prefetcher streams, so the random reads of walks standing
     /// there that follow find the data in the CPU's caches.
     pub fn warm(&self, vertices: Range<u32>) {
-        let offsets = self.offsets();
+        let view = self.view();
         let first = index(u64::from(vertices.start - self.vertices.start));
         let last = index(u64::from(vertices.end - self.vertices.start));
-        let edges = index(offsets[first] - offsets[0])..index(offsets[last] - offsets[0]);
-        let targets: &[u32] = bytemuck_cast(&self.targets);
+        let edges = index(view.offsets[first] - view.base)..index(view.offsets[last] - view.base);
         let mut sum = 0u64;
-        for &offset in offsets[first..=last].iter().step_by(8) {
+        for &offset in view.offsets[first..=last].iter().step_by(8) {
             sum = sum.wrapping_add(offset);
         }
-        let targets = &targets[self.targets_skip + edges.start..self.targets_skip + edges.end];
-        for &target in targets.iter().step_by(16) {
+        for &target in view.targets[edges.clone()].iter().step_by(16) {
             sum = sum.wrapping_add(u64::from(target));
         }
         if let Some(cumulative) = self.cumulative.get(edges) {
@@ -178,7 +176,9 @@ fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {
 
 impl Adjacency for LoadedBlock {
     fn prefetch(&self, v: u32) {
-        self.view().prefetch(v);
+        // The walk's next read is this vertex's pair of offsets (a view
+        // would cast the targets too, on every step out of core).
+        prefetch_offsets(self.offsets(), self.vertices.start, v);
     }
 
     #[inline(always)]
@@ -198,11 +198,12 @@ impl LoadedBlock {
     pub fn view(&self) -> BlockView<'_> {
         let offsets = self.offsets();
         let targets: &[u32] = bytemuck_cast(&self.targets);
+        let edges = index(offsets[offsets.len() - 1] - offsets[0]);
         BlockView {
             first: self.vertices.start,
             base: offsets[0],
             offsets,
-            targets: &targets[self.targets_skip..],
+            targets: &targets[self.targets_skip..self.targets_skip + edges],
             cumulative: &self.cumulative,
         }
     }
@@ -242,25 +243,31 @@ impl<'a> BlockView<'a> {
     }
 
     /// The inclusive prefix sums of `v`'s out-edge weights.
+    #[inline]
     fn weights(&self, v: u32) -> &'a [f32] {
         &self.cumulative[self.edge_range(v)]
     }
 
     /// Whether `v` is one of the block's vertices.
+    #[inline]
     pub fn contains(&self, v: u32) -> bool {
         index(u64::from(v.wrapping_sub(self.first))) < self.offsets.len() - 1
     }
 }
 
+/// Starts fetching vertex `v`'s offsets from `offsets`, a block's (whose
+/// first vertex is `first`), if `v` is in it.
+#[inline]
+fn prefetch_offsets(offsets: &[u64], first: u32, v: u32) {
+    if let Some(offset) = offsets.get(index(u64::from(v.wrapping_sub(first)))) {
+        quiver_io::prefetch(offset);
+    }
+}
+
 impl Adjacency for BlockView<'_> {
+    #[inline]
     fn prefetch(&self, v: u32) {
-        // The walk's next read is this vertex's pair of offsets.
-        if let Some(offset) = self
-            .offsets
-            .get(index(u64::from(v.wrapping_sub(self.first))))
-        {
-            quiver_io::prefetch(offset);
-        }
+        prefetch_offsets(self.offsets, self.first, v);
     }
 
     #[inline(always)]

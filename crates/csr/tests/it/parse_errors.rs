@@ -55,6 +55,22 @@ fn text_errors_name_the_line_and_fault() {
 }
 
 #[test]
+fn a_line_too_long_is_named_after_the_lines_before_it() {
+    // Plain lines fill the first chunks; then a line of over 1 MiB.
+    let mut text: Vec<u8> = (0..30_000)
+        .flat_map(|i: u32| format!("{} {}\n", i, i + 1).into_bytes())
+        .collect();
+    text.extend(std::iter::repeat_n(b'7', (1 << 20) + 1));
+    text.extend_from_slice(b" 1\n");
+    expect_error(
+        "long.txt",
+        &text,
+        ConvertOptions::default(),
+        &["line 30001", "longer than"],
+    );
+}
+
+#[test]
 fn ids_that_overflow_u32_are_accepted_only_when_relabelling() {
     let text = b"5000000000 7\n7 12\n";
     assert!(convert_text("s.txt", text, ConvertOptions::default()).is_err());

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::app::WalkApp;
 use crate::config::{Config, IoMode, Mode, FINE_BLOCK};
-use crate::loaded::{list_bytes, Executing, LoadedBlock};
+use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock};
 use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
@@ -170,9 +170,9 @@ impl Contains for LoadedBlock {
     }
 }
 
-impl Contains for crate::loaded::BlockView<'_> {
+impl Contains for BlockView<'_> {
     fn contains(&self, v: u32) -> bool {
-        crate::loaded::BlockView::contains(self, v)
+        BlockView::contains(self, v)
     }
 }
 

@@ -125,24 +125,23 @@ fn targets_out_of_range_are_refused_when_read_list_by_list() {
         dir.path(),
         &Graph::from_edges(n, &edges, false, false).unwrap(),
     );
-    let mut bytes = std::fs::read(&path).unwrap();
-    let at = usize::try_from(
-        quiver_csr::read_header(&path)
-            .unwrap()
-            .layout
-            .targets
-            .offset,
-    )
-    .unwrap();
-    bytes[at..at + 4].copy_from_slice(&(n + 5).to_le_bytes());
-    quiver_csr::testing::reseal_all(&mut bytes);
-    std::fs::write(&path, &bytes).unwrap();
     let config = Config {
         mode: Mode::GraphWalker,
         block_size: Some(1 << 20),
         ..Config::default()
     };
-    let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
+    let ppr = VisitFrequency::ppr(0, 10, 5, 0.15, 5);
+    // On the intact file, these walks read single lists and no block.
+    let intact = run(&path, &config, &ppr).unwrap();
+    assert!(
+        intact.vertex_loads > 0 && intact.blocks_loaded == 0,
+        "{:?}",
+        (intact.vertex_loads, intact.blocks_loaded)
+    );
+    let mut bytes = std::fs::read(&path).unwrap();
+    quiver_csr::testing::set_target(&mut bytes, 0, n + 5);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = run(&path, &config, &ppr).unwrap_err();
     assert!(
         err.to_string()
             .contains(&format!("edge 0 targets vertex {}", n + 5)),
