@@ -548,11 +548,7 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
     for (good, copies) in [(&good, 20), (&with_ids, 10)] {
         let original = std::fs::read(good).unwrap();
         let layout = quiver_csr::GraphIndex::open(good).unwrap().layout();
-        let in_index = |i: usize| {
-            let i = i as u64;
-            let within = |s: quiver_csr::format::Section| (s.offset..s.padded_end()).contains(&i);
-            i < quiver_csr::format::PAGE || within(layout.offsets) || within(layout.pages)
-        };
+        let in_index = |i: usize| quiver_csr::testing::read_by_index(&layout, i as u64);
         let mut intact = Vec::new();
         for command in commands(good) {
             let ok = run(&command);

@@ -52,16 +52,17 @@ impl GraphIndex {
             len: layout.pages.padded_end() - layout.pages.offset,
         };
         let pages = PageChecksums::decode(path, &header, &read_section(&file, path, table)?)?;
-        let padded = Section {
-            offset: layout.offsets.offset,
-            len: layout.offsets.padded_end() - layout.offsets.offset,
-        };
-        let bytes = read_section(&file, path, padded)?;
-        pages.verify(padded.offset, &bytes)?;
-        let offsets: Vec<u64> = bytes[..to_usize(layout.offsets.len)]
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
-            .collect();
+        // Read (with its page padding) straight into the words it holds,
+        // verified as bytes, then cut to |V| + 1 offsets.
+        let padded = layout.offsets.padded_end() - layout.offsets.offset;
+        let mut offsets = vec![0u64; to_usize(padded / 8)];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut offsets);
+        read_exact(&file, path, layout.offsets.offset, bytes)?;
+        pages.verify(layout.offsets.offset, bytes)?;
+        offsets.truncate(to_usize(layout.offsets.len / 8));
+        for offset in &mut offsets {
+            *offset = u64::from_le(*offset);
+        }
         check_offsets(path, &offsets, header.num_edges)?;
         Ok(GraphIndex {
             header,
@@ -136,10 +137,15 @@ fn open_header(path: &Path) -> Result<(File, Header)> {
 /// The bytes of `section` of `file`, which must all be there.
 fn read_section(file: &File, path: &Path, section: Section) -> Result<Vec<u8>> {
     let mut bytes = vec![0u8; to_usize(section.len)];
-    file.read_exact_at(&mut bytes, section.offset)
+    read_exact(file, path, section.offset, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Fills `buf` from `offset` of `file`, which must hold that much.
+fn read_exact(file: &File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
+    file.read_exact_at(buf, offset)
         .map_err(|source| Error::Read {
             path: path.to_owned(),
             source,
-        })?;
-    Ok(bytes)
+        })
 }

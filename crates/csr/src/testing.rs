@@ -168,6 +168,14 @@ pub fn build(n: u32, mut edges: Vec<(u32, u32, f32)>, weighted: bool, undirected
     Graph::from_edges(n, &edges, weighted, undirected).expect("edges are in range")
 }
 
+/// Whether byte `at` of a file with `layout` is one that opening its
+/// [`GraphIndex`](crate::GraphIndex) reads: the header page, the offsets
+/// and the page table, each with its page padding.
+pub fn read_by_index(layout: &crate::format::Layout, at: u64) -> bool {
+    let within = |s: crate::format::Section| (s.offset..s.padded_end()).contains(&at);
+    at < crate::format::PAGE || within(layout.offsets) || within(layout.pages)
+}
+
 /// Sets target `index` of a graph's file (version 2 or 3) to `value`, with
 /// every checksum rewritten, so only the edit can be objected to.
 pub fn set_target(bytes: &mut [u8], index: usize, value: u32) {

@@ -45,9 +45,7 @@ proptest! {
         let at = flip.index(bytes.len());
         bytes[at] ^= 0x5a;
         std::fs::write(&path, &bytes).unwrap();
-        let layout = index.layout();
-        let within = |s: quiver_csr::format::Section| (s.offset..s.padded_end()).contains(&(at as u64));
-        let read_by_index = (at as u64) < PAGE || within(layout.offsets) || within(layout.pages);
+        let read_by_index = quiver_csr::testing::read_by_index(&index.layout(), at as u64);
         prop_assert_eq!(read_header(&path).is_err(), (at as u64) < PAGE, "byte {} flipped", at);
         match GraphIndex::open(&path) {
             Err(e) => {

@@ -63,10 +63,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let mut first = 0;
         while first < total {
             let last = (first + batch).min(total);
-            let walks: Vec<InFlight<W>> = (first..last)
-                .into_par_iter()
-                .map(|id| self.start(id))
-                .collect();
+            let walks = self.start_all(first..last, |walk| walk);
             let bytes = walks.len() as u64 * walk_bytes;
             self.stats.hold(bytes);
             let (moved, s) = self.advance(&loaded.view(), walks, false)?;
@@ -121,17 +118,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let bytes = 2 * (last - first) * walk_bytes as u64;
             self.stats.hold(bytes);
             let (batch, left) = if positions_only {
-                let walks: Vec<u32> = (first..last)
-                    .into_par_iter()
-                    .map(|id| self.start(id).1)
-                    .collect();
+                let walks = self.start_all(first..last, |(_, vertex)| vertex);
                 let (batch, left) = self.move_by_partition(&parts, walks, Self::step_positions)?;
                 (batch, left.len())
             } else {
-                let walks: Vec<InFlight<W>> = (first..last)
-                    .into_par_iter()
-                    .map(|id| self.start(id))
-                    .collect();
+                let walks = self.start_all(first..last, |walk| walk);
                 let (batch, left) = self.move_by_partition(&parts, walks, Self::step_partition)?;
                 (batch, left.len())
             };
@@ -268,6 +259,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             std::mem::swap(&mut walks, &mut sorted);
         }
         Ok((state, left))
+    }
+
+    /// Walks `ids`, started on all threads (each a pure function of its
+    /// id, so the paths do not depend on the threads), as `keep` has them.
+    fn start_all<T: Send>(
+        &self,
+        ids: std::ops::Range<u64>,
+        keep: impl Fn(InFlight<W>) -> T + Sync + Send,
+    ) -> Vec<T> {
+        ids.into_par_iter().map(|id| keep(self.start(id))).collect()
     }
 
     /// Sweeps partition `at`'s data into cache when its `walks` will touch
