@@ -155,8 +155,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         &mut self,
         parts: &Partitions<'_>,
         mut walks: Vec<T>,
-        step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T], &mut Vec<T>) -> (usize, u64, A::State)
-            + Sync,
+        step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T], &mut [T]) -> Stepped<A::State> + Sync,
     ) -> Result<(A::State, Vec<T>)> {
         let locator = &parts.locator;
         let bounds = locator.bounds();
@@ -216,11 +215,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // Then partition by partition, each on its own data.
             self.stats.batches += 1;
             let pass = self.stats.batches;
+            // A partition's walks that leave go to its slots in `walks`,
+            // which the scatter has read.
             let mut partitions = Vec::with_capacity(num_parts);
             let mut rest = &mut sorted[..];
+            let mut free = &mut walks[..];
             let mut start = 0;
             for (p, &size) in sizes.iter().enumerate() {
                 let (these, tail) = rest.split_at_mut(size);
+                let (slots, free_tail) = free.split_at_mut(size);
                 let at = Partition {
                     index: p,
                     vertices: bounds[p]..bounds[p + 1],
@@ -228,26 +231,37 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     hop: round,
                     pass,
                 };
-                partitions.push((at, start, these));
+                partitions.push((at, start, these, slots));
                 rest = tail;
+                free = free_tail;
                 start += size;
             }
             let this = &*self;
-            let moved: Vec<Stepped<A::State, T>> = partitions
+            let moved: Vec<(usize, Stepped<A::State>)> = partitions
                 .into_par_iter()
-                .map(|(at, start, these)| {
-                    let mut leaving = Vec::new();
+                .map(|(at, start, these, slots)| {
                     let block = parts.blocks[at.index];
-                    let (kept, steps, state) = step(this, block, at, these, &mut leaving);
-                    (start, kept, steps, state, leaving)
+                    (start, step(this, block, at, these, slots))
                 })
                 .collect();
             runs.clear();
             let before = left.len();
-            for (start, kept, steps, s, leaving) in moved {
+            for (start, stepped) in moved {
+                let Stepped {
+                    kept,
+                    left: leaving,
+                    steps,
+                    state: s,
+                } = stepped;
                 self.stats.steps += steps;
                 self.app.merge(&mut state, s);
-                left.extend(leaving);
+                if leaving > 0 {
+                    // At most the batch leaves: room for it once.
+                    if left.capacity() == 0 {
+                        left.reserve_exact(walks.len());
+                    }
+                    left.extend_from_slice(&walks[start..start + leaving]);
+                }
                 if kept > 0 {
                     runs.push((start, kept));
                 }
@@ -281,22 +295,22 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 
     /// Visits and steps the walks standing in partition `at`, keeping
     /// those that go on inside the loaded data at the front of `walks` and
-    /// handing those that leave it to `leaving` (a walk whose last step
-    /// leaves has its last position visited here instead). Returns how
-    /// many it kept, the steps taken and what the app gathered.
+    /// writing those that leave it to the front of `leaving` (as long as
+    /// `walks`; a walk whose last step leaves has its last position
+    /// visited here instead).
     pub(super) fn step_partition(
         &self,
         graph: &LoadedBlock,
         at: Partition,
         walks: &mut [InFlight<W>],
-        leaving: &mut Vec<InFlight<W>>,
-    ) -> (usize, u64, A::State) {
+        leaving: &mut [InFlight<W>],
+    ) -> Stepped<A::State> {
         self.warm(graph, &at, walks.len());
         let view = graph.view();
         let mut state = self.app.new_state();
         let mut stream = at.stream(self.config.seed);
         let length = u64::from(self.spec.length);
-        let (mut kept, mut steps) = (0, 0);
+        let (mut kept, mut left, mut steps) = (0, 0, 0);
         for i in 0..walks.len() {
             let (walk, vertex) = walks[i];
             let word = walk.word();
@@ -344,10 +358,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 visit.hop += 1;
                 self.app.visit(&mut state, &visit);
             } else {
-                leaving.push((walk.with_word(self.word.encode(source, 0, hop + 1)), next));
+                leaving[left] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
+                left += 1;
             }
         }
-        (kept, steps, state)
+        Stepped {
+            kept,
+            left,
+            steps,
+            state,
+        }
     }
 
     /// [`Engine::step_partition`] for walks that are only where they
@@ -358,8 +378,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         graph: &LoadedBlock,
         at: Partition,
         walks: &mut [u32],
-        _leaving: &mut Vec<u32>,
-    ) -> (usize, u64, A::State) {
+        _leaving: &mut [u32],
+    ) -> Stepped<A::State> {
         debug_assert_eq!(
             at.within.len(),
             self.num_vertices as usize,
@@ -370,7 +390,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
         self.app.visit_positions(&mut state, at.hop as u32, walks);
         if at.hop == u64::from(self.spec.length) {
-            return (0, 0, state);
+            return Stepped {
+                kept: 0,
+                left: 0,
+                steps: 0,
+                state,
+            };
         }
         let mut stream = at.stream(self.config.seed);
         let view = graph.view();
@@ -394,13 +419,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 }
             }
         }
-        (kept, kept as u64, state)
+        Stepped {
+            kept,
+            left: 0,
+            steps: kept as u64,
+            state,
+        }
     }
 }
 
-/// What stepping one partition gave: where its slice starts, the walks
-/// kept, the steps taken, what the app gathered and the walks that left.
-type Stepped<S, T> = (usize, usize, u64, S, Vec<T>);
+/// What stepping one partition's walks gave.
+pub(super) struct Stepped<S> {
+    /// Walks that go on inside the loaded data (at the front of the
+    /// partition's walks).
+    kept: usize,
+    /// Walks that left it (at the front of the partition's free slots).
+    left: usize,
+    /// Steps taken.
+    steps: u64,
+    /// What the app gathered.
+    state: S,
+}
 
 /// A walk as memory mode sorts it: all it needs is where the walk stands.
 pub(super) trait Standing: Copy + Send + Sync {
