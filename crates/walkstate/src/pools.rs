@@ -103,6 +103,32 @@ impl<W: WalkWord> WalkPools<W> {
         Ok(())
     }
 
+    /// Adds `walks` to `block`'s pool in order, as [`WalkPools::push`]
+    /// would one by one (the same spill file and buffer), given the
+    /// smallest hop among them.
+    pub fn extend(&mut self, block: usize, mut walks: &[W], min_hop: u64) -> Result<()> {
+        if walks.is_empty() {
+            return Ok(());
+        }
+        self.min_hop[block] = self.min_hop[block].min(min_hop);
+        self.total += walks.len() as u64;
+        let capacity = self.capacity;
+        if self.buffers[block].capacity() == 0 {
+            self.buffers[block].reserve_exact(capacity);
+        }
+        while !walks.is_empty() {
+            let buffer = &mut self.buffers[block];
+            let room = capacity - buffer.len();
+            let (these, rest) = walks.split_at(room.min(walks.len()));
+            buffer.extend_from_slice(these);
+            walks = rest;
+            if self.buffers[block].len() == capacity {
+                self.spill(block)?;
+            }
+        }
+        Ok(())
+    }
+
     fn spill(&mut self, block: usize) -> Result<()> {
         let path = self.file(block);
         let err = |source| Error::Spill {

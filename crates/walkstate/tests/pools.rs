@@ -7,15 +7,30 @@ use quiver_walkstate::{ExactWalk, WalkPools};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Push { block: usize, walk: u64, hop: u64 },
-    Take { block: usize },
-    TakeSome { block: usize, max: usize },
+    Push {
+        block: usize,
+        walk: u64,
+        hop: u64,
+    },
+    Extend {
+        block: usize,
+        walks: Vec<(u64, u64)>,
+    },
+    Take {
+        block: usize,
+    },
+    TakeSome {
+        block: usize,
+        max: usize,
+    },
 }
 
 fn ops(blocks: usize) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(
         prop_oneof![
             8 => (0..blocks, any::<u64>(), 0u64..100).prop_map(|(block, walk, hop)| Op::Push { block, walk, hop }),
+            2 => (0..blocks, prop::collection::vec((any::<u64>(), 0u64..100), 0..20))
+                .prop_map(|(block, walks)| Op::Extend { block, walks }),
             1 => (0..blocks).prop_map(|block| Op::Take { block }),
             1 => (0..blocks, 0usize..6).prop_map(|(block, max)| Op::TakeSome { block, max }),
         ],
@@ -40,6 +55,12 @@ proptest! {
                 Op::Push { block, walk, hop } => {
                     pools.push(block, walk, hop).unwrap();
                     model.entry(block).or_default().push((walk, hop));
+                }
+                Op::Extend { block, walks } => {
+                    let words: Vec<u64> = walks.iter().map(|&(w, _)| w).collect();
+                    let min_hop = walks.iter().map(|&(_, h)| h).min().unwrap_or(u64::MAX);
+                    pools.extend(block, &words, min_hop).unwrap();
+                    model.entry(block).or_default().extend(walks);
                 }
                 Op::Take { block } => {
                     let expected: Vec<u64> = model.remove(&block).unwrap_or_default().into_iter().map(|(w, _)| w).collect();

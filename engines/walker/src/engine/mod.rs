@@ -30,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::app::WalkApp;
 use crate::config::{Config, IoMode, Mode, FINE_BLOCK};
-use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock};
+use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock, Locator};
 use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
@@ -97,6 +97,9 @@ struct Engine<'a, A: WalkApp, W> {
     weighted: bool,
     num_vertices: u32,
     blocks: Arc<Blocks>,
+    /// Which block holds a vertex, in constant time (filing a walk looks
+    /// its block up).
+    block_locator: Locator,
     block_size: u64,
     word: WalkLayout,
     /// Started when the run was called: wall time counts from here.
@@ -268,6 +271,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let pages = graph.page_checksums().clone();
         drop(graph);
         let blocks_len = blocks.len();
+        let block_locator = Locator::new(
+            blocks
+                .iter()
+                .map(|b| b.vertices.start)
+                .chain([num_vertices])
+                .collect(),
+        );
         let options = ReadOptions {
             backend: BackendChoice::Auto,
             direct: config.io == IoMode::Direct,
@@ -289,6 +299,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             weighted,
             num_vertices,
             blocks: Arc::new(blocks),
+            block_locator,
             block_size,
             word,
             clock,
@@ -433,8 +444,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// and, with paired pools, its previous vertex), in the form it is
     /// filed in (its position within that block), and its hop.
     fn filed(&self, (walk, vertex): InFlight<W>) -> (usize, W, u64) {
-        let block = self.blocks.find(vertex);
-        let start = self.blocks.get(block).vertices.start;
+        let block = self.block_of(vertex);
+        let start = self.block_locator.bounds()[block];
         let word = walk.word();
         let hop = self.word.hop(word);
         let rewritten = walk.with_word(self.word.encode(
@@ -443,15 +454,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             hop,
         ));
         let prev_block = if self.pooling.pairs {
-            walk.prev().map(|p| self.blocks.find(p).0 as usize)
+            walk.prev().map(|p| self.block_of(p))
         } else {
             None
         };
-        (
-            self.pooling.pool(block.0 as usize, prev_block),
-            rewritten,
-            hop,
-        )
+        (self.pooling.pool(block, prev_block), rewritten, hop)
+    }
+
+    /// The block holding vertex `v`.
+    fn block_of(&self, v: u32) -> usize {
+        self.block_locator.range(v)
     }
 
     /// Takes up to `max` of `pool`'s walks out of the pools, as walks in
@@ -539,7 +551,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         self.app.merge(state, s);
         // Where each goes, worked out on all threads (two block searches
-        // and a word each); then filed in order.
+        // and a word each); then grouped by pool in order (a counting
+        // sort) and filed a pool at a time.
         let this = &*self;
         let pools_of: Vec<u32> = moved
             .par_iter_mut()
@@ -550,9 +563,25 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 u32::try_from(pool).expect("pools are counted in u32")
             })
             .collect();
-        for ((walk, _), pool) in moved.into_iter().zip(pools_of) {
-            let hop = self.word.hop(walk.word());
-            pools.push(pool as usize, walk, hop)?;
+        let mut ends = vec![0usize; pools.num_blocks() + 1];
+        let mut min_hops = vec![u64::MAX; pools.num_blocks()];
+        for (&pool, (walk, _)) in pools_of.iter().zip(&moved) {
+            ends[pool as usize + 1] += 1;
+            let min = &mut min_hops[pool as usize];
+            *min = (*min).min(self.word.hop(walk.word()));
+        }
+        for p in 1..ends.len() {
+            ends[p] += ends[p - 1];
+        }
+        let mut grouped = vec![W::zeroed(); moved.len()];
+        let mut next = ends.clone();
+        for (&pool, &(walk, _)) in pools_of.iter().zip(&moved) {
+            grouped[next[pool as usize]] = walk;
+            next[pool as usize] += 1;
+        }
+        drop(moved);
+        for (pool, &min_hop) in min_hops.iter().enumerate() {
+            pools.extend(pool, &grouped[ends[pool]..ends[pool + 1]], min_hop)?;
         }
         self.stats.release(bytes);
         self.report_progress(pools.total())
