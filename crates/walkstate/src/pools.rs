@@ -180,20 +180,20 @@ impl<W: WalkWord> WalkPools<W> {
                 source,
             };
             let n = self.on_disk[block].min(max as u64);
-            let mut bytes = vec![0u8; usize::try_from(n * size).expect("a batch fits memory")];
+            // Read straight into the walks' memory.
+            walks.resize(
+                usize::try_from(n).expect("a batch fits memory"),
+                W::zeroed(),
+            );
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut walks[..]);
             let at = self.consumed[block] * size;
             match &self.files[block] {
-                Some(file) => file.read_exact_at(&mut bytes, at),
-                None => File::open(&path).and_then(|file| file.read_exact_at(&mut bytes, at)),
+                Some(file) => file.read_exact_at(bytes, at),
+                None => File::open(&path).and_then(|file| file.read_exact_at(bytes, at)),
             }
             .map_err(err)?;
             self.stats.reloads += 1;
             self.stats.bytes_read += bytes.len() as u64;
-            walks.extend(
-                bytes
-                    .chunks_exact(std::mem::size_of::<W>())
-                    .map(bytemuck::pod_read_unaligned::<W>),
-            );
             self.on_disk[block] -= n;
             self.consumed[block] += n;
             if self.on_disk[block] == 0 {

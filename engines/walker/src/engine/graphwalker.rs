@@ -190,7 +190,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                         break;
                     }
                     if pools.count(pool) > 0 {
-                        walks.extend(self.take(pools, pool, room)?);
+                        self.take(pools, pool, room, &mut walks)?;
                     }
                 }
                 if walks.is_empty() {

@@ -34,7 +34,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     let batch = budget
                         .batch_walks
                         .min(usize::try_from(waiting).unwrap_or(usize::MAX));
-                    let walks = self.take(pools, b, batch)?;
+                    let mut walks = Vec::with_capacity(batch);
+                    self.take(pools, b, batch, &mut walks)?;
                     waiting -= walks.len() as u64;
                     let (due, later): (Vec<_>, Vec<_>) = walks
                         .into_iter()

@@ -466,25 +466,24 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         self.block_locator.range(v)
     }
 
-    /// Takes up to `max` of `pool`'s walks out of the pools, as walks in
-    /// flight.
-    fn take(&self, pools: &mut WalkPools<W>, pool: usize, max: usize) -> Result<Vec<InFlight<W>>> {
-        #[allow(clippy::cast_possible_truncation)] // Block ids are u32.
-        let start = self
-            .blocks
-            .get(quiver_csr::BlockId(self.pooling.block(pool) as u32))
-            .vertices
-            .start;
-        Ok(pools
-            .take_at_most(pool, max)?
-            .into_iter()
-            .map(|w| {
-                #[allow(clippy::cast_possible_truncation)]
-                // Positions are below a block's vertex count.
-                let v = start + self.word.position(w.word()) as u32;
-                (w, v)
-            })
-            .collect())
+    /// Takes up to `max` of `pool`'s walks out of the pools and appends
+    /// them to `walks`, as walks in flight; returns how many.
+    fn take(
+        &self,
+        pools: &mut WalkPools<W>,
+        pool: usize,
+        max: usize,
+        walks: &mut Vec<InFlight<W>>,
+    ) -> Result<usize> {
+        let start = self.block_locator.bounds()[self.pooling.block(pool)];
+        let taken = pools.take_at_most(pool, max)?;
+        walks.extend(taken.iter().map(|&w| {
+            #[allow(clippy::cast_possible_truncation)]
+            // Positions are below a block's vertex count.
+            let v = start + self.word.position(w.word()) as u32;
+            (w, v)
+        }));
+        Ok(taken.len())
     }
 
     /// Whether loads group fine blocks adaptively: GraphWalker mode, and

@@ -138,7 +138,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             if room == 0 {
                 break;
             }
-            walks.extend(self.take(pools, b, room)?);
+            self.take(pools, b, room, &mut walks)?;
         }
         let mut distinct: Vec<u32> = walks.iter().map(|&(_, v)| v).collect();
         distinct.sort_unstable();
