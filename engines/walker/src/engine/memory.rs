@@ -10,9 +10,9 @@ use rayon::prelude::*;
 use super::walks::PooledWalk;
 use super::{Engine, InFlight, CHUNK};
 use crate::app::{Visit, WalkApp};
-use crate::loaded::{LoadedBlock, Locator};
+use crate::loaded::{BlockView, LoadedBlock, Locator};
 use crate::rng::KeyedRng;
-use crate::spec::{step, DeadEnd, Step};
+use crate::spec::{look_ahead, step, Adjacency, DeadEnd, Lookahead, Step};
 use crate::Result;
 use quiver_run::Stopwatch;
 
@@ -286,11 +286,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Sweeps partition `at`'s data into cache when its `walks` will touch
-    /// most of its cache lines.
-    fn warm(&self, graph: &LoadedBlock, at: &Partition, walks: usize) {
-        if walks as u64 * WARM_LINES_PER_WALK >= self.config.partition_bytes / 64 {
+    /// most of its cache lines; returns whether it did.
+    fn warm(&self, graph: &LoadedBlock, at: &Partition, walks: usize) -> bool {
+        let warm = walks as u64 * WARM_LINES_PER_WALK >= self.config.partition_bytes / 64;
+        if warm {
             graph.warm(at.vertices.clone());
         }
+        warm
     }
 
     /// Visits and steps the walks standing in partition `at`, keeping
@@ -298,6 +300,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// writing those that leave it to the front of `leaving` (as long as
     /// `walks`; a walk whose last step leaves has its last position
     /// visited here instead).
+    ///
+    /// A partition with too few walks to sweep its data into cache
+    /// ([`WARM_LINES_PER_WALK`]) is stepped in a pipeline instead: each
+    /// walk's step is decided (its draws made, in walk order, so the paths
+    /// are the same) [`COLD_AHEAD`] walks before it is taken, the neighbour
+    /// it will read prefetched then, and the offsets it decides by
+    /// prefetched [`COLD_AHEAD`] walks before that, so the memory reads of
+    /// several walks overlap.
     pub(super) fn step_partition(
         &self,
         graph: &LoadedBlock,
@@ -305,48 +315,46 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         walks: &mut [InFlight<W>],
         leaving: &mut [InFlight<W>],
     ) -> Stepped<A::State> {
-        self.warm(graph, &at, walks.len());
+        let ahead = if self.warm(graph, &at, walks.len()) {
+            0
+        } else {
+            COLD_AHEAD
+        };
         let view = graph.view();
         let mut state = self.app.new_state();
         let mut stream = at.stream(self.config.seed);
         let length = u64::from(self.spec.length);
+        let mut decided = [Decision::Ends; COLD_AHEAD + 1];
         let (mut kept, mut left, mut steps) = (0, 0, 0);
-        for i in 0..walks.len() {
-            let (walk, vertex) = walks[i];
+        for i in 0..walks.len() + ahead {
+            if let Some(&(_, vertex)) = walks.get(i + ahead) {
+                if ahead > 0 {
+                    view.prefetch(vertex);
+                }
+            }
+            if let Some(&(walk, vertex)) = walks.get(i) {
+                decided[i % (COLD_AHEAD + 1)] =
+                    self.decide(&view, walk, vertex, length, ahead > 0, &mut stream);
+            }
+            let Some(j) = i.checked_sub(ahead) else {
+                continue;
+            };
+            let (walk, vertex) = walks[j];
             let word = walk.word();
             let (source, hop) = (self.word.source(word), self.word.hop(word));
-            let source_vertex = self.spec.starts.source_vertex(source);
             #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
             let mut visit = Visit {
                 walk: walk.id(),
                 source,
-                source_vertex,
+                source_vertex: self.spec.starts.source_vertex(source),
                 vertex,
                 hop: hop as u32,
             };
             self.app.visit(&mut state, &visit);
-            if hop == length {
-                continue;
-            }
-            let mut keyed;
-            let rng = match walk.id() {
-                Some(id) => {
-                    keyed = KeyedRng::new(self.config.seed, id, hop);
-                    &mut keyed
-                }
-                None => &mut stream,
-            };
-            let next = match step(
-                &self.spec,
-                &view,
-                self.num_vertices,
-                source_vertex,
-                vertex,
-                None,
-                rng,
-            ) {
-                Step::Stop => continue,
-                Step::Move(next) | Step::Teleport(next) => next,
+            let next = match decided[j % (COLD_AHEAD + 1)] {
+                Decision::Ends | Decision::Steps(Step::Stop) => continue,
+                Decision::Steps(Step::Move(next) | Step::Teleport(next)) => next,
+                Decision::Reads(next) => *next,
             };
             steps += 1;
             if at.within.contains(&next) {
@@ -368,6 +376,56 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             steps,
             state,
         }
+    }
+
+    /// Decides the step of `walk`, standing at `vertex`: its draws are
+    /// made now (from its own stream in exact mode, else from `stream`).
+    /// With `ahead`, a first-order step is looked up ahead and the
+    /// neighbour it reads prefetched.
+    fn decide<'x>(
+        &self,
+        view: &'x BlockView<'_>,
+        walk: W,
+        vertex: u32,
+        length: u64,
+        ahead: bool,
+        stream: &mut KeyedRng,
+    ) -> Decision<'x> {
+        let word = walk.word();
+        let hop = self.word.hop(word);
+        if hop == length {
+            return Decision::Ends;
+        }
+        let mut keyed;
+        let rng = match walk.id() {
+            Some(id) => {
+                keyed = KeyedRng::new(self.config.seed, id, hop);
+                &mut keyed
+            }
+            None => stream,
+        };
+        if ahead {
+            if let Some(Lookahead {
+                candidate,
+                drawn: Some(drawn),
+                ..
+            }) = look_ahead(&self.spec, view, vertex, None, false, rng)
+            {
+                quiver_io::prefetch(candidate);
+                *rng = drawn;
+                return Decision::Reads(candidate);
+            }
+        }
+        let source_vertex = self.spec.starts.source_vertex(self.word.source(word));
+        Decision::Steps(step(
+            &self.spec,
+            view,
+            self.num_vertices,
+            source_vertex,
+            vertex,
+            None,
+            rng,
+        ))
     }
 
     /// [`Engine::step_partition`] for walks that are only where they
@@ -426,6 +484,22 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             state,
         }
     }
+}
+
+/// Walks a cold partition decides ahead of stepping them
+/// ([`Engine::step_partition`]).
+const COLD_AHEAD: usize = 16;
+
+/// A walk's step, decided before it is taken.
+#[derive(Clone, Copy)]
+enum Decision<'x> {
+    /// The walk has taken its last step.
+    Ends,
+    /// The step was taken on what it reads.
+    Steps(Step),
+    /// The step moves to the neighbour here (a first-order step looked
+    /// up ahead; the read waits until the step is taken).
+    Reads(&'x u32),
 }
 
 /// What stepping one partition's walks gave.
