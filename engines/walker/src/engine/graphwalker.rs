@@ -8,7 +8,7 @@ use std::sync::Arc;
 use quiver_walkstate::WalkPools;
 
 use super::budget::{
-    adaptive_load_bytes, Budget, Cache, Pooling, MAX_PAIRED_BLOCKS, MIN_PAIR_POOL,
+    adaptive_load_bytes, pair_pool_capacity, Budget, Cache, Pooling, MAX_PAIRED_BLOCKS,
 };
 use super::vertex::VERTEX_READ_BYTES;
 use super::walks::PooledWalk;
@@ -41,10 +41,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let capacity = |pooling: Pooling| {
             if pooling.pairs {
-                self.config
-                    .pool_capacity
-                    .div_ceil(blocks)
-                    .max(MIN_PAIR_POOL.min(self.config.pool_capacity))
+                pair_pool_capacity(self.config.pool_capacity, blocks)
             } else {
                 self.config.pool_capacity
             }

@@ -254,6 +254,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             (None, Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
                 default_blocks(FINE_BLOCK)?
             }
+            (None, Mode::GraphWalker, None) if spec.node2vec.is_some() => {
+                match Self::pair_blocks(&graph, config, weighted, prev_reserve, walks)? {
+                    Some(found) => found,
+                    None => default_blocks(default_block_size(walks, config.mem_budget))?,
+                }
+            }
             (None, _, None) => default_blocks(default_block_size(walks, config.mem_budget))?,
         };
         let largest = blocks

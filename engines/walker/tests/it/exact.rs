@@ -408,6 +408,50 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
     );
 }
 
+/// Node2Vec walks in GraphWalker mode given a budget and no block size get
+/// the largest blocks two of which the cache holds (larger than the static
+/// rule's quarter of the budget), are pooled by block pair, walk as memory
+/// mode does and stay within the budget.
+#[test]
+fn node2vec_blocks_are_sized_for_pairs_in_the_cache() {
+    let graph = hubs_graph(5_000, 40, 2, false);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let app = Recorder(WalkSpec {
+        starts: Starts::Uniform { walks: 2000 },
+        length: 8,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Unbiased,
+        node2vec: Some(Node2Vec { p: 2.0, q: 0.5 }),
+        dead_end: DeadEnd::Stop,
+    });
+    let base = Config {
+        exact: true,
+        seed: 9,
+        threads: 2,
+        work_dir: dir.path().to_owned(),
+        io: IoMode::Buffered,
+        ..Config::default()
+    };
+    let reference = run(&path, &memory_mode(&base), &app).unwrap();
+    let config = Config {
+        mode: Mode::GraphWalker,
+        mem_budget: 2 << 20,
+        block_size: None,
+        ..base.clone()
+    };
+    let report = run(&path, &config, &app).unwrap();
+    assert!(report.paired, "not paired");
+    assert!(
+        report.block_size > config.mem_budget / 4 && report.blocks > 1,
+        "{} blocks of {} bytes",
+        report.blocks,
+        report.block_size
+    );
+    assert_walked_like(&report, &reference, &config, "pairs in the cache");
+}
+
 /// Given a memory budget and no block size, every mode cuts the graph into
 /// blocks the budget holds (a graph of about 1 MiB under 400 KiB used to be
 /// refused with "lower the block size"), walks as memory mode does and
