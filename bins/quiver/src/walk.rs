@@ -29,7 +29,8 @@ pub struct EngineArgs {
     /// Block size. GraphWalker mode groups consecutive blocks of this size per load by the
     /// paper's self-adaptive rule (default 2 MiB); with --fixed-blocks, in iteration mode, or
     /// for Node2Vec walks (which load block pairs), each load is one block (default: the
-    /// paper's static rule, 2^(floor(log10 walks)+2) MiB, at most mem/4).
+    /// paper's static rule, 2^(floor(log10 walks)+2) MiB, at most mem/4; for Node2Vec in graphwalker
+    /// mode, at most the largest size two blocks of which fit the cache, up to 3/8 of mem).
     #[arg(long)]
     pub block_size: Option<ByteSize>,
     /// Load one block at a time instead of the paper's self-adaptive grouping.

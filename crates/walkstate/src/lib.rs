@@ -8,10 +8,12 @@
 //! - A layout is only built if every field fits: encoding never masks or
 //!   wraps, and a value out of its field's range is a bug caught by an
 //!   assertion.
-//! - Every walk pushed into a pool comes back exactly once from
+//! - Every walk pushed into a pool ([`WalkPools::push`], or
+//!   [`WalkPools::extend`] for several) comes back exactly once from
 //!   [`WalkPools::take`] (or [`WalkPools::take_at_most`]) for its block, in
 //!   push order with spilled walks first; counts per block are exact, and
-//!   so are minimum hops except after a partial take (then a lower bound).
+//!   so are minimum hops (given `extend` the true minimum of what it adds)
+//!   except after a partial take (then a lower bound).
 //! - Spill files live in a private temporary directory that is removed when
 //!   the pools are dropped, on success and on error alike.
 //!

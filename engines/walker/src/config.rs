@@ -54,7 +54,9 @@ pub struct Config {
     /// Block size in bytes. With `adaptive`, the fine blocks that loads
     /// group (default [`FINE_BLOCK`]); otherwise the fixed block size (default: the
     /// paper's static rule, `2^(floor(log10 walks) + 2)` MiB, at most a
-    /// quarter of the budget).
+    /// quarter of the budget; for Node2Vec walks in GraphWalker mode, at
+    /// most the largest size two blocks of which fit the cache, up to 3/8
+    /// of the budget).
     pub block_size: Option<u64>,
     /// The paper's self-adaptive block size: before each load, group
     /// `2^(floor(log2 live walks) + 1)` KiB worth of consecutive fine blocks

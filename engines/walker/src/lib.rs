@@ -28,7 +28,9 @@
 //! step) and `Memory` (the reference: first-order walks move hop by hop, a
 //! counting sort per hop grouping them by the ~512 KiB partition of graph data
 //! holding their vertex, each partition swept into cache and stepped on its
-//! own core, as FlashMob does; in compact mode, walks of an app that reads
+//! own core, as FlashMob does (a partition with too few walks for the sweep
+//! to pay is stepped in a pipeline instead: each walk's step decided, in
+//! order, a few walks before it is taken, and its reads prefetched); in compact mode, walks of an app that reads
 //! only positions (`WalkApp::reads_positions_only`: raw walks, visit counts)
 //! move as bare 4-byte vertices with one draw stream per partition and hop,
 //! and the app sees a partition's positions at once; Node2Vec walks, and the
@@ -46,12 +48,13 @@
 //! blocks and lists, walks in flight and I/O buffers, and stays within `--mem`
 //! (memory mode sizes its walk batches to what the graph leaves of it, and
 //! warns when the graph alone does not fit). Without `--block-size`, blocks
-//! are halved from the default until one fits the budget beside its pools.
+//! are halved from the default until one fits the budget beside its pools
+//! (Node2Vec walks in GraphWalker mode get the largest blocks two of which
+//! fit the cache, if any size near it does).
 //! Second-order (Node2Vec) walks in GraphWalker mode wait in pools keyed by
 //! (block, previous vertex's block) and move on loaded block pairs, chosen by
 //! walks served per byte to read (GraSorw's bi-block execution), so a step
-//! finds both lists in memory; blocks follow the static rule, not the adaptive
-//! one. When two blocks do not fit the cache (or the pairs' pools do not fit
+//! finds both lists in memory; blocks are fixed, not grouped adaptively. When two blocks do not fit the cache (or the pairs' pools do not fit
 //! the budget, or there are more than 256 blocks), and in iteration mode and
 //! vertex passes, previous vertices' lists are read on their own, in rounds that fit what is free beside a
 //! reserve for the largest list. The Node2Vec sampler folds the return edges'

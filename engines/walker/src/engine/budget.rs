@@ -186,7 +186,7 @@ pub(super) fn adaptive_load_bytes(live: u64) -> u64 {
 
 /// The paper's static block size rule, `2^(floor(log10 R) + 2)` MiB for R
 /// walks.
-pub(super) fn static_block_size(walks: u64) -> u64 {
+fn static_block_size(walks: u64) -> u64 {
     let digits = walks.max(1).ilog10();
     (1u64 << (digits + 2).min(42)) << 20
 }
@@ -259,9 +259,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// largest blocks, up to the static rule's size, two of which fit the
     /// cache beside the pair pools, so that every pair load finds both
     /// lists in memory. The static rule's bound of a quarter of the budget
-    /// would leave half the cache unused: on Kronecker 20 (128 MiB) at
-    /// `--mem 48MiB`, 1M Node2Vec walks ran at 2.33-2.43M steps/s on its
-    /// 12 MiB blocks and 2.80-2.90M on 16 MiB ones. `None` when no size
+    /// would leave a third of the cache unused: on Kronecker 20 (128 MiB)
+    /// at `--mem 48MiB`, 1M Node2Vec walks ran at 2.32-2.35M steps/s on
+    /// its 11 blocks of 12 MiB (4.48 GB read) and at 2.53-2.68M on the 8
+    /// blocks of 16.9 MiB chosen here (3.49 GB read). `None` when no size
     /// tried fits (the caller falls back to [`Engine::default_blocks`]).
     pub(super) fn pair_blocks(
         graph: &GraphIndex,
@@ -272,9 +273,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     ) -> crate::Result<Option<(u64, Blocks)>> {
         // The cache is at most three quarters of the budget: two blocks
         // take at most half of it each.
-        let mut size = static_block_size(walks).min(config.mem_budget / 8 * 3);
+        let mut size = static_block_size(walks)
+            .min(config.mem_budget / 8 * 3)
+            .max(MIN_DEFAULT_BLOCK);
         for _ in 0..PAIR_SIZE_TRIES {
             let blocks = Blocks::by_bytes(graph, size)?;
+            if blocks.len() > MAX_PAIRED_BLOCKS {
+                // Smaller blocks only make more.
+                break;
+            }
             let pooling = Pooling {
                 blocks: blocks.len(),
                 pairs: true,
@@ -295,10 +302,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 Self::copies_in_flight(false),
             )
             .cache;
-            if blocks.len() <= MAX_PAIRED_BLOCKS && 2 * largest <= cache {
+            if 2 * largest <= cache {
                 return Ok(Some((size, blocks)));
             }
-            size -= size / 16;
+            size = (size - size / 16).max(MIN_DEFAULT_BLOCK);
         }
         Ok(None)
     }

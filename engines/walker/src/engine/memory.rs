@@ -147,10 +147,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// per round: each round a parallel stable counting sort by partition,
     /// then `step` on each partition's walks (partitions in parallel),
     /// which keeps the walks that go on inside at the front of its slice
-    /// and hands back those that leave. Returns what the app gathered and
-    /// the walks that left, in partition order (or `Cancelled` between
-    /// rounds). The caller accounts for the memory of `walks` and its
-    /// sorted copy.
+    /// and writes those that leave to the same slots of the other buffer
+    /// (which the sort has read), whence they are gathered. Returns what
+    /// the app gathered and the walks that left, in partition order (or
+    /// `Cancelled` between rounds). The caller accounts for the memory of
+    /// `walks`, its sorted copy and the walks that leave (at most the
+    /// batch: room for them is reserved once).
     pub(super) fn move_by_partition<T: Standing>(
         &mut self,
         parts: &Partitions<'_>,
@@ -249,7 +251,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             for (start, stepped) in moved {
                 let Stepped {
                     kept,
-                    left: leaving,
+                    leaving,
                     steps,
                     state: s,
                 } = stepped;
@@ -315,7 +317,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         walks: &mut [InFlight<W>],
         leaving: &mut [InFlight<W>],
     ) -> Stepped<A::State> {
-        let ahead = if self.warm(graph, &at, walks.len()) {
+        let ahead = if self.warm(graph, &at, walks.len()) && !pipeline_always() {
             0
         } else {
             COLD_AHEAD
@@ -326,6 +328,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let length = u64::from(self.spec.length);
         let mut decided = [Decision::Ends; COLD_AHEAD + 1];
         let (mut kept, mut left, mut steps) = (0, 0, 0);
+        for &(_, vertex) in walks.iter().take(ahead) {
+            view.prefetch(vertex);
+        }
         for i in 0..walks.len() + ahead {
             if let Some(&(_, vertex)) = walks.get(i + ahead) {
                 if ahead > 0 {
@@ -354,7 +359,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let next = match decided[j % (COLD_AHEAD + 1)] {
                 Decision::Ends | Decision::Steps(Step::Stop) => continue,
                 Decision::Steps(Step::Move(next) | Step::Teleport(next)) => next,
-                Decision::Reads(next) => *next,
+                Decision::Moves(next) => *next,
             };
             steps += 1;
             if at.within.contains(&next) {
@@ -372,7 +377,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         }
         Stepped {
             kept,
-            left,
+            leaving: left,
             steps,
             state,
         }
@@ -413,7 +418,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             {
                 quiver_io::prefetch(candidate);
                 *rng = drawn;
-                return Decision::Reads(candidate);
+                return Decision::Moves(candidate);
             }
         }
         let source_vertex = self.spec.starts.source_vertex(self.word.source(word));
@@ -450,7 +455,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         if at.hop == u64::from(self.spec.length) {
             return Stepped {
                 kept: 0,
-                left: 0,
+                leaving: 0,
                 steps: 0,
                 state,
             };
@@ -479,7 +484,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         }
         Stepped {
             kept,
-            left: 0,
+            leaving: 0,
             steps: kept as u64,
             state,
         }
@@ -490,16 +495,31 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 /// ([`Engine::step_partition`]).
 const COLD_AHEAD: usize = 16;
 
+/// Set by tests to step every partition in the pipeline, warm or not
+/// (the two must give the same walks).
+#[cfg(test)]
+pub(super) static PIPELINE_ALWAYS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Whether every partition is stepped in the pipeline ([`PIPELINE_ALWAYS`]
+/// in tests; never otherwise).
+fn pipeline_always() -> bool {
+    #[cfg(test)]
+    return PIPELINE_ALWAYS.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
+}
+
 /// A walk's step, decided before it is taken.
 #[derive(Clone, Copy)]
 enum Decision<'x> {
     /// The walk has taken its last step.
     Ends,
-    /// The step was taken on what it reads.
+    /// The step, worked out already (its draws made and its lists read).
     Steps(Step),
-    /// The step moves to the neighbour here (a first-order step looked
-    /// up ahead; the read waits until the step is taken).
-    Reads(&'x u32),
+    /// A first-order step looked up ahead: it moves to the neighbour
+    /// here, whose read waits until the step is taken.
+    Moves(&'x u32),
 }
 
 /// What stepping one partition's walks gave.
@@ -508,7 +528,7 @@ pub(super) struct Stepped<S> {
     /// partition's walks).
     kept: usize,
     /// Walks that left it (at the front of the partition's free slots).
-    left: usize,
+    leaving: usize,
     /// Steps taken.
     steps: u64,
     /// What the app gathered.

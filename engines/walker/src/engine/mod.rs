@@ -473,14 +473,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Takes up to `max` of `pool`'s walks out of the pools and appends
-    /// them to `walks`, as walks in flight; returns how many.
+    /// them to `walks`, as walks in flight.
     fn take(
         &self,
         pools: &mut WalkPools<W>,
         pool: usize,
         max: usize,
         walks: &mut Vec<InFlight<W>>,
-    ) -> Result<usize> {
+    ) -> Result<()> {
         let start = self.block_locator.bounds()[self.pooling.block(pool)];
         let taken = pools.take_at_most(pool, max)?;
         walks.extend(taken.iter().map(|&w| {
@@ -489,7 +489,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let v = start + self.word.position(w.word()) as u32;
             (w, v)
         }));
-        Ok(taken.len())
+        Ok(())
     }
 
     /// Whether loads group fine blocks adaptively: GraphWalker mode, and
@@ -555,8 +555,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             None => self.advance(exec, walks, one_step)?,
         };
         self.app.merge(state, s);
-        // Where each goes, worked out on all threads (two block searches
-        // and a word each); then grouped by pool in order (a counting
+        // Where each goes, worked out on all threads (a block lookup or
+        // two and a word each); then grouped by pool in order (a counting
         // sort) and filed a pool at a time.
         let this = &*self;
         let pools_of: Vec<u32> = moved
