@@ -147,12 +147,32 @@ fn free_address() -> String {
 }
 
 /// Runs `members` of a three-node tcp job, as threads with explicit ranks.
+/// The coordinator's port, free when [`free_address`] asked, can be taken
+/// before rank 0 binds it (by any socket of any test running meanwhile):
+/// the job is then run again on another port, a few times at most.
 fn members(
     members: &[u32],
     timeout: Duration,
     config: &Probe,
 ) -> Vec<Result<Option<Vec<ProbeReport>>, Error>> {
-    let coordinator = free_address();
+    let port_taken = |result: &Result<_, Error>| matches!(result, Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse);
+    let mut tries = 0;
+    loop {
+        let results = members_at(&free_address(), members, timeout, config);
+        tries += 1;
+        if tries == 5 || !results.iter().any(port_taken) {
+            return results;
+        }
+    }
+}
+
+/// [`members`] with the coordinator at `coordinator`.
+fn members_at(
+    coordinator: &str,
+    members: &[u32],
+    timeout: Duration,
+    config: &Probe,
+) -> Vec<Result<Option<Vec<ProbeReport>>, Error>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = members
             .iter()
@@ -164,7 +184,7 @@ fn members(
                         Nodes::Member {
                             rank: Some(rank),
                             size: Some(3),
-                            coordinator: Some(coordinator.clone()),
+                            coordinator: Some(coordinator.to_owned()),
                         },
                     )
                 };
