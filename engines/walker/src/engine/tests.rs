@@ -85,17 +85,45 @@ fn one_by_one(graph: &Graph, spec: &WalkSpec, seed: u64) -> Vec<(u64, u32, u32)>
     visits
 }
 
+/// Graphs the property tests walk on: small, directed, with dead ends.
+fn graphs() -> impl Strategy<Value = Graph> {
+    testing::arb_graph(testing::Shape::new(60, 400).directed_with_dead_ends())
+}
+
+/// Unbiased first-order walks, `walks_per_vertex` from every vertex, of
+/// every length, stop and restart probability and dead-end policy.
+fn unbiased_walks(walks_per_vertex: impl Strategy<Value = u64>) -> impl Strategy<Value = WalkSpec> {
+    (
+        walks_per_vertex,
+        1u32..10,
+        prop_oneof![Just(0.0), 0.05f64..0.3],
+        prop_oneof![Just(0.0), 0.05f64..0.3],
+        prop_oneof![
+            Just(DeadEnd::Stop),
+            Just(DeadEnd::Restart),
+            Just(DeadEnd::Jump)
+        ],
+    )
+        .prop_map(
+            |(walks_per_vertex, length, stop, restart, dead_end)| WalkSpec {
+                starts: Starts::EveryVertex { walks_per_vertex },
+                length,
+                stop_probability: stop,
+                restart_probability: restart,
+                kind: Kind::Unbiased,
+                node2vec: None,
+                dead_end,
+            },
+        )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
     fn exact_walks_are_each_walk_stepped_on_its_own(
-        graph in testing::arb_graph(testing::Shape::new(60, 400).directed_with_dead_ends()),
-        walks_per_vertex in 1u64..4,
-        length in 1u32..10,
-        stop in prop_oneof![Just(0.0), 0.05f64..0.3],
-        restart in prop_oneof![Just(0.0), 0.05f64..0.3],
-        dead_end in prop_oneof![Just(DeadEnd::Stop), Just(DeadEnd::Restart), Just(DeadEnd::Jump)],
+        graph in graphs(),
+        unbiased in unbiased_walks(1u64..4),
         node2vec in prop::option::of((0.25f64..4.0, 0.25f64..4.0)),
         mode in prop_oneof![Just(Mode::Memory), Just(Mode::GraphWalker), Just(Mode::Iteration)],
         block_size in 64u64..256,
@@ -104,13 +132,8 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let spec = WalkSpec {
-            starts: Starts::EveryVertex { walks_per_vertex },
-            length,
-            stop_probability: stop,
-            restart_probability: restart,
-            kind: Kind::Unbiased,
             node2vec: node2vec.map(|(p, q)| Node2Vec { p, q }),
-            dead_end,
+            ..unbiased
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
@@ -168,23 +191,11 @@ proptest! {
     /// streams, cannot show a change of draw order.
     #[test]
     fn compact_walks_are_the_same_stepped_in_the_pipeline(
-        graph in testing::arb_graph(testing::Shape::new(60, 400).directed_with_dead_ends()),
-        length in 1u32..10,
-        stop in prop_oneof![Just(0.0), 0.05f64..0.3],
-        restart in prop_oneof![Just(0.0), 0.05f64..0.3],
-        dead_end in prop_oneof![Just(DeadEnd::Stop), Just(DeadEnd::Restart), Just(DeadEnd::Jump)],
+        graph in graphs(),
+        spec in unbiased_walks(Just(40)),
         mode in prop_oneof![Just(Mode::Memory), Just(Mode::GraphWalker)],
         seed in any::<u64>(),
     ) {
-        let spec = WalkSpec {
-            starts: Starts::EveryVertex { walks_per_vertex: 40 },
-            length,
-            stop_probability: stop,
-            restart_probability: restart,
-            kind: Kind::Unbiased,
-            node2vec: None,
-            dead_end,
-        };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.qcsr");
         write_graph(&graph, &path).unwrap();
