@@ -251,7 +251,9 @@ fn node_process() {
         // A driver of its own job, killed by the test: its nodes must die with it.
         let job = LocalJob::spawn(3, timeout, |_| node_command("forever", &dir)).unwrap();
         let pids: Vec<String> = job.pids().iter().map(ToString::to_string).collect();
-        std::fs::write(dir.join("pids"), pids.join(" ")).unwrap();
+        // Written whole, then renamed: the test reads it once it exists.
+        std::fs::write(dir.join("pids.partial"), pids.join(" ")).unwrap();
+        std::fs::rename(dir.join("pids.partial"), dir.join("pids")).unwrap();
         std::thread::sleep(Duration::from_secs(600));
         return;
     }
