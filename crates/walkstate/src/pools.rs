@@ -89,23 +89,11 @@ impl<W: WalkWord> WalkPools<W> {
     /// Adds a walk at hop `hop` to `block`'s pool, spilling the buffer if
     /// it is full.
     pub fn push(&mut self, block: usize, walk: W, hop: u64) -> Result<()> {
-        let capacity = self.capacity;
-        let buffer = &mut self.buffers[block];
-        if buffer.capacity() == 0 {
-            buffer.reserve_exact(capacity);
-        }
-        buffer.push(walk);
-        self.min_hop[block] = self.min_hop[block].min(hop);
-        self.total += 1;
-        if self.buffers[block].len() == capacity {
-            self.spill(block)?;
-        }
-        Ok(())
+        self.extend(block, std::slice::from_ref(&walk), hop)
     }
 
-    /// Adds `walks` to `block`'s pool in order, as [`WalkPools::push`]
-    /// would one by one (the same spill file and buffer), given the
-    /// smallest hop among them.
+    /// Adds `walks` to `block`'s pool in order, given the smallest hop
+    /// among them: a full buffer is appended to the block's spill file.
     pub fn extend(&mut self, block: usize, mut walks: &[W], min_hop: u64) -> Result<()> {
         if walks.is_empty() {
             return Ok(());

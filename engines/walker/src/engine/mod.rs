@@ -30,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::app::WalkApp;
 use crate::config::{Config, IoMode, Mode, FINE_BLOCK};
-use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock, Locator};
+use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock};
 use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
@@ -97,9 +97,6 @@ struct Engine<'a, A: WalkApp, W> {
     weighted: bool,
     num_vertices: u32,
     blocks: Arc<Blocks>,
-    /// Which block holds a vertex, in constant time (filing a walk looks
-    /// its block up).
-    block_locator: Locator,
     block_size: u64,
     word: WalkLayout,
     /// Started when the run was called: wall time counts from here.
@@ -277,13 +274,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let pages = graph.page_checksums().clone();
         drop(graph);
         let blocks_len = blocks.len();
-        let block_locator = Locator::new(
-            blocks
-                .iter()
-                .map(|b| b.vertices.start)
-                .chain([num_vertices])
-                .collect(),
-        );
         let options = ReadOptions {
             backend: BackendChoice::Auto,
             direct: config.io == IoMode::Direct,
@@ -305,7 +295,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             weighted,
             num_vertices,
             blocks: Arc::new(blocks),
-            block_locator,
             block_size,
             word,
             clock,
@@ -450,8 +439,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// and, with paired pools, its previous vertex), in the form it is
     /// filed in (its position within that block), and its hop.
     fn filed(&self, (walk, vertex): InFlight<W>) -> (usize, W, u64) {
-        let block = self.block_of(vertex);
-        let start = self.block_locator.bounds()[block];
+        let block = self.blocks.find(vertex);
+        let start = self.blocks.get(block).vertices.start;
         let word = walk.word();
         let hop = self.word.hop(word);
         let rewritten = walk.with_word(self.word.encode(
@@ -460,16 +449,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             hop,
         ));
         let prev_block = if self.pooling.pairs {
-            walk.prev().map(|p| self.block_of(p))
+            walk.prev().map(|p| self.blocks.find(p).0 as usize)
         } else {
             None
         };
-        (self.pooling.pool(block, prev_block), rewritten, hop)
-    }
-
-    /// The block holding vertex `v`.
-    fn block_of(&self, v: u32) -> usize {
-        self.block_locator.range(v)
+        (
+            self.pooling.pool(block.0 as usize, prev_block),
+            rewritten,
+            hop,
+        )
     }
 
     /// Takes up to `max` of `pool`'s walks out of the pools and appends
@@ -481,7 +469,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         max: usize,
         walks: &mut Vec<InFlight<W>>,
     ) -> Result<()> {
-        let start = self.block_locator.bounds()[self.pooling.block(pool)];
+        #[allow(clippy::cast_possible_truncation)] // Block ids are u32.
+        let start = self
+            .blocks
+            .get(quiver_csr::BlockId(self.pooling.block(pool) as u32))
+            .vertices
+            .start;
         let taken = pools.take_at_most(pool, max)?;
         walks.extend(taken.iter().map(|&w| {
             #[allow(clippy::cast_possible_truncation)]
