@@ -299,7 +299,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 config.mem_budget,
                 pools,
                 prev_reserve,
-                Self::copies_in_flight(false),
+                Self::bytes_in_flight(false),
             )
             .cache;
             if 2 * largest <= cache {
@@ -341,8 +341,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// `capacity` walks each.
     pub(super) fn share_budget(&self, pooling: Pooling, capacity: usize) -> Budget {
         let pools = Self::pools_bytes(pooling.len(), capacity);
-        let copies = Self::copies_in_flight(self.moves_by_partition(false));
-        Self::split_budget(self.config.mem_budget, pools, self.prev_reserve, copies)
+        let walk_bytes = Self::bytes_in_flight(self.moves_by_partition(false));
+        Self::split_budget(self.config.mem_budget, pools, self.prev_reserve, walk_bytes)
     }
 
     /// Whether a batch on loaded blocks moves partition by partition (with
@@ -360,30 +360,33 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         self.spec.node2vec.is_some() || self.app.writes_by_walk()
     }
 
-    /// Copies of a walk in flight: its slot, one for where it moves, and
-    /// one for the batch's sorted copy when it moves `by_partition`.
-    pub(super) fn copies_in_flight(by_partition: bool) -> u64 {
+    /// Bytes a walk in flight takes. In lanes: its slot and one for where
+    /// it moves. By partition: its slot, the batch's sorted copy and where
+    /// it moves, and on the side, while the batch moves (see
+    /// [`Engine::move_served`]), either the next batch's slot or the last
+    /// batch's leaving walk and its filed form.
+    pub(super) fn bytes_in_flight(by_partition: bool) -> u64 {
+        let slot = std::mem::size_of::<InFlight<W>>() as u64;
         if by_partition {
-            3
+            4 * slot + std::mem::size_of::<W>() as u64
         } else {
-            2
+            2 * slot
         }
     }
 
     /// [`Engine::share_budget`] of `mem_budget` with `pools` bytes of pools,
-    /// `prev_reserve` bytes kept for a previous vertex's list, and `copies`
-    /// of each walk in flight.
-    fn split_budget(mem_budget: u64, pools: u64, prev_reserve: u64, copies: u64) -> Budget {
+    /// `prev_reserve` bytes kept for a previous vertex's list, and
+    /// `walk_bytes` for each walk in flight.
+    fn split_budget(mem_budget: u64, pools: u64, prev_reserve: u64, walk_bytes: u64) -> Budget {
         let rest = mem_budget.saturating_sub(pools + prev_reserve);
         let in_flight = rest / 4;
         // (The previous vertices' lists of second-order walks are read in
         // rounds that fit what is free, at least the reserve, so they do not
         // shrink batches.)
-        let per_walk = copies * std::mem::size_of::<InFlight<W>>() as u64;
         Budget {
             pools,
             in_flight,
-            batch_walks: usize::try_from(in_flight / per_walk)
+            batch_walks: usize::try_from(in_flight / walk_bytes)
                 .unwrap_or(usize::MAX)
                 .max(1),
             cache: rest - in_flight,

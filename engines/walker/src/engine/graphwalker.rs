@@ -18,7 +18,8 @@ use crate::app::WalkApp;
 use crate::config::Mode;
 use crate::loaded::Executing;
 use crate::rng::KeyedRng;
-use crate::{Error, Result};
+use crate::Error;
+use crate::Result;
 
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     pub(super) fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
@@ -175,28 +176,61 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // terminates.
             // Batches draw from every pool served, so that small pools
             // still fill the worker threads.
-            loop {
-                let waiting: u64 = served.iter().map(|&p| pools.count(p)).sum();
-                let mut walks = Vec::with_capacity(
-                    usize::try_from(waiting)
-                        .map_or(budget.batch_walks, |w| w.min(budget.batch_walks)),
-                );
-                for &pool in &served {
-                    let room = budget.batch_walks - walks.len();
-                    if room == 0 {
+            match &parts {
+                Some(parts) => self.move_served(pools, state, parts, &served, budget)?,
+                None => loop {
+                    let walks = self.take_batch(pools, &served, budget.batch_walks)?;
+                    if walks.is_empty() {
                         break;
                     }
-                    if pools.count(pool) > 0 {
-                        self.take(pools, pool, room, &mut walks)?;
-                    }
-                }
-                if walks.is_empty() {
-                    break;
-                }
-                self.advance_and_file(pools, state, &exec, parts.as_ref(), walks, false)?;
+                    self.advance_and_file(pools, state, &exec, walks, false)?;
+                },
             }
         }
         Ok(())
+    }
+
+    /// Moves the walks waiting in the pools `served` on loaded blocks cut
+    /// into `parts`, batch by batch, while on the side the walks that left
+    /// the last batch are filed and the next batch is taken. The side job
+    /// touches other pools than the batches do: walks leave the loaded
+    /// blocks, and only loaded blocks' pools are served. So it changes no
+    /// walk's path, and the serial work of spilling and reading pools
+    /// overlaps the batches' parallel stepping.
+    fn move_served(
+        &mut self,
+        pools: &mut WalkPools<W>,
+        state: &mut A::State,
+        parts: &Partitions,
+        served: &[usize],
+        budget: &Budget,
+    ) -> Result<()> {
+        let batch_walks = budget.batch_walks;
+        let walk_bytes = Self::bytes_in_flight(true);
+        let bytes = walk_bytes * batch_walks as u64;
+        self.stats.hold(bytes);
+        let mut next = self.take_batch(pools, served, batch_walks)?;
+        let mut leaving = Vec::new();
+        while !next.is_empty() {
+            let walks = std::mem::take(&mut next);
+            let left = std::mem::take(&mut leaving);
+            let this = &*self;
+            let (moved, side) = rayon::join(
+                || this.move_by_partition(parts, walks, Self::step_partition),
+                || {
+                    this.file(pools, left)?;
+                    this.take_batch(pools, served, batch_walks)
+                },
+            );
+            let (s, left) = moved?;
+            next = side?;
+            self.app.merge(state, s);
+            leaving = left;
+            self.report_progress(pools.total() + (next.len() + leaving.len()) as u64)?;
+        }
+        self.file(pools, leaving)?;
+        self.stats.release(bytes);
+        self.report_progress(pools.total())
     }
 
     /// The blocks to load for first-order walks: the fullest block (or

@@ -34,8 +34,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     let batch = budget
                         .batch_walks
                         .min(usize::try_from(waiting).unwrap_or(usize::MAX));
-                    let mut walks = Vec::with_capacity(batch);
-                    self.take(pools, b, batch, &mut walks)?;
+                    let walks = self.take_batch(pools, &[b], batch)?;
                     waiting -= walks.len() as u64;
                     let (due, later): (Vec<_>, Vec<_>) = walks
                         .into_iter()
@@ -43,7 +42,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     for walk in later {
                         self.push(pools, walk)?;
                     }
-                    self.advance_and_file(pools, state, &exec, None, due, true)?;
+                    self.advance_and_file(pools, state, &exec, due, true)?;
                 }
                 self.stats.release(bytes);
             }

@@ -3,6 +3,8 @@
 //! memory latency overlaps; walks that leave the loaded data are handed
 //! back for filing.
 
+use std::sync::atomic::Ordering;
+
 use rayon::prelude::*;
 
 use super::previous::previous_list;
@@ -61,8 +63,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         mut walks: Vec<InFlight<W>>,
         one_step: bool,
     ) -> Result<(Vec<InFlight<W>>, A::State)> {
-        self.stats.batches += 1;
-        let batch = self.stats.batches;
+        let batch = self.passes.fetch_add(1, Ordering::Relaxed) + 1;
         let mut missing: Vec<u32> = walks
             .iter()
             .filter_map(|(w, _)| w.prev())
@@ -157,7 +158,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let mut moved = Vec::new();
         for (_, m, steps) in chunks {
             moved.extend(m);
-            self.stats.steps += steps;
+            self.steps.fetch_add(steps, Ordering::Relaxed);
         }
         (moved, state)
     }

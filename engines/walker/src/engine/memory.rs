@@ -4,6 +4,7 @@
 //! lanes (see [`Engine::moves_in_lanes`]).
 
 use std::ops::RangeInclusive;
+use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
@@ -154,7 +155,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// `walks`, its sorted copy and the walks that leave (at most the
     /// batch: room for them is reserved once).
     pub(super) fn move_by_partition<T: Standing>(
-        &mut self,
+        &self,
         parts: &Partitions<'_>,
         mut walks: Vec<T>,
         step: impl Fn(&Self, &LoadedBlock, Partition, &mut [T], &mut [T]) -> Stepped<A::State> + Sync,
@@ -215,8 +216,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     }
                 });
             // Then partition by partition, each on its own data.
-            self.stats.batches += 1;
-            let pass = self.stats.batches;
+            let pass = self.passes.fetch_add(1, Ordering::Relaxed) + 1;
             // A partition's walks that leave go to its slots in `walks`,
             // which the scatter has read.
             let mut partitions = Vec::with_capacity(num_parts);
@@ -238,12 +238,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 free = free_tail;
                 start += size;
             }
-            let this = &*self;
             let moved: Vec<(usize, Stepped<A::State>)> = partitions
                 .into_par_iter()
                 .map(|(at, start, these, slots)| {
                     let block = parts.blocks[at.index];
-                    (start, step(this, block, at, these, slots))
+                    (start, step(self, block, at, these, slots))
                 })
                 .collect();
             runs.clear();
@@ -255,7 +254,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     steps,
                     state: s,
                 } = stepped;
-                self.stats.steps += steps;
+                self.steps.fetch_add(steps, Ordering::Relaxed);
                 self.app.merge(&mut state, s);
                 if leaving > 0 {
                     // At most the batch leaves: room for it once.

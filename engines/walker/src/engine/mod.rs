@@ -106,6 +106,11 @@ struct Engine<'a, A: WalkApp, W> {
     load_ns: u64,
     /// Walks reported ended to `progress` so far.
     reported: AtomicU64,
+    /// Steps taken so far.
+    steps: AtomicU64,
+    /// Passes over loaded data so far (a batch's round by partition, or a
+    /// batch in lanes): each pass's number keys its compact walks' draws.
+    passes: AtomicU64,
     stats: Stats,
     /// The whole offsets section, once vertex passes begin and if it takes
     /// at most half of the cache: single-vertex reads then need only
@@ -130,13 +135,11 @@ struct Engine<'a, A: WalkApp, W> {
 #[derive(Default)]
 struct Stats {
     largest_group: u64,
-    steps: u64,
     blocks_loaded: u64,
     cache_hits: u64,
     vertex_loads: u64,
     mem_now: u64,
     mem_peak: u64,
-    batches: u64,
 }
 
 impl Stats {
@@ -300,6 +303,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             clock,
             load_ns: clock.elapsed_ns(),
             reported: AtomicU64::new(0),
+            steps: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
             stats: Stats::default(),
             offsets: None,
             prev_reserve,
@@ -332,12 +337,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let io = self.file.file().stats().snapshot();
         let wall_ns = self.clock.elapsed_ns();
         let stats = &self.stats;
+        let steps = self.steps.load(Ordering::Relaxed);
         let pool_stats: quiver_walkstate::PoolStats = pool_stats;
         Ok(Report {
             mode: self.config.mode,
             exact: self.config.exact,
             walks: self.spec.starts.total(self.num_vertices),
-            steps: stats.steps,
+            steps,
             blocks: self.blocks.len(),
             block_size: self.block_size,
             adaptive: self.adaptive(),
@@ -346,8 +352,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             blocks_loaded: stats.blocks_loaded,
             cache_hits: stats.cache_hits,
             vertex_loads: stats.vertex_loads,
-            steps_per_block_io: ratio(stats.steps, stats.blocks_loaded),
-            steps_per_sec: ratio(stats.steps, wall_ns) * 1e9,
+            steps_per_block_io: ratio(steps, stats.blocks_loaded),
+            steps_per_sec: ratio(steps, wall_ns) * 1e9,
             summary: RunSummary {
                 wall_ns,
                 load_ns: self.load_ns,
@@ -399,7 +405,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let read = self.file.file().stats().snapshot().read_bytes;
         self.progress.note(&format!(
             "{:.1}M steps, {:.1} MiB read",
-            self.stats.steps as f64 / 1e6,
+            self.steps.load(Ordering::Relaxed) as f64 / 1e6,
             read as f64 / f64::from(1 << 20)
         ));
         Ok(self.progress.check()?)
@@ -460,29 +466,39 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         )
     }
 
-    /// Takes up to `max` of `pool`'s walks out of the pools and appends
-    /// them to `walks`, as walks in flight.
-    fn take(
+    /// Takes up to `max` walks out of the pools `from` (in that order), as
+    /// walks in flight.
+    fn take_batch(
         &self,
         pools: &mut WalkPools<W>,
-        pool: usize,
+        from: &[usize],
         max: usize,
-        walks: &mut Vec<InFlight<W>>,
-    ) -> Result<()> {
-        #[allow(clippy::cast_possible_truncation)] // Block ids are u32.
-        let start = self
-            .blocks
-            .get(quiver_csr::BlockId(self.pooling.block(pool) as u32))
-            .vertices
-            .start;
-        let taken = pools.take_at_most(pool, max)?;
-        walks.extend(taken.iter().map(|&w| {
-            #[allow(clippy::cast_possible_truncation)]
-            // Positions are below a block's vertex count.
-            let v = start + self.word.position(w.word()) as u32;
-            (w, v)
-        }));
-        Ok(())
+    ) -> Result<Vec<InFlight<W>>> {
+        let waiting: u64 = from.iter().map(|&p| pools.count(p)).sum();
+        let mut walks = Vec::with_capacity(usize::try_from(waiting).map_or(max, |w| w.min(max)));
+        for &pool in from {
+            let room = max - walks.len();
+            if room == 0 {
+                break;
+            }
+            if pools.count(pool) == 0 {
+                continue;
+            }
+            #[allow(clippy::cast_possible_truncation)] // Block ids are u32.
+            let start = self
+                .blocks
+                .get(quiver_csr::BlockId(self.pooling.block(pool) as u32))
+                .vertices
+                .start;
+            let taken = pools.take_at_most(pool, room)?;
+            walks.extend(taken.iter().map(|&w| {
+                #[allow(clippy::cast_possible_truncation)]
+                // Positions are below a block's vertex count.
+                let v = start + self.word.position(w.word()) as u32;
+                (w, v)
+            }));
+        }
+        Ok(walks)
     }
 
     /// Whether loads group fine blocks adaptively: GraphWalker mode, and
@@ -521,49 +537,43 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(Arc::new(loaded))
     }
 
-    /// Moves a batch on `exec`, files the walks that left, and accounts for
-    /// the batch's memory while it is in flight. With `parts` (the loaded
-    /// blocks' partitions, when [`Engine::moves_by_partition`]) the batch
-    /// moves partition by partition, else lane by lane (one step at a time
-    /// if `one_step`).
+    /// Moves a batch on `exec` in lanes (one step at a time if
+    /// `one_step`), files the walks that left, and accounts for the batch's
+    /// memory while it is in flight.
     fn advance_and_file<X: Adjacency + Sync + Contains>(
         &mut self,
         pools: &mut WalkPools<W>,
         state: &mut A::State,
         exec: &X,
-        parts: Option<&Partitions>,
         walks: Vec<InFlight<W>>,
         one_step: bool,
     ) -> Result<()> {
-        // Room for the batch and for as many walks leaving it (and, moving
-        // partition by partition, for the batch's sorted copy).
-        let copies = Self::copies_in_flight(parts.is_some());
-        let bytes = copies * (walks.len() * std::mem::size_of::<InFlight<W>>()) as u64;
+        let bytes = Self::bytes_in_flight(false) * walks.len() as u64;
         self.stats.hold(bytes);
-        let (mut moved, s) = match parts {
-            Some(parts) => {
-                let (s, left) = self.move_by_partition(parts, walks, Self::step_partition)?;
-                (left, s)
-            }
-            None => self.advance(exec, walks, one_step)?,
-        };
+        let (moved, s) = self.advance(exec, walks, one_step)?;
         self.app.merge(state, s);
-        // Where each goes, worked out on all threads (a block lookup or
-        // two and a word each); then grouped by pool in order (a counting
-        // sort) and filed a pool at a time.
-        let this = &*self;
-        let pools_of: Vec<u32> = moved
-            .par_iter_mut()
-            .with_min_len(CHUNK)
-            .map(|walk| {
-                let (pool, rewritten, _) = this.filed(*walk);
-                walk.0 = rewritten;
-                u32::try_from(pool).expect("pools are counted in u32")
-            })
-            .collect();
+        self.file(pools, moved)?;
+        self.stats.release(bytes);
+        self.report_progress(pools.total())
+    }
+
+    /// Files walks that left the loaded data into their pools: where each
+    /// goes is worked out on all threads (a block lookup or two and a word
+    /// each); then they are grouped by pool in order (a counting sort) and
+    /// filed a pool at a time.
+    fn file(&self, pools: &mut WalkPools<W>, mut moved: Vec<InFlight<W>>) -> Result<()> {
+        // Each walk's vertex is in its rewritten word now: its pool takes
+        // the vertex's place.
+        moved.par_iter_mut().with_min_len(CHUNK).for_each(|walk| {
+            let (pool, rewritten, _) = self.filed(*walk);
+            *walk = (
+                rewritten,
+                u32::try_from(pool).expect("pools are counted in u32"),
+            );
+        });
         let mut ends = vec![0usize; pools.num_blocks() + 1];
         let mut min_hops = vec![u64::MAX; pools.num_blocks()];
-        for (&pool, (walk, _)) in pools_of.iter().zip(&moved) {
+        for &(walk, pool) in &moved {
             ends[pool as usize + 1] += 1;
             let min = &mut min_hops[pool as usize];
             *min = (*min).min(self.word.hop(walk.word()));
@@ -573,7 +583,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         }
         let mut grouped = vec![W::zeroed(); moved.len()];
         let mut next = ends.clone();
-        for (&pool, &(walk, _)) in pools_of.iter().zip(&moved) {
+        for &(walk, pool) in &moved {
             grouped[next[pool as usize]] = walk;
             next[pool as usize] += 1;
         }
@@ -581,7 +591,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         for (pool, &min_hop) in min_hops.iter().enumerate() {
             pools.extend(pool, &grouped[ends[pool]..ends[pool + 1]], min_hop)?;
         }
-        self.stats.release(bytes);
-        self.report_progress(pools.total())
+        Ok(())
     }
 }

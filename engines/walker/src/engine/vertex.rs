@@ -132,14 +132,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         budget: &Budget,
         candidates: &[usize],
     ) -> Result<bool> {
-        let mut walks = Vec::new();
-        for &b in candidates {
-            let room = budget.batch_walks - walks.len();
-            if room == 0 {
-                break;
-            }
-            self.take(pools, b, room, &mut walks)?;
-        }
+        let walks = self.take_batch(pools, candidates, budget.batch_walks)?;
         let mut distinct: Vec<u32> = walks.iter().map(|&(_, v)| v).collect();
         distinct.sort_unstable();
         distinct.dedup();
@@ -256,7 +249,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             cached: &cache.blocks.map,
             lists: &cache.lists,
         };
-        self.advance_and_file(pools, state, &pass, None, walks, true)?;
+        self.advance_and_file(pools, state, &pass, walks, true)?;
         Ok(true)
     }
 }
