@@ -75,9 +75,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 budget.in_flight,
             )));
         }
-        for id in 0..self.spec.starts.total(self.num_vertices) {
-            let walk = self.start(id);
-            self.push(&mut pools, walk)?;
+        // Started on all threads and filed a batch at a time.
+        let total = self.spec.starts.total(self.num_vertices);
+        let mut first = 0;
+        while first < total {
+            let last = (first + budget.batch_walks as u64).min(total);
+            let walks = self.start_all(first..last, |walk| walk);
+            self.file(&mut pools, walks)?;
+            first = last;
         }
         self.stats.hold(budget.pools);
         tracing::info!(
@@ -147,24 +152,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 (group.clone(), group)
             };
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
-            let mut loaded = Vec::with_capacity(group.len());
-            for &g in &group {
-                if let Some(block) = cache.blocks.map.get(&g) {
-                    self.stats.cache_hits += 1;
-                    loaded.push(Arc::clone(block));
-                    continue;
-                }
-                // Make room first, so memory never holds more than the budget.
-                self.fit_cache(&mut cache, pools, budget, &group, self.block_memory(g));
-                let block = self.load(g)?;
+            let missing: Vec<usize> = group
+                .iter()
+                .copied()
+                .filter(|g| !cache.blocks.map.contains_key(g))
+                .collect();
+            self.stats.cache_hits += (group.len() - missing.len()) as u64;
+            // Make room first, so memory never holds more than the budget.
+            let need = missing.iter().map(|&g| self.block_memory(g)).sum();
+            self.fit_cache(&mut cache, pools, budget, &group, need);
+            for (&g, block) in missing.iter().zip(self.load(&missing)?) {
                 cache.blocks.bytes += block.memory_bytes();
                 self.stats.hold(block.memory_bytes());
-                cache.blocks.map.insert(g, Arc::clone(&block));
-                loaded.push(block);
+                cache.blocks.map.insert(g, block);
             }
             // Lists kept from a vertex pass may have left the cache over its
             // share even when every block of the group was cached already.
             self.fit_cache(&mut cache, pools, budget, &group, 0);
+            let loaded = group
+                .iter()
+                .map(|g| Arc::clone(&cache.blocks.map[g]))
+                .collect();
             let exec = Executing::new(loaded);
             // The loaded blocks' partitions, cut once for every batch on them.
             let parts = exec

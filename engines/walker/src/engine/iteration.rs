@@ -23,7 +23,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 break;
             }
             for b in 0..self.blocks.len() {
-                let block = self.load(b)?;
+                let block = self.load(&[b])?.pop().expect("one block read");
                 let bytes = block.memory_bytes();
                 self.stats.hold(bytes);
                 let exec = Executing::new(vec![block]);
@@ -39,9 +39,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     let (due, later): (Vec<_>, Vec<_>) = walks
                         .into_iter()
                         .partition(|(w, _)| self.word.hop(w.word()) == pass);
-                    for walk in later {
-                        self.push(pools, walk)?;
-                    }
+                    self.file(pools, later)?;
                     self.advance_and_file(pools, state, &exec, due, true)?;
                 }
                 self.stats.release(bytes);

@@ -278,7 +278,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 
     /// Walks `ids`, started on all threads (each a pure function of its
     /// id, so the paths do not depend on the threads), as `keep` has them.
-    fn start_all<T: Send>(
+    pub(super) fn start_all<T: Send>(
         &self,
         ids: std::ops::Range<u64>,
         keep: impl Fn(InFlight<W>) -> T + Sync + Send,

@@ -433,14 +433,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         (W::make(self.word.encode(source, 0, 0), id), vertex)
     }
 
-    /// Files a walk in the pool of the block holding its vertex (and, with
-    /// paired pools, its previous vertex).
-    fn push(&self, pools: &mut WalkPools<W>, walk: InFlight<W>) -> Result<()> {
-        let (pool, walk, hop) = self.filed(walk);
-        pools.push(pool, walk, hop)?;
-        Ok(())
-    }
-
     /// Where a walk is filed (the pool of the block holding its vertex
     /// and, with paired pools, its previous vertex), in the form it is
     /// filed in (its position within that block), and its hop.
@@ -528,13 +520,20 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .extent_bytes()
     }
 
-    fn load(&mut self, b: usize) -> Result<Arc<LoadedBlock>> {
-        #[allow(clippy::cast_possible_truncation)]
-        let block = self.blocks.get(quiver_csr::BlockId(b as u32)).clone();
-        let loaded = LoadedBlock::read(&self.file, &block, self.weighted, &self.layout)?;
-        self.stats.blocks_loaded += 1;
-        tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loaded a block");
-        Ok(Arc::new(loaded))
+    /// Reads blocks `bs`, several at once: each read's copy, checks and
+    /// checksums run on a worker thread of its own.
+    fn load(&mut self, bs: &[usize]) -> Result<Vec<Arc<LoadedBlock>>> {
+        let loaded = bs
+            .par_iter()
+            .map(|&b| {
+                #[allow(clippy::cast_possible_truncation)]
+                let block = self.blocks.get(quiver_csr::BlockId(b as u32));
+                tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loading a block");
+                LoadedBlock::read(&self.file, block, self.weighted, &self.layout).map(Arc::new)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.stats.blocks_loaded += bs.len() as u64;
+        Ok(loaded)
     }
 
     /// Moves a batch on `exec` in lanes (one step at a time if

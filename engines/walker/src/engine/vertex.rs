@@ -237,9 +237,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     .map
                     .contains_key(&(self.blocks.find(v).0 as usize))
         });
-        for walk in later {
-            self.push(pools, walk)?;
-        }
+        self.file(pools, later)?;
         self.stats.vertex_loads += missing.len() as u64;
         if walks.is_empty() {
             return Ok(false);
