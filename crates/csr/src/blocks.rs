@@ -84,15 +84,20 @@ pub struct Blocks {
     /// Each block's end vertex, packed for [`Blocks::find`].
     #[serde(skip)]
     ends: Vec<u32>,
-    /// For each [`FIND_CHUNK`] consecutive vertices from 0, the first block
-    /// that may hold one of them, where [`Blocks::find`] starts its scan
-    /// (4 bytes per 64 vertices; it runs once per walk step filed).
+    /// For each `1 << shift` consecutive vertices from 0, the first block
+    /// that may hold one of them, where [`Blocks::find`] starts its scan.
+    /// It runs once per walk filed, so it is kept small enough to stay in
+    /// a core's L1 cache: at least [`FIND_ENTRIES_PER_BLOCK`] entries a
+    /// block, at most twice that, so a chunk holds on average at most one
+    /// block's end.
     #[serde(skip)]
     first: Vec<u32>,
+    #[serde(skip)]
+    shift: u32,
 }
 
-/// Vertices per entry of [`Blocks`]'s lookup table, as a shift.
-const FIND_SHIFT: u32 = 6;
+/// Entries of [`Blocks`]'s lookup table per block, at least.
+const FIND_ENTRIES_PER_BLOCK: u64 = 8;
 
 /// What cutting a graph into blocks reads of it: a whole [`Graph`], or
 /// only the [`GraphIndex`] of a file that is read again block by block.
@@ -237,10 +242,14 @@ impl Blocks {
             })
             .collect();
         let ends = bounds[1..].to_vec();
+        let vertices = u64::from(bounds[bounds.len() - 1]);
+        let shift = (vertices / (FIND_ENTRIES_PER_BLOCK * ends.len() as u64))
+            .max(1)
+            .ilog2();
         let mut b = 0;
-        let first = (0..=bounds[bounds.len() - 1] >> FIND_SHIFT)
+        let first = (0..=bounds[bounds.len() - 1] >> shift)
             .map(|chunk| {
-                while b + 1 < ends.len() && ends[b] <= chunk << FIND_SHIFT {
+                while b + 1 < ends.len() && ends[b] <= chunk << shift {
                     b += 1;
                 }
                 u32::try_from(b).expect("block count fits u32")
@@ -250,6 +259,7 @@ impl Blocks {
             blocks,
             ends,
             first,
+            shift,
         }
     }
 
@@ -261,7 +271,7 @@ impl Blocks {
             self.ends.last().is_some_and(|&end| v < end),
             "vertex {v} is beyond the last block"
         );
-        let mut i = self.first[(v >> FIND_SHIFT) as usize] as usize;
+        let mut i = self.first[(v >> self.shift) as usize] as usize;
         while self.ends[i] <= v {
             i += 1;
         }

@@ -14,7 +14,7 @@ use crate::{Error, Result, WalkWord};
 /// Spill traffic of a set of pools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
-    /// Buffers appended to spill files.
+    /// Appends to spill files (each at least a full buffer's worth).
     pub spills: u64,
     /// Bytes appended to spill files.
     pub bytes_written: u64,
@@ -29,9 +29,10 @@ const MAX_OPEN_SPILLS: usize = 256;
 
 /// One pool per block: walks waiting for their block to be loaded.
 ///
-/// Each block's buffer holds at most `capacity` walks (allocated on first
-/// use, so memory follows the blocks that have walks); a full buffer is
-/// appended to the block's spill file. Counts and minimum hops cover both.
+/// Each block's buffer holds fewer than `capacity` walks (allocated on
+/// first use, so memory follows the blocks that have walks); walks that
+/// would fill it are appended, with it, to the block's spill file. Counts
+/// and minimum hops cover both.
 #[derive(Debug)]
 pub struct WalkPools<W> {
     dir: TempDir,
@@ -93,31 +94,28 @@ impl<W: WalkWord> WalkPools<W> {
     }
 
     /// Adds `walks` to `block`'s pool in order, given the smallest hop
-    /// among them: a full buffer is appended to the block's spill file.
-    pub fn extend(&mut self, block: usize, mut walks: &[W], min_hop: u64) -> Result<()> {
+    /// among them. When they would fill the buffer, the buffer and then
+    /// `walks` are appended to the block's spill file (`walks` straight
+    /// from the caller's memory), and the buffer is left empty.
+    pub fn extend(&mut self, block: usize, walks: &[W], min_hop: u64) -> Result<()> {
         if walks.is_empty() {
             return Ok(());
         }
         self.min_hop[block] = self.min_hop[block].min(min_hop);
         self.total += walks.len() as u64;
-        let capacity = self.capacity;
-        if self.buffers[block].capacity() == 0 {
-            self.buffers[block].reserve_exact(capacity);
-        }
-        while !walks.is_empty() {
-            let buffer = &mut self.buffers[block];
-            let room = capacity - buffer.len();
-            let (these, rest) = walks.split_at(room.min(walks.len()));
-            buffer.extend_from_slice(these);
-            walks = rest;
-            if self.buffers[block].len() == capacity {
-                self.spill(block)?;
+        let buffer = &mut self.buffers[block];
+        if buffer.len() + walks.len() < self.capacity {
+            if buffer.capacity() == 0 {
+                buffer.reserve_exact(self.capacity);
             }
+            buffer.extend_from_slice(walks);
+            return Ok(());
         }
-        Ok(())
+        self.spill(block, walks)
     }
 
-    fn spill(&mut self, block: usize) -> Result<()> {
+    /// Appends `block`'s buffer, then `walks`, to its spill file.
+    fn spill(&mut self, block: usize, walks: &[W]) -> Result<()> {
         let path = self.file(block);
         let err = |source| Error::Spill {
             path: path.clone(),
@@ -135,11 +133,13 @@ impl<W: WalkWord> WalkPools<W> {
                 .open(&path)
                 .map_err(err)?,
         };
-        let bytes: &[u8] = bytemuck::cast_slice(&self.buffers[block]);
-        file.write_all(bytes).map_err(err)?;
+        for part in [&self.buffers[block][..], walks] {
+            file.write_all(bytemuck::cast_slice(part)).map_err(err)?;
+        }
+        let count = self.buffers[block].len() + walks.len();
         self.stats.spills += 1;
-        self.stats.bytes_written += bytes.len() as u64;
-        self.on_disk[block] += self.buffers[block].len() as u64;
+        self.stats.bytes_written += (count * std::mem::size_of::<W>()) as u64;
+        self.on_disk[block] += count as u64;
         self.buffers[block].clear();
         if self.open < MAX_OPEN_SPILLS {
             self.files[block] = Some(file);

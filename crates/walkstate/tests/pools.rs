@@ -91,8 +91,10 @@ proptest! {
                 .max_by_key(|&b| (model[&b].len(), std::cmp::Reverse(b)));
             prop_assert_eq!(pools.fullest(), fullest);
         }
+        // Every spill writes at least a full buffer's worth, whole walks.
         let stats = pools.stats();
-        prop_assert_eq!(stats.bytes_written, stats.spills * capacity as u64 * 8);
+        prop_assert!(stats.bytes_written >= stats.spills * capacity as u64 * 8);
+        prop_assert_eq!(stats.bytes_written % 8, 0);
     }
 }
 
