@@ -460,8 +460,9 @@ fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O))
         report.steps_per_sec / 1e6
     );
     println!(
-        "i/o        {} block loads ({} cache hits), {} vertex loads; read {}, wrote {} of walk spills; {:.0} steps per block load",
+        "i/o        {} block loads ({} read ahead, {} cache hits), {} vertex loads; read {}, wrote {} of walk spills; {:.0} steps per block load",
         report.blocks_loaded,
+        report.blocks_read_ahead,
         report.cache_hits,
         report.vertex_loads,
         format_bytes(report.summary.bytes_read),

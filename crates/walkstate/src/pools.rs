@@ -223,18 +223,22 @@ impl<W: WalkWord> WalkPools<W> {
         self.buffers.len()
     }
 
-    /// The block with the most waiting walks (lowest id on ties), if any waits.
-    pub fn fullest(&self) -> Option<usize> {
-        (0..self.num_blocks())
-            .filter(|&b| self.count(b) > 0)
+    /// The block with the most waiting walks (lowest id on ties), leaving
+    /// out those in `except`, if any waits.
+    pub fn fullest(&self, except: &[usize]) -> Option<usize> {
+        self.waiting(except)
             .max_by_key(|&b| (self.count(b), std::cmp::Reverse(b)))
     }
 
-    /// The block holding the walk with the fewest hops (lowest id on ties).
-    pub fn slowest(&self) -> Option<usize> {
-        (0..self.num_blocks())
-            .filter(|&b| self.count(b) > 0)
-            .min_by_key(|&b| (self.min_hop[b], b))
+    /// The block holding the walk with the fewest hops (lowest id on ties),
+    /// leaving out those in `except`, if any waits.
+    pub fn slowest(&self, except: &[usize]) -> Option<usize> {
+        self.waiting(except).min_by_key(|&b| (self.min_hop[b], b))
+    }
+
+    /// The blocks with waiting walks, leaving out those in `except`.
+    fn waiting<'s>(&'s self, except: &'s [usize]) -> impl Iterator<Item = usize> + 's {
+        (0..self.num_blocks()).filter(move |b| self.count(*b) > 0 && !except.contains(b))
     }
 
     /// Bytes of buffer memory allocated now.

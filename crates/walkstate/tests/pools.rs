@@ -87,9 +87,14 @@ proptest! {
                     prop_assert_eq!(pools.min_hop(b), true_min);
                 }
             }
-            let fullest = (0..5).filter(|b| model.get(b).is_some_and(|w| !w.is_empty()))
+            let fullest_except = |except: &[usize]| (0..5)
+                .filter(|b| !except.contains(b) && model.get(b).is_some_and(|w| !w.is_empty()))
                 .max_by_key(|&b| (model[&b].len(), std::cmp::Reverse(b)));
-            prop_assert_eq!(pools.fullest(), fullest);
+            let fullest = fullest_except(&[]);
+            prop_assert_eq!(pools.fullest(&[]), fullest);
+            // And the fullest of the others.
+            let except = [fullest.unwrap_or(0)];
+            prop_assert_eq!(pools.fullest(&except), fullest_except(&except));
         }
         // Every spill writes at least a full buffer's worth, whole walks.
         let stats = pools.stats();

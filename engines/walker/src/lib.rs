@@ -39,7 +39,13 @@
 //! which keep a walk's writes together). GraphWalker mode given no block
 //! size, more walks than it serves vertex by vertex and a budget that holds
 //! the whole graph as one block walks it in memory, as GraphWalker would
-//! once its cache held every block.
+//! once its cache held every block. Out of core, first-order walks move on
+//! the loaded group partition by partition as in memory mode, a batch at a
+//! time, while on the side the last batch's leaving walks are filed and the
+//! next batch is taken (other pools than the batches touch); a group takes
+//! at most half the cache, and the next one is chosen when a group is
+//! loaded (by the same rule, among the other blocks) and read while its
+//! walks move (`Report::blocks_read_ahead`).
 //! Exact mode keys every draw by (seed, walk
 //! id, hop), so all modes walk identically; walks of a batch step 64 at a
 //! time in round robin, each step's target looked up ahead and prefetched

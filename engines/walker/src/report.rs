@@ -31,6 +31,9 @@ pub struct Report<O> {
     pub largest_group: u64,
     /// Block reads.
     pub blocks_loaded: u64,
+    /// Those of `blocks_loaded` made while the walks of the group loaded
+    /// before moved (GraphWalker mode, first-order walks).
+    pub blocks_read_ahead: u64,
     /// Block requests served by the cache.
     pub cache_hits: u64,
     /// Single-vertex adjacency reads.
@@ -80,6 +83,7 @@ impl<O> Report<O> {
             paired: self.paired,
             largest_group: self.largest_group,
             blocks_loaded: self.blocks_loaded,
+            blocks_read_ahead: self.blocks_read_ahead,
             cache_hits: self.cache_hits,
             vertex_loads: self.vertex_loads,
             steps_per_block_io: self.steps_per_block_io,
@@ -107,6 +111,7 @@ impl<O> Report<O> {
             walks: self.walks + next.walks,
             steps,
             blocks_loaded,
+            blocks_read_ahead: self.blocks_read_ahead + next.blocks_read_ahead,
             cache_hits: self.cache_hits + next.cache_hits,
             vertex_loads: self.vertex_loads + next.vertex_loads,
             steps_per_block_io: ratio(steps, blocks_loaded),

@@ -16,7 +16,7 @@ use super::Engine;
 use super::Partitions;
 use crate::app::WalkApp;
 use crate::config::Mode;
-use crate::loaded::Executing;
+use crate::loaded::{Executing, LoadedBlock};
 use crate::rng::KeyedRng;
 use crate::Error;
 use crate::Result;
@@ -118,6 +118,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         } else {
             VERTEX_READ_BYTES
         };
+        // The group chosen and read ahead while the last one's walks moved,
+        // and the blocks read for it.
+        let mut read_ahead: Option<(Vec<usize>, Vec<usize>)> = None;
         while pools.total() > 0 {
             if pools.total() <= self.config.vertex_threshold {
                 // State-aware: read single vertices for the pools whose few
@@ -144,28 +147,30 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     continue;
                 }
             }
-            let slowest = coin.chance(self.config.p_slowest);
-            let (group, served) = if self.pooling.pairs {
-                self.choose_pair(pools, &cache, slowest)
+            // A group read ahead serves only if its pools still hold walks
+            // (a vertex pass may have moved them).
+            let (ahead, read) = read_ahead.take().unwrap_or_default();
+            let (group, served) = if ahead.iter().any(|&p| pools.count(p) > 0) {
+                (ahead.clone(), ahead)
             } else {
-                let group = self.choose_group(pools, budget, slowest);
-                (group.clone(), group)
+                let slowest = coin.chance(self.config.p_slowest);
+                if self.pooling.pairs {
+                    self.choose_pair(pools, &cache, slowest)
+                } else {
+                    let group = self
+                        .choose_group(pools, budget, slowest, &[])
+                        .expect("some block holds a walk");
+                    (group.clone(), group)
+                }
             };
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
-            let missing: Vec<usize> = group
+            self.stats.cache_hits += group
                 .iter()
-                .copied()
-                .filter(|g| !cache.blocks.map.contains_key(g))
-                .collect();
-            self.stats.cache_hits += (group.len() - missing.len()) as u64;
-            // Make room first, so memory never holds more than the budget.
-            let need = missing.iter().map(|&g| self.block_memory(g)).sum();
-            self.fit_cache(&mut cache, pools, budget, &group, need);
-            for (&g, block) in missing.iter().zip(self.load(&missing)?) {
-                cache.blocks.bytes += block.memory_bytes();
-                self.stats.hold(block.memory_bytes());
-                cache.blocks.map.insert(g, block);
-            }
+                .filter(|&g| cache.blocks.map.contains_key(g) && !read.contains(g))
+                .count() as u64;
+            let missing = self.make_room(&mut cache, pools, budget, &group, &group);
+            let blocks = self.load(&missing)?;
+            self.cache_blocks(&mut cache, &missing, blocks);
             // Lists kept from a vertex pass may have left the cache over its
             // share even when every block of the group was cached already.
             self.fit_cache(&mut cache, pools, budget, &group, 0);
@@ -185,7 +190,50 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // Batches draw from every pool served, so that small pools
             // still fill the worker threads.
             match &parts {
-                Some(parts) => self.move_served(pools, state, parts, &served, budget)?,
+                Some(parts) => {
+                    // The next group is chosen now, among the other blocks,
+                    // and read while this one's walks move, when the cache
+                    // holds both.
+                    let waiting: u64 = served.iter().map(|&p| pools.count(p)).sum();
+                    let next = if pools.total() - waiting > self.config.vertex_threshold {
+                        let slowest = coin.chance(self.config.p_slowest);
+                        self.choose_group(pools, budget, slowest, &group)
+                    } else {
+                        None
+                    };
+                    let mut ahead = Vec::new();
+                    if let Some(next) = next {
+                        let mut both: Vec<usize> = group.iter().chain(&next).copied().collect();
+                        both.sort_unstable();
+                        both.dedup();
+                        let bytes: u64 = both.iter().map(|&g| self.block_memory(g)).sum();
+                        if bytes <= budget.cache {
+                            ahead = self.make_room(&mut cache, pools, budget, &both, &next);
+                            read_ahead = Some((next, ahead.clone()));
+                        }
+                    }
+                    let in_flight = Self::bytes_in_flight(true) * budget.batch_walks as u64;
+                    self.stats.hold(in_flight);
+                    let this = &*self;
+                    let (moved, read) = std::thread::scope(|s| {
+                        let reading = s.spawn(|| {
+                            ahead
+                                .iter()
+                                .map(|&b| this.read_block(b))
+                                .collect::<Result<Vec<_>>>()
+                        });
+                        let moved = this.move_served(pools, state, parts, &served, budget);
+                        let read = reading
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        (moved, read)
+                    });
+                    moved?;
+                    self.stats.release(in_flight);
+                    self.stats.blocks_loaded += ahead.len() as u64;
+                    self.stats.blocks_read_ahead += ahead.len() as u64;
+                    self.cache_blocks(&mut cache, &ahead, read?);
+                }
                 None => loop {
                     let walks = self.take_batch(pools, &served, budget.batch_walks)?;
                     if walks.is_empty() {
@@ -198,6 +246,38 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(())
     }
 
+    /// The blocks of `group` not cached, once cached data (never `keep`)
+    /// is evicted to make room for them; their memory is held from now.
+    fn make_room(
+        &mut self,
+        cache: &mut Cache,
+        pools: &WalkPools<W>,
+        budget: &Budget,
+        keep: &[usize],
+        group: &[usize],
+    ) -> Vec<usize> {
+        let missing: Vec<usize> = group
+            .iter()
+            .copied()
+            .filter(|g| !cache.blocks.map.contains_key(g))
+            .collect();
+        let need = missing.iter().map(|&g| self.block_memory(g)).sum();
+        self.fit_cache(cache, pools, budget, keep, need);
+        self.stats.hold(need);
+        missing
+    }
+
+    /// Caches `blocks`, read for `ids` (whose memory
+    /// [`Engine::make_room`] held).
+    fn cache_blocks(&mut self, cache: &mut Cache, ids: &[usize], blocks: Vec<Arc<LoadedBlock>>) {
+        for (&g, block) in ids.iter().zip(blocks) {
+            self.stats.release(self.block_memory(g));
+            self.stats.hold(block.memory_bytes());
+            cache.blocks.bytes += block.memory_bytes();
+            cache.blocks.map.insert(g, block);
+        }
+    }
+
     /// Moves the walks waiting in the pools `served` on loaded blocks cut
     /// into `parts`, batch by batch, while on the side the walks that left
     /// the last batch are filed and the next batch is taken. The side job
@@ -206,7 +286,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// walk's path, and the serial work of spilling and reading pools
     /// overlaps the batches' parallel stepping.
     fn move_served(
-        &mut self,
+        &self,
         pools: &mut WalkPools<W>,
         state: &mut A::State,
         parts: &Partitions,
@@ -214,20 +294,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         budget: &Budget,
     ) -> Result<()> {
         let batch_walks = budget.batch_walks;
-        let walk_bytes = Self::bytes_in_flight(true);
-        let bytes = walk_bytes * batch_walks as u64;
-        self.stats.hold(bytes);
         let mut next = self.take_batch(pools, served, batch_walks)?;
         let mut leaving = Vec::new();
         while !next.is_empty() {
             let walks = std::mem::take(&mut next);
             let left = std::mem::take(&mut leaving);
-            let this = &*self;
             let (moved, side) = rayon::join(
-                || this.move_by_partition(parts, walks, Self::step_partition),
+                || self.move_by_partition(parts, walks, Self::step_partition),
                 || {
-                    this.file(pools, left)?;
-                    this.take_batch(pools, served, batch_walks)
+                    self.file(pools, left)?;
+                    self.take_batch(pools, served, batch_walks)
                 },
             );
             let (s, left) = moved?;
@@ -237,28 +313,30 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.report_progress(pools.total() + (next.len() + leaving.len()) as u64)?;
         }
         self.file(pools, leaving)?;
-        self.stats.release(bytes);
         self.report_progress(pools.total())
     }
 
     /// The blocks to load for first-order walks: the fullest block (or
-    /// the slowest's), alone or with the adaptive rule in the aligned group
-    /// of consecutive fine blocks around it.
+    /// the slowest's) but those in `except`, alone or with the adaptive
+    /// rule in the aligned group of consecutive fine blocks around it, of
+    /// at most half the cache so that the next group can be read while
+    /// this one's walks move. None if no other block holds a walk.
     pub(super) fn choose_group(
         &self,
         pools: &WalkPools<W>,
         budget: &Budget,
         slowest: bool,
-    ) -> Vec<usize> {
+        except: &[usize],
+    ) -> Option<Vec<usize>> {
         let b = if slowest {
-            pools.slowest()
+            pools.slowest(except)
         } else {
-            pools.fullest()
-        }
-        .expect("some block holds a walk");
+            pools.fullest(except)
+        }?;
+        let half = budget.cache / 2;
         let k = if self.adaptive() {
             let fine = self.block_size.max(1);
-            let fit = (budget.cache / (fine + quiver_io::ALIGN as u64 * 3)).max(1);
+            let fit = (half / (fine + quiver_io::ALIGN as u64 * 3)).max(1);
             (adaptive_load_bytes(pools.total()) / fine)
                 .clamp(1, fit)
                 .min(self.blocks.len() as u64)
@@ -267,14 +345,14 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let mut k = usize::try_from(k).expect("a group size fits usize");
         // Blocks holding a vertex with a list larger than a fine block are
-        // larger than one: halve the group until it fits the cache (one
-        // block always does).
+        // larger than one: halve the group until it fits half the cache
+        // (one block always fits the cache).
         loop {
             let first = b / k * k;
             let group: Vec<usize> = (first..(first + k).min(self.blocks.len())).collect();
             let bytes: u64 = group.iter().map(|&g| self.block_memory(g)).sum();
-            if k == 1 || bytes <= budget.cache {
-                return group;
+            if k == 1 || bytes <= half {
+                return Some(group);
             }
             k /= 2;
         }
@@ -299,7 +377,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             (group, served)
         };
         if slowest {
-            let p = pools.slowest().expect("some pool holds a walk");
+            let p = pools.slowest(&[]).expect("some pool holds a walk");
             return pair(pooling.block(p), pooling.prev_block(p));
         }
         let mut best = (0.0, 0, 0);

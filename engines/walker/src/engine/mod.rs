@@ -136,6 +136,7 @@ struct Engine<'a, A: WalkApp, W> {
 struct Stats {
     largest_group: u64,
     blocks_loaded: u64,
+    blocks_read_ahead: u64,
     cache_hits: u64,
     vertex_loads: u64,
     mem_now: u64,
@@ -350,6 +351,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             paired: self.pooling.pairs,
             largest_group: stats.largest_group,
             blocks_loaded: stats.blocks_loaded,
+            blocks_read_ahead: stats.blocks_read_ahead,
             cache_hits: stats.cache_hits,
             vertex_loads: stats.vertex_loads,
             steps_per_block_io: ratio(steps, stats.blocks_loaded),
@@ -525,15 +527,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     fn load(&mut self, bs: &[usize]) -> Result<Vec<Arc<LoadedBlock>>> {
         let loaded = bs
             .par_iter()
-            .map(|&b| {
-                #[allow(clippy::cast_possible_truncation)]
-                let block = self.blocks.get(quiver_csr::BlockId(b as u32));
-                tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loading a block");
-                LoadedBlock::read(&self.file, block, self.weighted, &self.layout).map(Arc::new)
-            })
+            .map(|&b| self.read_block(b))
             .collect::<Result<Vec<_>>>()?;
         self.stats.blocks_loaded += bs.len() as u64;
         Ok(loaded)
+    }
+
+    /// Reads block `b` (not counted in the stats: see [`Engine::load`]).
+    fn read_block(&self, b: usize) -> Result<Arc<LoadedBlock>> {
+        #[allow(clippy::cast_possible_truncation)]
+        let block = self.blocks.get(quiver_csr::BlockId(b as u32));
+        tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loading a block");
+        LoadedBlock::read(&self.file, block, self.weighted, &self.layout).map(Arc::new)
     }
 
     /// Moves a batch on `exec` in lanes (one step at a time if

@@ -95,6 +95,8 @@ fn every_mode_walks_the_same_paths() {
     // pools, and those that ran: the property must have been tested.
     let refused = std::cell::Cell::new(0u32);
     let ran_out_of_core = std::cell::Cell::new(0u32);
+    // Runs that read a group ahead while the last one's walks moved.
+    let read_ahead = std::cell::Cell::new(0u32);
     let mut runner =
         proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(SAME_PATHS_CASES));
     let outcome = runner.run(
@@ -183,6 +185,9 @@ fn every_mode_walks_the_same_paths() {
                 if mode != Mode::Memory {
                     ran_out_of_core.set(ran_out_of_core.get() + 1);
                 }
+                if report.blocks_read_ahead > 0 {
+                    read_ahead.set(read_ahead.get() + 1);
+                }
                 prop_assert!(
                     report.result == reference.result,
                     "{:?} walked differently from memory",
@@ -213,14 +218,15 @@ fn every_mode_walks_the_same_paths() {
     if let Err(failure) = outcome {
         panic!("{failure}");
     }
-    let (refused, ran) = (refused.get(), ran_out_of_core.get());
+    let (refused, ran, read_ahead) = (refused.get(), ran_out_of_core.get(), read_ahead.get());
     assert_eq!(
         refused + ran,
         2 * SAME_PATHS_CASES,
         "every out-of-core run either ran or was refused"
     );
     eprintln!(
-        "out of core: {ran} runs compared with memory mode, {refused} refused by their budget"
+        "out of core: {ran} runs compared with memory mode ({read_ahead} reading blocks ahead), \
+         {refused} refused by their budget"
     );
     assert!(
         ran >= SAME_PATHS_CASES,
@@ -406,6 +412,53 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
         &config,
         "adaptive groups of hub blocks",
     );
+}
+
+/// First-order walks in GraphWalker mode read the next group of blocks
+/// while the last group's walks move, when the cache holds both; they walk
+/// as memory mode does and stay within the budget.
+#[test]
+fn groups_are_read_ahead_while_walks_move() {
+    let graph = hubs_graph(5_000, 40, 2, false);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let app = Recorder(WalkSpec {
+        starts: Starts::Uniform { walks: 4000 },
+        length: 8,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind: Kind::Unbiased,
+        node2vec: None,
+        dead_end: DeadEnd::Stop,
+    });
+    let base = Config {
+        exact: true,
+        seed: 5,
+        threads: 2,
+        work_dir: dir.path().to_owned(),
+        io: IoMode::Buffered,
+        ..Config::default()
+    };
+    let reference = run(&path, &memory_mode(&base), &app).unwrap();
+    for adaptive in [false, true] {
+        let config = Config {
+            mode: Mode::GraphWalker,
+            adaptive,
+            mem_budget: 1 << 20,
+            block_size: Some(64 << 10),
+            vertex_threshold: 0,
+            ..base.clone()
+        };
+        let report = run(&path, &config, &app).unwrap();
+        assert!(
+            report.blocks_read_ahead > 0 && report.blocks > 2,
+            "adaptive {adaptive}: {} of {} loads of {} blocks read ahead",
+            report.blocks_read_ahead,
+            report.blocks_loaded,
+            report.blocks
+        );
+        assert_walked_like(&report, &reference, &config, "read ahead");
+    }
 }
 
 /// Node2Vec walks in GraphWalker mode given a budget and no block size get
