@@ -235,6 +235,31 @@ fn every_mode_walks_the_same_paths() {
     );
 }
 
+/// `walks` walks of `length` steps from uniform starts, of `kind` (or
+/// Node2Vec's), that stop only at dead ends.
+fn uniform_walks(walks: u64, length: u32, kind: Kind, node2vec: Option<Node2Vec>) -> WalkSpec {
+    WalkSpec {
+        starts: Starts::Uniform { walks },
+        length,
+        stop_probability: 0.0,
+        restart_probability: 0.0,
+        kind,
+        node2vec,
+        dead_end: DeadEnd::Stop,
+    }
+}
+
+/// Exact-mode settings for runs that spill into `dir`.
+fn exact_config(dir: &std::path::Path, seed: u64, threads: usize) -> Config {
+    Config {
+        exact: true,
+        seed,
+        threads,
+        work_dir: dir.to_owned(),
+        ..Config::default()
+    }
+}
+
 /// `n` vertices, of which `0..hubs` are hubs: every other vertex `v` links
 /// both ways to each hub `h` with `(v + h) % every == 0` and to the next
 /// non-hub (a ring). Weights vary when `weighted`.
@@ -262,22 +287,13 @@ fn second_order_walks_on_hubs_stay_within_the_budget() {
     let graph = hubs_graph(20_000, 40, 2, false);
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &graph);
-    let app = Recorder(WalkSpec {
-        starts: Starts::Uniform { walks: 1000 },
-        length: 12,
-        stop_probability: 0.0,
-        restart_probability: 0.0,
-        kind: Kind::Unbiased,
-        node2vec: Some(Node2Vec { p: 0.5, q: 2.0 }),
-        dead_end: DeadEnd::Stop,
-    });
-    let base = Config {
-        exact: true,
-        seed: 3,
-        threads: 2,
-        work_dir: dir.path().to_owned(),
-        ..Config::default()
-    };
+    let app = Recorder(uniform_walks(
+        1000,
+        12,
+        Kind::Unbiased,
+        Some(Node2Vec { p: 0.5, q: 2.0 }),
+    ));
+    let base = exact_config(dir.path(), 3, 2);
     let reference = run(&path, &memory_mode(&base), &app).unwrap();
     for (mode, adaptive, vertex_threshold) in [
         (Mode::GraphWalker, true, 0),
@@ -330,21 +346,10 @@ fn second_order_walks_move_on_block_pairs() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &graph);
     let app = Recorder(WalkSpec {
-        starts: Starts::Uniform { walks: 3000 },
-        length: 10,
-        stop_probability: 0.0,
         restart_probability: 0.1,
-        kind: Kind::Unbiased,
-        node2vec: Some(Node2Vec { p: 0.5, q: 2.0 }),
-        dead_end: DeadEnd::Stop,
+        ..uniform_walks(3000, 10, Kind::Unbiased, Some(Node2Vec { p: 0.5, q: 2.0 }))
     });
-    let base = Config {
-        exact: true,
-        seed: 5,
-        threads: 2,
-        work_dir: dir.path().to_owned(),
-        ..Config::default()
-    };
+    let base = exact_config(dir.path(), 5, 2);
     let reference = run(&path, &memory_mode(&base), &app).unwrap();
     for (block_size, paired) in [(64 << 10, true), (4 << 10, false)] {
         let config = Config {
@@ -377,22 +382,8 @@ fn adaptive_groups_of_hub_blocks_fit_the_cache() {
     let graph = hubs_graph(3203, 3, 1, true);
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &graph);
-    let app = Recorder(WalkSpec {
-        starts: Starts::Uniform { walks: 9 },
-        length: 8,
-        stop_probability: 0.0,
-        restart_probability: 0.0,
-        kind: Kind::Weighted,
-        node2vec: None,
-        dead_end: DeadEnd::Stop,
-    });
-    let base = Config {
-        exact: true,
-        seed: 3,
-        threads: 1,
-        work_dir: dir.path().to_owned(),
-        ..Config::default()
-    };
+    let app = Recorder(uniform_walks(9, 8, Kind::Weighted, None));
+    let base = exact_config(dir.path(), 3, 1);
     let reference = run(&path, &memory_mode(&base), &app).unwrap();
     let config = Config {
         mode: Mode::GraphWalker,
@@ -422,22 +413,10 @@ fn groups_are_read_ahead_while_walks_move() {
     let graph = hubs_graph(5_000, 40, 2, false);
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &graph);
-    let app = Recorder(WalkSpec {
-        starts: Starts::Uniform { walks: 4000 },
-        length: 8,
-        stop_probability: 0.0,
-        restart_probability: 0.0,
-        kind: Kind::Unbiased,
-        node2vec: None,
-        dead_end: DeadEnd::Stop,
-    });
+    let app = Recorder(uniform_walks(4000, 8, Kind::Unbiased, None));
     let base = Config {
-        exact: true,
-        seed: 5,
-        threads: 2,
-        work_dir: dir.path().to_owned(),
         io: IoMode::Buffered,
-        ..Config::default()
+        ..exact_config(dir.path(), 5, 2)
     };
     let reference = run(&path, &memory_mode(&base), &app).unwrap();
     for adaptive in [false, true] {
@@ -470,22 +449,15 @@ fn node2vec_blocks_are_sized_for_pairs_in_the_cache() {
     let graph = hubs_graph(5_000, 40, 2, false);
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &graph);
-    let app = Recorder(WalkSpec {
-        starts: Starts::Uniform { walks: 2000 },
-        length: 8,
-        stop_probability: 0.0,
-        restart_probability: 0.0,
-        kind: Kind::Unbiased,
-        node2vec: Some(Node2Vec { p: 2.0, q: 0.5 }),
-        dead_end: DeadEnd::Stop,
-    });
+    let app = Recorder(uniform_walks(
+        2000,
+        8,
+        Kind::Unbiased,
+        Some(Node2Vec { p: 2.0, q: 0.5 }),
+    ));
     let base = Config {
-        exact: true,
-        seed: 9,
-        threads: 2,
-        work_dir: dir.path().to_owned(),
         io: IoMode::Buffered,
-        ..Config::default()
+        ..exact_config(dir.path(), 9, 2)
     };
     let reference = run(&path, &memory_mode(&base), &app).unwrap();
     let config = Config {
@@ -517,22 +489,10 @@ fn a_budget_without_a_block_size_gets_blocks_that_fit() {
     let path = write(dir.path(), &graph);
     let graph_bytes = std::fs::metadata(&path).unwrap().len();
     assert!(graph_bytes > 2 * (400 << 10), "{graph_bytes} bytes");
-    let spec = |node2vec| WalkSpec {
-        starts: Starts::Uniform { walks: 2000 },
-        length: 8,
-        stop_probability: 0.0,
-        restart_probability: 0.0,
-        kind: Kind::Unbiased,
-        node2vec,
-        dead_end: DeadEnd::Stop,
-    };
+    let spec = |node2vec| uniform_walks(2000, 8, Kind::Unbiased, node2vec);
     let base = Config {
-        exact: true,
-        seed: 5,
-        threads: 2,
-        work_dir: dir.path().to_owned(),
         io: IoMode::Buffered,
-        ..Config::default()
+        ..exact_config(dir.path(), 5, 2)
     };
     for node2vec in [None, Some(Node2Vec { p: 0.5, q: 2.0 })] {
         let app = Recorder(spec(node2vec));
