@@ -2,7 +2,7 @@
 //! core. A walk is one packed machine word ([`WalkLayout`]) or, in exact
 //! mode, a word plus a walk id ([`ExactWalk`]); walks wait in per-block
 //! [`WalkPools`] that spill to per-block files when their fixed-capacity
-//! buffers fill, as GraphWalker's do.
+//! buffers would fill, as GraphWalker's do.
 //!
 //! Invariants:
 //! - A layout is only built if every field fits: encoding never masks or

@@ -87,8 +87,8 @@ impl<W: WalkWord> WalkPools<W> {
         self.dir.path().join(format!("block-{block}.walks"))
     }
 
-    /// Adds a walk at hop `hop` to `block`'s pool, spilling the buffer if
-    /// it is full.
+    /// Adds a walk at hop `hop` to `block`'s pool (spilling it with the
+    /// buffer if it would fill the buffer).
     pub fn push(&mut self, block: usize, walk: W, hop: u64) -> Result<()> {
         self.extend(block, std::slice::from_ref(&walk), hop)
     }
@@ -204,6 +204,11 @@ impl<W: WalkWord> WalkPools<W> {
     /// Walks waiting for `block` (buffered and spilled).
     pub fn count(&self, block: usize) -> u64 {
         self.on_disk[block] + self.buffers[block].len() as u64
+    }
+
+    /// Walks waiting for any of `blocks`.
+    pub fn count_all(&self, blocks: &[usize]) -> u64 {
+        blocks.iter().map(|&b| self.count(b)).sum()
     }
 
     /// The smallest hop among `block`'s walks, if it has any: exact unless

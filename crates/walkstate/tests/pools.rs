@@ -92,9 +92,22 @@ proptest! {
                 .max_by_key(|&b| (model[&b].len(), std::cmp::Reverse(b)));
             let fullest = fullest_except(&[]);
             prop_assert_eq!(pools.fullest(&[]), fullest);
-            // And the fullest of the others.
+            // And the fullest of the others, and how many wait in a few.
             let except = [fullest.unwrap_or(0)];
             prop_assert_eq!(pools.fullest(&except), fullest_except(&except));
+            let some = [0, 2, 4];
+            let waiting: usize = some.iter().filter_map(|b| model.get(b)).map(Vec::len).sum();
+            prop_assert_eq!(pools.count_all(&some), waiting as u64);
+            // Without partial takes, the slowest is exact: the smallest
+            // minimum hop among the others (lowest block on ties).
+            if !partly.iter().any(|&p| p) {
+                let slowest = (0..5)
+                    .filter(|b| !except.contains(b))
+                    .filter_map(|b| model.get(&b).and_then(|w| w.iter().map(|&(_, h)| h).min()).map(|h| (h, b)))
+                    .min()
+                    .map(|(_, b)| b);
+                prop_assert_eq!(pools.slowest(&except), slowest);
+            }
         }
         // Every spill writes at least a full buffer's worth, whole walks.
         let stats = pools.stats();

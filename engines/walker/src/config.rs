@@ -47,7 +47,8 @@ pub struct Config {
     pub exact: bool,
     /// Seed of every random choice.
     pub seed: u64,
-    /// Worker threads (0: one per core).
+    /// Worker threads (0: one per core). GraphWalker mode reads the next
+    /// group of blocks ahead on one more thread.
     pub threads: usize,
     /// Memory for cached blocks, walk pools and walks in flight.
     pub mem_budget: u64,
@@ -60,7 +61,8 @@ pub struct Config {
     pub block_size: Option<u64>,
     /// The paper's self-adaptive block size: before each load, group
     /// `2^(floor(log2 live walks) + 1)` KiB worth of consecutive fine blocks
-    /// (capped by the cache), so loads shrink as walks finish.
+    /// (capped by half the cache, so that the next group can be read while
+    /// one is walked), so loads shrink as walks finish.
     /// GraphWalker mode and first-order walks only: Node2Vec walks use the
     /// static rule's blocks (loaded in pairs when two fit the cache).
     pub adaptive: bool,

@@ -42,7 +42,8 @@
 //! once its cache held every block. Out of core, first-order walks move on
 //! the loaded group partition by partition as in memory mode, a batch at a
 //! time, while on the side the last batch's leaving walks are filed and the
-//! next batch is taken (other pools than the batches touch); a group takes
+//! next batch is taken (the leaving walks go to other pools than those
+//! the batches come from); a group takes
 //! at most half the cache, and the next one is chosen when a group is
 //! loaded (by the same rule, among the other blocks) and read while its
 //! walks move (`Report::blocks_read_ahead`).

@@ -12,7 +12,7 @@ use quiver_walkstate::{WalkPools, WalkWord};
 use super::walks::PooledWalk;
 use super::{Engine, InFlight};
 use crate::app::WalkApp;
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::loaded::{LoadedBlock, Vertices};
 
 /// Whole blocks kept in memory between loads.
@@ -341,7 +341,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// `capacity` walks each.
     pub(super) fn share_budget(&self, pooling: Pooling, capacity: usize) -> Budget {
         let pools = Self::pools_bytes(pooling.len(), capacity);
-        let walk_bytes = Self::bytes_in_flight(self.moves_by_partition(false));
+        // Only GraphWalker mode moves batches by partition on loaded
+        // blocks; iteration passes and vertex passes move them in lanes.
+        let walk_bytes = Self::bytes_in_flight(
+            self.config.mode == Mode::GraphWalker && self.moves_by_partition(false),
+        );
         Self::split_budget(self.config.mem_budget, pools, self.prev_reserve, walk_bytes)
     }
 

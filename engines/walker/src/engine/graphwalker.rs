@@ -1,7 +1,9 @@
 //! GraphWalker's state-aware scheduler: load the block (or block pair)
 //! serving the most walks, or with probability p the slowest walk's; keep
 //! blocks cached; move walks until they leave the loaded range; switch to
-//! vertex passes once few walks remain.
+//! vertex passes once few walks remain. First-order walks move a batch at a
+//! time while the last batch's leaving walks are filed and the next batch
+//! taken, and the next group is read while a group's walks move.
 
 use std::sync::Arc;
 
@@ -77,6 +79,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         }
         // Started on all threads and filed a batch at a time.
         let total = self.spec.starts.total(self.num_vertices);
+        let in_flight = Self::bytes_in_flight(false) * budget.batch_walks as u64;
+        self.stats.hold(in_flight);
         let mut first = 0;
         while first < total {
             let last = (first + budget.batch_walks as u64).min(total);
@@ -84,6 +88,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.file(&mut pools, walks)?;
             first = last;
         }
+        self.stats.release(in_flight);
         self.stats.hold(budget.pools);
         tracing::info!(
             blocks = self.blocks.len(),
@@ -111,6 +116,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     ) -> Result<()> {
         let mut cache = Cache::default();
         let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
+        // One thread of its own reads the next group ahead (its checksums
+        // too), beside the run's worker threads.
+        let reader = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "quiver-read-ahead".into())
+            .build()
+            .map_err(|e| {
+                Error::invalid(
+                    "threads",
+                    format!("cannot start the read-ahead thread: {e}"),
+                )
+            })?;
         // A step by single-vertex reads reads the walk's list, and a
         // second-order walk's previous list too.
         let read_bytes = if self.spec.node2vec.is_some() {
@@ -149,9 +166,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             }
             // A group read ahead serves only if its pools still hold walks
             // (a vertex pass may have moved them).
-            let (ahead, read) = read_ahead.take().unwrap_or_default();
-            let (group, served) = if ahead.iter().any(|&p| pools.count(p) > 0) {
-                (ahead.clone(), ahead)
+            let (prefetched_group, prefetched_blocks) = read_ahead.take().unwrap_or_default();
+            let (group, served) = if pools.count_all(&prefetched_group) > 0 {
+                (prefetched_group.clone(), prefetched_group)
             } else {
                 let slowest = coin.chance(self.config.p_slowest);
                 if self.pooling.pairs {
@@ -164,9 +181,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 }
             };
             self.stats.largest_group = self.stats.largest_group.max(group.len() as u64);
+            // Blocks read ahead were counted as loads (even when a vertex
+            // pass made their group go unused), not as hits.
             self.stats.cache_hits += group
                 .iter()
-                .filter(|&g| cache.blocks.map.contains_key(g) && !read.contains(g))
+                .filter(|&g| cache.blocks.map.contains_key(g) && !prefetched_blocks.contains(g))
                 .count() as u64;
             let missing = self.make_room(&mut cache, pools, budget, &group, &group);
             let blocks = self.load(&missing)?;
@@ -191,48 +210,47 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // still fill the worker threads.
             match &parts {
                 Some(parts) => {
+                    debug_assert!(!self.pooling.pairs, "a block's pool is the block's id");
                     // The next group is chosen now, among the other blocks,
                     // and read while this one's walks move, when the cache
-                    // holds both.
-                    let waiting: u64 = served.iter().map(|&p| pools.count(p)).sum();
-                    let next = if pools.total() - waiting > self.config.vertex_threshold {
-                        let slowest = coin.chance(self.config.p_slowest);
-                        self.choose_group(pools, budget, slowest, &group)
-                    } else {
-                        None
-                    };
-                    let mut ahead = Vec::new();
+                    // holds both; not when the walks waiting elsewhere are
+                    // few enough for a vertex pass to serve them next.
+                    let elsewhere = pools.total() - pools.count_all(&served);
+                    let next = (elsewhere > self.config.vertex_threshold)
+                        .then(|| {
+                            let slowest = coin.chance(self.config.p_slowest);
+                            self.choose_group(pools, budget, slowest, &group)
+                        })
+                        .flatten();
+                    let mut to_read = Vec::new();
                     if let Some(next) = next {
                         let mut both: Vec<usize> = group.iter().chain(&next).copied().collect();
                         both.sort_unstable();
                         both.dedup();
                         let bytes: u64 = both.iter().map(|&g| self.block_memory(g)).sum();
                         if bytes <= budget.cache {
-                            ahead = self.make_room(&mut cache, pools, budget, &both, &next);
-                            read_ahead = Some((next, ahead.clone()));
+                            to_read = self.make_room(&mut cache, pools, budget, &both, &next);
+                            read_ahead = Some((next, to_read.clone()));
                         }
                     }
                     let in_flight = Self::bytes_in_flight(true) * budget.batch_walks as u64;
                     self.stats.hold(in_flight);
                     let this = &*self;
-                    let (moved, read) = std::thread::scope(|s| {
-                        let reading = s.spawn(|| {
-                            ahead
-                                .iter()
-                                .map(|&b| this.read_block(b))
-                                .collect::<Result<Vec<_>>>()
-                        });
-                        let moved = this.move_served(pools, state, parts, &served, budget);
-                        let read = reading
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                        (moved, read)
+                    let mut read_result = Ok(Vec::new());
+                    let moved = reader.in_place_scope(|s| {
+                        if !to_read.is_empty() {
+                            s.spawn(|_| {
+                                read_result = to_read.iter().map(|&b| this.read_block(b)).collect();
+                            });
+                        }
+                        this.move_served(pools, state, parts, &served, budget)
                     });
-                    moved?;
                     self.stats.release(in_flight);
-                    self.stats.blocks_loaded += ahead.len() as u64;
-                    self.stats.blocks_read_ahead += ahead.len() as u64;
-                    self.cache_blocks(&mut cache, &ahead, read?);
+                    moved?;
+                    let blocks = read_result?;
+                    self.stats.blocks_loaded += to_read.len() as u64;
+                    self.stats.blocks_read_ahead += to_read.len() as u64;
+                    self.cache_blocks(&mut cache, &to_read, blocks);
                 }
                 None => loop {
                     let walks = self.take_batch(pools, &served, budget.batch_walks)?;
@@ -246,7 +264,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         Ok(())
     }
 
-    /// The blocks of `group` not cached, once cached data (never `keep`)
+    /// The blocks of `blocks` not cached, once cached data (never `keep`)
     /// is evicted to make room for them; their memory is held from now.
     fn make_room(
         &mut self,
@@ -254,9 +272,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         pools: &WalkPools<W>,
         budget: &Budget,
         keep: &[usize],
-        group: &[usize],
+        blocks: &[usize],
     ) -> Vec<usize> {
-        let missing: Vec<usize> = group
+        let missing: Vec<usize> = blocks
             .iter()
             .copied()
             .filter(|g| !cache.blocks.map.contains_key(g))
@@ -309,6 +327,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let (s, left) = moved?;
             next = side?;
             self.app.merge(state, s);
+            debug_assert!(
+                left.iter()
+                    .all(|&(_, v)| !served.contains(&(self.blocks.find(v).0 as usize))),
+                "a walk left for a pool being served"
+            );
             leaving = left;
             self.report_progress(pools.total() + (next.len() + leaving.len()) as u64)?;
         }

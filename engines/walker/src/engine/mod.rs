@@ -468,7 +468,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         from: &[usize],
         max: usize,
     ) -> Result<Vec<InFlight<W>>> {
-        let waiting: u64 = from.iter().map(|&p| pools.count(p)).sum();
+        let waiting = pools.count_all(from);
         let mut walks = Vec::with_capacity(usize::try_from(waiting).map_or(max, |w| w.min(max)));
         for &pool in from {
             let room = max - walks.len();
@@ -522,8 +522,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .extent_bytes()
     }
 
-    /// Reads blocks `bs`, several at once: each read's copy, checks and
-    /// checksums run on a worker thread of its own.
+    /// Reads blocks `bs` on the worker threads: on io_uring the reads take
+    /// turns on the ring, while one block's buffers are zeroed, its targets
+    /// checked and its checksums verified beside another's read.
     fn load(&mut self, bs: &[usize]) -> Result<Vec<Arc<LoadedBlock>>> {
         let loaded = bs
             .par_iter()
@@ -566,6 +567,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// each); then they are grouped by pool in order (a counting sort) and
     /// filed a pool at a time.
     fn file(&self, pools: &mut WalkPools<W>, mut moved: Vec<InFlight<W>>) -> Result<()> {
+        if moved.is_empty() {
+            return Ok(());
+        }
         // Each walk's vertex is in its rewritten word now: its pool takes
         // the vertex's place.
         moved.par_iter_mut().with_min_len(CHUNK).for_each(|walk| {

@@ -376,7 +376,8 @@ fn second_order_walks_move_on_block_pairs() {
 }
 
 /// A hub's block is far larger than the fine block size: the adaptive rule
-/// may group no more blocks than the cache holds (first-order walks too).
+/// may group no more blocks than half the cache holds (first-order walks
+/// too).
 #[test]
 fn adaptive_groups_of_hub_blocks_fit_the_cache() {
     let graph = hubs_graph(3203, 3, 1, true);

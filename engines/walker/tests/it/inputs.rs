@@ -1,7 +1,7 @@
 //! Bad input gets a clear error.
 
 use quiver_csr::Graph;
-use quiver_walker::apps::VisitFrequency;
+use quiver_walker::apps::{RawWalks, VisitFrequency};
 use quiver_walker::{run, Config, Mode};
 
 use crate::write;
@@ -147,4 +147,50 @@ fn targets_out_of_range_are_refused_when_read_list_by_list() {
             .contains(&format!("edge 0 targets vertex {}", n + 5)),
         "{err}"
     );
+}
+
+/// A bad block found while it is read ahead (on the read-ahead thread, as
+/// the last group's walks move) fails the run naming the edge, like one
+/// found when loaded: each block in turn gets a bad target, and every run
+/// fails cleanly, while the intact file's run reads most blocks ahead.
+#[test]
+fn targets_out_of_range_are_refused_when_read_ahead() {
+    let n: u32 = 20_000;
+    let edges: Vec<(u32, u32, f32)> = (0..n).map(|v| (v, (v + 1) % n, 1.0)).collect();
+    let graph = Graph::from_edges(n, &edges, false, true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let config = Config {
+        mode: Mode::GraphWalker,
+        block_size: Some(32 << 10),
+        adaptive: false,
+        mem_budget: 256 << 10,
+        pool_capacity: 64,
+        vertex_threshold: 0,
+        work_dir: dir.path().to_owned(),
+        ..Config::default()
+    };
+    let walks = RawWalks::new(4000, 30);
+    let intact = run(&path, &config, &walks).unwrap();
+    assert!(
+        intact.blocks > 4 && 2 * intact.blocks_read_ahead > intact.blocks_loaded,
+        "{} of {} loads of {} blocks read ahead",
+        intact.blocks_read_ahead,
+        intact.blocks_loaded,
+        intact.blocks
+    );
+    let pristine = std::fs::read(&path).unwrap();
+    let num_edges = usize::try_from(graph.num_edges()).unwrap();
+    for k in 0..intact.blocks {
+        let edge = num_edges * k / intact.blocks;
+        let mut bytes = pristine.clone();
+        quiver_csr::testing::set_target(&mut bytes, edge, n + 3);
+        std::fs::write(&path, &bytes).unwrap();
+        let err = run(&path, &config, &walks).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("edge {edge} targets vertex {}", n + 3)),
+            "block {k}: {err}"
+        );
+    }
 }
