@@ -104,10 +104,17 @@ impl WalkLayout {
         word & Self::mask(self.hop_bits)
     }
 
-    /// The same walk at another position (after moving to another block).
+    /// The same walk at another position (after moving to another block):
+    /// only the position field is rewritten. Panics if `position` does not
+    /// fit it.
     #[inline]
     pub fn with_position(&self, word: u64, position: u64) -> u64 {
-        self.encode(self.source(word), position, self.hop(word))
+        let mask = Self::mask(self.position_bits);
+        assert!(
+            position <= mask,
+            "position {position} exceeds layout {self:?}"
+        );
+        (word & !shl(mask, self.hop_bits)) | shl(position, self.hop_bits)
     }
 }
 
@@ -220,6 +227,7 @@ mod tests {
             prop_assert_eq!((layout.source(w), layout.position(w), layout.hop(w)), (s, p, h));
             let moved = layout.with_position(w, p2);
             prop_assert_eq!((layout.source(moved), layout.position(moved), layout.hop(moved)), (s, p2, h));
+            prop_assert_eq!(moved, layout.encode(s, p2, h));
             // The extremes of every field round-trip too.
             let (s_max, p_max) = (sources.saturating_sub(1), block.saturating_sub(1));
             let top = layout.encode(s_max, p_max, hops);

@@ -443,11 +443,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let start = self.blocks.get(block).vertices.start;
         let word = walk.word();
         let hop = self.word.hop(word);
-        let rewritten = walk.with_word(self.word.encode(
-            self.word.source(word),
-            u64::from(vertex - start),
-            hop,
-        ));
+        let rewritten = walk.with_word(self.word.with_position(word, u64::from(vertex - start)));
         let prev_block = if self.pooling.pairs {
             walk.prev().map(|p| self.blocks.find(p).0 as usize)
         } else {
