@@ -85,8 +85,7 @@ pub struct Blocks {
     #[serde(skip)]
     ends: Vec<u32>,
     /// For each `1 << shift` consecutive vertices from 0, the first block
-    /// that may hold one of them: [`Blocks::find`] searches from there to
-    /// the next chunk's. It runs once per walk filed, so it is kept small
+    /// that may hold one of them, where [`Blocks::find`] starts its scan. It runs once per walk filed, so it is kept small
     /// enough to stay in a core's L1 cache: at least
     /// [`FIND_ENTRIES_PER_BLOCK`] entries a block, at most twice that.
     #[serde(skip)]
@@ -262,24 +261,20 @@ impl Blocks {
         }
     }
 
-    /// The block holding vertex `v`: a table lookup, then a binary search
-    /// among the blocks that end in `v`'s chunk of the table (usually none
-    /// or one; many only where small blocks of hubs crowd together). Panics
-    /// if `v` is not below |V|.
+    /// The block holding vertex `v`: a table lookup, then a scan over the
+    /// blocks that end in `v`'s chunk of the table before `v` (usually none
+    /// or one; more only where small blocks of hubs crowd together).
+    /// Panics if `v` is not below |V|.
     #[inline]
     pub fn find(&self, v: u32) -> BlockId {
         assert!(
             self.ends.last().is_some_and(|&end| v < end),
             "vertex {v} is beyond the last block"
         );
-        let chunk = (v >> self.shift) as usize;
-        let first = self.first[chunk] as usize;
-        let last = self
-            .first
-            .get(chunk + 1)
-            .map_or(self.ends.len() - 1, |&b| b as usize);
-        // The first block from `first` to `last` that ends past `v`.
-        let i = first + self.ends[first..=last].partition_point(|&end| end <= v);
+        let mut i = self.first[(v >> self.shift) as usize] as usize;
+        while self.ends[i] <= v {
+            i += 1;
+        }
         BlockId(u32::try_from(i).expect("block count fits u32"))
     }
 
