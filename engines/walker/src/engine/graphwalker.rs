@@ -20,8 +20,7 @@ use crate::app::WalkApp;
 use crate::config::Mode;
 use crate::loaded::{Executing, LoadedBlock};
 use crate::rng::KeyedRng;
-use crate::Error;
-use crate::Result;
+use crate::{Error, Result};
 
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     pub(super) fn run_out_of_core(&mut self) -> Result<(A::State, quiver_walkstate::PoolStats)> {
