@@ -48,7 +48,8 @@ pub struct Config {
     /// Seed of every random choice.
     pub seed: u64,
     /// Worker threads (0: one per core). GraphWalker mode reads the next
-    /// group of blocks ahead on one more thread.
+    /// group of blocks ahead on one more thread (first-order walks that
+    /// move by partition).
     pub threads: usize,
     /// Memory for cached blocks, walk pools and walks in flight.
     pub mem_budget: u64,

@@ -116,17 +116,23 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let mut cache = Cache::default();
         let mut coin = KeyedRng::new(self.config.seed, u64::MAX - 1, 0);
         // One thread of its own reads the next group ahead (its checksums
-        // too), beside the run's worker threads.
-        let reader = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .thread_name(|_| "quiver-read-ahead".into())
-            .build()
-            .map_err(|e| {
-                Error::invalid(
-                    "threads",
-                    format!("cannot start the read-ahead thread: {e}"),
-                )
-            })?;
+        // too), beside the run's worker threads, for walks that move by
+        // partition (the others never read ahead).
+        let reader = if self.moves_by_partition(false) {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "quiver-read-ahead".into())
+                .build()
+                .map_err(|e| {
+                    Error::invalid(
+                        "threads",
+                        format!("cannot start the read-ahead thread: {e}"),
+                    )
+                })?;
+            Some(pool)
+        } else {
+            None
+        };
         // A step by single-vertex reads reads the walk's list, and a
         // second-order walk's previous list too.
         let read_bytes = if self.spec.node2vec.is_some() {
@@ -210,6 +216,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             match &parts {
                 Some(parts) => {
                     debug_assert!(!self.pooling.pairs, "a block's pool is the block's id");
+                    let reader = reader
+                        .as_ref()
+                        .expect("walks that move by partition have a read-ahead thread");
                     // The next group is chosen now, among the other blocks,
                     // and read while this one's walks move, when the cache
                     // holds both; not when the walks waiting elsewhere are
