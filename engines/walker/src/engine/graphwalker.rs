@@ -219,28 +219,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     let reader = reader
                         .as_ref()
                         .expect("walks that move by partition have a read-ahead thread");
-                    // The next group is chosen now, among the other blocks,
-                    // and read while this one's walks move, when the cache
-                    // holds both; not when the walks waiting elsewhere are
-                    // few enough for a vertex pass to serve them next.
-                    let elsewhere = pools.total() - pools.count_all(&served);
-                    let next = (elsewhere > self.config.vertex_threshold)
-                        .then(|| {
-                            let slowest = coin.chance(self.config.p_slowest);
-                            self.choose_group(pools, budget, slowest, &group)
-                        })
-                        .flatten();
-                    let mut to_read = Vec::new();
-                    if let Some(next) = next {
-                        let mut both: Vec<usize> = group.iter().chain(&next).copied().collect();
-                        both.sort_unstable();
-                        both.dedup();
-                        let bytes: u64 = both.iter().map(|&g| self.block_memory(g)).sum();
-                        if bytes <= budget.cache {
-                            to_read = self.make_room(&mut cache, pools, budget, &both, &next);
-                            read_ahead = Some((next, to_read.clone()));
-                        }
-                    }
+                    read_ahead =
+                        self.plan_read_ahead(&mut cache, pools, budget, &mut coin, &group, &served);
+                    let to_read = read_ahead
+                        .as_ref()
+                        .map(|(_, blocks)| blocks.clone())
+                        .unwrap_or_default();
                     let in_flight = Self::bytes_in_flight(true) * budget.batch_walks as u64;
                     self.stats.hold(in_flight);
                     let this = &*self;
@@ -270,6 +254,36 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             }
         }
         Ok(())
+    }
+
+    /// The group to read while `group`'s walks (in the pools `served`)
+    /// move, and its blocks to read (counted as held): chosen now, by the
+    /// same rule among the other blocks, when the cache holds both groups;
+    /// none when the walks waiting elsewhere are few enough for a vertex
+    /// pass to serve them next.
+    fn plan_read_ahead(
+        &mut self,
+        cache: &mut Cache,
+        pools: &WalkPools<W>,
+        budget: &Budget,
+        coin: &mut KeyedRng,
+        group: &[usize],
+        served: &[usize],
+    ) -> Option<(Vec<usize>, Vec<usize>)> {
+        if pools.total() - pools.count_all(served) <= self.config.vertex_threshold {
+            return None;
+        }
+        let slowest = coin.chance(self.config.p_slowest);
+        let next = self.choose_group(pools, budget, slowest, group)?;
+        let mut both: Vec<usize> = group.iter().chain(&next).copied().collect();
+        both.sort_unstable();
+        both.dedup();
+        let bytes: u64 = both.iter().map(|&g| self.block_memory(g)).sum();
+        if bytes > budget.cache {
+            return None;
+        }
+        let to_read = self.make_room(cache, pools, budget, &both, &next);
+        Some((next, to_read))
     }
 
     /// The blocks of `blocks` not cached, once cached data (never `keep`)

@@ -436,24 +436,21 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Where a walk is filed (the pool of the block holding its vertex
-    /// and, with paired pools, its previous vertex), in the form it is
-    /// filed in (its position within that block), and its hop.
-    fn filed(&self, (walk, vertex): InFlight<W>) -> (usize, W, u64) {
+    /// and, with paired pools, its previous vertex), and the form it is
+    /// filed in (its position within that block).
+    fn filed(&self, (walk, vertex): InFlight<W>) -> (usize, W) {
         let block = self.blocks.find(vertex);
         let start = self.blocks.get(block).vertices.start;
-        let word = walk.word();
-        let hop = self.word.hop(word);
-        let rewritten = walk.with_word(self.word.with_position(word, u64::from(vertex - start)));
+        let rewritten = walk.with_word(
+            self.word
+                .with_position(walk.word(), u64::from(vertex - start)),
+        );
         let prev_block = if self.pooling.pairs {
             walk.prev().map(|p| self.blocks.find(p).0 as usize)
         } else {
             None
         };
-        (
-            self.pooling.pool(block.0 as usize, prev_block),
-            rewritten,
-            hop,
-        )
+        (self.pooling.pool(block.0 as usize, prev_block), rewritten)
     }
 
     /// Takes up to `max` walks out of the pools `from` (in that order), as
@@ -569,7 +566,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         // Each walk's vertex is in its rewritten word now: its pool takes
         // the vertex's place.
         moved.par_iter_mut().with_min_len(CHUNK).for_each(|walk| {
-            let (pool, rewritten, _) = self.filed(*walk);
+            let (pool, rewritten) = self.filed(*walk);
             *walk = (
                 rewritten,
                 u32::try_from(pool).expect("pools are counted in u32"),
