@@ -48,6 +48,7 @@ pub fn convert<'py>(
         mem,
         work_dir,
     };
+    let (path, temp) = crate::graph::output(output)?;
     let options = ConvertOptions {
         format: format
             .map(str::parse::<EdgeFormat>)
@@ -56,9 +57,8 @@ pub fn convert<'py>(
         weighted_binary,
         ignore_weights,
         min_vertices: num_vertices,
-        sort: sort.options(relabel)?,
+        sort: sort.options(relabel, temp.is_some())?,
     };
-    let (path, temp) = crate::graph::output(output)?;
     run(py, |progress| {
         quiver_csr::convert(&input, &path, &options, progress)
     })?;
@@ -74,8 +74,8 @@ fn generate(
     sort: &SortArgs<'_, '_>,
     path: Option<PathBuf>,
 ) -> PyResult<Graph> {
-    let options = sort.options(false)?;
     let (path, temp) = output(path)?;
+    let options = sort.options(false, temp.is_some())?;
     run(py, |progress| {
         quiver_csr::generate_to_file(spec, seed, weights, &options, &path, progress)
     })?;

@@ -310,8 +310,9 @@ impl Graph {
                     )
                 })
         };
-        let mut sorter =
-            quiver_csr::EdgeSorter::new(sort.options(false)?).map_err(|e| error(&e))?;
+        let (path, temp) = crate::graph::output(path)?;
+        let mut sorter = quiver_csr::EdgeSorter::new(sort.options(false, temp.is_some())?)
+            .map_err(|e| error(&e))?;
         // The arrays are read with the GIL held (Python code could change
         // them otherwise); the sort and the write run without it.
         for i in 0..src.len() {
@@ -323,7 +324,6 @@ impl Graph {
                 py.check_signals()?;
             }
         }
-        let (path, temp) = crate::graph::output(path)?;
         run(py, |progress| {
             sorter.finish(&path, num_vertices.unwrap_or(0), progress)
         })?;

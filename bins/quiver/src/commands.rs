@@ -70,6 +70,7 @@ fn sort_options(shape: &ShapeArgs, relabel: bool) -> SortOptions {
         dedupe: shape.dedupe,
         drop_self_loops: shape.drop_self_loops,
         relabel,
+        sync: true,
     }
 }
 

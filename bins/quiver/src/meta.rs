@@ -773,9 +773,11 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
                 permute: true,
             };
             let path = temp.path().join("rmat.qcsr");
+            // A scratch graph, gone with its directory: not fsynced.
             let sort = SortOptions {
                 dedupe: true,
                 drop_self_loops: true,
+                sync: false,
                 ..SortOptions::default()
             };
             quiver_csr::generate_to_file(&spec, args.seed, None, &sort, &path, &bar)?;

@@ -51,6 +51,10 @@ pub struct SortOptions {
     /// Map ids (any `u64`) onto `0..|V|` in order of first appearance. The
     /// map takes about 32 bytes per distinct id beyond the budget.
     pub relabel: bool,
+    /// Make the graph durable before it takes its name (fsync the file
+    /// and its directory). Off for a scratch graph that is removed with
+    /// the process that made it: the fsync can cost as much as the sort.
+    pub sync: bool,
 }
 
 impl Default for SortOptions {
@@ -62,6 +66,7 @@ impl Default for SortOptions {
             dedupe: false,
             drop_self_loops: false,
             relabel: false,
+            sync: true,
         }
     }
 }
@@ -316,8 +321,12 @@ impl EdgeSorter {
             })?;
         let undirected = self.spill.options.undirected;
         let original_ids = self.original_ids.take();
+        let sync = self.spill.options.sync;
         let writer = |weighted| {
-            let writer = CsrWriter::create(output, num_vertices, weighted, undirected)?;
+            let mut writer = CsrWriter::create(output, num_vertices, weighted, undirected)?;
+            if !sync {
+                writer = writer.without_sync();
+            }
             match original_ids {
                 Some(ids) => writer.with_original_ids(ids),
                 None => Ok(writer),

@@ -60,6 +60,8 @@ pub struct CsrWriter {
     targets: SectionSums,
     /// The original id of each vertex, written after the weights.
     ids: Option<Vec<u64>>,
+    /// Whether `finish` fsyncs the file and its directory.
+    sync: bool,
 }
 
 impl CsrWriter {
@@ -105,7 +107,16 @@ impl CsrWriter {
             pending: Vec::with_capacity(BUF_BYTES),
             targets: SectionSums::default(),
             ids: None,
+            sync: true,
         })
+    }
+
+    /// Skips `finish`'s fsyncs, for a scratch graph removed with the
+    /// process that made it. The graph still appears under its name whole
+    /// or not at all; only its survival of a crash is given up.
+    pub fn without_sync(mut self) -> CsrWriter {
+        self.sync = false;
+        self
     }
 
     /// Gives the graph an id map: `ids[v]` is the id vertex `v` had in the
@@ -173,8 +184,9 @@ impl CsrWriter {
         }
     }
 
-    /// Writes offsets, weights, id map and header, fsyncs, and renames the
-    /// file into place. Returns the header written.
+    /// Writes offsets, weights, id map and header, fsyncs (unless
+    /// [`CsrWriter::without_sync`]), and renames the file into place.
+    /// Returns the header written.
     pub fn finish(mut self) -> Result<Header> {
         let layout = Layout::new(self.num_vertices, self.num_edges, self.flags);
         let [offsets, targets, weights, ids] = self.finish_sections(&layout)?;
@@ -208,9 +220,14 @@ impl CsrWriter {
         temp.as_file()
             .set_len(layout.file_len())
             .map_err(write_err)?;
-        temp.as_file().sync_all().map_err(write_err)?;
+        if self.sync {
+            temp.as_file().sync_all().map_err(write_err)?;
+        }
         temp.persist(&path).map_err(|e| write_err(e.error))?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = path
+            .parent()
+            .filter(|d| self.sync && !d.as_os_str().is_empty())
+        {
             // Make the rename itself durable; not every filesystem allows it.
             if let Ok(dir) = File::open(dir) {
                 let _ = dir.sync_all();
