@@ -122,6 +122,48 @@ fn a_value_travels_home_to_a_to_b_and_back_unchanged() {
     );
 }
 
+/// A reader whose cached address still names a value's old copy reads
+/// that copy's zeroed size word, and starts over from the home instead of
+/// returning what the freed block holds.
+#[test]
+fn a_read_through_a_stale_address_is_caught_by_the_size_word_and_retried() {
+    let graph = karate(true);
+    let key = homed_on(&graph, 3, 0);
+    let want = graph.neighbors(key).to_vec();
+    on_stores(
+        &graph,
+        3,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |node, store| {
+            let mut session = store.session();
+            if store.rank() == 2 {
+                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            }
+            node.barrier().unwrap();
+            if store.rank() == 1 {
+                session.migrate(key).unwrap();
+            }
+            node.barrier().unwrap();
+            if store.rank() == 2 {
+                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+                assert_eq!(
+                    session.tally().cache_hits,
+                    1,
+                    "the stale address came from the cache"
+                );
+                assert_eq!(
+                    session.tally().retries,
+                    1,
+                    "the old copy was read and refused"
+                );
+                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+                assert_eq!(session.tally().retries, 1, "the new address is cached");
+            }
+        },
+    );
+}
+
 #[test]
 fn puts_from_every_node_follow_the_value_and_none_is_lost() {
     let graph = karate(true);
