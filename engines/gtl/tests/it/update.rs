@@ -267,8 +267,20 @@ fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
         let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
         assert_eq!(read.targets, want, "{context}: list of {v}");
         if model.weighted {
-            let weights: Vec<f32> = model.lists[v as usize].iter().map(|e| e.1).collect();
+            let list = &model.lists[v as usize];
+            let weights: Vec<f32> = list.iter().map(|e| e.1).collect();
             assert_eq!(read.weights, weights, "{context}: weights of {v}");
+            // GetEdgeWeight, through unmerged deltas as much as on merged
+            // pages: an edge's first weight, and none for a vertex v does
+            // not point to.
+            if let Some(&(target, weight)) = list.first() {
+                let got = ssd.get_edge_weight(v, target).unwrap().value;
+                assert_eq!(got, Some(weight), "{context}: weight of {v} -> {target}");
+            }
+            if let Some(absent) = (0..model.n()).find(|&u| list.iter().all(|e| e.0 != u)) {
+                let got = ssd.get_edge_weight(v, absent).unwrap().value;
+                assert_eq!(got, None, "{context}: weight of the absent {v} -> {absent}");
+            }
         }
         if let Some(ins) = &model.ins {
             let read = ssd.read_in_list(v).unwrap().value;
