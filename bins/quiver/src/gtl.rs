@@ -14,7 +14,7 @@ use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdateP
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
 
-use crate::units::{seconds, ByteSize};
+use crate::units::{parse_fraction, seconds, ByteSize};
 use serde::Serialize;
 
 use crate::progress::Bar;
@@ -66,8 +66,9 @@ pub struct DeviceArgs {
     /// The host page cache's size (16 KiB pages, LRU).
     #[arg(long, default_value_t = ByteSize(RunConfig::default().cache_bytes))]
     pub cache: ByteSize,
-    /// The fraction of each graph page left free by GraphInitialize.
-    #[arg(long, default_value_t = RunConfig::default().device.slack)]
+    /// The fraction of each graph page left free by GraphInitialize
+    /// (0.05 or 5%).
+    #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
     pub slack: f64,
 }
 
@@ -213,8 +214,9 @@ vertices and 550K new edges on 1M and 4.4M.")]
         /// How updates reach the graph pages.
         #[arg(long, value_enum, default_value_t = PathArg::Delta)]
         path: PathArg,
-        /// The fraction of each graph page left free by GraphInitialize.
-        #[arg(long, default_value_t = UpdatesConfig::default().slack)]
+        /// The fraction of each graph page left free by GraphInitialize
+        /// (0.05 or 5%).
+        #[arg(long, default_value_t = UpdatesConfig::default().slack, value_parser = parse_fraction)]
         slack: f64,
         /// Share of the edges held back and streamed as AddEdge.
         #[arg(long, default_value_t = UpdatesConfig::default().share)]
@@ -235,7 +237,7 @@ vertices and 550K new edges on 1M and 4.4M.")]
     /// Lay a graph out on a new device image: GTL pages and the CSR file.
     #[command(after_help = "Examples:
   quiver gtl init g.qcsr --device dev.img
-  quiver gtl init g.qcsr --device dev.img --slack 0.10 --force
+  quiver gtl init g.qcsr --device dev.img --slack 10% --force
   quiver gtl init g.qcsr --device dev.img --geometry 4x2x256x128
 
 The image keeps the simulated device between commands (get, add-edge,
@@ -247,8 +249,8 @@ of the graph. Opening it mounts it as after a power cut.")]
         /// The device image to write.
         #[arg(long)]
         device: PathBuf,
-        /// The fraction of each graph page left free for growth.
-        #[arg(long, default_value_t = RunConfig::default().device.slack)]
+        /// The fraction of each graph page left free for growth (0.05 or 5%).
+        #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
         slack: f64,
         /// The NAND geometry, CHANNELSxWAYSxBLOCKSxPAGES (blocks per die,
         /// pages per block; 16 KiB pages); half of each die's blocks hold
@@ -327,8 +329,8 @@ through io_uring and through pread. Wall time, no model: the disk's own.")]
         /// Reads in flight on io_uring (calls per batch, too).
         #[arg(long, default_value_t = 32)]
         queue_depth: u32,
-        /// The fraction of each page left free.
-        #[arg(long, default_value_t = RunConfig::default().device.slack)]
+        /// The fraction of each page left free (0.05 or 5%).
+        #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
         slack: f64,
         /// Seed of the random vertices (the same for every layout).
         #[arg(long, default_value_t = RunConfig::default().seed)]

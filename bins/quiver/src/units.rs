@@ -48,6 +48,21 @@ pub fn parse_range(text: &str) -> Result<(u32, u32), String> {
     Ok((lo, hi))
 }
 
+/// Parses a fraction: `0.05`, or a percentage such as `5%`.
+pub fn parse_fraction(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (trimmed, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v / scale)
+        .ok_or_else(|| format!("{text:?} is not a fraction (e.g. 0.05 or 5%)"))
+}
+
 /// Parses a duration: `500ms`, `30s`, `2m`, or a number of seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
@@ -100,6 +115,16 @@ mod tests {
         assert_eq!(parse_range("5..=5"), Ok((5, 5)));
         assert!(parse_range("9..1").is_err());
         assert!(parse_range("1-100").is_err());
+    }
+
+    #[test]
+    fn fractions_parse_plain_or_as_percentages() {
+        assert_eq!(parse_fraction("0.05"), Ok(0.05));
+        assert_eq!(parse_fraction("5%"), Ok(0.05));
+        assert_eq!(parse_fraction(" 10 % "), Ok(0.1));
+        assert!(parse_fraction("five").is_err());
+        assert!(parse_fraction("%").is_err());
+        assert!(parse_fraction("inf").is_err());
     }
 
     #[test]
