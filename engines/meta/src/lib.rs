@@ -34,13 +34,24 @@
 //! - A vertex's type is a versioned system entry; deleting a vertex
 //!   tombstones its type and attributes; updates are per attribute
 //!   (latest wins), a partial attribute list leaves the rest as they were.
-//! - Reverse edges are written with their forward edge at the same
-//!   timestamp: in one batch when both live on one server, otherwise
-//!   through a durable pending entry delivered (idempotently) before the
-//!   write is acknowledged, and again after a crash.
+//! - Reverse edges are written with their forward edge's timestamp: the
+//!   forward edge's batch holds each as a durable pending entry, which is
+//!   delivered (idempotently) to the server that holds it, this one
+//!   included, before the write is acknowledged, and again after a crash
+//!   or while that server is unreachable.
 //! - The ring has 64 virtual nodes by default, assigned with bounded loads;
 //!   DIDO's tree spans the servers (at most 64), so each split moves edges
 //!   to another machine.
+//! - An edge names its destination by id, not by version: a traversal
+//!   reads every vertex as of its one snapshot time, and a reader who
+//!   wants the destination as the edge saw it reads it as of the edge's
+//!   timestamp.
+//! - IndexFS's second, key-pointer table (paper §2.5) is not built: keys
+//!   and values share one table, the §2.1 layout (RocksDB's blob files
+//!   would be the way to add it).
+//! - Durability rests on each server's own data directory (write-ahead
+//!   log on, fsynced per batch with `sync`); there is no replication. The paper
+//!   leaves both to the parallel file system its servers write to.
 //! - A vertex's split state lives at its home; clients cache it and learn
 //!   of splits when a server returns an edge as stale.
 //! - The traversal barrier is the client that runs the traversal; `repeat`

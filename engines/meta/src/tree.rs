@@ -2,7 +2,7 @@
 //! cluster's servers.
 //!
 //! The root is the vertex's home `S_v`; a node's left child is the same
-//! virtual node, its right child the next one not yet in the tree, handed
+//! server, its right child the next server not yet in the tree, handed
 //! out round-robin from `S_v`, level by level and left to right. Positions
 //! are offsets from `S_v`: node `(d, p)` holds offset `2^(d-1) + p/2` when
 //! `p` is odd (a new one) and its parent's when even, so the tree is the

@@ -409,15 +409,40 @@ async fn bad_requests_are_refused_whole() {
         let err = quiver_run::chain(&c.write(&writes).await.unwrap_err());
         assert!(err.contains(want), "{err}");
     }
-    for id in ["/a", "/b", "/c"] {
+    // A write stamped in the future, as a session's timestamp or as a
+    // reverse edge's (only a raw request can send either).
+    use quiver_meta::rpc;
+    let future = quiver_meta::clock::wall_ns() + 60_000_000_000;
+    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
+    let put = rpc::Op {
+        op: Some(rpc::op::Op::Vertex(rpc::VertexPut {
+            id: bytes("/d"),
+            vtype: "file".into(),
+            attrs: Default::default(),
+        })),
+    };
+    for (session_ts, reverse_ts) in [(future, 0), (0, future)] {
+        let request = rpc::WriteRequest {
+            session_ts,
+            ops: vec![put.clone()],
+            reverse_ts,
+        };
+        let status = raw.write(request).await.unwrap_err();
+        assert!(status.message().contains("future"), "{status}");
+    }
+    for id in ["/a", "/b", "/c", "/d"] {
         assert_eq!(
             c.read_vertex(id.as_bytes(), None).await.unwrap(),
             None,
             "{id} was stored"
         );
     }
+    assert_eq!(
+        c.scan_edges(b"/ok", None, None).await.unwrap(),
+        Vec::new(),
+        "the edge of an unknown relation was stored"
+    );
     // A read as of a time in the future.
-    let future = quiver_meta::clock::wall_ns() + 60_000_000_000;
     let err = c
         .read_vertex(b"/ok", Some(future))
         .await
