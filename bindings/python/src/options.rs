@@ -140,8 +140,8 @@ pub struct SortArgs<'a, 'py> {
 impl SortArgs<'_, '_> {
     /// quiver-csr's `SortOptions`: its defaults, with what was given. A
     /// graph written to a temporary file (`scratch`) is not fsynced: it
-    /// goes away with the process, and the fsync took as long as the sort
-    /// (44-95 ms for a 32 MB graph).
+    /// goes away with its `Graph`, and the fsync took as long as the sort
+    /// (123 ms for a 32 MB graph converted from text).
     pub fn options(&self, relabel: bool, scratch: bool) -> PyResult<quiver_csr::SortOptions> {
         let defaults = quiver_csr::SortOptions::default();
         Ok(quiver_csr::SortOptions {

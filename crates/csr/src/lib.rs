@@ -17,7 +17,8 @@
 //!   unverified bytes; [`Graph::verify`] adds the checks that opening leaves
 //!   (the distinct-targets claim, finite weights). No input, however
 //!   corrupt, makes this crate panic.
-//! - Files are written under a temporary name, fsynced, then renamed.
+//! - Files are written under a temporary name, fsynced, then renamed (a
+//!   scratch graph, [`SortOptions::sync`] off, skips the fsync).
 //! - This crate never opens a socket and holds no `unsafe` code (mapping
 //!   files is quiver-io's job).
 

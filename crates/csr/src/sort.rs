@@ -52,8 +52,8 @@ pub struct SortOptions {
     /// map takes about 32 bytes per distinct id beyond the budget.
     pub relabel: bool,
     /// Make the graph durable before it takes its name (fsync the file
-    /// and its directory). Off for a scratch graph that is removed with
-    /// the process that made it: the fsync can cost as much as the sort.
+    /// and its directory). Off for a scratch graph removed when its owner
+    /// is done with it: the fsync can cost as much as the sort.
     pub sync: bool,
 }
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 
-use crate::{ConvertOptions, EdgeFormat, Graph, NoProgress};
+use crate::{ConvertOptions, EdgeFormat, Graph, NoProgress, SortOptions};
 
 /// The shape of the random graphs [`arb_graph`] draws.
 #[derive(Clone, Debug)]
@@ -115,6 +115,10 @@ pub fn graphalytics_graph(name: &str) -> Graph {
     let output = dir.path().join(format!("{name}.qcsr"));
     let options = ConvertOptions {
         format: Some(EdgeFormat::Graphalytics),
+        sort: SortOptions {
+            sync: false,
+            ..SortOptions::default()
+        },
         ..ConvertOptions::default()
     };
     crate::convert(

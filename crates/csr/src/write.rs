@@ -1,6 +1,7 @@
 //! Writing `.qcsr` files: streamed, checksummed, and atomic (temporary name,
 //! fsync, rename), so a crash or an error never leaves a half-written graph
-//! under the final name.
+//! under the final name; a scratch graph may skip the fsync
+//! ([`CsrWriter::without_sync`]).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -111,9 +112,9 @@ impl CsrWriter {
         })
     }
 
-    /// Skips `finish`'s fsyncs, for a scratch graph removed with the
-    /// process that made it. The graph still appears under its name whole
-    /// or not at all; only its survival of a crash is given up.
+    /// Skips `finish`'s fsyncs, for a scratch graph removed when its owner
+    /// is done with it. The graph still appears under its name whole or
+    /// not at all; only its survival of a machine crash is given up.
     pub fn without_sync(mut self) -> CsrWriter {
         self.sync = false;
         self
@@ -224,13 +225,12 @@ impl CsrWriter {
             temp.as_file().sync_all().map_err(write_err)?;
         }
         temp.persist(&path).map_err(|e| write_err(e.error))?;
-        if let Some(dir) = path
-            .parent()
-            .filter(|d| self.sync && !d.as_os_str().is_empty())
-        {
-            // Make the rename itself durable; not every filesystem allows it.
-            if let Ok(dir) = File::open(dir) {
-                let _ = dir.sync_all();
+        if self.sync {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                // Make the rename itself durable; not every filesystem allows it.
+                if let Ok(dir) = File::open(dir) {
+                    let _ = dir.sync_all();
+                }
             }
         }
         Ok(header)

@@ -271,9 +271,12 @@ fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
             let weights: Vec<f32> = list.iter().map(|e| e.1).collect();
             assert_eq!(read.weights, weights, "{context}: weights of {v}");
             // GetEdgeWeight, through unmerged deltas as much as on merged
-            // pages: an edge's first weight, and none for a vertex v does
-            // not point to.
-            if let Some(&(target, weight)) = list.first() {
+            // pages, each of a list's weight pages: every target's first
+            // weight, and none for a vertex v does not point to.
+            for (i, &(target, weight)) in list.iter().enumerate() {
+                if list[..i].iter().any(|e| e.0 == target) {
+                    continue;
+                }
                 let got = ssd.get_edge_weight(v, target).unwrap().value;
                 assert_eq!(got, Some(weight), "{context}: weight of {v} -> {target}");
             }

@@ -358,6 +358,8 @@ async fn traversal_state_is_dropped_when_ended_or_idle() {
 /// Bad requests get an error that names the problem and store nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_whole() {
+    use quiver_meta::rpc;
+
     let cluster = Cluster::start(2, Partitioner::Dido, 8, 128).await;
     let c = &cluster.client;
     let file = |id: &str| Write::Vertex {
@@ -410,10 +412,9 @@ async fn bad_requests_are_refused_whole() {
         assert!(err.contains(want), "{err}");
     }
     // A write stamped in the future, as a session's timestamp or as a
-    // reverse edge's (only a raw request can send either).
-    use quiver_meta::rpc;
+    // reverse edge's (only a raw request can send either), to every
+    // server, the vertex's home among them.
     let future = quiver_meta::clock::wall_ns() + 60_000_000_000;
-    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
     let put = rpc::Op {
         op: Some(rpc::op::Op::Vertex(rpc::VertexPut {
             id: bytes("/d"),
@@ -421,14 +422,16 @@ async fn bad_requests_are_refused_whole() {
             attrs: Default::default(),
         })),
     };
-    for (session_ts, reverse_ts) in [(future, 0), (0, future)] {
-        let request = rpc::WriteRequest {
-            session_ts,
-            ops: vec![put.clone()],
-            reverse_ts,
-        };
-        let status = raw.write(request).await.unwrap_err();
-        assert!(status.message().contains("future"), "{status}");
+    for mut raw in server::connect_lazy(c.servers()).unwrap() {
+        for (session_ts, reverse_ts) in [(future, 0), (0, future)] {
+            let request = rpc::WriteRequest {
+                session_ts,
+                ops: vec![put.clone()],
+                reverse_ts,
+            };
+            let status = raw.write(request).await.unwrap_err();
+            assert!(status.message().contains("future"), "{status}");
+        }
     }
     for id in ["/a", "/b", "/c", "/d"] {
         assert_eq!(
