@@ -81,7 +81,7 @@ pub const BENCHMARKS: &[Benchmark] = &[
     },
     Benchmark {
         name: "kv",
-        help: "The kv engine on Kronecker 20, 8 loopback nodes: split+cache against orig, cache, split and ideal (modelled throughput, remote share, keys moved); uniform; tcp",
+        help: "The kv engine on Kronecker 22, 8 loopback nodes: split+cache against orig, shard, cache, split and ideal (modelled throughput, remote share, keys moved); uniform; 50/50 mix; dynamic; migration speed; tcp",
         run: kv::run,
     },
     Benchmark {
