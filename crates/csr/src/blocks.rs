@@ -85,9 +85,10 @@ pub struct Blocks {
     #[serde(skip)]
     ends: Vec<u32>,
     /// For each `1 << shift` consecutive vertices from 0, the first block
-    /// that may hold one of them, where [`Blocks::find`] starts its scan. It runs once per walk filed, so it is kept small
-    /// enough to stay in a core's L1 cache: at least
-    /// [`FIND_ENTRIES_PER_BLOCK`] entries a block, at most twice that.
+    /// that may hold one of them, where [`Blocks::find`] starts its scan.
+    /// It runs once per walk filed, so it is kept small enough to stay in
+    /// a core's L1 cache: at least [`FIND_ENTRIES_PER_BLOCK`] entries a
+    /// block, at most twice that.
     #[serde(skip)]
     first: Vec<u32>,
     #[serde(skip)]

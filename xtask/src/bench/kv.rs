@@ -23,8 +23,10 @@ use crate::report::{Row, Target};
 /// nodes). The hot set is the same 1,024 starts and their friends on any
 /// graph, so on a smaller one it is a larger share of the keys, and its
 /// neighbourhoods overlap more: at scale 20 a tenth of the graph, 6% of
-/// gets stayed remote and 3.6% of the keys moved; at scale 22, 2.2% and
-/// 0.95% (30 s). The paper's RMAT26 would need about 8 GiB as a file alone.
+/// gets stayed remote and 3.6% of the keys moved (30 s, 1 s/2 s leases);
+/// at scale 22 with the same run 4.65% and 0.95%, and with these leases
+/// and 60 s 2.24% and 1.28%. The paper's RMAT26 would need about 8 GiB as
+/// a file alone.
 const SCALE: u32 = 22;
 const NODES: &str = "8";
 /// Long enough for the third interval's migrations to settle.

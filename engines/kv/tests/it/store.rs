@@ -5,8 +5,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
-use quiver_kv::{Clock, Error, StoreConfig, Update};
-use quiver_verbs::Verb;
+use quiver_kv::{Clock, Error, Store, StoreConfig, Update};
+use quiver_verbs::{Node, Verb};
 
 use crate::on_stores;
 
@@ -89,37 +89,44 @@ fn a_migration_takes_at_most_five_one_sided_operations_and_no_message() {
     }
 }
 
-#[test]
-fn a_value_travels_home_to_a_to_b_and_back_unchanged() {
+/// Runs `body(node, store, key, want)` on every node of 3 stores of the
+/// karate club (default config, a manual clock): `key` a vertex homed on
+/// `home`, `want` its list.
+fn on_a_karate_key(home: u32, body: impl Fn(&Node, &Store, u32, &[u32]) + Sync) {
     let graph = karate(true);
-    let key = homed_on(&graph, 3, 2);
+    let key = homed_on(&graph, 3, home);
     let want = graph.neighbors(key).to_vec();
     on_stores(
         &graph,
         3,
         &StoreConfig::default(),
         &Clock::manual(),
-        |node, store| {
-            let mut session = store.session();
-            for target in [0, 1, 2] {
-                if store.rank() == target {
-                    session.migrate(key).unwrap();
-                }
-                node.barrier().unwrap();
-                assert_eq!(session.holder(key).unwrap(), target);
-                assert_eq!(
-                    session.get(key, u64::MAX).unwrap(),
-                    want,
-                    "after the move to {target}"
-                );
-                node.barrier().unwrap();
-            }
-            // Migrating a value already here does nothing.
-            if store.rank() == 2 {
-                assert_eq!(session.migrate(key).unwrap(), 0);
-            }
-        },
+        |node, store| body(node, store, key, &want),
     );
+}
+
+#[test]
+fn a_value_travels_home_to_a_to_b_and_back_unchanged() {
+    on_a_karate_key(2, |node, store, key, want| {
+        let mut session = store.session();
+        for target in [0, 1, 2] {
+            if store.rank() == target {
+                session.migrate(key).unwrap();
+            }
+            node.barrier().unwrap();
+            assert_eq!(session.holder(key).unwrap(), target);
+            assert_eq!(
+                session.get(key, u64::MAX).unwrap(),
+                want,
+                "after the move to {target}"
+            );
+            node.barrier().unwrap();
+        }
+        // Migrating a value already here does nothing.
+        if store.rank() == 2 {
+            assert_eq!(session.migrate(key).unwrap(), 0);
+        }
+    });
 }
 
 /// A reader whose cached address still names a value's old copy reads
@@ -127,41 +134,32 @@ fn a_value_travels_home_to_a_to_b_and_back_unchanged() {
 /// returning what the freed block holds.
 #[test]
 fn a_read_through_a_stale_address_is_caught_by_the_size_word_and_retried() {
-    let graph = karate(true);
-    let key = homed_on(&graph, 3, 0);
-    let want = graph.neighbors(key).to_vec();
-    on_stores(
-        &graph,
-        3,
-        &StoreConfig::default(),
-        &Clock::manual(),
-        |node, store| {
-            let mut session = store.session();
-            if store.rank() == 2 {
-                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
-            }
-            node.barrier().unwrap();
-            if store.rank() == 1 {
-                session.migrate(key).unwrap();
-            }
-            node.barrier().unwrap();
-            if store.rank() == 2 {
-                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
-                assert_eq!(
-                    session.tally().cache_hits,
-                    1,
-                    "the stale address came from the cache"
-                );
-                assert_eq!(
-                    session.tally().retries,
-                    1,
-                    "the old copy was read and refused"
-                );
-                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
-                assert_eq!(session.tally().retries, 1, "the new address is cached");
-            }
-        },
-    );
+    on_a_karate_key(0, |node, store, key, want| {
+        let mut session = store.session();
+        if store.rank() == 2 {
+            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+        }
+        node.barrier().unwrap();
+        if store.rank() == 1 {
+            session.migrate(key).unwrap();
+        }
+        node.barrier().unwrap();
+        if store.rank() == 2 {
+            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            assert_eq!(
+                session.tally().cache_hits,
+                1,
+                "the stale address came from the cache"
+            );
+            assert_eq!(
+                session.tally().retries,
+                1,
+                "the old copy was read and refused"
+            );
+            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            assert_eq!(session.tally().retries, 1, "the new address is cached");
+        }
+    });
 }
 
 #[test]
