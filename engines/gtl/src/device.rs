@@ -1,6 +1,7 @@
 //! The simulated SSD: one flash device whose blocks the FTL (block
 //! interface, the baseline's CSR file) and the GTL (graph pages) share,
-//! and one host issuing one call at a time.
+//! and one host issuing one call at a time (many at once through the
+//! queues of [`crate::command`]).
 
 use std::ops::Range;
 
@@ -11,7 +12,7 @@ use crate::area::Tag;
 use crate::baseline::CsrFile;
 use crate::delta::{Adjacency, ListId};
 use crate::flash::{Flash, Geometry, Nanos, Timing};
-use crate::ftl::Ftl;
+use crate::ftl::{Ftl, Lba};
 use crate::gtl::{Gtl, Layout};
 use crate::page::PageFormat;
 use crate::{Error, Fetched, Result};
@@ -242,8 +243,9 @@ impl Ssd {
         Ok(done - start)
     }
 
-    /// Writes `graph`'s CSR file through the FTL (the baseline's storage);
-    /// returns its logical pages.
+    /// Writes `graph`'s CSR file through the FTL (the baseline's storage)
+    /// at logical pages 0 on, over what block writes left there; returns
+    /// its logical pages.
     pub fn write_csr(&mut self, graph: &Graph) -> Result<u64> {
         let (file, done) = CsrFile::write(&mut self.ftl, &mut self.flash, graph, self.now)?;
         self.now = done;
@@ -320,6 +322,34 @@ impl Ssd {
         let gtl = self.gtl.as_mut().ok_or(Error::NoGraph)?;
         let fetched = gtl.get_edge_weight(&mut self.flash, source, target, self.now);
         self.advance(fetched)
+    }
+
+    /// Reads logical page `lba` through the FTL (a page never written
+    /// reads as zeros).
+    pub fn read_block(&mut self, lba: Lba) -> Result<Fetched<Vec<u8>>> {
+        let (start, reads) = (self.now, self.flash.counters().page_reads);
+        let (value, done) = self.ftl.read(&mut self.flash, lba, start)?;
+        self.now = done;
+        Ok(Fetched {
+            value,
+            pages_read: self.flash.counters().page_reads - reads,
+            submitted: start,
+            done,
+        })
+    }
+
+    /// Writes logical page `lba` through the FTL: a whole page of `data`.
+    /// The pages of the baseline's CSR file are refused (its graph would
+    /// silently change under the baseline); returns the completion time.
+    pub fn write_block(&mut self, lba: Lba, data: &[u8]) -> Result<Nanos> {
+        if let Some(csr) = self.csr.as_ref().filter(|csr| lba.0 < csr.pages()) {
+            return Err(Error::CsrFilePage {
+                lba: lba.0,
+                pages: csr.pages(),
+            });
+        }
+        self.now = self.ftl.write(&mut self.flash, lba, data, self.now)?;
+        Ok(self.now)
     }
 
     /// GetAdjacencyList on the baseline's CSR file (the graph as written,

@@ -71,6 +71,14 @@ pub enum Error {
         /// The FTL's logical pages.
         pages: u64,
     },
+    /// A block write to a logical page of the baseline's CSR file.
+    #[error("logical page {lba} belongs to the baseline's CSR file (logical pages 0..{pages}); write past it")]
+    CsrFilePage {
+        /// The page asked for.
+        lba: u64,
+        /// The file's logical pages.
+        pages: u64,
+    },
     /// No free block to write to: every page of the FTL's or the graph
     /// area's blocks is valid (the area is too small for the data).
     #[error("no free block left: every page of the area is in use")]

@@ -5,12 +5,15 @@
 //! answered at once (presence against the device and the log) and reaches
 //! the device with its batch.
 //!
-//! Reads go through queues as the paper's host library does (§4.3): a
-//! request is submitted ([`GraphSsd::submit`]) and nothing moves until
-//! the queue is sent ([`GraphSsd::complete`]); then every queued request
-//! is in flight at once, and the completions come back in the order they
-//! completed in modelled time, each with its tag. [`GraphSsd::get_many`]
-//! is the same, its answers in request order.
+//! Requests go through queues as the paper's host library does (§4.3): a
+//! request (a read or an update) is submitted ([`GraphSsd::submit`]) and
+//! nothing moves until the queue is sent ([`GraphSsd::complete`]). The
+//! requests then run in submission order: each run of reads between
+//! updates is in flight at once, its completions in the order they
+//! completed in modelled time; an update is answered by the log (its
+//! presence check may read the device) when the reads before it are done.
+//! Every completion carries its request's tag. [`GraphSsd::get_many`] is
+//! a run of reads, its answers in request order.
 
 use crate::gtl::Merged;
 use crate::{
@@ -18,15 +21,33 @@ use crate::{
     UpdateLogger,
 };
 
+/// A request to the host library's queue.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// GetAdjacencyList of the vertex.
+    Get(u32),
+    /// An update command, to the log.
+    Update(Update),
+}
+
+/// What a request returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// A read's out-list.
+    List(Vec<u32>),
+    /// Whether an update applied (see [`UpdateLogger::log`]).
+    Applied(bool),
+}
+
 /// A request on the completion queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Completion {
     /// The tag [`GraphSsd::submit`] gave it.
     pub tag: u64,
-    /// The vertex asked for.
-    pub vertex: u32,
-    /// Its out-list.
-    pub list: Vec<u32>,
+    /// The request.
+    pub request: Request,
+    /// Its answer.
+    pub answer: Answer,
     /// When it completed (modelled time).
     pub done: Nanos,
 }
@@ -36,8 +57,8 @@ pub struct Completion {
 pub struct GraphSsd {
     source: GtlSource,
     logger: UpdateLogger,
-    /// Submitted requests not yet sent: (tag, vertex).
-    queue: Vec<(u64, u32)>,
+    /// Submitted requests not yet sent, with their tags.
+    queue: Vec<(u64, Request)>,
     next_tag: u64,
 }
 
@@ -53,34 +74,58 @@ impl GraphSsd {
         })
     }
 
-    /// Queues GetAdjacencyList(`vertex`); returns its tag.
-    pub fn submit(&mut self, vertex: u32) -> u64 {
+    /// Queues `request`; returns its tag.
+    pub fn submit(&mut self, request: Request) -> u64 {
         let tag = self.next_tag;
         self.next_tag += 1;
-        self.queue.push((tag, vertex));
+        self.queue.push((tag, request));
         tag
     }
 
-    /// Sends every queued request at once and returns their completions
-    /// in the order they completed (ties by tag). A request for a vertex
-    /// out of range fails the whole queue, which is then empty.
+    /// Sends every queued request and returns their completions: each run
+    /// of reads in the order they completed (ties by tag), the runs and
+    /// updates in submission order. A request that fails (a vertex out of
+    /// range, an update naming one) stops the queue with its error: the
+    /// requests before it have run, those after it are dropped, and the
+    /// queue is empty.
     pub fn complete(&mut self) -> Result<Vec<Completion>> {
-        let queued = std::mem::take(&mut self.queue);
-        if queued.is_empty() {
-            return Ok(Vec::new());
+        let mut queued = std::mem::take(&mut self.queue).into_iter().peekable();
+        let mut completions = Vec::new();
+        while let Some((tag, request)) = queued.next() {
+            let vertex = match request {
+                Request::Get(vertex) => vertex,
+                Request::Update(update) => {
+                    let applied = self.update(&update)?;
+                    completions.push(Completion {
+                        tag,
+                        request: Request::Update(update),
+                        answer: Answer::Applied(applied),
+                        done: self.ssd().now(),
+                    });
+                    continue;
+                }
+            };
+            let mut reads = vec![(tag, vertex)];
+            // next_if yields reads only, so the pattern always matches.
+            while let Some((tag, Request::Get(v))) =
+                queued.next_if(|(_, r)| matches!(r, Request::Get(_)))
+            {
+                reads.push((tag, v));
+            }
+            let vertices: Vec<u32> = reads.iter().map(|&(_, v)| v).collect();
+            let mut run: Vec<Completion> = reads
+                .into_iter()
+                .zip(self.fetch(&vertices)?)
+                .map(|((tag, vertex), c)| Completion {
+                    tag,
+                    request: Request::Get(vertex),
+                    answer: Answer::List(c.list),
+                    done: c.done,
+                })
+                .collect();
+            run.sort_by_key(|c| (c.done, c.tag));
+            completions.append(&mut run);
         }
-        let vertices: Vec<u32> = queued.iter().map(|&(_, v)| v).collect();
-        let mut completions: Vec<Completion> = queued
-            .into_iter()
-            .zip(self.fetch(&vertices)?)
-            .map(|((tag, vertex), c)| Completion {
-                tag,
-                vertex,
-                list: c.list,
-                done: c.done,
-            })
-            .collect();
-        completions.sort_by_key(|c| (c.done, c.tag));
         Ok(completions)
     }
 

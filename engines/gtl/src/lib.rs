@@ -24,7 +24,7 @@
 //! updates a page (or 100 ms) at a time, answers presence checks against
 //! the device and its log, and merges its log into reads; a [`GraphSsd`]
 //! is the whole host side in one handle, with submission and completion
-//! queues for reads. [`updates`] is
+//! queues for its reads and updates. [`updates`] is
 //! the paper's update benchmark. The [`file`](mod@file) device lays the same pages
 //! and GTT on a real file, read through io_uring with `O_DIRECT`.
 //!
@@ -45,7 +45,8 @@
 //! [`page`] (the GTL page codec), [`gtt`] (the GTT and its extended
 //! lists), [`delta`] (the delta graph), [`gtl`] (GraphInitialize, reads,
 //! rewrites, merge, GC, recovery), [`baseline`] (the CSR file on the FTL),
-//! [`device`] (the [`Ssd`]), the update commands on it, and [`updates`].
+//! [`device`] (the [`Ssd`]), the update commands on it, [`command`] (the
+//! command decoder and the device's queues) and [`updates`].
 //!
 //! Decisions the paper leaves open, and why:
 //! - **Timing.** Read 40 us, program 200 us, erase 2 ms, host link 4 GB/s
@@ -120,6 +121,11 @@
 //!   and old page; erased pages are queued for the host cache.
 //! - **Calls** on the [`Ssd`] run one at a time: each is submitted when the
 //!   previous one completed; the pages of one call are issued together.
+//!   The [`command`] interface is the device's own: a [`Command`] enum the
+//!   decoder ([`Ssd::execute`]) routes to the GTL or the FTL, and a
+//!   [`Queue`] whose doorbell starts every submitted command at once, in
+//!   submission order for their effects and overlapped on the flash for
+//!   their time.
 //! - **Batches.** The host library submits a batch of calls together at
 //!   the batch's start; they queue on dies, channels and the host link in
 //!   request order, and the batch ends with its last call. A baseline call
@@ -156,6 +162,7 @@ mod area;
 pub mod baseline;
 mod blocks;
 pub mod cache;
+pub mod command;
 pub mod delta;
 pub mod device;
 mod error;
@@ -173,10 +180,11 @@ pub mod source;
 mod update;
 pub mod updates;
 
+pub use command::{Command, Queue, Reply, Response};
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
 pub use flash::{Nanos, Ppn};
-pub use graph_ssd::{Completion, GraphSsd};
+pub use graph_ssd::{Answer, Completion, GraphSsd, Request};
 pub use image::is_image;
 pub use logger::{LoggerConfig, UpdateLogger};
 pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};

@@ -4,6 +4,7 @@
 //! recovery after a power cut at every program.
 
 mod apps;
+mod command;
 mod file;
 mod flash;
 mod ftl;

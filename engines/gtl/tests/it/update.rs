@@ -9,8 +9,8 @@ use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
 use quiver_gtl::gtl::GtlCounters;
 use quiver_gtl::{
-    Config, Error, GraphSource, GraphSsd, GtlSource, LoggerConfig, Ssd, Update, UpdateLogger,
-    UpdatePath,
+    Answer, Config, Error, GraphSource, GraphSsd, GtlSource, LoggerConfig, Request, Ssd, Update,
+    UpdateLogger, UpdatePath,
 };
 
 use crate::small_config;
@@ -44,6 +44,11 @@ fn reweight(list: &mut [(u32, f32)], target: u32, weight: f32) -> bool {
 }
 
 impl Model {
+    /// The targets of `v`'s out-list, in order.
+    pub fn targets(&self, v: u32) -> Vec<u32> {
+        self.lists[v as usize].iter().map(|e| e.0).collect()
+    }
+
     pub fn of(graph: &Graph) -> Model {
         let lists: Vec<Vec<(u32, f32)>> = (0..graph.num_vertices())
             .map(|v| {
@@ -264,7 +269,7 @@ fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
     assert_eq!(ssd.gtl().unwrap().vertices(), model.n(), "{context}: |V|");
     for v in 0..model.n() {
         let read = ssd.read_list(v).unwrap().value;
-        let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+        let want = model.targets(v);
         assert_eq!(read.targets, want, "{context}: list of {v}");
         if model.weighted {
             let list = &model.lists[v as usize];
@@ -298,7 +303,7 @@ fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
     let all: Vec<u32> = (0..model.n()).collect();
     let lists = host.get_many(&all).unwrap();
     for (v, list) in all.iter().zip(lists) {
-        let want: Vec<u32> = model.lists[*v as usize].iter().map(|e| e.0).collect();
+        let want = model.targets(*v);
         assert_eq!(list, want, "{context}: host's list of {v}");
     }
 }
@@ -503,14 +508,14 @@ proptest! {
             prop_assert_eq!(logger.log(&mut ssd, &update).unwrap(), want, "{}", update);
             for v in 0..model.n() {
                 let got = logger.get(&mut ssd, v).unwrap();
-                let targets: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+                let targets = model.targets(v);
                 prop_assert_eq!(got.targets, targets, "list of {} after {}", v, update);
             }
         }
         logger.flush(&mut ssd).unwrap();
         prop_assert_eq!(logger.records(), 0);
         for v in 0..model.n() {
-            let targets: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+            let targets = model.targets(v);
             prop_assert_eq!(ssd.read_list(v).unwrap().value.targets, targets);
         }
     }
@@ -598,7 +603,7 @@ fn a_full_area_refuses_a_write_and_keeps_every_list() {
     assert!(message.contains("merge the delta graph"), "{message}");
     ssd.gtl().unwrap().check_structure(ssd.flash());
     for v in 0..34 {
-        let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+        let want = model.targets(v);
         assert_eq!(ssd.read_list(v).unwrap().value.targets, want, "list of {v}");
     }
 }
@@ -688,37 +693,49 @@ proptest! {
             }
             let all: Vec<u32> = (0..model.n()).collect();
             for (v, list) in all.iter().zip(host.get_many(&all).unwrap()) {
-                let want: Vec<u32> = model.lists[*v as usize].iter().map(|e| e.0).collect();
+                let want = model.targets(*v);
                 prop_assert_eq!(list, want, "list of {} after {:?}", v, step);
             }
             prop_assert!(host.get(model.n()).is_err(), "no vertex beyond |V|");
-            // The same through the queues: every tag once, in completion order,
-            // none before the queue was sent, a list the log alone holds at once.
+            // The same through the queues: all lists, an AddEdge, all lists
+            // again. Every tag once, in completion order, none before the
+            // queue was sent, a list the log alone holds at once; the reads
+            // before the update see the graph without it, those after (which
+            // start when it is done) with.
             let device_n = host.ssd().gtl().unwrap().vertices();
             let start = host.ssd().now();
-            let tags: Vec<u64> = all.iter().rev().map(|&v| host.submit(v)).collect();
+            let before: Vec<Vec<u32>> = (0..model.n()).map(|v| model.targets(v)).collect();
+            let add = Update::AddEdge { source: 0, target: model.n() - 1, weight: 1.0 };
+            let mut tags: Vec<u64> = all.iter().rev().map(|&v| host.submit(Request::Get(v))).collect();
+            let add_tag = host.submit(Request::Update(add.clone()));
+            tags.extend(all.iter().map(|&v| host.submit(Request::Get(v))));
+            prop_assert!(model.apply(&add));
             let completions = host.complete().unwrap();
-            for c in &completions {
-                prop_assert!(c.done >= start);
-                if c.vertex >= device_n {
-                    prop_assert_eq!(c.done, start, "vertex {} is in the log alone", c.vertex);
-                }
-            }
             prop_assert!(completions.windows(2).all(|w| w[0].done <= w[1].done));
             let mut seen: Vec<u64> = completions.iter().map(|c| c.tag).collect();
             seen.sort_unstable();
-            let mut want_tags = tags.clone();
-            want_tags.sort_unstable();
-            prop_assert_eq!(seen, want_tags);
-            for c in &completions {
-                let want: Vec<u32> = model.lists[c.vertex as usize].iter().map(|e| e.0).collect();
-                prop_assert_eq!(&c.list, &want, "queued list of {}", c.vertex);
+            tags.push(add_tag);
+            tags.sort_unstable();
+            prop_assert_eq!(seen, tags);
+            let at = completions.iter().position(|c| c.tag == add_tag).unwrap();
+            prop_assert_eq!(&completions[at].answer, &Answer::Applied(true));
+            for (i, c) in completions.iter().enumerate().filter(|&(i, _)| i != at) {
+                prop_assert!(c.done >= start);
+                let Request::Get(v) = c.request else { panic!("a read") };
+                if i > at {
+                    prop_assert!(c.done >= completions[at].done, "{} read before the update", v);
+                } else if v >= device_n {
+                    // (The update may flush the log, so only reads before it know.)
+                    prop_assert_eq!(c.done, start, "vertex {} is in the log alone", v);
+                }
+                let want = if i < at { before[v as usize].clone() } else { model.targets(v) };
+                prop_assert_eq!(&c.answer, &Answer::List(want), "queued list of {}", v);
             }
         }
         let mut ssd = host.into_ssd().unwrap();
         ssd.gtl().unwrap().check_structure(ssd.flash());
         for v in 0..model.n() {
-            let want: Vec<u32> = model.lists[v as usize].iter().map(|e| e.0).collect();
+            let want = model.targets(v);
             prop_assert_eq!(ssd.read_list(v).unwrap().value.targets, want);
         }
     }
@@ -732,13 +749,16 @@ fn the_completion_queue_returns_a_cached_list_before_one_from_flash() {
     let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
     host.get(0).unwrap();
     let start = host.ssd().now();
-    let far = host.submit(33);
-    let cached = host.submit(0);
+    let far = host.submit(Request::Get(33));
+    let cached = host.submit(Request::Get(0));
     let completions = host.complete().unwrap();
     let order: Vec<u64> = completions.iter().map(|c| c.tag).collect();
     assert_eq!(order, [cached, far], "the cached page completes first");
     assert_eq!(completions[0].done, start, "a hit costs no device time");
     assert!(completions[1].done > start);
-    assert_eq!(completions[1].list, graph.neighbors(33));
+    assert_eq!(
+        completions[1].answer,
+        Answer::List(graph.neighbors(33).to_vec())
+    );
     assert!(host.complete().unwrap().is_empty(), "the queue was emptied");
 }
