@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: end-to-end comparisons, engine against baseline, run
 //! as child processes of release builds, each writing `target/bench/<name>.json`
-//! (and `summary.md` and `ratios.svg` regenerated from all of them).
+//! (and `summary.md` and `ratios.svg` regenerated from all of them). Every
+//! child's JSON report is also appended to `target/bench/runs.jsonl` as it
+//! arrives, so a benchmark that fails late keeps the runs it finished.
 //!
 //! Every benchmark is one module here and one entry of [`BENCHMARKS`]: its
 //! name, its help line and its `run` function, which returns the JSON report
@@ -9,8 +11,11 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context as _, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
@@ -162,6 +167,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let out = target.join("bench");
     let data = out.join("data");
     fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    RUN_LOG
+        .set(out.join("runs.jsonl"))
+        .expect("bench::run runs once a process");
     let bins = build(&root)?;
     let context = Context {
         bins: &bins,
@@ -283,19 +291,32 @@ fn capture(program: &Path, args: &[OsString]) -> Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
-/// Runs a command that prints a JSON report on stdout and parses it.
+/// `target/bench/runs.jsonl`: every child's report, appended as it arrives.
+static RUN_LOG: OnceLock<PathBuf> = OnceLock::new();
+
+/// Runs a command that prints a JSON report on stdout, parses it and
+/// appends it to the run log with its command line and finishing time.
 fn capture_json(program: &Path, args: &[OsString]) -> Result<Value> {
     let stdout = capture(program, args)?;
-    serde_json::from_slice(&stdout).with_context(|| {
-        format!(
-            "parsing the JSON report of {} {}",
-            program.display(),
-            args.iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
-    })
+    let command: Vec<String> = std::iter::once(program.as_os_str())
+        .chain(args.iter().map(OsString::as_os_str))
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let report: Value = serde_json::from_slice(&stdout)
+        .with_context(|| format!("parsing the JSON report of {}", command.join(" ")))?;
+    if let Some(log) = RUN_LOG.get() {
+        let finished = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let line = serde_json::json!({ "command": command, "finished_unix_s": finished, "report": report });
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| writeln!(f, "{line}"))
+            .with_context(|| format!("appending to {}", log.display()))?;
+    }
+    Ok(report)
 }
 
 fn write_json(path: &Path, value: &Value) -> Result<()> {
