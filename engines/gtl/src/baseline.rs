@@ -27,8 +27,9 @@ pub struct CsrFile {
 }
 
 impl CsrFile {
-    /// Writes `graph`'s CSR through `ftl`, every page submitted at `at`.
-    /// Returns the file and when its last page was programmed.
+    /// Writes `graph`'s CSR through `ftl` at logical pages 0 on (all
+    /// unwritten), every page submitted at `at`. Returns the file and when
+    /// its last page was programmed.
     pub fn write(
         ftl: &mut Ftl,
         flash: &mut Flash,
@@ -48,6 +49,9 @@ impl CsrFile {
                 needed: pages,
                 available: ftl.logical_pages(),
             });
+        }
+        if let Some(lba) = (0..pages).find(|&lba| ftl.lookup(Lba(lba)).is_some()) {
+            return Err(Error::BlocksInUse { lba, pages });
         }
         let mut done = at;
         let rows: Vec<u8> = graph

@@ -12,8 +12,10 @@
 //! in the order they completed in modelled time (the completion queue).
 //!
 //! Commands take effect in submission order: a read submitted after a
-//! write in the same ring sees the write, served from the controller's
-//! buffer without waiting for the write's program, as a controller does.
+//! write in the same ring sees the write, and where it reads a page the
+//! write programs, it queues behind that program on its die. A command
+//! that fails completes at the doorbell (pages it read before failing cost
+//! no modelled time).
 
 use std::sync::Arc;
 
@@ -68,13 +70,6 @@ pub enum Command {
         /// A page of data.
         data: Vec<u8>,
     },
-}
-
-impl Command {
-    /// Whether the decoder routes it to the GTL (false: to the FTL).
-    pub fn is_graph_command(&self) -> bool {
-        !matches!(self, Command::ReadBlock { .. } | Command::WriteBlock { .. })
-    }
 }
 
 /// What a command returned.
@@ -173,8 +168,8 @@ impl Queue {
     /// The doorbell: starts every submitted command on `ssd` at the same
     /// instant (when its last call completed) and returns their replies in
     /// the order they completed (ties by tag). The device's clock moves to
-    /// the last completion. A failed command fails alone; after a power
-    /// cut, every later command of the ring fails too.
+    /// the last completion. A failed command fails alone: the others run
+    /// (after a power cut, every later command that programs fails too).
     pub fn ring(&mut self, ssd: &mut Ssd) -> Vec<Reply> {
         let start = ssd.now;
         let mut end = start;

@@ -117,7 +117,7 @@ pub(crate) struct Parts<'a> {
 /// The simulated GraphSSD: flash, FTL, GTL and the baseline's CSR file.
 ///
 /// Calls run one after another: each is submitted when the previous one
-/// completed ([`Ssd::now`]).
+/// completed ([`Ssd::now`]); a [`crate::Queue`] starts many at once.
 #[derive(Debug)]
 pub struct Ssd {
     config: Config,
@@ -244,8 +244,8 @@ impl Ssd {
     }
 
     /// Writes `graph`'s CSR file through the FTL (the baseline's storage)
-    /// at logical pages 0 on, over what block writes left there; returns
-    /// its logical pages.
+    /// at logical pages 0 on, which no block write may have used
+    /// ([`Error::BlocksInUse`]); returns its logical pages.
     pub fn write_csr(&mut self, graph: &Graph) -> Result<u64> {
         let (file, done) = CsrFile::write(&mut self.ftl, &mut self.flash, graph, self.now)?;
         self.now = done;

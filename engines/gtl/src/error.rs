@@ -79,6 +79,14 @@ pub enum Error {
         /// The file's logical pages.
         pages: u64,
     },
+    /// A CSR file over logical pages that block writes hold.
+    #[error("logical page {lba} holds data, and the CSR file needs logical pages 0..{pages}; write it on a fresh device")]
+    BlocksInUse {
+        /// The first page in use.
+        lba: u64,
+        /// The file's logical pages.
+        pages: u64,
+    },
     /// No free block to write to: every page of the FTL's or the graph
     /// area's blocks is valid (the area is too small for the data).
     #[error("no free block left: every page of the area is in use")]

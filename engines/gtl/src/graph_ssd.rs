@@ -12,8 +12,11 @@
 //! updates is in flight at once, its completions in the order they
 //! completed in modelled time; an update is answered by the log (its
 //! presence check may read the device) when the reads before it are done.
-//! Every completion carries its request's tag. [`GraphSsd::get_many`] is
+//! Every completion carries its request's tag and its own result; the
+//! first failure stops the queue, leaving the requests after it queued. [`GraphSsd::get_many`] is
 //! a run of reads, its answers in request order.
+
+use std::collections::VecDeque;
 
 use crate::gtl::Merged;
 use crate::{
@@ -40,14 +43,14 @@ pub enum Answer {
 }
 
 /// A request on the completion queue.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Completion {
     /// The tag [`GraphSsd::submit`] gave it.
     pub tag: u64,
     /// The request.
     pub request: Request,
-    /// Its answer.
-    pub answer: Answer,
+    /// Its answer, or why it failed.
+    pub answer: Result<Answer>,
     /// When it completed (modelled time).
     pub done: Nanos,
 }
@@ -82,51 +85,96 @@ impl GraphSsd {
         tag
     }
 
-    /// Sends every queued request and returns their completions: each run
-    /// of reads in the order they completed (ties by tag), the runs and
-    /// updates in submission order. A request that fails (a vertex out of
-    /// range, an update naming one) stops the queue with its error: the
-    /// requests before it have run, those after it are dropped, and the
-    /// queue is empty.
-    pub fn complete(&mut self) -> Result<Vec<Completion>> {
-        let mut queued = std::mem::take(&mut self.queue).into_iter().peekable();
+    /// Sends the queued requests, in submission order, until one fails,
+    /// and returns their completions: each run of reads in the order they
+    /// completed (ties by tag), the runs and updates in submission order.
+    /// A request that fails (a vertex that does not exist, an update the
+    /// log refuses, a device error) completes with its error and stops the
+    /// queue: the requests after it stay queued for the next call.
+    pub fn complete(&mut self) -> Vec<Completion> {
+        let mut queued: VecDeque<(u64, Request)> = std::mem::take(&mut self.queue).into();
         let mut completions = Vec::new();
-        while let Some((tag, request)) = queued.next() {
-            let vertex = match request {
+        while let Some((tag, request)) = queued.pop_front() {
+            let now = self.ssd().now();
+            let first = match request {
                 Request::Get(vertex) => vertex,
                 Request::Update(update) => {
-                    let applied = self.update(&update)?;
+                    let answer = self.update(&update).map(Answer::Applied);
+                    let failed = answer.is_err();
                     completions.push(Completion {
                         tag,
                         request: Request::Update(update),
-                        answer: Answer::Applied(applied),
+                        answer,
                         done: self.ssd().now(),
                     });
+                    if failed {
+                        break;
+                    }
                     continue;
                 }
             };
-            let mut reads = vec![(tag, vertex)];
-            // next_if yields reads only, so the pattern always matches.
-            while let Some((tag, Request::Get(v))) =
-                queued.next_if(|(_, r)| matches!(r, Request::Get(_)))
-            {
+            if let Err(e) = self.check_exists(first) {
+                completions.push(Completion {
+                    tag,
+                    request: Request::Get(first),
+                    answer: Err(e),
+                    done: now,
+                });
+                break;
+            }
+            // The run: this read and the next ones, up to the first of a
+            // vertex that does not exist (which fails on its own).
+            let mut reads = vec![(tag, first)];
+            while let Some(&(tag, Request::Get(v))) = queued.front() {
+                if self.check_exists(v).is_err() {
+                    break;
+                }
                 reads.push((tag, v));
+                queued.pop_front();
             }
             let vertices: Vec<u32> = reads.iter().map(|&(_, v)| v).collect();
-            let mut run: Vec<Completion> = reads
-                .into_iter()
-                .zip(self.fetch(&vertices)?)
-                .map(|((tag, vertex), c)| Completion {
-                    tag,
-                    request: Request::Get(vertex),
-                    answer: Answer::List(c.list),
-                    done: c.done,
-                })
-                .collect();
-            run.sort_by_key(|c| (c.done, c.tag));
-            completions.append(&mut run);
+            match self.fetch(&vertices) {
+                Ok(lists) => {
+                    let mut run: Vec<Completion> = reads
+                        .into_iter()
+                        .zip(lists)
+                        .map(|((tag, vertex), c)| Completion {
+                            tag,
+                            request: Request::Get(vertex),
+                            answer: Ok(Answer::List(c.list)),
+                            done: c.done,
+                        })
+                        .collect();
+                    run.sort_by_key(|c| (c.done, c.tag));
+                    completions.append(&mut run);
+                }
+                Err(e) => {
+                    // A device error: the run's first read carries it, the
+                    // others stay queued.
+                    for &(tag, v) in reads[1..].iter().rev() {
+                        queued.push_front((tag, Request::Get(v)));
+                    }
+                    completions.push(Completion {
+                        tag,
+                        request: Request::Get(first),
+                        answer: Err(e),
+                        done: now,
+                    });
+                    break;
+                }
+            }
         }
-        Ok(completions)
+        self.queue = queued.into();
+        completions
+    }
+
+    /// Whether `vertex` exists: on the device, or added in the log.
+    fn check_exists(&self, vertex: u32) -> Result<()> {
+        let n = self.source.vertices();
+        if vertex < n {
+            return Ok(());
+        }
+        self.logger.overlay(vertex, None, n).map(drop)
     }
 
     /// The out-lists of `vertices` as one batch: the device's through the

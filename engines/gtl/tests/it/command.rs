@@ -82,10 +82,10 @@ fn the_decoder_sends_graph_commands_to_the_gtl_and_block_commands_to_the_ftl() {
     );
     assert_eq!(ssd.ftl().counters().host_writes, ftl.host_writes + 1);
     assert_eq!(ssd.ftl().counters().host_reads, ftl.host_reads + 2);
-    assert!(
+    assert_eq!(
         ssd.execute(Command::GetAdjacencyList { vertex: 0 })
-            .unwrap()
-            == Response::List([graph.neighbors(0), &[9]].concat())
+            .unwrap(),
+        Response::List([graph.neighbors(0), &[9]].concat())
     );
 }
 
@@ -121,6 +121,30 @@ fn block_writes_to_the_csr_file_or_of_a_wrong_size_are_refused() {
         graph.neighbors(5),
         "the baseline's file is intact"
     );
+}
+
+#[test]
+fn a_csr_file_is_not_written_over_block_data() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    let data = page(&ssd, 3);
+    ssd.write_block(Lba(4), &data).unwrap();
+    let refused = ssd.write_csr(&graph);
+    assert!(matches!(refused, Err(Error::BlocksInUse { lba: 4, .. })));
+    assert!(ssd.csr().is_none());
+    assert_eq!(
+        ssd.read_block(Lba(4)).unwrap().value,
+        data,
+        "the block is intact"
+    );
+}
+
+#[test]
+fn an_empty_ring_answers_nothing_and_leaves_the_clock() {
+    let mut ssd = loaded(&Arc::new(karate(true)));
+    let now = ssd.now();
+    assert!(Queue::new().ring(&mut ssd).is_empty());
+    assert_eq!(ssd.now(), now);
 }
 
 #[test]

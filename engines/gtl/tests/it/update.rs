@@ -710,26 +710,27 @@ proptest! {
             let add_tag = host.submit(Request::Update(add.clone()));
             tags.extend(all.iter().map(|&v| host.submit(Request::Get(v))));
             prop_assert!(model.apply(&add));
-            let completions = host.complete().unwrap();
+            let completions = host.complete();
             prop_assert!(completions.windows(2).all(|w| w[0].done <= w[1].done));
             let mut seen: Vec<u64> = completions.iter().map(|c| c.tag).collect();
             seen.sort_unstable();
             tags.push(add_tag);
             tags.sort_unstable();
             prop_assert_eq!(seen, tags);
-            let at = completions.iter().position(|c| c.tag == add_tag).unwrap();
-            prop_assert_eq!(&completions[at].answer, &Answer::Applied(true));
-            for (i, c) in completions.iter().enumerate().filter(|&(i, _)| i != at) {
+            let update = completions.iter().find(|c| c.tag == add_tag).unwrap();
+            prop_assert_eq!(update.answer.as_ref().unwrap(), &Answer::Applied(true));
+            for c in completions.iter().filter(|c| c.tag != add_tag) {
                 prop_assert!(c.done >= start);
                 let Request::Get(v) = c.request else { panic!("a read") };
-                if i > at {
-                    prop_assert!(c.done >= completions[at].done, "{} read before the update", v);
+                let after = c.tag > add_tag;
+                if after {
+                    prop_assert!(c.done >= update.done, "{} read before the update", v);
                 } else if v >= device_n {
                     // (The update may flush the log, so only reads before it know.)
                     prop_assert_eq!(c.done, start, "vertex {} is in the log alone", v);
                 }
-                let want = if i < at { before[v as usize].clone() } else { model.targets(v) };
-                prop_assert_eq!(&c.answer, &Answer::List(want), "queued list of {}", v);
+                let want = if after { model.targets(v) } else { before[v as usize].clone() };
+                prop_assert_eq!(c.answer.as_ref().unwrap(), &Answer::List(want), "queued list of {}", v);
             }
         }
         let mut ssd = host.into_ssd().unwrap();
@@ -751,14 +752,74 @@ fn the_completion_queue_returns_a_cached_list_before_one_from_flash() {
     let start = host.ssd().now();
     let far = host.submit(Request::Get(33));
     let cached = host.submit(Request::Get(0));
-    let completions = host.complete().unwrap();
+    let completions = host.complete();
     let order: Vec<u64> = completions.iter().map(|c| c.tag).collect();
     assert_eq!(order, [cached, far], "the cached page completes first");
     assert_eq!(completions[0].done, start, "a hit costs no device time");
     assert!(completions[1].done > start);
     assert_eq!(
-        completions[1].answer,
-        Answer::List(graph.neighbors(33).to_vec())
+        completions[1].answer.as_ref().unwrap(),
+        &Answer::List(graph.neighbors(33).to_vec())
     );
-    assert!(host.complete().unwrap().is_empty(), "the queue was emptied");
+    assert!(host.complete().is_empty(), "the queue was emptied");
+}
+
+#[test]
+fn a_failed_request_stops_the_queue_and_leaves_the_rest_queued() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
+    let first = host.submit(Request::Get(0));
+    let bad = host.submit(Request::Get(34));
+    let add = Update::AddEdge {
+        source: 1,
+        target: 33,
+        weight: 1.0,
+    };
+    let (next, update) = (
+        host.submit(Request::Get(1)),
+        host.submit(Request::Update(add)),
+    );
+    let absent = host.submit(Request::Update(Update::DeleteVertex { vertex: 40 }));
+    let last = host.submit(Request::Get(1));
+
+    let completions = host.complete();
+    let tags: Vec<u64> = completions.iter().map(|c| c.tag).collect();
+    assert_eq!(tags, [first, bad], "the queue stops at the first failure");
+    assert_eq!(
+        completions[0].answer.as_ref().unwrap(),
+        &Answer::List(graph.neighbors(0).to_vec())
+    );
+    assert!(matches!(
+        completions[1].answer,
+        Err(Error::VertexOutOfRange {
+            vertex: 34,
+            vertices: 34
+        })
+    ));
+
+    let completions = host.complete();
+    let tags: Vec<u64> = completions.iter().map(|c| c.tag).collect();
+    assert_eq!(
+        tags,
+        [next, update, absent, last],
+        "the rest ran on the next call"
+    );
+    let answers: Vec<&Answer> = completions
+        .iter()
+        .map(|c| c.answer.as_ref().unwrap())
+        .collect();
+    let with_edge = [graph.neighbors(1), &[33]].concat();
+    assert_eq!(
+        answers,
+        [
+            &Answer::List(graph.neighbors(1).to_vec()),
+            &Answer::Applied(true),
+            // A vertex that is not there is an answer, not a failure.
+            &Answer::Applied(false),
+            &Answer::List(with_edge),
+        ]
+    );
+    assert!(host.complete().is_empty());
 }
