@@ -18,7 +18,8 @@
 //! - Every library error becomes a Python exception carrying the whole
 //!   chain of messages (module `error`): `ValueError` for a bad argument,
 //!   `OSError` for a file that cannot be read, written or trusted,
-//!   `RuntimeError` for the rest. No input makes the interpreter crash.
+//!   `RuntimeError` for the rest. No input makes the interpreter crash;
+//!   without numpy, `import quiver` raises `ImportError`.
 //! - Arrays are handed to numpy without a copy where Rust produced them
 //!   (walks, results), and graph sections are read-only views of the
 //!   mapped `.qcsr` file.
@@ -43,6 +44,13 @@ use pyo3::prelude::*;
 #[pymodule]
 #[pyo3(name = "_quiver")]
 fn quiver_module(py: Python<'_>, module: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Every array goes through numpy's C API, which panics when numpy is
+    // missing: refuse the import instead, saying what to install.
+    py.import("numpy").map_err(|e| {
+        pyo3::exceptions::PyImportError::new_err(format!(
+            "quiver needs numpy (pip install numpy): {e}"
+        ))
+    })?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add("NO_VERTEX", quiver_walker::apps::NO_VERTEX)?;
     module.add_class::<graph::Graph>()?;

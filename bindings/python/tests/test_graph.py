@@ -1,6 +1,10 @@
 """Graphs: opening, building, converting and generating them, their numpy
 views, and the exceptions bad input raises."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -139,3 +143,20 @@ def test_import_forms():
     assert quiver.NO_VERTEX == 2**32 - 1
     assert "walks_per_vertex" in quiver.Graph.walks.__text_signature__
     assert "Node2Vec" in quiver.Graph.walks.__doc__
+
+
+def test_importing_without_numpy_raises_import_error_saying_so():
+    # numpy blocked in a fresh interpreter (None in sys.modules makes its
+    # import fail) that finds quiver where this one did.
+    code = (
+        "import sys; sys.modules['numpy'] = None; "
+        f"sys.path.insert(0, {str(Path(quiver.__file__).parent.parent)!r})\n"
+        "try:\n"
+        "    import quiver\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "quiver needs numpy (pip install numpy)" in result.stdout
+
