@@ -1278,6 +1278,158 @@ fn meta_bench_counts_by_degree() {
     );
 }
 
+/// Each workload of `quiver meta bench` on a small cluster: its counts
+/// add up, and the traversal engines (synchronous with and without
+/// prefetching, asynchronous) reach the same vertices.
+#[test]
+fn meta_bench_insert_mdtest_and_traverse_report_their_counts() {
+    let bench = |args: &[&str]| {
+        let mut all = vec!["--json", "meta", "bench"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--servers", "2", "--clients", "4"]);
+        json(&quiver(&all))
+    };
+    let insert = bench(&["insert", "--vertices", "2000"]);
+    let load = &insert["load"];
+    let count = |field: &str| load[field].as_u64().unwrap();
+    // The generator makes about as many vertices as asked.
+    assert!((1900..=2100).contains(&count("vertices")), "{load}");
+    assert!(count("edges") > 0, "{load}");
+    assert_eq!(count("acknowledged"), count("vertices") + count("edges"));
+    assert!(load["writes_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(insert["servers"], 2);
+
+    let mdtest = bench(&["mdtest", "--files-per-client", "50"]);
+    assert!(mdtest["creates_per_s"].as_f64().unwrap() > 0.0, "{mdtest}");
+
+    let traverse = bench(&[
+        "traverse",
+        "--scale",
+        "8",
+        "--edge-factor",
+        "8",
+        "--steps",
+        "1,2",
+    ]);
+    let rows = traverse["traversals"].as_array().unwrap();
+    for steps in [1, 2] {
+        let now: Vec<&serde_json::Value> = rows
+            .iter()
+            .filter(|r| r["steps"] == steps && r["past"] == false)
+            .collect();
+        assert!(
+            now.len() >= 3,
+            "sync, sync with prefetching, async: {rows:?}"
+        );
+        let ends: Vec<u64> = now
+            .iter()
+            .map(|r| r["end_vertices"].as_u64().unwrap())
+            .collect();
+        assert!(
+            ends.iter().all(|&e| e == ends[0] && e > 0),
+            "depth {steps}: {ends:?}"
+        );
+    }
+}
+
+/// `quiver meta cluster up` starts servers and prints its cluster file; a
+/// graph loaded with `meta load --graph` answers queries edge for edge;
+/// SIGTERM stops every server and keeps the data.
+#[test]
+fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("karate.qcsr");
+    let karate = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/karate.txt"
+    ));
+    let out = quiver(&["convert", path(karate), "-o", path(&g), "--undirected"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let data = dir.path().join("meta");
+    let mut up = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args([
+            "meta",
+            "cluster",
+            "up",
+            "--servers",
+            "2",
+            "--data",
+            path(&data),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(up.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let cluster = PathBuf::from(line.trim());
+    assert!(cluster.starts_with(&data), "{line}");
+    wait_for(&cluster);
+    let c = path(&cluster);
+    let loaded = json(&quiver(&[
+        "meta",
+        "load",
+        "--cluster",
+        c,
+        "--graph",
+        path(&g),
+        "--json",
+    ]));
+    assert_eq!(loaded["vertices"], 34, "{loaded}");
+    assert_eq!(loaded["edges"], 156, "{loaded}");
+
+    let mut friends: Vec<String> = std::fs::read_to_string(karate)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (u, v) = l.split_once(char::is_whitespace)?;
+            match (u.trim(), v.trim()) {
+                ("0", other) | (other, "0") => Some(format!("v{other}")),
+                _ => None,
+            }
+        })
+        .collect();
+    friends.sort();
+    let answer = json(&quiver(&[
+        "meta",
+        "query",
+        "--cluster",
+        c,
+        r#"v("v0").e(has)"#,
+        "--json",
+    ]));
+    let marked = answer["marked"].as_array().unwrap();
+    let last: Vec<&str> = marked.last().unwrap()[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap())
+        .collect();
+    assert_eq!(last, friends, "{answer}");
+
+    let pid = up.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = up.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cluster stopped"), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&cluster).unwrap();
+    for addr in text.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            std::net::TcpStream::connect(addr.trim()).is_err(),
+            "{addr} still listens"
+        );
+    }
+}
+
 #[test]
 fn meta_mistakes_are_named() {
     let dir = tempfile::tempdir().unwrap();
