@@ -384,7 +384,12 @@ fn ask(at: &AtArgs, on: Option<u32>, vertex: u32, request: &Request, json: bool)
             info.nodes
         )));
     };
-    let response = Client::connect(address)?.call(request)?;
+    let mut client = Client::connect(address).with_context(|| {
+        format!(
+            "node {node} at {address} does not answer while node 0 does: it has failed or stopped"
+        )
+    })?;
+    let response = client.call(request)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&response)?);
         return Ok(());

@@ -1081,6 +1081,104 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     assert!(stderr(&out).contains("--port 65535"), "{}", stderr(&out));
 }
 
+/// The node processes a driver spawned (children of `parent`), by rank.
+fn spawned_nodes(parent: u32) -> Vec<(u32, u32)> {
+    let mut nodes: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The parent's pid is the second field after the command's ")".
+            let ppid: u32 = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent).then_some(pid)
+        })
+        .filter_map(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let rank = environ
+                .split(|&b| b == 0)
+                .find_map(|var| var.strip_prefix(b"QUIVER_RANK="))?;
+            Some((std::str::from_utf8(rank).ok()?.parse().ok()?, pid))
+        })
+        .collect();
+    nodes.sort_unstable();
+    nodes
+}
+
+/// A tcp serve job whose node is killed: the others name it and keep
+/// answering for the keys they hold, well past the moment the job used to
+/// tear them down; gets for the dead node's keys fail naming its address;
+/// stop ends the job, which exits 1 naming the dead node.
+#[test]
+fn kv_serve_on_tcp_outlives_a_killed_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("rmat.qcsr");
+    undirected_rmat(&g, 8, 8);
+    let graph = quiver_csr::Graph::open(&g).unwrap();
+    let port = free_port();
+    let at = format!("127.0.0.1:{port}");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["kv", "serve", path(&g), "--fabric", "tcp", "--nodes", "3"])
+        .args(["--port", &port.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ask = |args: &[&str]| {
+        let mut argv = vec!["--json", "kv"];
+        argv.extend(args);
+        argv.extend(["--at", &at]);
+        quiver(&argv)
+    };
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let started = std::time::Instant::now();
+        while !ask(&["get", "0"]).status.success() {
+            assert!(started.elapsed().as_secs() < 60, "the store never answered");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let home = |v: u32| {
+            json(&ask(&["get", &v.to_string()]))["get"]["placed"]["cost"]["node"]
+                .as_u64()
+                .unwrap()
+        };
+        let on_0 = (0..graph.num_vertices()).find(|&v| home(v) == 0).unwrap();
+        let on_1 = (0..graph.num_vertices()).find(|&v| home(v) == 1).unwrap();
+        let nodes = spawned_nodes(serve.id());
+        assert_eq!(nodes.len(), 3, "{nodes:?}");
+        let (rank, pid) = nodes[1];
+        assert_eq!(rank, 1);
+        assert!(Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+        std::thread::sleep(std::time::Duration::from_secs(8));
+        for _ in 0..3 {
+            let read = json(&ask(&["get", &on_0.to_string()]));
+            assert_eq!(
+                read["get"]["neighbours"],
+                serde_json::json!(graph.neighbors(on_0))
+            );
+        }
+        let out = ask(&["get", &on_1.to_string()]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let named = format!("node 1 at 127.0.0.1:{} does not answer", port + 1);
+        assert!(stderr(&out).contains(&named), "{}", stderr(&out));
+        assert!(ask(&["stop"]).status.success());
+    }));
+    if let Err(panic) = checked {
+        let _ = serve.kill();
+        std::panic::resume_unwind(panic);
+    }
+    let out = serve.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("node 1 failed"), "{}", stderr(&out));
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

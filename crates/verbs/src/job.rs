@@ -27,7 +27,10 @@
 //! the fabrics' own detection, within the job's timeout); a task that
 //! returns an error fails it with [`Error::Task`] naming its node. A node
 //! whose task fails leaves the job at once, so the others see it leave
-//! instead of waiting for it.
+//! instead of waiting for it. On tcp, the survivors of a node that dies are
+//! told at once (their operations on it and their collectives fail) and
+//! the job ends when they have left, so a node serving requests keeps
+//! serving what does not need the dead one until its task ends.
 
 use std::ffi::OsString;
 use std::fmt;

@@ -225,7 +225,13 @@ fn lost_soon(inbox: &Receiver<Event>, grace: Duration) -> Option<(u32, String)> 
     }
 }
 
-/// Serves collectives until every node said goodbye, or fails the job.
+/// Serves collectives until every node said goodbye or was lost. A lost
+/// node fails the job: the others are told at once (their operations on it
+/// and their collectives fail), and the hub goes on until they have left,
+/// so a node serving requests keeps serving what does not need the lost
+/// one; the job's result is then that first failure. Any other failure (a
+/// node leaving mid-collective, a collective or a departure over time)
+/// ends the job at once.
 fn hub(
     streams: &mut [Option<TcpStream>],
     inbox: &Receiver<Event>,
@@ -237,6 +243,7 @@ fn hub(
     let mut last_goodbye: Option<Instant> = None;
     let mut reports: Vec<Option<String>> = vec![None; n];
     let mut gone = vec![false; n];
+    let mut lost: Option<Error> = None;
     let fail = |streams: &mut [Option<TcpStream>], node: u32, reason: String| {
         tracing::error!("node {node} failed: {reason}");
         broadcast(
@@ -267,6 +274,8 @@ fn hub(
             (None, None) => (Duration::from_secs(3600), false),
         };
         match inbox.recv_timeout(wait) {
+            // The others were told of the loss; they leave as they notice.
+            Ok(Event::Message(_, ToCoordinator::Gather { .. })) if lost.is_some() => {}
             Ok(Event::Message(rank, ToCoordinator::Gather { data })) => {
                 if let Some(left) = (0..n).find(|&r| gone[r]) {
                     return fail(
@@ -290,7 +299,7 @@ fn hub(
                 gone[rank as usize] = true;
                 last_goodbye = Some(Instant::now());
                 streams[rank as usize] = None;
-                if !gathered.is_empty() {
+                if !gathered.is_empty() && lost.is_none() {
                     // A node leaves mid-collective most often because its
                     // task failed on another node's death, which its data
                     // connections saw first: name the node that died if
@@ -311,9 +320,16 @@ fn hub(
             }
             Ok(Event::Lost(rank, reason)) => {
                 streams[rank as usize] = None;
-                return fail(streams, rank, reason);
+                gone[rank as usize] = true;
+                if lost.is_none() {
+                    lost = fail(streams, rank, reason).err();
+                    gathered.clear();
+                    round_started = None;
+                }
             }
             Err(RecvTimeoutError::Timeout) if !bounded => {}
+            // Survivors slow to leave after a loss: the loss is the cause.
+            Err(RecvTimeoutError::Timeout) if lost.is_some() => break,
             Err(RecvTimeoutError::Timeout) => {
                 let late = (0..n)
                     .find(|&r| !gone[r] && !gathered.contains_key(&rank_u32(r)))
@@ -328,7 +344,10 @@ fn hub(
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    Ok(reports)
+    match lost {
+        Some(failure) => Err(failure),
+        None => Ok(reports),
+    }
 }
 
 #[cfg(test)]
@@ -372,5 +391,24 @@ mod tests {
             Event::Message(0, ToCoordinator::Bye),
         ];
         assert_eq!(blamed(verdict(2, events)), 0);
+    }
+
+    #[test]
+    fn the_survivors_of_a_lost_node_run_until_they_leave() {
+        let (send, inbox) = mpsc::channel();
+        let hub = std::thread::spawn(move || {
+            let mut streams: Vec<Option<TcpStream>> = (0..3).map(|_| None).collect();
+            hub(&mut streams, &inbox, Duration::from_secs(5))
+        });
+        send.send(Event::Lost(2, "it exited".into())).unwrap();
+        // A survivor's collective fails on its own (it was told); the hub
+        // waits for it.
+        send.send(Event::Message(0, ToCoordinator::Gather { data: vec![0] }))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!hub.is_finished(), "the survivors are still running");
+        send.send(Event::Message(0, ToCoordinator::Bye)).unwrap();
+        send.send(Event::Message(1, ToCoordinator::Bye)).unwrap();
+        assert_eq!(blamed(hub.join().unwrap()), 2);
     }
 }
