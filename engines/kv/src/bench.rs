@@ -323,7 +323,19 @@ pub struct Point {
     pub remote_share: f64,
     /// Values migrated during the tick.
     pub migrations: u64,
-    /// Operations' 99.9th percentile latency during the tick, wall clock.
+    /// Bytes of values migrated during the tick.
+    pub bytes_moved: u64,
+    /// One-sided operations per migration during the tick (`None`: none
+    /// migrated).
+    pub one_sided_per_migration: Option<f64>,
+    /// Share of the tick's key lookups through the location cache that hit
+    /// (`None`: no lookup used it).
+    pub cache_hit_rate: Option<f64>,
+    /// Operations' median latency during the tick, wall clock.
+    pub p50_ns: u64,
+    /// Their 99th percentile.
+    pub p99_ns: u64,
+    /// Their 99.9th percentile.
     pub p999_ns: u64,
 }
 
@@ -340,7 +352,10 @@ struct Tick {
     workers: u64,
     gets: u64,
     remote_gets: u64,
-    migrations: u64,
+    cache_hits: u64,
+    cache_misses: u64,
+    /// The node's migration counts so far.
+    counts: StoreCounts,
     latency: Histogram,
 }
 
@@ -443,6 +458,22 @@ pub fn starts(graph: &Graph, config: &Config) -> Result<Vec<u32>> {
     Ok(starts)
 }
 
+/// The job's migrations so far, summed over its nodes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Moved {
+    migrations: u64,
+    words: u64,
+    ops: u64,
+}
+
+impl Moved {
+    fn add(&mut self, counts: &StoreCounts) {
+        self.migrations += counts.migrations;
+        self.words += counts.words_moved;
+        self.ops += counts.migration_ops;
+    }
+}
+
 /// Counters the workers add to and the control thread reads every tick.
 #[derive(Debug, Default)]
 struct Live {
@@ -450,6 +481,8 @@ struct Live {
     modelled_ns: AtomicU64,
     gets: AtomicU64,
     remote_gets: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
     latency: Mutex<Histogram>,
 }
 
@@ -735,6 +768,10 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
             .fetch_add(tally.gets - before.gets, Ordering::Relaxed);
         live.remote_gets
             .fetch_add(tally.remote_gets - before.remote_gets, Ordering::Relaxed);
+        live.cache_hits
+            .fetch_add(tally.cache_hits - before.cache_hits, Ordering::Relaxed);
+        live.cache_misses
+            .fetch_add(tally.cache_misses - before.cache_misses, Ordering::Relaxed);
         live.latency
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -781,7 +818,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
     let per_interval = config.ticks_per_interval();
     let tick_s = config.tick.as_secs_f64();
     let mut series = Vec::new();
-    let mut migrations_before = 0;
+    let mut moved_before = Moved::default();
     let (mut interval_gets, mut shared_share) = (0u64, 0.0);
     for tick in 1..=ticks {
         let due = begun + config.tick * u32::try_from(tick).unwrap_or(u32::MAX);
@@ -829,7 +866,9 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
             workers: config.threads as u64,
             gets: live.gets.swap(0, Ordering::Relaxed),
             remote_gets: live.remote_gets.swap(0, Ordering::Relaxed),
-            migrations: store.counts().migrations,
+            cache_hits: live.cache_hits.swap(0, Ordering::Relaxed),
+            cache_misses: live.cache_misses.swap(0, Ordering::Relaxed),
+            counts: store.counts(),
             latency,
         };
         let bytes = serde_json::to_vec(&mine).expect("a tick serializes");
@@ -871,7 +910,8 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
             t_s: begun.elapsed().as_secs_f64(),
             ..Point::default()
         };
-        let (mut gets, mut remote, mut migrations) = (0u64, 0u64, 0u64);
+        let (mut gets, mut remote, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
+        let mut moved = Moved::default();
         let mut latency = Histogram::default();
         for t in &reports {
             #[allow(clippy::cast_precision_loss)]
@@ -884,7 +924,9 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
             }
             gets += t.gets;
             remote += t.remote_gets;
-            migrations += t.migrations;
+            hits += t.cache_hits;
+            misses += t.cache_misses;
+            moved.add(&t.counts);
             latency.merge(&t.latency);
         }
         #[allow(clippy::cast_precision_loss)]
@@ -895,8 +937,19 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
                 remote as f64 / gets as f64
             };
         }
-        point.migrations = migrations - migrations_before;
-        migrations_before = migrations;
+        point.migrations = moved.migrations - moved_before.migrations;
+        point.bytes_moved = (moved.words - moved_before.words) * 8;
+        let ops = moved.ops - moved_before.ops;
+        moved_before = moved;
+        #[allow(clippy::cast_precision_loss)]
+        {
+            point.one_sided_per_migration =
+                (point.migrations > 0).then(|| ops as f64 / point.migrations as f64);
+            point.cache_hit_rate =
+                (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64);
+        }
+        point.p50_ns = latency.quantile(0.5);
+        point.p99_ns = latency.quantile(0.99);
         point.p999_ns = latency.quantile(0.999);
         series.push(point);
     }

@@ -109,6 +109,37 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
     assert_eq!(ideal.remote_share, 0.0);
     assert!(split.keys_moved > 0);
     assert!(split.one_sided_ops_per_migration <= 5.0);
+    // The series: each tick's own percentiles, moves and their costs.
+    for p in split.series.iter().chain(&orig.series) {
+        assert!(p.p50_ns <= p.p99_ns && p.p99_ns <= p.p999_ns, "{p:?}");
+        assert_eq!(
+            p.one_sided_per_migration.is_some(),
+            p.migrations > 0,
+            "{p:?}"
+        );
+        assert!(p.one_sided_per_migration.unwrap_or(0.0) <= 5.0, "{p:?}");
+        assert_eq!(p.bytes_moved > 0, p.migrations > 0, "{p:?}");
+        assert!(
+            p.cache_hit_rate.is_none_or(|r| (0.0..=1.0).contains(&r)),
+            "{p:?}"
+        );
+    }
+    let ticked: u64 = split.series.iter().map(|p| p.migrations).sum();
+    assert!(
+        ticked > 0 && ticked <= split.keys_moved,
+        "{ticked} of {}",
+        split.keys_moved
+    );
+    let bytes: u64 = split.series.iter().map(|p| p.bytes_moved).sum();
+    assert!(
+        bytes > 0 && bytes <= split.bytes_moved,
+        "{bytes} of {}",
+        split.bytes_moved
+    );
+    assert!(orig
+        .series
+        .iter()
+        .all(|p| p.migrations == 0 && p.bytes_moved == 0));
     let last = &split.last_interval;
     assert!(
         last.remote_share < orig.remote_share / 2.0,
