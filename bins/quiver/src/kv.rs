@@ -318,7 +318,9 @@ fn serve(args: &ServeArgs) -> Result<()> {
     let job = job_or_loopback(&args.job, DEFAULT_NODES)?;
     let nodes = match job.nodes {
         Nodes::Local(n) => n,
-        Nodes::Member { size, .. } => size.unwrap_or(1),
+        Nodes::Member { size, .. } => size
+            .or_else(quiver_verbs::cluster::launched_size)
+            .unwrap_or(1),
     };
     if u32::from(args.port) + nodes > 65_536 {
         bail!(UsageError(format!(
@@ -527,15 +529,16 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
     config.validate()?;
     quiver_kv::bench::starts(&graph, &config)?;
     let mut job = job_or_loopback(&args.job, DEFAULT_NODES)?;
-    let nodes = match job.nodes {
-        Nodes::Local(n) => n,
+    // A member learns the job's size when it joins: from its reports.
+    let asked = match job.nodes {
+        Nodes::Local(n) => Some(n),
         Nodes::Member { .. } if config.policy == Policy::Ideal => bail!(UsageError(
             "--policy ideal runs the workload on one node; give --nodes N to scale it by N".into()
         )),
-        Nodes::Member { size, .. } => size.unwrap_or(1),
+        Nodes::Member { .. } => None,
     };
-    if let Nodes::Local(_) = job.nodes {
-        job.nodes = Nodes::Local(config.policy.job_nodes(nodes));
+    if let Some(n) = asked {
+        job.nodes = Nodes::Local(config.policy.job_nodes(n));
     }
     let fabric = job.fabric.name();
     let what = || {
@@ -556,6 +559,8 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         // Another member of the job prints.
         return Ok(());
     };
+    let nodes =
+        asked.unwrap_or_else(|| u32::try_from(reports.len()).expect("a job's nodes fit u32"));
     let report = join(&reports, &config, nodes, graph.num_vertices());
     if json {
         let out = JsonReport {

@@ -71,6 +71,15 @@ pub fn launched() -> bool {
         .any(|name| std::env::var_os(name).is_some())
 }
 
+/// The number of nodes a launcher's environment gives (the size variables
+/// [`Launch::resolve`] reads), if one is set and a number.
+pub fn launched_size() -> Option<u32> {
+    SIZE_VARS
+        .iter()
+        .find_map(|name| std::env::var(name).ok())
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// Who this node is in which job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
