@@ -1081,6 +1081,34 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     assert!(stderr(&out).contains("--port 65535"), "{}", stderr(&out));
 }
 
+/// The kv benchmark under `mpirun` on the mpi fabric (a build with the
+/// `mpi` feature; `.ci/run` runs it): every rank is a node, values migrate,
+/// and rank 0 reports the job's real size.
+#[cfg(feature = "mpi")]
+#[test]
+fn kv_bench_runs_under_mpirun() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("rmat.qcsr");
+    undirected_rmat(&g, 10, 8);
+    let out = Command::new("mpirun")
+        .args(["-n", "3", "--oversubscribe", "--allow-run-as-root"])
+        .arg(env!("CARGO_BIN_EXE_quiver"))
+        .args(["--json", "kv", "bench", path(&g), "--fabric", "mpi"])
+        .args(["--duration", "3s", "--interval", "1s", "--timeout", "60s"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("mpirun runs (openmpi-bin)");
+    let report = json(&out);
+    assert_eq!(report["fabric"], "mpi", "{report}");
+    assert_eq!(report["nodes"], 3, "{report}");
+    assert!(report["queries"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["keys_moved"].as_u64().unwrap() > 0, "{report}");
+    assert!(
+        report["one_sided_ops_per_migration"].as_f64().unwrap() <= 5.0,
+        "{report}"
+    );
+}
+
 /// The node processes a driver spawned (children of `parent`), by rank.
 fn spawned_nodes(parent: u32) -> Vec<(u32, u32)> {
     let mut nodes: Vec<(u32, u32)> = std::fs::read_dir("/proc")
