@@ -422,7 +422,13 @@ impl Store {
         usize::try_from(offset).expect("offsets within the region fit usize")
     }
 
+    /// A block of `words` words; when none is free, blocks whose lease
+    /// ran out since the last [`Store::reclaim`] are freed first.
     fn allocate(&self, words: u64) -> Result<u64> {
+        if let Some(offset) = lock(&self.alloc).alloc(words) {
+            return Ok(offset);
+        }
+        self.reclaim();
         let mut alloc = lock(&self.alloc);
         alloc.alloc(words).ok_or_else(|| Error::ValueRegionFull {
             node: self.rank,

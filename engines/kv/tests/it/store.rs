@@ -260,6 +260,38 @@ fn replaced_memory_is_reused_only_after_the_reclaim_lease() {
 }
 
 #[test]
+fn a_full_value_region_frees_blocks_whose_lease_ran_out_before_it_fails() {
+    let graph = karate(true);
+    let key = 33;
+    let config = StoreConfig {
+        cache_lease: Duration::from_nanos(50),
+        reclaim_lease: Duration::from_nanos(100),
+        value_headroom: 1024,
+        ..StoreConfig::default()
+    };
+    let clock = Clock::manual();
+    on_stores(&graph, 1, &config, &clock, |_, store| {
+        let mut session = store.session();
+        let mut puts = 0;
+        // Every Put leaves its list's old copy to wait out the lease.
+        let err = loop {
+            match session.put(key, Update::AddEdge(0)) {
+                Ok(()) => puts += 1,
+                Err(e) => break e,
+            }
+            assert!(puts < 1000, "the region never filled");
+        };
+        assert!(matches!(err, Error::ValueRegionFull { .. }), "{err}");
+        assert!(puts > 0);
+        // No reclaim ran since the lease ran out: the Put frees the copies.
+        clock.advance(101);
+        session.put(key, Update::AddEdge(0)).unwrap();
+        let list = session.get(key, u64::MAX).unwrap();
+        assert_eq!(list.len(), graph.neighbors(key).len() + puts + 1);
+    });
+}
+
+#[test]
 fn leases_the_wrong_way_round_and_unknown_vertices_are_refused() {
     let graph = karate(true);
     let config = StoreConfig {
