@@ -47,9 +47,11 @@ fn quiver_module(py: Python<'_>, module: &Bound<'_, PyModule>) -> PyResult<()> {
     // Every array goes through numpy's C API, which panics when numpy is
     // missing: refuse the import instead, saying what to install.
     py.import("numpy").map_err(|e| {
-        pyo3::exceptions::PyImportError::new_err(format!(
+        let err = pyo3::exceptions::PyImportError::new_err(format!(
             "quiver needs numpy (pip install numpy): {e}"
-        ))
+        ));
+        err.set_cause(py, Some(e));
+        err
     })?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add("NO_VERTEX", quiver_walker::apps::NO_VERTEX)?;

@@ -159,4 +159,3 @@ def test_importing_without_numpy_raises_import_error_saying_so():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "quiver needs numpy (pip install numpy)" in result.stdout
-

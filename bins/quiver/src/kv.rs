@@ -386,12 +386,10 @@ fn ask(at: &AtArgs, on: Option<u32>, vertex: u32, request: &Request, json: bool)
             info.nodes
         )));
     };
-    let mut client = Client::connect(address).with_context(|| {
-        format!(
-            "node {node} at {address} does not answer while node 0 does: it has failed or stopped"
-        )
-    })?;
-    let response = client.call(request)?;
+    let node_at = || format!("node {node} at {address}");
+    let mut client = Client::connect(address)
+        .with_context(|| format!("{} does not answer: it has failed or stopped", node_at()))?;
+    let response = client.call(request).with_context(node_at)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&response)?);
         return Ok(());

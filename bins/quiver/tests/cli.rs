@@ -1138,10 +1138,10 @@ fn spawned_nodes(parent: u32) -> Vec<(u32, u32)> {
     nodes
 }
 
-/// A tcp serve job whose node is killed: the others name it and keep
-/// answering for the keys they hold, well past the moment the job used to
-/// tear them down; gets for the dead node's keys fail naming its address;
-/// stop ends the job, which exits 1 naming the dead node.
+/// A tcp serve job whose node 0 is killed: the others keep answering for
+/// the keys they hold, well past the moment the job used to tear them
+/// down; gets for the dead node's keys fail naming its address; stop, sent
+/// to a survivor, ends the job, which exits 1 naming the dead node.
 #[test]
 fn kv_serve_on_tcp_outlives_a_killed_node() {
     let dir = tempfile::tempdir().unwrap();
@@ -1149,7 +1149,8 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
     undirected_rmat(&g, 8, 8);
     let graph = quiver_csr::Graph::open(&g).unwrap();
     let port = free_port();
-    let at = format!("127.0.0.1:{port}");
+    // Requests go to node 1: node 0 is the one killed.
+    let at = format!("127.0.0.1:{}", port + 1);
     let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
         .args(["kv", "serve", path(&g), "--fabric", "tcp", "--nodes", "3"])
         .args(["--port", &port.to_string()])
@@ -1177,8 +1178,8 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
         let on_1 = (0..graph.num_vertices()).find(|&v| home(v) == 1).unwrap();
         let nodes = spawned_nodes(serve.id());
         assert_eq!(nodes.len(), 3, "{nodes:?}");
-        let (rank, pid) = nodes[1];
-        assert_eq!(rank, 1);
+        let (rank, pid) = nodes[0];
+        assert_eq!(rank, 0);
         assert!(Command::new("kill")
             .args(["-9", &pid.to_string()])
             .status()
@@ -1186,17 +1187,25 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
             .success());
         std::thread::sleep(std::time::Duration::from_secs(8));
         for _ in 0..3 {
-            let read = json(&ask(&["get", &on_0.to_string()]));
+            let read = json(&ask(&["get", &on_1.to_string()]));
             assert_eq!(
                 read["get"]["neighbours"],
-                serde_json::json!(graph.neighbors(on_0))
+                serde_json::json!(graph.neighbors(on_1))
             );
         }
-        let out = ask(&["get", &on_1.to_string()]);
+        let out = ask(&["get", &on_0.to_string()]);
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-        let named = format!("node 1 at 127.0.0.1:{} does not answer", port + 1);
+        let named = format!("node 0 at 127.0.0.1:{port} does not answer");
         assert!(stderr(&out).contains(&named), "{}", stderr(&out));
         assert!(ask(&["stop"]).status.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while serve.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the job outlived stop"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }));
     if let Err(panic) = checked {
         let _ = serve.kill();
@@ -1204,7 +1213,7 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
     }
     let out = serve.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("node 1 failed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("node 0 failed"), "{}", stderr(&out));
 }
 
 fn free_port() -> u16 {
@@ -1472,23 +1481,19 @@ fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
     let out = quiver(&["convert", path(karate), "-o", path(&g), "--undirected"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let data = dir.path().join("meta");
-    let mut up = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .args([
-            "meta",
-            "cluster",
-            "up",
-            "--servers",
-            "2",
-            "--data",
-            path(&data),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed if the test fails (its servers die with it).
+    let mut up = MetaServer(
+        Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(["meta", "cluster", "up", "--servers", "2"])
+            .args(["--data", path(&data)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(up.stdout.take().unwrap()),
+        &mut std::io::BufReader::new(up.0.stdout.take().unwrap()),
         &mut line,
     )
     .unwrap();
@@ -1538,15 +1543,27 @@ fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
         .collect();
     assert_eq!(last, friends, "{answer}");
 
-    let pid = up.id().to_string();
+    let pid = up.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
-    let out = up.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("cluster stopped"), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = up.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cluster up outlived SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut up.0.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(err.contains("cluster stopped"), "{err}");
     let text = std::fs::read_to_string(&cluster).unwrap();
     for addr in text.lines().filter(|l| !l.trim().is_empty()) {
         assert!(

@@ -27,10 +27,11 @@
 //! the fabrics' own detection, within the job's timeout); a task that
 //! returns an error fails it with [`Error::Task`] naming its node. A node
 //! whose task fails leaves the job at once, so the others see it leave
-//! instead of waiting for it. On tcp, the survivors of a node that dies are
-//! told at once (their operations on it and their collectives fail) and
-//! the job ends when they have left, so a node serving requests keeps
-//! serving what does not need the dead one until its task ends.
+//! instead of waiting for it. In a job with a coordinator (tcp, ibverbs)
+//! the survivors of a node that dies are told at once (their collectives
+//! fail, and on tcp their operations on it) and the job's result comes
+//! when they have left, so a node serving requests keeps serving what
+//! does not need the dead one until its task ends.
 
 use std::ffi::OsString;
 use std::fmt;

@@ -12,7 +12,8 @@
 //! protocol. Each answer says what it cost: one-sided operations, modelled
 //! and wall time. Node 0 answers [`Request::Info`] with every node's
 //! address, so a client needs only node 0's; [`Request::Stop`] sent to any
-//! node stops every node (node 0 tells the others to halt).
+//! node stops every node (node 0 tells the others to halt, or the node
+//! asked, when node 0 is gone).
 //!
 //! No policy runs in a serve job: values move only when asked to.
 
@@ -261,17 +262,19 @@ fn converse(
         }
         let response = match serde_json::from_str::<Request>(line.trim()) {
             Ok(Request::Stop) if store.rank() != 0 => {
-                // Node 0 halts every node, this one included.
+                // Node 0 halts every node, this one included; if node 0 is
+                // gone, this node halts the others and itself.
                 match Client::connect(&info.addresses[0]).and_then(|mut c| c.call(&Request::Stop)) {
                     Ok(response) => response,
-                    Err(e) => Response::Error(quiver_run::chain(&e)),
+                    Err(_) => {
+                        halt_others(info, store.rank());
+                        stop.store(true, Ordering::Relaxed);
+                        Response::Stopped
+                    }
                 }
             }
             Ok(Request::Stop) => {
-                for address in &info.addresses[1..] {
-                    // A node already gone has stopped anyway.
-                    let _ = Client::connect(address).and_then(|mut c| c.call(&Request::Halt));
-                }
+                halt_others(info, 0);
                 stop.store(true, Ordering::Relaxed);
                 Response::Stopped
             }
@@ -287,6 +290,15 @@ fn converse(
         answered.fetch_add(1, Ordering::Relaxed);
         if reply(&mut writer, &response).is_err() {
             return;
+        }
+    }
+}
+
+/// Tells every node but `me` to halt (a node already gone has stopped).
+fn halt_others(info: &Info, me: u32) {
+    for (rank, address) in (0u32..).zip(&info.addresses) {
+        if rank != me {
+            let _ = Client::connect(address).and_then(|mut c| c.call(&Request::Halt));
         }
     }
 }

@@ -1232,6 +1232,7 @@ impl Session<'_> {
             }
         }
         let mut retirements = Vec::new();
+        let (mut moved, mut words) = (0, 0);
         for (i, &(key, home, location, addr, source, offset)) in copies.iter().enumerate() {
             if !won[i] {
                 store.release(offset, addr.size());
@@ -1249,16 +1250,17 @@ impl Session<'_> {
             let index = next_entry[source as usize];
             next_entry[source as usize] += 1;
             retirements.extend(self.retirement(source, addr, index, i as u64));
-            store.counts.migrations.fetch_add(1, Ordering::Relaxed);
-            store
-                .counts
-                .words_moved
-                .fetch_add(addr.size(), Ordering::Relaxed);
+            moved += 1;
+            words += addr.size();
         }
         self.post_all(retirements)?;
         drop(guards);
-        store
-            .counts
+        // Counted together, once the batch is done, so that a monitor
+        // reading them meanwhile sees the moves with their operations.
+        let counts = &store.counts;
+        counts.migrations.fetch_add(moved, Ordering::Relaxed);
+        counts.words_moved.fetch_add(words, Ordering::Relaxed);
+        counts
             .migration_ops
             .fetch_add(self.tally.one_sided - before, Ordering::Relaxed);
         for key in alone {

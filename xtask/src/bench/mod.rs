@@ -314,7 +314,7 @@ fn capture_json(program: &Path, args: &[OsString]) -> Result<Value> {
             .create(true)
             .append(true)
             .open(log)
-            .and_then(|mut f| writeln!(f, "{line}"));
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
         if let Err(e) = appended {
             eprintln!("xtask: warning: appending to {}: {e}", log.display());
         }

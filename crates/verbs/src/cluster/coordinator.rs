@@ -299,7 +299,7 @@ fn hub(
                 gone[rank as usize] = true;
                 last_goodbye = Some(Instant::now());
                 streams[rank as usize] = None;
-                if !gathered.is_empty() && lost.is_none() {
+                if !gathered.is_empty() {
                     // A node leaves mid-collective most often because its
                     // task failed on another node's death, which its data
                     // connections saw first: name the node that died if
