@@ -985,6 +985,23 @@ impl Drop for MetaServer {
     }
 }
 
+/// `quiver --json kv ARGS --at AT`: a request to the kv store at `at`.
+fn ask_kv(at: &str, args: &[&str]) -> Output {
+    let mut argv = vec!["--json", "kv"];
+    argv.extend(args);
+    argv.extend(["--at", at]);
+    quiver(&argv)
+}
+
+/// Waits until the kv store at `at` answers (a minute at most).
+fn wait_for_kv(at: &str) {
+    let started = std::time::Instant::now();
+    while !ask_kv(at, &["get", "0"]).status.success() {
+        assert!(started.elapsed().as_secs() < 60, "the store never answered");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     let dir = tempfile::tempdir().unwrap();
@@ -1013,19 +1030,10 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let ask = |args: &[&str]| {
-        let mut argv = vec!["--json", "kv"];
-        argv.extend(args);
-        argv.extend(["--at", &at]);
-        quiver(&argv)
-    };
+    let ask = |args: &[&str]| ask_kv(&at, args);
     // Whatever fails, the store is stopped, so no process outlives the test.
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let started = std::time::Instant::now();
-        while !ask(&["get", "0"]).status.success() {
-            assert!(started.elapsed().as_secs() < 60, "the store never answered");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        wait_for_kv(&at);
         let get = |on: &str| json(&ask(&["get", &v_text, "--on", on]))["get"].clone();
         // At its home, which no other node has read it from yet.
         let home = json(&ask(&["get", &v_text]))["get"]["placed"]["cost"]["node"]
@@ -1157,18 +1165,9 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let ask = |args: &[&str]| {
-        let mut argv = vec!["--json", "kv"];
-        argv.extend(args);
-        argv.extend(["--at", &at]);
-        quiver(&argv)
-    };
+    let ask = |args: &[&str]| ask_kv(&at, args);
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let started = std::time::Instant::now();
-        while !ask(&["get", "0"]).status.success() {
-            assert!(started.elapsed().as_secs() < 60, "the store never answered");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        wait_for_kv(&at);
         let home = |v: u32| {
             json(&ask(&["get", &v.to_string()]))["get"]["placed"]["cost"]["node"]
                 .as_u64()

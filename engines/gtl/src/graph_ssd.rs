@@ -113,13 +113,14 @@ impl GraphSsd {
                     continue;
                 }
             };
+            let failed = |e| Completion {
+                tag,
+                request: Request::Get(first),
+                answer: Err(e),
+                done: now,
+            };
             if let Err(e) = self.check_exists(first) {
-                completions.push(Completion {
-                    tag,
-                    request: Request::Get(first),
-                    answer: Err(e),
-                    done: now,
-                });
+                completions.push(failed(e));
                 break;
             }
             // The run: this read and the next ones, up to the first of a
@@ -154,12 +155,7 @@ impl GraphSsd {
                     for &(tag, v) in reads[1..].iter().rev() {
                         queued.push_front((tag, Request::Get(v)));
                     }
-                    completions.push(Completion {
-                        tag,
-                        request: Request::Get(first),
-                        answer: Err(e),
-                        done: now,
-                    });
+                    completions.push(failed(e));
                     break;
                 }
             }
