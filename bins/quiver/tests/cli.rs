@@ -1244,6 +1244,14 @@ fn wait_for(cluster: &Path) {
     panic!("the meta servers did not come up");
 }
 
+/// `quiver meta load --cluster CLUSTER ARGS --json`, its report.
+fn meta_load(cluster: &str, args: &[&str]) -> serde_json::Value {
+    let mut argv = vec!["meta", "load", "--cluster", cluster];
+    argv.extend(args);
+    argv.push("--json");
+    json(&quiver(&argv))
+}
+
 #[test]
 fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     let dir = tempfile::tempdir().unwrap();
@@ -1257,17 +1265,7 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     let mut s1 = MetaServer::start(&addrs[1], &cluster, &data(1));
     wait_for(&cluster);
     let c = path(&cluster);
-    let loaded = json(&quiver(&[
-        "meta",
-        "load",
-        "--cluster",
-        c,
-        "--generate",
-        "darshan",
-        "--vertices",
-        "3000",
-        "--json",
-    ]));
+    let loaded = meta_load(c, &["--generate", "darshan", "--vertices", "3000"]);
     assert!(loaded["acknowledged"].as_u64().unwrap() > 6000, "{loaded}");
     let as_of = loaded["ts"].as_u64().unwrap().to_string();
     let users: Vec<String> = (1000..1015).map(|u| format!("\"uid:{u}\"")).collect();
@@ -1341,19 +1339,10 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     let after = json(&after);
     assert_eq!(before["paths"], after["paths"]);
     assert_eq!(before["marked"], after["marked"]);
-    let more = json(&quiver(&[
-        "meta",
-        "load",
-        "--cluster",
+    let more = meta_load(
         c,
-        "--generate",
-        "darshan",
-        "--vertices",
-        "500",
-        "--seed",
-        "3",
-        "--json",
-    ]));
+        &["--generate", "darshan", "--vertices", "500", "--seed", "3"],
+    );
     assert!(more["acknowledged"].as_u64().unwrap() > 1000, "{more}");
 }
 
@@ -1500,15 +1489,7 @@ fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
     assert!(cluster.starts_with(&data), "{line}");
     wait_for(&cluster);
     let c = path(&cluster);
-    let loaded = json(&quiver(&[
-        "meta",
-        "load",
-        "--cluster",
-        c,
-        "--graph",
-        path(&g),
-        "--json",
-    ]));
+    let loaded = meta_load(c, &["--graph", path(&g)]);
     assert_eq!(loaded["vertices"], 34, "{loaded}");
     assert_eq!(loaded["edges"], 156, "{loaded}");
 

@@ -13,8 +13,8 @@
 //! completed in modelled time; an update is answered by the log (its
 //! presence check may read the device) when the reads before it are done.
 //! Every completion carries its request's tag and its own result; the
-//! first failure stops the queue, leaving the requests after it queued. [`GraphSsd::get_many`] is
-//! a run of reads, its answers in request order.
+//! first failure stops the queue, leaving the requests after it queued.
+//! [`GraphSsd::get_many`] is a run of reads, its answers in request order.
 
 use std::collections::VecDeque;
 

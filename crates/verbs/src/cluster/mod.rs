@@ -74,10 +74,28 @@ pub fn launched() -> bool {
 /// The number of nodes a launcher's environment gives (the size variables
 /// [`Launch::resolve`] reads), if one is set and a number.
 pub fn launched_size() -> Option<u32> {
-    SIZE_VARS
-        .iter()
-        .find_map(|name| std::env::var(name).ok())
-        .and_then(|value| value.trim().parse().ok())
+    launch_var(&SIZE_VARS, "size", |name| std::env::var(name).ok())
+        .ok()
+        .flatten()
+}
+
+/// The first of `names` that `var` has, as a number (`what` names it in
+/// the error when it is not one); `None` if none is set.
+fn launch_var(
+    names: &[&str],
+    what: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<u32>> {
+    for name in names {
+        if let Some(value) = var(name) {
+            return value
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| Error::Bootstrap(format!("{name}={value:?} is not a valid {what}")));
+        }
+    }
+    Ok(None)
 }
 
 /// Who this node is in which job.
@@ -125,16 +143,7 @@ impl Launch {
         timeout: Duration,
         var: impl Fn(&str) -> Option<String>,
     ) -> Result<Launch> {
-        let from_env = |names: &[&str], what: &str| -> Result<Option<u32>> {
-            for name in names {
-                if let Some(value) = var(name) {
-                    return value.trim().parse().map(Some).map_err(|_| {
-                        Error::Bootstrap(format!("{name}={value:?} is not a valid {what}"))
-                    });
-                }
-            }
-            Ok(None)
-        };
+        let from_env = |names: &[&str], what: &str| launch_var(names, what, &var);
         let rank = match rank {
             Some(rank) => rank,
             None => from_env(&RANK_VARS, "rank")?.ok_or_else(|| {
