@@ -64,7 +64,8 @@ on one node, throughput times the node count).")]
 Node r listens on --host at port --port + r; node 0 tells clients where the others are.")]
     Serve(ServeArgs),
     /// Read a vertex's neighbours from a running store (`quiver kv serve`), on the node given
-    /// (default: the vertex's home), with what the read cost.
+    /// (default: the vertex's home), with what the read cost; in a weighted graph each as
+    /// `id:weight`.
     #[command(after_help = "Examples:
   quiver kv get 17                     at its home: no remote operation
   quiver kv get 17 --on 3 --limit 10   node 3 reads the first 10: key and value READ remotely
@@ -73,8 +74,9 @@ Node r listens on --host at port --port + r; node 0 tells clients where the othe
     /// Add an edge to a vertex's list in a running store: the Put runs at the vertex's home, or
     /// at the node given and is forwarded (check-and-forward).
     #[command(after_help = "Examples:
-  quiver kv put 17 42          append 42 to vertex 17's list, at its home
-  quiver kv put 17 42 --on 1   sent from node 1, forwarded to the home and on to the value's holder")]
+  quiver kv put 17 42                append 42 to vertex 17's list, at its home
+  quiver kv put 17 42 --on 1         sent from node 1, forwarded to the home and on to the value's holder
+  quiver kv put 17 42 --weight 2.5   in a weighted graph: the edge's weight (default 1)")]
     Put(PutArgs),
     /// Run the benchmark's two-hop query from a start vertex in a running store, on the node
     /// given (default: the start's home), with its counts and cost.
@@ -141,6 +143,9 @@ pub struct PutArgs {
     pub vertex: u32,
     /// The new neighbour.
     pub target: u32,
+    /// The edge's weight, in a store of a weighted graph (default 1).
+    #[arg(long)]
+    pub weight: Option<f32>,
     /// The node the Put starts on (default: the vertex's home).
     #[arg(long)]
     pub on: Option<u32>,
@@ -288,6 +293,7 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
             let request = Request::Put {
                 key: args.vertex,
                 target: args.target,
+                weight: args.weight,
             };
             ask(&args.at, args.on, args.vertex, &request, json)
         }
@@ -412,8 +418,16 @@ fn ask(at: &AtArgs, on: Option<u32>, vertex: u32, request: &Request, json: bool)
                 placed(&reply.placed),
                 cost(&reply.placed.cost)
             );
-            let ids: Vec<String> = reply.neighbours.iter().map(u32::to_string).collect();
-            println!("{}", ids.join(" "));
+            let edges: Vec<String> = match &reply.weights {
+                Some(weights) => reply
+                    .neighbours
+                    .iter()
+                    .zip(weights)
+                    .map(|(id, weight)| format!("{id}:{weight}"))
+                    .collect(),
+                None => reply.neighbours.iter().map(u32::to_string).collect(),
+            };
+            println!("{}", edges.join(" "));
         }
         Response::Put(p) => println!("added an edge to vertex {vertex} ({}), {}", placed(p), cost(&p.cost)),
         Response::Move(p) => println!("moved vertex {vertex}'s value ({}), {}", placed(p), cost(&p.cost)),

@@ -32,7 +32,7 @@ use crate::store::{Session, Tally};
 use crate::{Clock, Error, Result, Store, StoreConfig, Update};
 
 /// What a client asks a node.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Request {
     /// The job's shape and every node's address.
@@ -50,6 +50,9 @@ pub enum Request {
         key: u32,
         /// The new neighbour.
         target: u32,
+        /// The edge's weight, in a weighted graph (1 if not given).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<f32>,
     },
     /// The benchmark's two-hop query: the first `neighbours` neighbours of
     /// `start`, then the first `neighbours` of each.
@@ -132,6 +135,9 @@ pub struct Placed {
 pub struct GetReply {
     /// The neighbours read.
     pub neighbours: Vec<u32>,
+    /// Their edges' weights, in a weighted graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<Vec<f32>>,
     /// Where the value is.
     pub placed: Placed,
 }
@@ -333,17 +339,26 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
     Ok(match *request {
         Request::Info => Response::Info(info.clone()),
         Request::Get { key, limit } => {
-            let mut neighbours = session.get(key, limit)?;
-            neighbours.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            let mut edges = session.get(key, limit)?;
+            edges.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
             let cost = cost(session);
             Response::Get(GetReply {
-                neighbours,
+                neighbours: edges.ids,
+                weights: edges.weights,
                 placed: placed(session, key, cost)?,
             })
         }
-        Request::Put { key, target } => {
+        Request::Put {
+            key,
+            target,
+            weight,
+        } => {
             session.store().check_vertex(target)?;
-            session.put(key, Update::AddEdge(target))?;
+            let update = match weight {
+                Some(weight) => Update::AddWeightedEdge { target, weight },
+                None => Update::AddEdge(target),
+            };
+            session.put(key, update)?;
             let cost = cost(session);
             Response::Put(placed(session, key, cost)?)
         }
@@ -358,10 +373,10 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             let mut first_hop = true;
             session.two_hop(start, neighbours, |list| {
                 if std::mem::take(&mut first_hop) {
-                    reply.first_hop = list.len() as u64;
+                    reply.first_hop = list.ids.len() as u64;
                 } else {
-                    reply.second_hop += list.len() as u64;
-                    reached.extend(list.iter().copied());
+                    reply.second_hop += list.ids.len() as u64;
+                    reached.extend(list.ids.iter().copied());
                 }
             })?;
             let tally: &Tally = session.tally();

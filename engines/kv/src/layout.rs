@@ -14,9 +14,13 @@
 //! value region  blocks of 8-byte words
 //! ```
 //!
-//! A block is `[size][count][ids...]`: its size in words (the size word a
+//! A block is `[size][count][edges...]`: its size in words (the size word a
 //! reader checks against its address word; 0 once invalidated), the
-//! number of neighbours, and the neighbour ids, two to a word.
+//! number of neighbours, and the edges: neighbour ids two to a word, or, in
+//! a store of a weighted graph, one edge a word (the id, then the weight's
+//! `f32` bits), so that a prefix of a block is a prefix of its edges.
+
+use serde::{Deserialize, Serialize};
 
 use crate::addr::Addr;
 
@@ -174,36 +178,79 @@ impl Layout {
     }
 }
 
-/// Words of the block of an `count`-neighbour list.
-pub fn block_words(count: u64) -> u64 {
-    HEADER_WORDS + count.div_ceil(2)
+/// An adjacency list as a value holds it: the neighbours in order and, in
+/// a store of a weighted graph, each edge's weight (the one edge property
+/// a `.qcsr` graph has).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Edges {
+    /// The neighbours.
+    pub ids: Vec<u32>,
+    /// Each edge's weight, as long as `ids`; `None` in a store of an
+    /// unweighted graph.
+    pub weights: Option<Vec<f32>>,
 }
 
-/// The block of `ids`, size word included.
-pub fn encode_block(ids: &[u32]) -> Vec<u8> {
-    let words = block_words(ids.len() as u64);
+impl Edges {
+    /// Keeps the first `len` edges.
+    pub fn truncate(&mut self, len: usize) {
+        self.ids.truncate(len);
+        if let Some(weights) = &mut self.weights {
+            weights.truncate(len);
+        }
+    }
+
+    /// Appends the edge to `target`, of weight `weight` in a weighted list.
+    pub fn push(&mut self, target: u32, weight: f32) {
+        self.ids.push(target);
+        if let Some(weights) = &mut self.weights {
+            weights.push(weight);
+        }
+    }
+}
+
+/// Words of the block of a `count`-edge list, with weights or without
+/// (saturating: `u64::MAX` edges stand for all of them).
+pub fn block_words(count: u64, weighted: bool) -> u64 {
+    HEADER_WORDS.saturating_add(if weighted { count } else { count.div_ceil(2) })
+}
+
+/// The block of `edges`, size word included (weighted when it has
+/// weights).
+pub fn encode_block(edges: &Edges) -> Vec<u8> {
+    let count = edges.ids.len() as u64;
+    let words = block_words(count, edges.weights.is_some());
     let mut bytes = Vec::with_capacity(usize::try_from(words * 8).expect("a block fits memory"));
     bytes.extend_from_slice(&words.to_le_bytes());
-    bytes.extend_from_slice(&(ids.len() as u64).to_le_bytes());
-    for id in ids {
-        bytes.extend_from_slice(&id.to_le_bytes());
-    }
-    if ids.len() % 2 == 1 {
-        bytes.extend_from_slice(&[0; 4]);
+    bytes.extend_from_slice(&count.to_le_bytes());
+    match &edges.weights {
+        Some(weights) => {
+            for (id, weight) in edges.ids.iter().zip(weights) {
+                bytes.extend_from_slice(&id.to_le_bytes());
+                bytes.extend_from_slice(&weight.to_le_bytes());
+            }
+        }
+        None => {
+            for id in &edges.ids {
+                bytes.extend_from_slice(&id.to_le_bytes());
+            }
+            if count % 2 == 1 {
+                bytes.extend_from_slice(&[0; 4]);
+            }
+        }
     }
     bytes
 }
 
-/// Bytes of a block prefix that holds its first `limit` neighbours.
-pub fn prefix_bytes(addr: Addr, limit: u64) -> usize {
-    let words = addr.size().min(block_words(limit));
+/// Bytes of a block prefix that holds its first `limit` edges.
+pub fn prefix_bytes(addr: Addr, limit: u64, weighted: bool) -> usize {
+    let words = addr.size().min(block_words(limit, weighted));
     usize::try_from(words * 8).expect("a block fits memory")
 }
 
-/// What a block read under `addr` holds: its neighbours (at most as many as
+/// What a block read under `addr` holds: its edges (at most as many as
 /// were read), or `None` if the size word is not `addr`'s size (the block
 /// was invalidated or reused: the reader must look the key up again).
-pub fn decode_block(addr: Addr, bytes: &[u8]) -> Option<Vec<u32>> {
+pub fn decode_block(addr: Addr, bytes: &[u8], weighted: bool) -> Option<Edges> {
     let word = |i: usize| {
         bytes
             .get(i * 8..i * 8 + 8)
@@ -213,17 +260,18 @@ pub fn decode_block(addr: Addr, bytes: &[u8]) -> Option<Vec<u32>> {
         return None;
     }
     let count = word(1)?;
-    if block_words(count) != addr.size() {
+    if block_words(count, weighted) != addr.size() {
         return None;
     }
-    let available = (bytes.len() - 16) / 4;
+    let edge_bytes = if weighted { 8 } else { 4 };
+    let available = (bytes.len() - 16) / edge_bytes;
     let take = usize::try_from(count).map_or(available, |c| c.min(available));
-    Some(
-        bytes[16..16 + take * 4]
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-            .collect(),
-    )
+    let edges = bytes[16..16 + take * edge_bytes].chunks_exact(edge_bytes);
+    let half = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+    Some(Edges {
+        ids: edges.clone().map(|e| half(&e[..4])).collect(),
+        weights: weighted.then(|| edges.map(|e| f32::from_bits(half(&e[4..]))).collect()),
+    })
 }
 
 #[cfg(test)]
@@ -233,31 +281,49 @@ mod tests {
 
     proptest! {
         #[test]
-        fn blocks_round_trip_and_prefixes_hold_the_first_ids(
-            ids in proptest::collection::vec(any::<u32>(), 0..40),
+        fn blocks_round_trip_and_prefixes_hold_the_first_edges(
+            edges in proptest::collection::vec((any::<u32>(), any::<f32>()), 0..40),
+            weighted in any::<bool>(),
             limit in 0u64..50,
         ) {
-            let block = encode_block(&ids);
-            let addr = Addr::Local { size: block_words(ids.len() as u64), offset: 0 };
+            let edges = Edges {
+                ids: edges.iter().map(|&(id, _)| id).collect(),
+                weights: weighted.then(|| edges.iter().map(|&(_, w)| w).collect()),
+            };
+            let block = encode_block(&edges);
+            let count = edges.ids.len() as u64;
+            let addr = Addr::Local { size: block_words(count, weighted), offset: 0 };
             prop_assert_eq!(block.len() as u64, addr.size() * 8);
-            prop_assert_eq!(decode_block(addr, &block), Some(ids.clone()));
-            let prefix = &block[..prefix_bytes(addr, limit)];
-            let got = decode_block(addr, prefix).unwrap();
-            let want = ids.len().min(usize::try_from(limit).unwrap());
-            prop_assert!(got.len() >= want);
-            prop_assert_eq!(&got[..], &ids[..got.len()]);
+            // Weights compare by bits: NaN is a weight too.
+            let bits = |e: &Edges| (e.ids.clone(), e.weights.as_ref().map(|w| w.iter().map(|x| x.to_bits()).collect::<Vec<_>>()));
+            prop_assert_eq!(decode_block(addr, &block, weighted).map(|e| bits(&e)), Some(bits(&edges)));
+            let prefix = &block[..prefix_bytes(addr, limit, weighted)];
+            let mut got = decode_block(addr, prefix, weighted).unwrap();
+            let want = edges.ids.len().min(usize::try_from(limit).unwrap());
+            prop_assert!(got.ids.len() >= want);
+            let mut whole = edges.clone();
+            whole.truncate(got.ids.len());
+            got.truncate(want);
+            whole.truncate(want);
+            prop_assert_eq!(bits(&got), bits(&whole));
         }
     }
 
     #[test]
     fn an_invalidated_or_resized_block_is_refused() {
-        let mut block = encode_block(&[1, 2, 3]);
+        let edges = Edges {
+            ids: vec![1, 2, 3],
+            weights: None,
+        };
+        let mut block = encode_block(&edges);
         let addr = Addr::Local { size: 4, offset: 0 };
-        assert!(decode_block(addr, &block).is_some());
+        assert_eq!(decode_block(addr, &block, false), Some(edges));
+        // Read as weighted, the count says 5 words, not 4.
+        assert_eq!(decode_block(addr, &block, true), None);
         let wrong = Addr::Local { size: 5, offset: 0 };
-        assert_eq!(decode_block(wrong, &block), None);
+        assert_eq!(decode_block(wrong, &block, false), None);
         block[..8].copy_from_slice(&0u64.to_le_bytes());
-        assert_eq!(decode_block(addr, &block), None);
+        assert_eq!(decode_block(addr, &block, false), None);
     }
 
     #[test]

@@ -63,8 +63,16 @@
 //!   location cache (the map says where every key is). Its value regions
 //!   have room for the whole graph, since any node may come to hold any
 //!   shard.
-//! - **Value blocks** are `[size][count][ids, two per word]` and immutable
-//!   once published except for the size word: Puts are copy-on-write.
+//! - **Value blocks** are `[size][count][edges]` and immutable once
+//!   published except for the size word: Puts are copy-on-write.
+//! - **Edge properties**: a `.qcsr` graph's one edge property is its `f32`
+//!   weight. In a store of a weighted graph each edge takes a word (its id,
+//!   then its weight), so that a Get's prefix READ of the first `limit`
+//!   edges brings their weights with them; in an unweighted one ids go two
+//!   to a word. A Get returns [`layout::Edges`] (ids, and weights when the
+//!   graph has them); Puts append a weighted edge or set an edge's weight
+//!   ([`Update::AddWeightedEdge`], [`Update::SetWeight`]), and an edge
+//!   added without one weighs 1, as `.qcsr` weighs unweighted edges.
 //! - **Put order**: the paper publishes a Put's new block (CAS) and then
 //!   invalidates the old. A reader with a fresh address could then return
 //!   the new list while a later reader with a stale cached address still

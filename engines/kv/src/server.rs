@@ -18,7 +18,7 @@ const RECEIVES: usize = 16;
 const CAPACITY: usize = 1024;
 
 /// A message between servers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Message {
     /// Run this Put; reply to `origin` with `request`.
     Put {
@@ -49,6 +49,8 @@ impl Message {
                 let (kind, index, target) = match *update {
                     Update::AddEdge(target) => (0u32, 0, target),
                     Update::SetEdge { index, target } => (1, index, target),
+                    Update::AddWeightedEdge { target, weight } => (2, weight.to_bits(), target),
+                    Update::SetWeight { index, weight } => (3, index, weight.to_bits()),
                 };
                 bytes.push(1);
                 bytes.extend(key.to_le_bytes());
@@ -95,6 +97,14 @@ impl Message {
                 update: match (u32_at(5)?, u32_at(9)?, u32_at(13)?) {
                     (0, _, target) => Update::AddEdge(target),
                     (1, index, target) => Update::SetEdge { index, target },
+                    (2, weight, target) => Update::AddWeightedEdge {
+                        target,
+                        weight: f32::from_bits(weight),
+                    },
+                    (3, index, weight) => Update::SetWeight {
+                        index,
+                        weight: f32::from_bits(weight),
+                    },
                     _ => return Err(corrupt()),
                 },
                 origin: u32_at(17)?,
@@ -204,6 +214,24 @@ mod tests {
                 },
                 origin: 0,
                 request: 0,
+            },
+            Message::Put {
+                key: 2,
+                update: Update::AddWeightedEdge {
+                    target: 11,
+                    weight: -0.25,
+                },
+                origin: 1,
+                request: 8,
+            },
+            Message::Put {
+                key: 3,
+                update: Update::SetWeight {
+                    index: 12,
+                    weight: 7.5,
+                },
+                origin: 2,
+                request: 9,
             },
             Message::Reply {
                 request: 5,

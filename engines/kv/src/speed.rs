@@ -83,7 +83,10 @@ pub fn measure(node: &Node, graph: &Graph, config: &SpeedConfig) -> Result<Speed
     let placement = store.placement();
     let max_words = config.max_bytes / 8;
     let keys: Vec<u32> = (0..graph.num_vertices())
-        .filter(|&v| placement.home_node(v) == 0 && block_words(graph.degree(v)) <= max_words)
+        .filter(|&v| {
+            placement.home_node(v) == 0
+                && block_words(graph.degree(v), graph.is_weighted()) <= max_words
+        })
         .take(usize::try_from(config.values).unwrap_or(usize::MAX))
         .collect();
     if keys.is_empty() {

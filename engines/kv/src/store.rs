@@ -21,8 +21,8 @@ use crate::alloc::Alloc;
 use crate::cache::{Location, LocationCache};
 use crate::clock::Clock;
 use crate::layout::{
-    block_words, decode_block, encode_block, prefix_bytes, Layout, Placement, BUCKET_BYTES, LINK,
-    SLOTS, SLOT_BYTES,
+    block_words, decode_block, encode_block, prefix_bytes, Edges, Layout, Placement, BUCKET_BYTES,
+    LINK, SLOTS, SLOT_BYTES,
 };
 use crate::server::Message;
 use crate::{Error, Result};
@@ -174,29 +174,68 @@ impl Tally {
 }
 
 /// A Put's update of an adjacency list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Update {
-    /// Appends an edge to `target`.
+    /// Appends an edge to `target` (of weight 1 in a weighted graph, the
+    /// weight `.qcsr` gives an unweighted edge).
     AddEdge(u32),
     /// Points edge `index` (counted modulo the degree) at `target`
-    /// instead; on a vertex without edges, appends one.
+    /// instead, keeping its weight; on a vertex without edges, appends one.
     SetEdge {
         /// Which edge.
         index: u32,
         /// Its new target.
         target: u32,
     },
+    /// Appends an edge to `target` of weight `weight` (a weighted graph
+    /// only).
+    AddWeightedEdge {
+        /// The new neighbour.
+        target: u32,
+        /// The edge's weight.
+        weight: f32,
+    },
+    /// Sets the weight of edge `index` (counted modulo the degree; a
+    /// weighted graph only, and a vertex with edges).
+    SetWeight {
+        /// Which edge.
+        index: u32,
+        /// Its new weight.
+        weight: f32,
+    },
 }
 
 impl Update {
-    fn apply(self, ids: &mut Vec<u32>) {
+    /// Whether it sets a weight, which only a weighted graph's edges have.
+    pub fn sets_weight(self) -> bool {
+        matches!(
+            self,
+            Update::AddWeightedEdge { .. } | Update::SetWeight { .. }
+        )
+    }
+
+    /// Applies the update to `edges`, weighted if `sets_weight`. Fails
+    /// only for a weight set on a vertex without edges.
+    fn apply(self, key: u32, edges: &mut Edges) -> Result<()> {
         match self {
-            Update::AddEdge(target) => ids.push(target),
-            Update::SetEdge { index, target } => match ids.len() {
-                0 => ids.push(target),
-                n => ids[index as usize % n] = target,
+            Update::AddEdge(target) => edges.push(target, 1.0),
+            Update::AddWeightedEdge { target, weight } => edges.push(target, weight),
+            Update::SetEdge { index, target } => match edges.ids.len() {
+                0 => edges.push(target, 1.0),
+                n => edges.ids[index as usize % n] = target,
             },
+            Update::SetWeight { index, weight } => {
+                let n = edges.ids.len();
+                let weights = edges.weights.as_mut().filter(|_| n > 0).ok_or_else(|| {
+                    Error::invalid(
+                        "update",
+                        format!("vertex {key} has no edge whose weight to set"),
+                    )
+                })?;
+                weights[index as usize % n] = weight;
+            }
         }
+        Ok(())
     }
 }
 
@@ -238,6 +277,8 @@ pub struct Store {
     node: Node,
     rank: u32,
     vertices: u32,
+    /// Whether the graph's edges have weights, which values then hold.
+    weighted: bool,
     placement: Placement,
     /// Each shard's node (the paper's POS map), the same on every node;
     /// only the `shard` baseline changes it, with every worker paused.
@@ -296,10 +337,11 @@ impl Store {
         }
         let rank = node.rank().0;
         let vertices = graph.num_vertices();
+        let weighted = graph.is_weighted();
         let placement = Placement::new(vertices, node.size());
         let loaded: u64 = (0..vertices)
             .filter(|&v| config.shards_move || placement.home_node(v) == rank)
-            .map(|v| block_words(graph.degree(v)))
+            .map(|v| block_words(graph.degree(v), weighted))
             .sum();
         let layout = Layout {
             buckets: placement.buckets(),
@@ -314,6 +356,7 @@ impl Store {
             node: node.clone(),
             rank,
             vertices,
+            weighted,
             placement,
             homes: (0..placement.shards())
                 .map(|shard| AtomicU32::new(placement.first_home(shard)))
@@ -360,7 +403,10 @@ impl Store {
             if home != self.rank {
                 continue;
             }
-            let block = encode_block(graph.neighbors(v));
+            let block = encode_block(&Edges {
+                ids: graph.neighbors(v).to_vec(),
+                weights: graph.edge_weights(v).map(<[f32]>::to_vec),
+            });
             let words = block.len() as u64 / 8;
             let offset = self.allocate(words)?;
             self.region
@@ -460,6 +506,11 @@ impl Store {
     /// Vertices of the graph.
     pub fn vertices(&self) -> u32 {
         self.vertices
+    }
+
+    /// Whether the graph's edges have weights, which Gets then return.
+    pub fn is_weighted(&self) -> bool {
+        self.weighted
     }
 
     /// The key placement every node shares.
@@ -824,19 +875,21 @@ impl Session<'_> {
         }
     }
 
-    /// The first `limit` neighbours of `key` (all of them with `u64::MAX`).
+    /// The first `limit` edges of `key` (all of them with `u64::MAX`), with
+    /// their weights in a weighted graph; a few more may come with them
+    /// (the rest of the last word read).
     ///
     /// # Errors
     /// [`Error::UnknownVertex`]; [`Error::Verbs`] if a node is lost;
     /// [`Error::Stalled`] if the value stays invalid for the node's timeout.
-    pub fn get(&mut self, key: u32, limit: u64) -> Result<Vec<u32>> {
+    pub fn get(&mut self, key: u32, limit: u64) -> Result<Edges> {
         self.store.check_vertex(key)?;
         let store = self.store;
         store.count_access(key);
         let home = store.home_node(key);
         let ops = self.tally.one_sided;
         let started = Instant::now();
-        let ids = loop {
+        let edges = loop {
             let location = self.locate(key, true)?;
             let addr = Addr::decode(location.word).ok_or_else(|| {
                 Error::Corrupt(format!(
@@ -847,10 +900,11 @@ impl Session<'_> {
             if home == store.rank && (holder != store.rank || store.config.track_home) {
                 store.home_reads.touch(key);
             }
-            let bytes = self.read_block(holder, addr, prefix_bytes(addr, limit))?;
-            if let Some(ids) = decode_block(addr, &bytes) {
+            let len = prefix_bytes(addr, limit, store.weighted);
+            let bytes = self.read_block(holder, addr, len)?;
+            if let Some(edges) = decode_block(addr, &bytes, store.weighted) {
                 self.tally.remote_values += u64::from(holder != store.rank);
-                break ids;
+                break edges;
             }
             self.tally.retries += 1;
             store.cache.forget(key);
@@ -866,12 +920,13 @@ impl Session<'_> {
         if self.tally.one_sided != ops {
             self.tally.remote_gets += 1;
         }
-        Ok(ids)
+        Ok(edges)
     }
 
     /// The benchmark's two-hop query (§6.2): the first `neighbours`
     /// neighbours of `start`, then the first `neighbours` of each; `hop`
-    /// sees each list read, the start's first.
+    /// sees each list read (with its weights in a weighted graph), the
+    /// start's first.
     ///
     /// # Errors
     /// As [`Session::get`].
@@ -879,13 +934,13 @@ impl Session<'_> {
         &mut self,
         start: u32,
         neighbours: u64,
-        mut hop: impl FnMut(&[u32]),
+        mut hop: impl FnMut(&Edges),
     ) -> Result<()> {
         let limit = usize::try_from(neighbours).unwrap_or(usize::MAX);
         let mut first = self.get(start, neighbours)?;
         first.truncate(limit);
         hop(&first);
-        for &next in &first {
+        for &next in &first.ids {
             let mut second = self.get(next, neighbours)?;
             second.truncate(limit);
             hop(&second);
@@ -898,10 +953,18 @@ impl Session<'_> {
     /// once the Put is committed and the memory it replaced invalidated.
     ///
     /// # Errors
-    /// As [`Session::get`], and [`Error::TooLarge`] when a migrated value
-    /// would outgrow 32 MiB; [`Error::Remote`] for an error where it ran.
+    /// As [`Session::get`]; [`Error::InvalidArgument`] for a weight set in
+    /// an unweighted graph, or on a vertex without edges;
+    /// [`Error::TooLarge`] when a migrated value would outgrow 32 MiB;
+    /// [`Error::Remote`] for an error where it ran.
     pub fn put(&mut self, key: u32, update: Update) -> Result<()> {
         self.store.check_vertex(key)?;
+        if update.sets_weight() && !self.store.weighted {
+            return Err(Error::invalid(
+                "update",
+                format!("vertex {key}'s edges have no weights: the graph is unweighted"),
+            ));
+        }
         self.store.count_access(key);
         let home = self.store.home_node(key);
         let to = if home == self.store.rank {
@@ -964,12 +1027,12 @@ impl Session<'_> {
             let old_at = store.byte(store.layout.value(addr.offset()));
             let mut bytes = vec![0; usize::try_from(addr.size() * 8).expect("a block fits memory")];
             store.region.read(old_at, &mut bytes);
-            let Some(mut ids) = decode_block(addr, &bytes) else {
+            let Some(mut edges) = decode_block(addr, &bytes, store.weighted) else {
                 store.cache.forget(key);
                 continue;
             };
-            update.apply(&mut ids);
-            let block = encode_block(&ids);
+            update.apply(key, &mut edges)?;
+            let block = encode_block(&edges);
             let words = block.len() as u64 / 8;
             let offset = store.allocate(words)?;
             let new = match Addr::at(home, store.rank, words, offset).and_then(Addr::encode) {
@@ -1046,7 +1109,7 @@ impl Session<'_> {
                 })?;
             let len = usize::try_from(size * 8).expect("a block fits memory");
             let bytes = self.read(source, store.layout.value(addr.offset()), len)?;
-            if decode_block(addr, &bytes).is_none() {
+            if decode_block(addr, &bytes, store.weighted).is_none() {
                 store.release(offset, size);
                 store.cache.forget(key);
                 store
@@ -1175,7 +1238,7 @@ impl Session<'_> {
             let Output::Data(bytes) = output else {
                 unreachable!("a READ completes with data")
             };
-            if decode_block(addr, &bytes).is_some() {
+            if decode_block(addr, &bytes, store.weighted).is_some() {
                 store
                     .region
                     .write(store.byte(store.layout.value(offset)), &bytes);
@@ -1340,7 +1403,7 @@ impl Session<'_> {
                 let Output::Data(bytes) = output else {
                     unreachable!("a READ completes with data")
                 };
-                if decode_block(addr, &bytes).is_none() {
+                if decode_block(addr, &bytes, store.weighted).is_none() {
                     return Err(Error::Corrupt(format!(
                         "vertex {} of shard {shard} changed on node {source} while the shard moved",
                         word(&table, at / 8) - 1
@@ -1527,23 +1590,80 @@ fn word(bytes: &[u8], i: usize) -> u64 {
 mod tests {
     use super::*;
 
+    fn unweighted(ids: &[u32]) -> Edges {
+        Edges {
+            ids: ids.to_vec(),
+            weights: None,
+        }
+    }
+
     #[test]
     fn updates_append_or_repoint_one_edge() {
-        let mut ids = vec![1, 2, 3];
-        Update::AddEdge(9).apply(&mut ids);
-        assert_eq!(ids, [1, 2, 3, 9]);
+        let mut edges = unweighted(&[1, 2, 3]);
+        Update::AddEdge(9).apply(0, &mut edges).unwrap();
+        assert_eq!(edges, unweighted(&[1, 2, 3, 9]));
         Update::SetEdge {
             index: 5,
             target: 7,
         }
-        .apply(&mut ids);
-        assert_eq!(ids, [1, 7, 3, 9], "index 5 of 4 edges is edge 1");
-        let mut none = Vec::new();
+        .apply(0, &mut edges)
+        .unwrap();
+        assert_eq!(
+            edges,
+            unweighted(&[1, 7, 3, 9]),
+            "index 5 of 4 edges is edge 1"
+        );
+        let mut none = unweighted(&[]);
         Update::SetEdge {
             index: 3,
             target: 4,
         }
-        .apply(&mut none);
-        assert_eq!(none, [4]);
+        .apply(0, &mut none)
+        .unwrap();
+        assert_eq!(none, unweighted(&[4]));
+    }
+
+    #[test]
+    fn weighted_updates_keep_each_edge_with_its_weight() {
+        let mut edges = Edges {
+            ids: vec![1, 2],
+            weights: Some(vec![0.5, 2.0]),
+        };
+        Update::AddEdge(9).apply(0, &mut edges).unwrap();
+        let weight = 3.5;
+        Update::AddWeightedEdge { target: 8, weight }
+            .apply(0, &mut edges)
+            .unwrap();
+        Update::SetEdge {
+            index: 1,
+            target: 7,
+        }
+        .apply(0, &mut edges)
+        .unwrap();
+        Update::SetWeight {
+            index: 6,
+            weight: -1.0,
+        }
+        .apply(0, &mut edges)
+        .unwrap();
+        assert_eq!(edges.ids, [1, 7, 9, 8]);
+        assert_eq!(
+            edges.weights.unwrap(),
+            [0.5, 2.0, -1.0, 3.5],
+            "index 6 of 4 edges is edge 2"
+        );
+        let mut none = Edges {
+            ids: Vec::new(),
+            weights: Some(Vec::new()),
+        };
+        let set = Update::SetWeight {
+            index: 0,
+            weight: 1.0,
+        };
+        let err = set.apply(42, &mut none).unwrap_err();
+        assert!(
+            format!("{err:?}").contains("vertex 42 has no edge"),
+            "{err:?}"
+        );
     }
 }

@@ -77,7 +77,15 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
             assert_eq!(get(1).placed.holder, 0);
 
             // A Put from node 1 is forwarded to the home and on to node 0.
-            let Response::Put(put) = call(on(1), &Request::Put { key, target: 33 }).unwrap() else {
+            let Response::Put(put) = call(
+                on(1),
+                &Request::Put {
+                    key,
+                    target: 33,
+                    weight: None,
+                },
+            )
+            .unwrap() else {
                 panic!("not a put")
             };
             assert_eq!(put.holder, 0);
@@ -117,8 +125,30 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                     .contains("vertex 34 is not in the graph"),
                 "{unknown}"
             );
-            let bad_target = call(on(1), &Request::Put { key, target: 99 }).unwrap_err();
+            let bad_target = call(
+                on(1),
+                &Request::Put {
+                    key,
+                    target: 99,
+                    weight: None,
+                },
+            )
+            .unwrap_err();
             assert!(bad_target.to_string().contains("vertex 99"), "{bad_target}");
+            let weight = Some(2.0);
+            let weighted = call(
+                on(1),
+                &Request::Put {
+                    key,
+                    target: 3,
+                    weight,
+                },
+            )
+            .unwrap_err();
+            assert!(
+                weighted.to_string().contains("the graph is unweighted"),
+                "{weighted}"
+            );
             let mut raw = TcpStream::connect(on(1)).unwrap();
             raw.write_all(b"{\"get\": 3}\n").unwrap();
             let mut line = String::new();

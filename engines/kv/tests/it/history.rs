@@ -218,7 +218,7 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                                     returned: tick(),
                                 }
                             } else {
-                                let list = session.get(key, u64::MAX).unwrap();
+                                let list = session.get(key, u64::MAX).unwrap().ids;
                                 let seen = list.len() - graph.neighbors(key).len();
                                 Event::Get {
                                     seen,
@@ -241,7 +241,7 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
             let mut session = store.session();
             let lists: Vec<Vec<u32>> = keys
                 .iter()
-                .map(|&k| session.get(k, u64::MAX).unwrap())
+                .map(|&k| session.get(k, u64::MAX).unwrap().ids)
                 .collect();
             node.barrier().unwrap();
             session.stop_server().unwrap();
@@ -262,11 +262,11 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                 .iter()
                 .zip(&lists)
                 .filter(|(&k, _)| session.holder(k).unwrap() == store.rank())
-                .map(|(_, list)| block_words(list.len() as u64))
+                .map(|(_, list)| block_words(list.len() as u64, false))
                 .sum::<u64>()
                 + (0..graph.num_vertices())
                     .filter(|v| !keys.contains(v) && placement.home_node(*v) == store.rank())
-                    .map(|v| block_words(graph.degree(v)))
+                    .map(|v| block_words(graph.degree(v), graph.is_weighted()))
                     .sum::<u64>();
             (
                 lists,

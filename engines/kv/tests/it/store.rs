@@ -5,6 +5,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
+use quiver_kv::layout::Edges;
 use quiver_kv::{Clock, Error, Store, StoreConfig, Update};
 use quiver_verbs::{Node, Verb};
 
@@ -18,8 +19,9 @@ fn sorted(mut ids: Vec<u32>) -> Vec<u32> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
-    /// Every node reads every vertex's list as the graph has it, whole or
-    /// cut to a prefix, from 1 to 4 nodes.
+    /// Every node reads every vertex's list as the graph has it, with
+    /// its weights when the graph has them, whole or cut to a prefix, from
+    /// 1 to 4 nodes.
     #[test]
     fn every_node_reads_the_graph(graph in arb_graph(Shape::new(60, 300)), nodes in 1u32..5, limit in 1u64..8) {
         let wrong = on_stores(&graph, nodes, &StoreConfig::default(), &Clock::manual(), |_, store| {
@@ -27,16 +29,29 @@ proptest! {
             let mut wrong = Vec::new();
             for v in 0..graph.num_vertices() {
                 let all = session.get(v, u64::MAX).unwrap();
-                let some = session.get(v, limit).unwrap();
-                let want = graph.neighbors(v);
-                let cut = want.len().min(usize::try_from(limit).unwrap());
-                if all != want || some.len() < cut || some[..] != want[..some.len()] {
+                let mut some = session.get(v, limit).unwrap();
+                let want = edges_of(&graph, v);
+                let cut = want.ids.len().min(usize::try_from(limit).unwrap());
+                let mut want_some = want.clone();
+                want_some.truncate(some.ids.len());
+                let short = some.ids.len() < cut;
+                some.truncate(cut);
+                want_some.truncate(cut);
+                if all != want || short || some != want_some {
                     wrong.push(v);
                 }
             }
             wrong
         });
         prop_assert!(wrong.iter().all(Vec::is_empty), "{wrong:?}");
+    }
+}
+
+/// Vertex `v`'s edges as the graph has them.
+fn edges_of(graph: &Graph, v: u32) -> Edges {
+    Edges {
+        ids: graph.neighbors(v).to_vec(),
+        weights: graph.edge_weights(v).map(<[f32]>::to_vec),
     }
 }
 
@@ -78,13 +93,13 @@ fn a_migration_takes_at_most_five_one_sided_operations_and_no_message() {
                 // The value is here now: with a cached address no remote
                 // operation at all, without one only the key's READ.
                 let before = node.counters();
-                assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+                assert_eq!(session.get(key, u64::MAX).unwrap().ids, want);
                 let reads = node.counters().since(&before).total_ops();
                 assert_eq!(reads, if serve { 0 } else { 1 });
             }
             node.barrier().unwrap();
             assert_eq!(session.holder(key).unwrap(), 1);
-            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            assert_eq!(session.get(key, u64::MAX).unwrap().ids, want);
         });
     }
 }
@@ -116,7 +131,7 @@ fn a_value_travels_home_to_a_to_b_and_back_unchanged() {
             node.barrier().unwrap();
             assert_eq!(session.holder(key).unwrap(), target);
             assert_eq!(
-                session.get(key, u64::MAX).unwrap(),
+                session.get(key, u64::MAX).unwrap().ids,
                 want,
                 "after the move to {target}"
             );
@@ -137,7 +152,7 @@ fn a_read_through_a_stale_address_is_caught_by_the_size_word_and_retried() {
     on_a_karate_key(0, |node, store, key, want| {
         let mut session = store.session();
         if store.rank() == 2 {
-            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            assert_eq!(session.get(key, u64::MAX).unwrap().ids, want);
         }
         node.barrier().unwrap();
         if store.rank() == 1 {
@@ -145,7 +160,7 @@ fn a_read_through_a_stale_address_is_caught_by_the_size_word_and_retried() {
         }
         node.barrier().unwrap();
         if store.rank() == 2 {
-            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            assert_eq!(session.get(key, u64::MAX).unwrap().ids, want);
             assert_eq!(
                 session.tally().cache_hits,
                 1,
@@ -156,7 +171,7 @@ fn a_read_through_a_stale_address_is_caught_by_the_size_word_and_retried() {
                 1,
                 "the old copy was read and refused"
             );
-            assert_eq!(session.get(key, u64::MAX).unwrap(), want);
+            assert_eq!(session.get(key, u64::MAX).unwrap().ids, want);
             assert_eq!(session.tally().retries, 1, "the new address is cached");
         }
     });
@@ -195,7 +210,7 @@ fn puts_from_every_node_follow_the_value_and_none_is_lost() {
                 }
                 let lists: Vec<Vec<u32>> = keys
                     .iter()
-                    .map(|&k| session.get(k, u64::MAX).unwrap())
+                    .map(|&k| session.get(k, u64::MAX).unwrap().ids)
                     .collect();
                 node.barrier().unwrap();
                 session.stop_server().unwrap();
@@ -250,12 +265,15 @@ fn replaced_memory_is_reused_only_after_the_reclaim_lease() {
             assert_eq!(store.used_words(), used, "nothing freed before the lease");
             clock.advance(101);
             store.reclaim();
-            let block = quiver_kv::layout::block_words(graph.degree(key));
+            let block = quiver_kv::layout::block_words(graph.degree(key), graph.is_weighted());
             assert_eq!(store.used_words(), used - block, "freed after it");
             assert_eq!(store.counts().reclaimed, 1);
         }
         node.barrier().unwrap();
-        assert_eq!(session.get(key, u64::MAX).unwrap(), graph.neighbors(key));
+        assert_eq!(
+            session.get(key, u64::MAX).unwrap().ids,
+            graph.neighbors(key)
+        );
     });
 }
 
@@ -286,7 +304,7 @@ fn a_full_value_region_frees_blocks_whose_lease_ran_out_before_it_fails() {
         // No reclaim ran since the lease ran out: the Put frees the copies.
         clock.advance(101);
         session.put(key, Update::AddEdge(0)).unwrap();
-        let list = session.get(key, u64::MAX).unwrap();
+        let list = session.get(key, u64::MAX).unwrap().ids;
         assert_eq!(list.len(), graph.neighbors(key).len() + puts + 1);
     });
 }
@@ -372,7 +390,7 @@ fn a_lost_node_is_named_and_the_survivors_keep_serving() {
             let mut wrong = Vec::new();
             for v in 0..graph.num_vertices() {
                 let gone = placement.home_node(v) == 2 || taken.contains(&v);
-                match session.get(v, u64::MAX) {
+                match session.get(v, u64::MAX).map(|e| e.ids) {
                     Ok(list) if !gone && list == graph.neighbors(v) => {}
                     // Lost, or its memory already gone with it: either way named.
                     Err(e) if gone && quiver_run::chain(&e).contains("node 2 ") => {}
@@ -425,7 +443,7 @@ fn a_pipelined_batch_moves_every_value_with_at_most_five_operations_each() {
                     placement.home_node(v)
                 };
                 assert_eq!(session.holder(v).unwrap(), holder, "vertex {v}");
-                assert_eq!(session.get(v, u64::MAX).unwrap(), graph.neighbors(v));
+                assert_eq!(session.get(v, u64::MAX).unwrap().ids, graph.neighbors(v));
             }
             node.barrier().unwrap();
             // And home again, batched from each home.
@@ -438,7 +456,7 @@ fn a_pipelined_batch_moves_every_value_with_at_most_five_operations_each() {
             node.barrier().unwrap();
             for v in 0..graph.num_vertices() {
                 assert_eq!(session.holder(v).unwrap(), placement.home_node(v));
-                assert_eq!(session.get(v, u64::MAX).unwrap(), graph.neighbors(v));
+                assert_eq!(session.get(v, u64::MAX).unwrap().ids, graph.neighbors(v));
             }
         },
     );
@@ -481,12 +499,12 @@ proptest! {
             let mut held_words = 0;
             for v in 0..graph.num_vertices() {
                 let before = node.counters();
-                let got = session.get(v, u64::MAX).unwrap();
+                let got = session.get(v, u64::MAX).unwrap().ids;
                 if got != graph.neighbors(v) {
                     wrong.push(format!("vertex {v}'s list: {got:?}, not {:?}", graph.neighbors(v)));
                 }
                 if store.home_node(v) == store.rank() {
-                    held_words += quiver_kv::layout::block_words(graph.degree(v));
+                    held_words += quiver_kv::layout::block_words(graph.degree(v), graph.is_weighted());
                     if node.counters().since(&before).total_ops() != 0 {
                         wrong.push(format!("vertex {v} is held here but was read remotely"));
                     }
@@ -510,7 +528,7 @@ proptest! {
             for v in 0..graph.num_vertices() {
                 let mut want = graph.neighbors(v).to_vec();
                 want.extend((0..nodes).map(|rank| 1_000 + rank));
-                let got = sorted(session.get(v, u64::MAX).unwrap());
+                let got = sorted(session.get(v, u64::MAX).unwrap().ids);
                 if got != sorted(want.clone()) {
                     wrong.push(format!("vertex {v}'s list after the puts: {got:?}, not {want:?}"));
                 }
@@ -601,7 +619,7 @@ fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
             survivors.wait();
             for v in 0..vertices {
                 let home = placement.home_node(v);
-                match session.get(v, u64::MAX) {
+                match session.get(v, u64::MAX).map(|e| e.ids) {
                     Ok(list) if list == graph.neighbors(v) => {}
                     // Homed on the lost node: named (or read through a
                     // cached address, rightly, above).
@@ -619,4 +637,137 @@ fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
     for (rank, wrong) in outcomes.iter().enumerate() {
         assert!(wrong.is_empty(), "node {rank}: {wrong:?}");
     }
+}
+
+/// The weighted karate club: every edge `u - v` of weight `u + v / 100`.
+fn weighted_karate() -> Graph {
+    let plain = karate(true);
+    let edges = (0..plain.num_vertices())
+        .flat_map(|u| plain.neighbors(u).iter().map(move |&v| (u, v)))
+        .map(|(u, v)| (u, v, u as f32 + v as f32 / 100.0))
+        .collect();
+    quiver_csr::testing::build(plain.num_vertices(), edges, true, false)
+}
+
+#[test]
+fn weighted_edges_keep_their_weights_through_forwarded_puts_and_migrations() {
+    let graph = weighted_karate();
+    let key = homed_on(&graph, 3, 0);
+    let mut want = edges_of(&graph, key);
+    let weights = want.weights.as_mut().expect("a weighted graph");
+    weights[0] = -4.0;
+    want.push(5, 2.5);
+    want.push(6, 1.0);
+    let forwarded = on_stores(
+        &graph,
+        3,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |node, store| {
+            assert!(store.is_weighted());
+            std::thread::scope(|scope| {
+                let server = scope.spawn(|| store.serve());
+                let mut session = store.session();
+                // Sent from node 1: forwarded to the home, node 0.
+                if store.rank() == 1 {
+                    let add = Update::AddWeightedEdge {
+                        target: 5,
+                        weight: 2.5,
+                    };
+                    session.put(key, add).unwrap();
+                }
+                node.barrier().unwrap();
+                if store.rank() == 2 {
+                    session.migrate(key).unwrap();
+                }
+                node.barrier().unwrap();
+                // From node 1 again: forwarded to the home, then on to node 2,
+                // which holds the value now.
+                if store.rank() == 1 {
+                    let set = Update::SetWeight {
+                        index: 0,
+                        weight: -4.0,
+                    };
+                    session.put(key, set).unwrap();
+                    session.put(key, Update::AddEdge(6)).unwrap();
+                }
+                node.barrier().unwrap();
+                assert_eq!(session.holder(key).unwrap(), 2);
+                assert_eq!(
+                    session.get(key, u64::MAX).unwrap(),
+                    want,
+                    "on node {}",
+                    store.rank()
+                );
+                let mut first = want.clone();
+                first.truncate(1);
+                let mut got = session.get(key, 1).unwrap();
+                got.truncate(1);
+                assert_eq!(got, first);
+                node.barrier().unwrap();
+                session.stop_server().unwrap();
+                server.join().unwrap().unwrap();
+                store.counts().forwarded_puts
+            })
+        },
+    );
+    assert_eq!(
+        forwarded.iter().sum::<u64>(),
+        3,
+        "each of node 1's Puts went by message"
+    );
+}
+
+#[test]
+fn weights_are_refused_in_an_unweighted_graph_and_on_a_vertex_without_edges() {
+    let plain = karate(true);
+    on_stores(
+        &plain,
+        1,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |_, store| {
+            assert!(!store.is_weighted());
+            let mut session = store.session();
+            let add = Update::AddWeightedEdge {
+                target: 1,
+                weight: 2.0,
+            };
+            let err = quiver_run::chain(&session.put(0, add).unwrap_err());
+            assert!(
+                err.contains("vertex 0's edges have no weights: the graph is unweighted"),
+                "{err}"
+            );
+            assert_eq!(
+                session.get(0, u64::MAX).unwrap(),
+                edges_of(&plain, 0),
+                "nothing changed"
+            );
+        },
+    );
+    // Vertex 2 has no edges.
+    let lonely = quiver_csr::testing::build(3, vec![(0, 1, 0.5)], true, false);
+    on_stores(
+        &lonely,
+        1,
+        &StoreConfig::default(),
+        &Clock::manual(),
+        |_, store| {
+            let mut session = store.session();
+            let set = Update::SetWeight {
+                index: 0,
+                weight: 2.0,
+            };
+            let err = quiver_run::chain(&session.put(2, set).unwrap_err());
+            assert!(
+                err.contains("vertex 2 has no edge whose weight to set"),
+                "{err}"
+            );
+            let empty = Edges {
+                ids: Vec::new(),
+                weights: Some(Vec::new()),
+            };
+            assert_eq!(session.get(2, u64::MAX).unwrap(), empty);
+        },
+    );
 }
