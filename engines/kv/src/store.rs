@@ -206,15 +206,17 @@ pub enum Update {
 }
 
 impl Update {
-    /// Whether it sets a weight, which only a weighted graph's edges have.
-    pub fn sets_weight(self) -> bool {
-        matches!(
-            self,
-            Update::AddWeightedEdge { .. } | Update::SetWeight { .. }
-        )
+    /// The weight it sets, which only a weighted graph's edges have.
+    pub fn weight(self) -> Option<f32> {
+        match self {
+            Update::AddWeightedEdge { weight, .. } | Update::SetWeight { weight, .. } => {
+                Some(weight)
+            }
+            Update::AddEdge(_) | Update::SetEdge { .. } => None,
+        }
     }
 
-    /// Applies the update to `edges`, weighted if `sets_weight`. Fails
+    /// Applies the update to `edges`, weighted if it sets a weight. Fails
     /// only for a weight set on a vertex without edges.
     fn apply(self, key: u32, edges: &mut Edges) -> Result<()> {
         match self {
@@ -954,16 +956,24 @@ impl Session<'_> {
     ///
     /// # Errors
     /// As [`Session::get`]; [`Error::InvalidArgument`] for a weight set in
-    /// an unweighted graph, or on a vertex without edges;
+    /// an unweighted graph, on a vertex without edges, or not finite;
     /// [`Error::TooLarge`] when a migrated value would outgrow 32 MiB;
     /// [`Error::Remote`] for an error where it ran.
     pub fn put(&mut self, key: u32, update: Update) -> Result<()> {
         self.store.check_vertex(key)?;
-        if update.sets_weight() && !self.store.weighted {
-            return Err(Error::invalid(
-                "update",
-                format!("vertex {key}'s edges have no weights: the graph is unweighted"),
-            ));
+        if let Some(weight) = update.weight() {
+            if !self.store.weighted {
+                return Err(Error::invalid(
+                    "update",
+                    format!("vertex {key}'s edges have no weights: the graph is unweighted"),
+                ));
+            }
+            if !weight.is_finite() {
+                return Err(Error::invalid(
+                    "weight",
+                    format!("{weight} is not a weight: a graph's weights are finite"),
+                ));
+            }
         }
         self.store.count_access(key);
         let home = self.store.home_node(key);

@@ -719,7 +719,7 @@ fn weighted_edges_keep_their_weights_through_forwarded_puts_and_migrations() {
 }
 
 #[test]
-fn weights_are_refused_in_an_unweighted_graph_and_on_a_vertex_without_edges() {
+fn weights_are_refused_in_an_unweighted_graph_on_a_vertex_without_edges_or_not_finite() {
     let plain = karate(true);
     on_stores(
         &plain,
@@ -763,6 +763,14 @@ fn weights_are_refused_in_an_unweighted_graph_and_on_a_vertex_without_edges() {
                 err.contains("vertex 2 has no edge whose weight to set"),
                 "{err}"
             );
+            for weight in [f32::NAN, f32::INFINITY] {
+                let add = Update::AddWeightedEdge { target: 1, weight };
+                let err = quiver_run::chain(&session.put(0, add).unwrap_err());
+                assert!(
+                    err.contains("is not a weight: a graph's weights are finite"),
+                    "{err}"
+                );
+            }
             let empty = Edges {
                 ids: Vec::new(),
                 weights: Some(Vec::new()),
