@@ -245,10 +245,12 @@ pub struct BenchArgs {
     /// Seed of the workers' choices.
     #[arg(long, default_value_t = Config::default().seed)]
     pub seed: u64,
-    /// The paper's eager plan: a home does not count its reads of the values it holds, so any
-    /// node that reads a pair often takes it (the home may take it back later).
-    #[arg(long)]
-    pub eager: bool,
+    /// How a home's reads of the values it holds count: eager (not at all: any node that reads a
+    /// pair often takes it at once, the home may take it back later), deferred (a candidate's
+    /// home counts them for an interval, then the coordinator decides), or tracked (always
+    /// counted, decided at once).
+    #[arg(long, default_value = "tracked")]
+    pub plan: quiver_kv::Plan,
     /// How long a cached address may be used (at most --reclaim-lease).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub cache_lease: Duration,
@@ -528,7 +530,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         shift_every: args.shift_every,
         seed: args.seed,
         store: quiver_kv::StoreConfig {
-            track_home: !args.eager,
+            plan: args.plan,
             cache_lease: args.cache_lease,
             reclaim_lease: args.reclaim_lease,
             value_headroom: args

@@ -45,7 +45,7 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
 use crate::histogram::Histogram;
-use crate::policy::{plan_shards, Coordinator};
+use crate::policy::{plan_shards, Coordinator, Plan};
 use crate::store::{Store, StoreConfig, StoreCounts, Tally, Update};
 use crate::{Clock, Error, Result};
 
@@ -813,6 +813,9 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         config.margin,
         config.ticks_per_interval(),
     );
+    if config.store.plan == Plan::Deferred {
+        coordinator = coordinator.deferring(config.ticks_per_interval());
+    }
     let ticks = u64::try_from(config.duration.as_nanos().div_ceil(config.tick.as_nanos()))
         .unwrap_or(u64::MAX);
     let per_interval = config.ticks_per_interval();
@@ -883,6 +886,9 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         if config.policy.migrates() {
             let pairs: Vec<Vec<(u32, u32)>> = reports.iter().map(|t| t.pairs.clone()).collect();
             let planned = coordinator.plan(tick, &pairs, floor);
+            let (asked, settled) = coordinator.tracking();
+            store.track(asked, true);
+            store.track(settled, false);
             interval_gets += reports.iter().map(|t| t.gets).sum::<u64>();
             if ends_interval {
                 #[allow(clippy::cast_precision_loss)]

@@ -96,7 +96,9 @@
 //!   over a region sized to the loaded values plus `value_headroom` bytes.
 //! - **Coordinator**: a pure function every node evaluates on the monitor
 //!   reports all nodes gather each tick, so it needs no server of its own
-//!   and every node reaches the same plan. Eager plans; a pair two nodes
+//!   and every node reaches the same plan. Three plans ([`Plan`]): the
+//!   paper's eager and deferred, and by default a home that counts all its
+//!   reads of the values it holds (deferred's statistics, no delay); a pair two nodes
 //!   read within the 1.5x margin of each other is left where it is, and a
 //!   moved pair rests one interval before it may move again.
 //! - **Time**: leases use the wall clock (nodes of one machine share it; a
@@ -125,6 +127,7 @@ pub mod store;
 
 pub use bench::{Config, KvTask, Mix, Policy, Report};
 pub use clock::Clock;
+pub use policy::Plan;
 pub use store::{Session, Store, StoreConfig, Update};
 
 use quiver_run::InvalidArgument;

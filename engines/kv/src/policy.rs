@@ -6,12 +6,10 @@
 //! the node that read it most when that node read it at least `margin`
 //! times (default 1.5) as often as the value's holder, unless another node
 //! read it nearly as often (within the margin: a contended pair stays
-//! put) or it moved less than `rest` ticks ago (no ping-pong). A home
-//! reports its reads of the values it holds itself when the store tracks
-//! them (`StoreConfig::track_home`, the statistics the paper's deferred
-//! plan gathers, here without waiting an interval for them); in the
-//! paper's eager plan it does not, counts as reading them 0 times until
-//! one has moved away, and then can bring it back (migrate-back).
+//! put) or it moved less than `rest` ticks ago (no ping-pong). What a home
+//! knows of its own reads of the values it holds is the [`Plan`]'s: none
+//! (eager), the candidates' after an interval of counting them (deferred),
+//! or all of them always (tracked).
 //!
 //! [`Coordinator::plan`] is a pure function of the reports and its own
 //! past decisions; every node runs it on the same gathered reports and so
@@ -23,7 +21,46 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use serde::{Deserialize, Serialize};
+
 use crate::layout::Placement;
+
+/// How a home's own reads of the values it holds enter the coordinator's
+/// decisions (Pragh §4.4, "eager and deferred migration").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Plan {
+    /// The paper's eager plan: a home does not count its reads of the
+    /// values it holds, so a pair another node reads often moves at once,
+    /// however often its home reads it; the home counts its reads once the
+    /// value has moved away, and may take it back (migrate-back).
+    Eager,
+    /// The paper's deferred plan: a pair that passes the applicant's floor
+    /// becomes a candidate; the coordinator asks its home to count its own
+    /// reads of it ([`Store::track`](crate::Store::track)) and decides at
+    /// the first interval's end a whole interval later, with every node's
+    /// counts. One interval slower, and a plan that needs no second round.
+    Deferred,
+    /// A home counts every read of every value it holds, all the time: the
+    /// deferred plan's statistics without its interval of delay, for a
+    /// table of the home's reads beside the location cache (this crate's
+    /// default).
+    #[default]
+    Tracked,
+}
+
+impl std::str::FromStr for Plan {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Plan, String> {
+        match s {
+            "eager" => Ok(Plan::Eager),
+            "deferred" => Ok(Plan::Deferred),
+            "tracked" => Ok(Plan::Tracked),
+            _ => Err(format!("unknown plan {s:?} (eager, deferred or tracked)")),
+        }
+    }
+}
 
 /// One pair's approved move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +81,13 @@ pub struct Coordinator {
     moved_at: HashMap<u32, u64>,
     contended: u64,
     shared: u64,
+    /// Under the deferred plan, ticks per interval.
+    deferred: Option<u64>,
+    /// Candidates whose homes count their reads, and the tick they began.
+    pending: BTreeMap<u32, u64>,
+    /// Keys the last plan asked homes to start counting, and to stop.
+    asked: Vec<u32>,
+    settled: Vec<u32>,
 }
 
 impl Coordinator {
@@ -58,7 +102,35 @@ impl Coordinator {
             moved_at: HashMap::new(),
             contended: 0,
             shared: 0,
+            deferred: None,
+            pending: BTreeMap::new(),
+            asked: Vec::new(),
+            settled: Vec::new(),
         }
+    }
+
+    /// The same coordinator under the deferred plan, with `interval` ticks
+    /// per monitoring interval: a pair whose value is at its home moves
+    /// only once its home has counted its own reads of it for an interval.
+    #[must_use]
+    pub fn deferring(self, interval: u64) -> Coordinator {
+        Coordinator {
+            deferred: Some(interval.max(1)),
+            ..self
+        }
+    }
+
+    /// Keys whose homes the last [`Coordinator::plan`] asked to start
+    /// counting their reads (new candidates), and to stop (decided or
+    /// dropped). Every node runs the same plan, so each applies the keys
+    /// homed on it.
+    pub fn tracking(&self) -> (&[u32], &[u32]) {
+        (&self.asked, &self.settled)
+    }
+
+    /// Candidates waiting for their homes' counts.
+    pub fn candidates(&self) -> usize {
+        self.pending.len()
     }
 
     /// The node holding `key`'s value, as far as the coordinator approved.
@@ -100,6 +172,9 @@ impl Coordinator {
         }
         let mut moves = Vec::new();
         self.shared = 0;
+        self.asked.clear();
+        self.settled.clear();
+        let decides = self.deferred.is_some_and(|interval| tick % interval == 0);
         for (key, mut readers) in reads {
             readers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             self.shared += readers[1..].iter().map(|r| u64::from(r.1)).sum::<u64>();
@@ -126,6 +201,22 @@ impl Coordinator {
                 self.contended += 1;
                 continue;
             }
+            if let Some(interval) = self.deferred {
+                if holder == self.placement.home_node(key) {
+                    match self.pending.get(&key) {
+                        None => {
+                            self.pending.insert(key, tick);
+                            self.asked.push(key);
+                            continue;
+                        }
+                        Some(&since) if !(decides && tick - since >= interval) => continue,
+                        Some(_) => {
+                            self.pending.remove(&key);
+                            self.settled.push(key);
+                        }
+                    }
+                }
+            }
             if rate >= self.margin * f64::from(holder_reads) && rested {
                 if applicant == self.placement.home_node(key) {
                     self.holders.remove(&key);
@@ -137,6 +228,20 @@ impl Coordinator {
                     key,
                     target: applicant,
                 });
+            }
+        }
+        if let (Some(interval), true) = (self.deferred, decides) {
+            // Candidates counted for an interval that no longer pass are
+            // dropped.
+            let stale: Vec<u32> = self
+                .pending
+                .iter()
+                .filter(|&(_, &since)| tick - since >= interval)
+                .map(|(&key, _)| key)
+                .collect();
+            for key in stale {
+                self.pending.remove(&key);
+                self.settled.push(key);
             }
         }
         moves
@@ -251,6 +356,62 @@ mod tests {
             vec![Move { key, target: home }]
         );
         assert_eq!(c.moved(), 0);
+    }
+
+    #[test]
+    fn deferred_candidates_wait_an_interval_for_their_homes_counts() {
+        let (c, key, home) = coordinator();
+        let mut c = c.deferring(4);
+        let a = (home + 1) % 4;
+        let other = key + 1;
+        let other_home = c.placement.home_node(other);
+        let b = (other_home + 1) % 4;
+        // Tick 1: both pass the floor; their homes are asked to count.
+        let both = report(4, &[(a, key, 20), (b, other, 20)]);
+        assert!(c.plan(1, &both, 10).is_empty());
+        assert_eq!(c.tracking(), (&[key, other][..], &[][..]));
+        assert_eq!(c.candidates(), 2);
+        // Tick 4 ends an interval, but not a whole one since tick 1; tick
+        // 6 is not an interval's end.
+        assert!(c.plan(4, &both, 10).is_empty());
+        assert!(c.plan(6, &both, 10).is_empty());
+        assert_eq!(c.tracking(), (&[][..], &[][..]));
+        // Tick 8: decided with the homes' counts. `key`'s home read it
+        // about as often as `a`: it stays; `other`'s home hardly did.
+        let counted = report(
+            4,
+            &[
+                (a, key, 20),
+                (home, key, 18),
+                (b, other, 20),
+                (other_home, other, 2),
+            ],
+        );
+        assert_eq!(
+            c.plan(8, &counted, 10),
+            vec![Move {
+                key: other,
+                target: b
+            }]
+        );
+        assert_eq!(c.tracking(), (&[][..], &[key, other][..]));
+        assert_eq!(
+            (c.candidates(), c.holder(key), c.holder(other)),
+            (0, home, b)
+        );
+        // A candidate that no longer passes is dropped after its interval.
+        assert!(c.plan(9, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert!(c.plan(16, &report(4, &[(a, key, 3)]), 10).is_empty());
+        assert_eq!(c.tracking(), (&[][..], &[key][..]));
+        assert_eq!(c.candidates(), 0);
+        // A moved value's holder counts its reads already: no waiting.
+        assert_eq!(
+            c.plan(17, &report(4, &[(a, other, 40), (b, other, 5)]), 10),
+            vec![Move {
+                key: other,
+                target: a
+            }]
+        );
     }
 
     #[test]

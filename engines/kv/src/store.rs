@@ -24,6 +24,7 @@ use crate::layout::{
     block_words, decode_block, encode_block, prefix_bytes, Edges, Layout, Placement, BUCKET_BYTES,
     LINK, SLOTS, SLOT_BYTES,
 };
+use crate::policy::Plan;
 use crate::server::Message;
 use crate::{Error, Result};
 
@@ -37,12 +38,9 @@ pub struct StoreConfig {
     /// Bytes of the location cache (and of the home's table of its reads
     /// of the keys homed on it).
     pub cache_bytes: usize,
-    /// Whether a home counts its reads of the values it holds itself, so
-    /// that the coordinator weighs them against an applicant's. Without
-    /// (the paper's eager plan) a home counts only its reads of values
-    /// that moved away, and so at first loses every pair another node
-    /// reads often, however often it reads it itself.
-    pub track_home: bool,
+    /// Which of a home's reads of the values it holds itself it counts,
+    /// for the coordinator to weigh against an applicant's (see [`Plan`]).
+    pub plan: Plan,
     /// Whether the location cache answers lookups (`false`: it only counts,
     /// as the monitor of the `split` policy).
     pub serve_cache: bool,
@@ -87,7 +85,7 @@ impl Default for StoreConfig {
         Self {
             cache_bytes: 32 << 20,
             serve_cache: true,
-            track_home: true,
+            plan: Plan::Tracked,
             cache_lease: Duration::from_secs(1),
             reclaim_lease: Duration::from_secs(2),
             ring_entries: 1 << 14,
@@ -294,6 +292,9 @@ pub struct Store {
     alloc: Mutex<Alloc>,
     cache: LocationCache,
     home_reads: LocationCache,
+    /// Under [`Plan::Deferred`], the keys homed here whose reads the
+    /// coordinator asked this home to count, a bit each.
+    tracked: Vec<AtomicU64>,
     clock: Clock,
     config: StoreConfig,
     put_locks: Vec<Mutex<()>>,
@@ -380,6 +381,13 @@ impl Store {
                 config.serve_cache,
             ),
             home_reads: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
+            tracked: (0..if config.plan == Plan::Deferred {
+                vertices.div_ceil(64)
+            } else {
+                0
+            })
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             clock,
             config: config.clone(),
             put_locks: (0..PUT_STRIPES).map(|_| Mutex::new(())).collect(),
@@ -621,11 +629,42 @@ impl Store {
     /// The monitor's harvest: remote pairs this node accessed at least
     /// `at_least` times since the last tick (or interval: `ends_interval`),
     /// through the location cache, and keys homed here, likewise (those
-    /// whose values live elsewhere, or all with `track_home`).
+    /// whose values live elsewhere, and those it holds as the
+    /// [`StoreConfig::plan`] says).
     pub fn harvest(&self, at_least: u32, ends_interval: bool) -> Vec<(u32, u32)> {
         let mut hot = self.cache.harvest(at_least, ends_interval);
         hot.extend(self.home_reads.harvest(at_least, ends_interval));
         hot
+    }
+
+    /// Whether this home counts a read of `key`'s value, which it holds.
+    fn counts_home_read(&self, key: u32) -> bool {
+        match self.config.plan {
+            Plan::Eager => false,
+            Plan::Tracked => true,
+            Plan::Deferred => {
+                let word = self.tracked[key as usize / 64].load(Ordering::Relaxed);
+                word & (1 << (key % 64)) != 0
+            }
+        }
+    }
+
+    /// Under [`Plan::Deferred`], starts (`on`) or stops counting this
+    /// home's reads of the values of `keys` it holds (keys homed
+    /// elsewhere are skipped), as the coordinator asks; under other plans
+    /// nothing.
+    pub fn track(&self, keys: &[u32], on: bool) {
+        if self.config.plan != Plan::Deferred {
+            return;
+        }
+        for &key in keys.iter().filter(|&&k| self.home_node(k) == self.rank) {
+            let word = &self.tracked[key as usize / 64];
+            if on {
+                word.fetch_or(1 << (key % 64), Ordering::Relaxed);
+            } else {
+                word.fetch_and(!(1 << (key % 64)), Ordering::Relaxed);
+            }
+        }
     }
 
     /// Frees every block whose reclaim lease has run out: blocks replaced
@@ -899,7 +938,7 @@ impl Session<'_> {
                 ))
             })?;
             let holder = addr.holder(home);
-            if home == store.rank && (holder != store.rank || store.config.track_home) {
+            if home == store.rank && (holder != store.rank || store.counts_home_read(key)) {
                 store.home_reads.touch(key);
             }
             let len = prefix_bytes(addr, limit, store.weighted);

@@ -161,6 +161,39 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
 }
 
 #[test]
+fn the_deferred_plan_moves_values_a_whole_interval_after_asking_their_homes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sparse_file(&dir);
+    let config = Config {
+        duration: Duration::from_millis(1_600),
+        tick: Duration::from_millis(200),
+        interval: Duration::from_millis(400),
+        scope: 16,
+        neighbours: 4,
+        min_degree: 4,
+        report_rate: 1,
+        instant_rate: 10,
+        mix: Mix { queries: 99 },
+        store: quiver_kv::StoreConfig {
+            plan: quiver_kv::Plan::Deferred,
+            cache_lease: Duration::from_millis(50),
+            reclaim_lease: Duration::from_millis(100),
+            ..quiver_kv::StoreConfig::default()
+        },
+        ..Config::default()
+    };
+    let deferred = run(&path, &config, 4);
+    assert_eq!(deferred.series.len(), 8);
+    // Candidates come from the first tick's reports at the earliest; their
+    // homes count for a whole interval, decided at the interval's end at
+    // tick 4 (0.8 s), so no value moves in the first three ticks.
+    let early: u64 = deferred.series[..3].iter().map(|p| p.migrations).sum();
+    assert_eq!(early, 0, "{:?}", deferred.series);
+    assert!(deferred.keys_moved > 0, "{deferred:?}");
+    assert!(deferred.one_sided_ops_per_migration <= 5.0);
+}
+
+#[test]
 fn nonsense_parameters_are_named() {
     let bad = [
         Config {

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
 use quiver_kv::layout::Edges;
-use quiver_kv::{Clock, Error, Store, StoreConfig, Update};
+use quiver_kv::{Clock, Error, Plan, Store, StoreConfig, Update};
 use quiver_verbs::{Node, Verb};
 
 use crate::on_stores;
@@ -778,4 +778,36 @@ fn weights_are_refused_in_an_unweighted_graph_on_a_vertex_without_edges_or_not_f
             assert_eq!(session.get(2, u64::MAX).unwrap(), empty);
         },
     );
+}
+
+#[test]
+fn a_home_counts_its_own_reads_as_its_plan_says() {
+    let graph = karate(true);
+    let key = homed_on(&graph, 1, 0);
+    for plan in [Plan::Eager, Plan::Deferred, Plan::Tracked] {
+        let config = StoreConfig {
+            plan,
+            ..StoreConfig::default()
+        };
+        on_stores(&graph, 1, &config, &Clock::manual(), |_, store| {
+            let mut session = store.session();
+            let mut counted = |reads: u32| {
+                for _ in 0..reads {
+                    session.get(key, u64::MAX).unwrap();
+                }
+                store
+                    .harvest(1, true)
+                    .iter()
+                    .find(|&&(k, _)| k == key)
+                    .map(|&(_, n)| n)
+            };
+            let always = (plan == Plan::Tracked).then_some(3);
+            assert_eq!(counted(3), always, "{plan:?} before any ask");
+            store.track(&[key], true);
+            let asked = (plan != Plan::Eager).then_some(4);
+            assert_eq!(counted(4), asked, "{plan:?} asked to count");
+            store.track(&[key], false);
+            assert_eq!(counted(2), always.map(|_| 2), "{plan:?} asked to stop");
+        });
+    }
 }
