@@ -38,8 +38,9 @@ pub enum Plan {
     /// The paper's deferred plan: a pair that passes the applicant's floor
     /// becomes a candidate; the coordinator asks its home to count its own
     /// reads of it ([`Store::track`](crate::Store::track)) and decides at
-    /// the first interval's end a whole interval later, with every node's
-    /// counts. One interval slower, and a plan that needs no second round.
+    /// the next interval's end (a whole interval later if asked at one),
+    /// with every node's counts, the home's scaled to the whole interval.
+    /// Slower by up to an interval, and a plan that needs no second round.
     Deferred,
     /// A home counts every read of every value it holds, all the time: the
     /// deferred plan's statistics without its interval of delay, for a
@@ -111,7 +112,8 @@ impl Coordinator {
 
     /// The same coordinator under the deferred plan, with `interval` ticks
     /// per monitoring interval: a pair whose value is at its home moves
-    /// only once its home has counted its own reads of it for an interval.
+    /// only at an interval's end after its home began counting its own
+    /// reads of it, which are then scaled to the whole interval.
     #[must_use]
     pub fn deferring(self, interval: u64) -> Coordinator {
         Coordinator {
@@ -201,6 +203,7 @@ impl Coordinator {
                 self.contended += 1;
                 continue;
             }
+            let mut holder_rate = f64::from(holder_reads);
             if let Some(interval) = self.deferred {
                 if holder == self.placement.home_node(key) {
                     match self.pending.get(&key) {
@@ -209,15 +212,20 @@ impl Coordinator {
                             self.asked.push(key);
                             continue;
                         }
-                        Some(&since) if !(decides && tick - since >= interval) => continue,
-                        Some(_) => {
+                        Some(&since) if !decides || tick == since => continue,
+                        Some(&since) => {
+                            // The home counted from `since`, the readers
+                            // the whole interval: its rate is scaled up.
+                            #[allow(clippy::cast_precision_loss)]
+                            let scale = interval as f64 / (tick - since).min(interval) as f64;
+                            holder_rate *= scale;
                             self.pending.remove(&key);
                             self.settled.push(key);
                         }
                     }
                 }
             }
-            if rate >= self.margin * f64::from(holder_reads) && rested {
+            if rate >= self.margin * holder_rate && rested {
                 if applicant == self.placement.home_node(key) {
                     self.holders.remove(&key);
                 } else {
@@ -230,13 +238,13 @@ impl Coordinator {
                 });
             }
         }
-        if let (Some(interval), true) = (self.deferred, decides) {
-            // Candidates counted for an interval that no longer pass are
+        if decides {
+            // Candidates whose interval ended and that no longer pass are
             // dropped.
             let stale: Vec<u32> = self
                 .pending
                 .iter()
-                .filter(|&(_, &since)| tick - since >= interval)
+                .filter(|&(_, &since)| tick > since)
                 .map(|(&key, _)| key)
                 .collect();
             for key in stale {
@@ -359,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn deferred_candidates_wait_an_interval_for_their_homes_counts() {
+    fn deferred_candidates_wait_for_their_homes_counts_until_the_interval_ends() {
         let (c, key, home) = coordinator();
         let mut c = c.deferring(4);
         let a = (home + 1) % 4;
@@ -371,46 +379,41 @@ mod tests {
         assert!(c.plan(1, &both, 10).is_empty());
         assert_eq!(c.tracking(), (&[key, other][..], &[][..]));
         assert_eq!(c.candidates(), 2);
-        // Tick 4 ends an interval, but not a whole one since tick 1; tick
-        // 6 is not an interval's end.
-        assert!(c.plan(4, &both, 10).is_empty());
-        assert!(c.plan(6, &both, 10).is_empty());
+        // Ticks 2 and 3 end no interval.
+        assert!(c.plan(3, &both, 10).is_empty());
         assert_eq!(c.tracking(), (&[][..], &[][..]));
-        // Tick 8: decided with the homes' counts. `key`'s home read it
-        // about as often as `a`: it stays; `other`'s home hardly did.
+        // Tick 4 ends the interval: decided with the homes' counts of 3
+        // ticks, scaled to 4. `key`'s home read it 9 times, as if 12: 20
+        // reads pass 1.5x that; `other`'s home read it 11 times, as if
+        // 14.7: 20 fall short of 1.5x (without the scaling they would
+        // pass), so that value stays.
         let counted = report(
             4,
             &[
                 (a, key, 20),
-                (home, key, 18),
+                (home, key, 9),
                 (b, other, 20),
-                (other_home, other, 2),
+                (other_home, other, 11),
             ],
         );
-        assert_eq!(
-            c.plan(8, &counted, 10),
-            vec![Move {
-                key: other,
-                target: b
-            }]
-        );
+        assert_eq!(c.plan(4, &counted, 10), vec![Move { key, target: a }]);
         assert_eq!(c.tracking(), (&[][..], &[key, other][..]));
         assert_eq!(
             (c.candidates(), c.holder(key), c.holder(other)),
-            (0, home, b)
+            (0, a, other_home)
         );
-        // A candidate that no longer passes is dropped after its interval.
-        assert!(c.plan(9, &report(4, &[(a, key, 20)]), 10).is_empty());
-        assert!(c.plan(16, &report(4, &[(a, key, 3)]), 10).is_empty());
-        assert_eq!(c.tracking(), (&[][..], &[key][..]));
+        // Asked at an interval's end (tick 8), a candidate waits a whole
+        // interval; one that no longer passes then is dropped.
+        assert!(c.plan(8, &report(4, &[(b, other, 20)]), 10).is_empty());
+        assert_eq!(c.tracking(), (&[other][..], &[][..]));
+        assert!(c.plan(12, &report(4, &[(b, other, 3)]), 10).is_empty());
+        assert_eq!(c.tracking(), (&[][..], &[other][..]));
         assert_eq!(c.candidates(), 0);
         // A moved value's holder counts its reads already: no waiting.
+        let b_key = (home + 2) % 4;
         assert_eq!(
-            c.plan(17, &report(4, &[(a, other, 40), (b, other, 5)]), 10),
-            vec![Move {
-                key: other,
-                target: a
-            }]
+            c.plan(13, &report(4, &[(b_key, key, 40), (a, key, 5)]), 10),
+            vec![Move { key, target: b_key }]
         );
     }
 
