@@ -13,12 +13,12 @@ const HUGE_PAGE: usize = 2 << 20;
 
 /// A zero-initialised heap buffer whose start is [`ALIGN`]-aligned.
 ///
-/// A buffer of [`HUGE_PAGE`] bytes or more is an anonymous mapping of its
-/// own, advised to be backed by transparent huge pages (`MADV_HUGEPAGE`,
-/// honoured where the kernel's setting is `madvise` or `always`) before
-/// any page is touched: a walk's random reads of a loaded graph then miss
-/// the TLB far less. The heap would not do: an over-aligned zeroed
-/// allocation is zero-filled by hand, which places small pages first.
+/// A buffer of 2 MiB or more is an anonymous mapping of its own, advised
+/// to be backed by transparent huge pages (`MADV_HUGEPAGE`, honoured where
+/// the kernel's setting is `madvise` or `always`) before any page is
+/// touched: a walk's random reads of a loaded graph then miss the TLB far
+/// less. The heap would not do: an over-aligned zeroed allocation is
+/// zero-filled by hand, which places small pages first.
 ///
 /// Invariants: `ptr` points to an allocation of `capacity` bytes, all
 /// initialised: an anonymous mapping when `capacity >= HUGE_PAGE`, else a
