@@ -245,10 +245,10 @@ pub struct BenchArgs {
     /// Seed of the workers' choices.
     #[arg(long, default_value_t = Config::default().seed)]
     pub seed: u64,
-    /// How a home's reads of the values it holds count: eager (not at all: any node that reads a
-    /// pair often takes it at once, the home may take it back later), deferred (a candidate's
-    /// home counts them for an interval, then the coordinator decides), or tracked (always
-    /// counted, decided at once).
+    /// How a home's reads of the values it holds count, for the migrating policies: eager (not at
+    /// all: any node that reads a pair often takes it at once, the home may take it back later),
+    /// deferred (a candidate's home counts them until the next interval's end, when the
+    /// coordinator decides), or tracked (always counted, decided at once).
     #[arg(long, default_value = "tracked")]
     pub plan: quiver_kv::Plan,
     /// How long a cached address may be used (at most --reclaim-lease).

@@ -1,4 +1,5 @@
-//! A zeroed heap buffer whose start is [`ALIGN`]-aligned, for direct I/O.
+//! A zeroed buffer whose start is [`ALIGN`]-aligned, for direct I/O: on
+//! the heap, or mapped on its own (and on huge pages) when large.
 
 use std::alloc::{self, Layout};
 use std::fmt;
@@ -11,9 +12,9 @@ use crate::ALIGN;
 /// huge pages asked for.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// A zero-initialised heap buffer whose start is [`ALIGN`]-aligned.
+/// A zero-initialised buffer whose start is [`ALIGN`]-aligned.
 ///
-/// A buffer of 2 MiB or more is an anonymous mapping of its own, advised
+/// A buffer whose capacity is 2 MiB or more is an anonymous mapping of its own, advised
 /// to be backed by transparent huge pages (`MADV_HUGEPAGE`, honoured where
 /// the kernel's setting is `madvise` or `always`) before any page is
 /// touched: a walk's random reads of a loaded graph then miss the TLB far

@@ -433,9 +433,24 @@ impl Client {
     /// Sends `request` and waits for its answer.
     ///
     /// # Errors
-    /// [`Error::Control`] if the connection fails or the node answers with
-    /// an error (its message).
+    /// [`Error::InvalidArgument`] for a Put's weight that is not finite
+    /// (JSON cannot carry it); [`Error::Control`] if the connection fails
+    /// or the node answers with an error (its message).
     pub fn call(&mut self, request: &Request) -> Result<Response> {
+        // JSON has no NaN or infinity (serde writes them as null, which
+        // would read back as no weight at all).
+        if let Request::Put {
+            weight: Some(weight),
+            ..
+        } = request
+        {
+            if !weight.is_finite() {
+                return Err(Error::invalid(
+                    "weight",
+                    format!("{weight} is not a weight: a graph's weights are finite"),
+                ));
+            }
+        }
         let mut bytes = serde_json::to_vec(request).expect("a request serializes");
         bytes.push(b'\n');
         self.writer.write_all(&bytes).map_err(io_error)?;

@@ -13,8 +13,9 @@
 //!
 //! Operations ([`store::Session`]): Get (the first `limit` neighbours of a
 //! vertex, one READ per key-bucket hop and one for the value when remote),
-//! Put (append an edge; always at the home first, forwarded to the
-//! value's holder if it moved: check-and-forward), and Migrate, the
+//! Put (append or repoint an edge, or set an edge's weight; always at the
+//! home first, forwarded to the value's holder if it moved:
+//! check-and-forward), and Migrate, the
 //! paper's unilateral protocol run by the target alone with at most five
 //! one-sided operations: READ key (skipped on a location-cache hit), local
 //! allocation, READ value, CAS of the home's address word, WRITE 0 over the
@@ -97,10 +98,16 @@
 //! - **Coordinator**: a pure function every node evaluates on the monitor
 //!   reports all nodes gather each tick, so it needs no server of its own
 //!   and every node reaches the same plan. Three plans ([`Plan`]): the
-//!   paper's eager and deferred, and by default a home that counts all its
-//!   reads of the values it holds (deferred's statistics, no delay); a pair two nodes
-//!   read within the 1.5x margin of each other is left where it is, and a
-//!   moved pair rests one interval before it may move again.
+//!   paper's eager and deferred, and by default a home that counts all
+//!   its reads of the values it holds (deferred's statistics, no delay).
+//!   The paper's deferred plan decides "at the next interval"; here a
+//!   candidate asked mid-interval is decided at that interval's end, its
+//!   home's count scaled from the ticks it counted to the whole interval
+//!   (the readers' counts cover the whole), and a home reports a
+//!   candidate's count however small. A pair two nodes read within the
+//!   1.5x margin of each other is left where it is, and a moved pair
+//!   rests one interval before it may move again (or, deferred, before
+//!   its home is asked).
 //! - **Time**: leases use the wall clock (nodes of one machine share it; a
 //!   cluster keeps it in step with PTP, as the paper); tests use
 //!   [`Clock::manual`].

@@ -8,8 +8,8 @@
 //! read it nearly as often (within the margin: a contended pair stays
 //! put) or it moved less than `rest` ticks ago (no ping-pong). What a home
 //! knows of its own reads of the values it holds is the [`Plan`]'s: none
-//! (eager), the candidates' after an interval of counting them (deferred),
-//! or all of them always (tracked).
+//! (eager), a candidate's, counted from when the coordinator asked until
+//! the next interval's end (deferred), or all of them always (tracked).
 //!
 //! [`Coordinator::plan`] is a pure function of the reports and its own
 //! past decisions; every node runs it on the same gathered reports and so
@@ -40,7 +40,9 @@ pub enum Plan {
     /// reads of it ([`Store::track`](crate::Store::track)) and decides at
     /// the next interval's end (a whole interval later if asked at one),
     /// with every node's counts, the home's scaled to the whole interval.
-    /// Slower by up to an interval, and a plan that needs no second round.
+    /// Slower by up to an interval; in exchange no pair moves away from a
+    /// home that reads it as often (the eager plan then needs a second
+    /// round to bring such pairs back).
     Deferred,
     /// A home counts every read of every value it holds, all the time: the
     /// deferred plan's statistics without its interval of delay, for a
@@ -207,11 +209,16 @@ impl Coordinator {
             if let Some(interval) = self.deferred {
                 if holder == self.placement.home_node(key) {
                     match self.pending.get(&key) {
+                        // A pair that moved lately waits until it may move
+                        // again before its home is asked.
+                        None if !rested => continue,
                         None => {
                             self.pending.insert(key, tick);
                             self.asked.push(key);
                             continue;
                         }
+                        // (The sweep below keeps `tick - since` within an
+                        // interval, and a key is seen once a plan.)
                         Some(&since) if !decides || tick == since => continue,
                         Some(&since) => {
                             // The home counted from `since`, the readers

@@ -293,7 +293,8 @@ pub struct Store {
     cache: LocationCache,
     home_reads: LocationCache,
     /// Under [`Plan::Deferred`], the keys homed here whose reads the
-    /// coordinator asked this home to count, a bit each.
+    /// coordinator asked this home to count, a bit each (empty under the
+    /// other plans).
     tracked: Vec<AtomicU64>,
     clock: Clock,
     config: StoreConfig,
@@ -341,6 +342,11 @@ impl Store {
         let rank = node.rank().0;
         let vertices = graph.num_vertices();
         let weighted = graph.is_weighted();
+        let candidate_words = if config.plan == Plan::Deferred {
+            vertices.div_ceil(64)
+        } else {
+            0
+        };
         let placement = Placement::new(vertices, node.size());
         let loaded: u64 = (0..vertices)
             .filter(|&v| config.shards_move || placement.home_node(v) == rank)
@@ -381,13 +387,7 @@ impl Store {
                 config.serve_cache,
             ),
             home_reads: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
-            tracked: (0..if config.plan == Plan::Deferred {
-                vertices.div_ceil(64)
-            } else {
-                0
-            })
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            tracked: (0..candidate_words).map(|_| AtomicU64::new(0)).collect(),
             clock,
             config: config.clone(),
             put_locks: (0..PUT_STRIPES).map(|_| Mutex::new(())).collect(),
@@ -631,9 +631,20 @@ impl Store {
     /// through the location cache, and keys homed here, likewise (those
     /// whose values live elsewhere, and those it holds as the
     /// [`StoreConfig::plan`] says).
+    ///
+    /// At an interval's end a home reports a deferred candidate's count
+    /// however small: the coordinator scales a count of part of the
+    /// interval up to the whole, which a count cut at `at_least` would
+    /// hide.
     pub fn harvest(&self, at_least: u32, ends_interval: bool) -> Vec<(u32, u32)> {
         let mut hot = self.cache.harvest(at_least, ends_interval);
-        hot.extend(self.home_reads.harvest(at_least, ends_interval));
+        let candidate = |key| ends_interval && self.is_candidate(key);
+        hot.extend(
+            self.home_reads
+                .harvest(1, ends_interval)
+                .into_iter()
+                .filter(|&(key, count)| count >= at_least || candidate(key)),
+        );
         hot
     }
 
@@ -642,11 +653,16 @@ impl Store {
         match self.config.plan {
             Plan::Eager => false,
             Plan::Tracked => true,
-            Plan::Deferred => {
-                let word = self.tracked[key as usize / 64].load(Ordering::Relaxed);
-                word & (1 << (key % 64)) != 0
-            }
+            Plan::Deferred => self.is_candidate(key),
         }
+    }
+
+    /// Under [`Plan::Deferred`], whether the coordinator asked this home
+    /// to count its reads of `key`.
+    fn is_candidate(&self, key: u32) -> bool {
+        self.tracked
+            .get(key as usize / 64)
+            .is_some_and(|word| word.load(Ordering::Relaxed) & (1 << (key % 64)) != 0)
     }
 
     /// Under [`Plan::Deferred`], starts (`on`) or stops counting this
@@ -917,8 +933,8 @@ impl Session<'_> {
     }
 
     /// The first `limit` edges of `key` (all of them with `u64::MAX`), with
-    /// their weights in a weighted graph; a few more may come with them
-    /// (the rest of the last word read).
+    /// their weights in a weighted graph; in an unweighted graph one more
+    /// may come with them (the other half of the last word read).
     ///
     /// # Errors
     /// [`Error::UnknownVertex`]; [`Error::Verbs`] if a node is lost;
@@ -995,7 +1011,9 @@ impl Session<'_> {
     ///
     /// # Errors
     /// As [`Session::get`]; [`Error::InvalidArgument`] for a weight set in
-    /// an unweighted graph, on a vertex without edges, or not finite;
+    /// an unweighted graph or not finite, or set on a vertex without edges
+    /// here (where the Put ran on another node, [`Error::Remote`] with its
+    /// words);
     /// [`Error::TooLarge`] when a migrated value would outgrow 32 MiB;
     /// [`Error::Remote`] for an error where it ran.
     pub fn put(&mut self, key: u32, update: Update) -> Result<()> {

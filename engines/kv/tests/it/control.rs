@@ -149,6 +149,17 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                 weighted.to_string().contains("the graph is unweighted"),
                 "{weighted}"
             );
+            let weight = Some(f32::NAN);
+            let nan = call(
+                on(1),
+                &Request::Put {
+                    key,
+                    target: 3,
+                    weight,
+                },
+            )
+            .unwrap_err();
+            assert!(format!("{nan:?}").contains("is not a weight"), "{nan:?}");
             let mut raw = TcpStream::connect(on(1)).unwrap();
             raw.write_all(b"{\"get\": 3}\n").unwrap();
             let mut line = String::new();

@@ -262,7 +262,7 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                 .iter()
                 .zip(&lists)
                 .filter(|(&k, _)| session.holder(k).unwrap() == store.rank())
-                .map(|(_, list)| block_words(list.len() as u64, false))
+                .map(|(_, list)| block_words(list.len() as u64, graph.is_weighted()))
                 .sum::<u64>()
                 + (0..graph.num_vertices())
                     .filter(|v| !keys.contains(v) && placement.home_node(*v) == store.rank())
