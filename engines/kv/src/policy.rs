@@ -425,6 +425,28 @@ mod tests {
     }
 
     #[test]
+    fn a_deferred_pair_back_home_is_not_a_candidate_until_rested() {
+        let (c, key, home) = coordinator();
+        let mut c = c.deferring(4);
+        let a = (home + 1) % 4;
+        assert!(c.plan(1, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert_eq!(
+            c.plan(4, &report(4, &[(a, key, 20)]), 10),
+            vec![Move { key, target: a }]
+        );
+        // Away from home the holder's reads are known: back at once.
+        assert_eq!(
+            c.plan(6, &report(4, &[(home, key, 50)]), 10),
+            vec![Move { key, target: home }]
+        );
+        // Resting (rest 2): not asked about at tick 7, asked at tick 8.
+        assert!(c.plan(7, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert_eq!(c.tracking(), (&[][..], &[][..]));
+        assert!(c.plan(8, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert_eq!(c.tracking(), (&[key][..], &[][..]));
+    }
+
+    #[test]
     fn a_contended_pair_stays_put() {
         let (mut c, key, home) = coordinator();
         let a = (home + 1) % 4;
