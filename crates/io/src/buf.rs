@@ -22,9 +22,10 @@ const HUGE_PAGE: usize = 2 << 20;
 /// zero-filled by hand, which places small pages first.
 ///
 /// Invariants: `ptr` points to an allocation of `capacity` bytes, all
-/// initialised: an anonymous mapping when `capacity >= HUGE_PAGE`, else a
-/// heap allocation with layout `(capacity, ALIGN)`; `capacity` is a
-/// non-zero multiple of [`ALIGN`] and `len <= capacity`. The buffer owns
+/// initialised: an anonymous mapping (of `mapped_len(capacity)` bytes)
+/// when `capacity >= HUGE_PAGE`, else a heap allocation with layout
+/// `(capacity, ALIGN)`; `capacity` is a non-zero multiple of [`ALIGN`] and
+/// `len <= capacity`. The buffer owns
 /// the allocation uniquely, like a `Box<[u8]>`. Because the capacity is
 /// rounded up, a direct read of `align_up(len)` bytes into the allocation
 /// always fits.
@@ -104,16 +105,28 @@ impl DerefMut for AlignedBuf {
     }
 }
 
-/// A fresh anonymous mapping of `capacity` zero bytes (page-aligned, so
-/// [`ALIGN`]-aligned), advised onto huge pages; null if the kernel has no
-/// memory for it.
+/// Bytes of the mapping of a buffer of `capacity >= HUGE_PAGE` bytes: a
+/// whole number of huge pages, so that the kernel places it on a huge-page
+/// boundary and every huge page it spans can be used. The tail beyond
+/// `capacity` is never touched and so costs no memory. `None` on
+/// overflow.
+fn mapped_len(capacity: usize) -> Option<usize> {
+    capacity.checked_next_multiple_of(HUGE_PAGE)
+}
+
+/// A fresh anonymous mapping of `mapped_len(capacity)` zero bytes
+/// (page-aligned, so [`ALIGN`]-aligned), advised onto huge pages; null if
+/// the kernel has no memory for it.
 fn map_huge(capacity: usize) -> *mut u8 {
+    let Some(len) = mapped_len(capacity) else {
+        return std::ptr::null_mut();
+    };
     // SAFETY: an anonymous private mapping at an address of the kernel's
     // choosing touches no existing memory.
     let raw = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            capacity,
+            len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
@@ -127,16 +140,17 @@ fn map_huge(capacity: usize) -> *mut u8 {
     // the buffer works the same on small pages.
     // SAFETY: the range is the mapping just made, untouched; the advice
     // changes how its pages are backed, never their contents.
-    unsafe { libc::madvise(raw, capacity, libc::MADV_HUGEPAGE) };
+    unsafe { libc::madvise(raw, len, libc::MADV_HUGEPAGE) };
     raw.cast()
 }
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.capacity >= HUGE_PAGE {
-            // SAFETY: `ptr` is the mapping of `capacity` bytes `map_huge`
-            // made (the type invariant), unmapped only here.
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
+            let len = mapped_len(self.capacity).expect("map_huge mapped this length");
+            // SAFETY: `ptr` is the mapping of `len` bytes `map_huge` made
+            // (the type invariant), unmapped only here.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), len) };
             return;
         }
         // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout
@@ -214,6 +228,16 @@ mod tests {
             large.len()
         );
         assert_eq!(large.as_ptr() as usize % ALIGN, 0);
+        // The boundary: a capacity of exactly one huge page is mapped and
+        // advised, one a page smaller stays on the heap, unadvised.
+        let exact = AlignedBuf::zeroed(HUGE_PAGE);
+        assert!(vm_flags(exact.as_ptr() as usize)
+            .split_whitespace()
+            .any(|f| f == "hg"));
+        let small = AlignedBuf::zeroed(HUGE_PAGE - ALIGN);
+        assert!(!vm_flags(small.as_ptr() as usize)
+            .split_whitespace()
+            .any(|f| f == "hg"));
         assert!(large.iter().all(|&x| x == 0));
         large.fill(7);
         assert!(large.iter().all(|&x| x == 7));
