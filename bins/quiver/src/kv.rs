@@ -249,7 +249,7 @@ pub struct BenchArgs {
     /// all: any node that reads a pair often takes it at once, the home may take it back later),
     /// deferred (a candidate's home counts them until the next interval's end, when the
     /// coordinator decides), or tracked (always counted, decided at once).
-    #[arg(long, default_value = "tracked")]
+    #[arg(long, default_value_t = quiver_kv::Plan::default())]
     pub plan: quiver_kv::Plan,
     /// How long a cached address may be used (at most --reclaim-lease).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
@@ -625,8 +625,13 @@ fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
         graph.num_edges()
     );
     println!(
-        "policy     {} on {} {} nodes{}",
+        "policy     {}{} on {} {} nodes{}",
         report.policy,
+        if report.policy.migrates() {
+            format!(" ({} plan)", report.plan)
+        } else {
+            String::new()
+        },
         report.nodes,
         fabric,
         if report.policy == Policy::Ideal {

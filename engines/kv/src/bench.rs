@@ -1036,6 +1036,8 @@ pub struct Report {
     pub summary: RunSummary,
     /// The policy.
     pub policy: Policy,
+    /// The coordinator's plan (what the migrating policies decide by).
+    pub plan: Plan,
     /// Nodes asked for (the ideal policy runs on one and scales by this).
     pub nodes: u32,
     /// Queries done.
@@ -1176,6 +1178,7 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
     let ops_per_s = (queries + puts) as f64 * 1e9 / summary.compute_ns.max(1) as f64 * scale;
     Report {
         policy: config.policy,
+        plan: config.store.plan,
         nodes,
         queries,
         puts,

@@ -52,16 +52,34 @@ pub enum Plan {
     Tracked,
 }
 
+impl Plan {
+    /// Every plan.
+    pub const ALL: [Plan; 3] = [Plan::Eager, Plan::Deferred, Plan::Tracked];
+
+    /// The plan's name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Plan::Eager => "eager",
+            Plan::Deferred => "deferred",
+            Plan::Tracked => "tracked",
+        }
+    }
+}
+
+impl std::fmt::Display for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Plan {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Plan, String> {
-        match s {
-            "eager" => Ok(Plan::Eager),
-            "deferred" => Ok(Plan::Deferred),
-            "tracked" => Ok(Plan::Tracked),
-            _ => Err(format!("unknown plan {s:?} (eager, deferred or tracked)")),
-        }
+        Plan::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown plan {s:?} (eager, deferred or tracked)"))
     }
 }
 
@@ -444,6 +462,15 @@ mod tests {
         assert_eq!(c.tracking(), (&[][..], &[][..]));
         assert!(c.plan(8, &report(4, &[(a, key, 20)]), 10).is_empty());
         assert_eq!(c.tracking(), (&[key][..], &[][..]));
+    }
+
+    #[test]
+    fn plans_read_back_their_names_and_unknown_ones_are_named() {
+        for plan in Plan::ALL {
+            assert_eq!(plan.to_string().parse::<Plan>(), Ok(plan));
+        }
+        let err = "lazy".parse::<Plan>().unwrap_err();
+        assert!(err.contains("unknown plan \"lazy\""), "{err}");
     }
 
     #[test]

@@ -180,6 +180,11 @@ fn the_deferred_plan_moves_values_once_their_homes_counted_to_an_interval_end() 
         ..sparse
     };
     let deferred = run(&path, &config, 4);
+    assert_eq!(
+        deferred.plan,
+        quiver_kv::Plan::Deferred,
+        "the report names its plan"
+    );
     assert_eq!(deferred.series.len(), 8);
     // Candidates come from the first tick's reports at the earliest; their
     // homes count until the interval ends at tick 2 (0.4 s), when they are
