@@ -20,8 +20,6 @@
 //! a store of a weighted graph, one edge a word (the id, then the weight's
 //! `f32` bits), so that a prefix of a block is a prefix of its edges.
 
-use serde::{Deserialize, Serialize};
-
 use crate::addr::Addr;
 
 /// Slots in a bucket, the link slot included.
@@ -181,7 +179,7 @@ impl Layout {
 /// An adjacency list as a value holds it: the neighbours in order and, in
 /// a store of a weighted graph, each edge's weight (the one edge property
 /// a `.qcsr` graph has).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Edges {
     /// The neighbours.
     pub ids: Vec<u32>,
@@ -191,6 +189,15 @@ pub struct Edges {
 }
 
 impl Edges {
+    /// Vertex `v`'s edges as `graph` has them, with its weights if it has
+    /// them.
+    pub fn of(graph: &quiver_csr::Graph, v: u32) -> Edges {
+        Edges {
+            ids: graph.neighbors(v).to_vec(),
+            weights: graph.edge_weights(v).map(<[f32]>::to_vec),
+        }
+    }
+
     /// Keeps the first `len` edges.
     pub fn truncate(&mut self, len: usize) {
         self.ids.truncate(len);

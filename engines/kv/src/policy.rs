@@ -266,16 +266,14 @@ impl Coordinator {
         if decides {
             // Candidates whose interval ended and that no longer pass are
             // dropped.
-            let stale: Vec<u32> = self
-                .pending
-                .iter()
-                .filter(|&(_, &since)| tick > since)
-                .map(|(&key, _)| key)
-                .collect();
-            for key in stale {
-                self.pending.remove(&key);
-                self.settled.push(key);
-            }
+            let settled = &mut self.settled;
+            self.pending.retain(|&key, &mut since| {
+                let waits = since == tick;
+                if !waits {
+                    settled.push(key);
+                }
+                waits
+            });
         }
         moves
     }

@@ -295,7 +295,7 @@ pub struct Store {
     /// Under [`Plan::Deferred`], the keys homed here whose reads the
     /// coordinator asked this home to count, a bit each (empty under the
     /// other plans).
-    tracked: Vec<AtomicU64>,
+    candidates: Vec<AtomicU64>,
     clock: Clock,
     config: StoreConfig,
     put_locks: Vec<Mutex<()>>,
@@ -387,7 +387,7 @@ impl Store {
                 config.serve_cache,
             ),
             home_reads: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
-            tracked: (0..candidate_words).map(|_| AtomicU64::new(0)).collect(),
+            candidates: (0..candidate_words).map(|_| AtomicU64::new(0)).collect(),
             clock,
             config: config.clone(),
             put_locks: (0..PUT_STRIPES).map(|_| Mutex::new(())).collect(),
@@ -413,10 +413,7 @@ impl Store {
             if home != self.rank {
                 continue;
             }
-            let block = encode_block(&Edges {
-                ids: graph.neighbors(v).to_vec(),
-                weights: graph.edge_weights(v).map(<[f32]>::to_vec),
-            });
+            let block = encode_block(&Edges::of(graph, v));
             let words = block.len() as u64 / 8;
             let offset = self.allocate(words)?;
             self.region
@@ -660,7 +657,7 @@ impl Store {
     /// Under [`Plan::Deferred`], whether the coordinator asked this home
     /// to count its reads of `key`.
     fn is_candidate(&self, key: u32) -> bool {
-        self.tracked
+        self.candidates
             .get(key as usize / 64)
             .is_some_and(|word| word.load(Ordering::Relaxed) & (1 << (key % 64)) != 0)
     }
@@ -674,7 +671,7 @@ impl Store {
             return;
         }
         for &key in keys.iter().filter(|&&k| self.home_node(k) == self.rank) {
-            let word = &self.tracked[key as usize / 64];
+            let word = &self.candidates[key as usize / 64];
             if on {
                 word.fetch_or(1 << (key % 64), Ordering::Relaxed);
             } else {
