@@ -6,6 +6,7 @@
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::mpsc;
 
 use crate::sort::MAX_VERTEX_ID;
 use crate::{Error, Progress, Result};
@@ -14,9 +15,15 @@ use crate::{Error, Progress, Result};
 /// `None` for an input without weights.
 pub type EdgeSink<'a> = dyn FnMut(u64, u64, Option<f32>) -> Result<()> + 'a;
 
-const CHUNK: usize = 256 << 10;
+/// Bytes read at a time.
+const CHUNK: usize = 64 << 10;
 /// Longest line accepted; a longer one is an error, not a memory blow-up.
 const MAX_LINE: usize = 1 << 20;
+/// The most memory a reader of text holds at once: two chunks in flight
+/// (one being read ahead, one being handed over), each with the edges of
+/// its plain lines (16 bytes for each line of at least 4 bytes). A line
+/// longer than a chunk grows its chunk for as long as it is read.
+pub(crate) const READ_AHEAD_BYTES: usize = 2 * (CHUNK + (CHUNK / 4 + 1) * 16);
 
 /// What a parser saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,16 +84,22 @@ fn for_each_line(
     mut f: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<u64> {
     let mut line_no = 0u64;
-    for_each_chunk(reader, name, progress, |mut lines| {
-        let first = line_no;
-        while !lines.is_empty() {
-            let (line, used) = next_line(lines);
-            line_no += 1;
-            f(line_no, line)?;
-            lines = &lines[used..];
-        }
-        Ok(line_no - first)
-    })
+    for_each_chunk(
+        reader,
+        name,
+        progress,
+        |_| (),
+        |mut lines, ()| {
+            let first = line_no;
+            while !lines.is_empty() {
+                let (line, used) = next_line(lines);
+                line_no += 1;
+                f(line_no, line)?;
+                lines = &lines[used..];
+            }
+            Ok(line_no - first)
+        },
+    )
 }
 
 /// The first line of `lines` (without its `\n` or `\r\n`) and the bytes
@@ -100,54 +113,126 @@ fn next_line(lines: &[u8]) -> (&[u8], usize) {
     (line.strip_suffix(b"\r").unwrap_or(line), used)
 }
 
-/// Calls `f` with every run of whole lines of `reader` (the last may lack
-/// its `\n`), read in fixed-size chunks; `f` returns how many lines it
-/// was given, for the message about a line too long. Returns the bytes
-/// read.
-fn for_each_chunk(
+/// Calls `f(lines, prepare(lines))` with every run of whole lines of
+/// `reader` (the last may lack its `\n`), read in chunks of [`CHUNK`]
+/// bytes. `prepare` runs on a thread of its own, a chunk ahead: reading,
+/// preparing a chunk and handing the last to `f` overlap. `f` returns how
+/// many lines it was given, for the message about a line too long.
+/// Returns the bytes read.
+fn for_each_chunk<P: Send>(
     reader: &mut dyn Read,
     name: &Path,
     progress: &dyn Progress,
-    mut f: impl FnMut(&[u8]) -> Result<u64>,
+    prepare: impl Fn(&[u8]) -> P + Sync,
+    mut f: impl FnMut(&[u8], P) -> Result<u64>,
 ) -> Result<u64> {
-    let mut buf = vec![0u8; CHUNK];
-    let mut filled = 0;
-    let mut lines_done = 0u64;
-    let mut total = 0u64;
-    loop {
-        let n = read_some(reader, &mut buf[filled..], name)?;
-        total += n as u64;
-        progress.advance(n as u64);
-        progress.check()?;
-        filled += n;
-        let eof = n == 0;
-        let end = if eof {
-            filled
-        } else {
-            match buf[..filled].iter().rposition(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                None if filled == buf.len() => {
-                    if buf.len() >= MAX_LINE {
-                        return Err(Error::Parse {
-                            path: name.to_owned(),
-                            location: format!("line {}", lines_done + 1),
-                            detail: format!("line is longer than {} bytes", buf.len()),
-                        });
-                    }
-                    buf.resize(buf.len() * 2, 0);
-                    continue;
+    let prepare = &prepare;
+    std::thread::scope(|scope| {
+        let (to_helper, chunks) = mpsc::sync_channel::<Vec<u8>>(1);
+        let (to_caller, prepared) = mpsc::sync_channel::<(Vec<u8>, P)>(1);
+        scope.spawn(move || {
+            for chunk in chunks {
+                let ready = prepare(&chunk);
+                if to_caller.send((chunk, ready)).is_err() {
+                    return; // the caller stopped at an error
                 }
-                None => continue,
             }
-        };
-        if end > 0 {
-            lines_done += f(&buf[..end])?;
+        });
+        let mut lines_done = 0u64;
+        let mut total = 0u64;
+        let mut carry = Vec::new();
+        let mut spare = Vec::new();
+        let mut in_flight = 0;
+        loop {
+            let stop =
+                match read_lines(reader, name, progress, &mut carry, spare.pop(), &mut total)? {
+                    Filled::Lines(chunk) => {
+                        to_helper
+                            .send(chunk)
+                            .expect("the helper runs until its channel closes");
+                        in_flight += 1;
+                        None
+                    }
+                    stop => Some(stop),
+                };
+            // Keep one chunk being prepared while the last is handled; at
+            // the end, or at a line too long, hand over every chunk before.
+            while in_flight > usize::from(stop.is_none()) {
+                let (chunk, ready) = prepared
+                    .recv()
+                    .expect("the helper answers every chunk it is sent");
+                in_flight -= 1;
+                lines_done += f(&chunk, ready)?;
+                spare.push(chunk);
+            }
+            match stop {
+                None => {}
+                Some(Filled::LineTooLong) => {
+                    return Err(Error::Parse {
+                        path: name.to_owned(),
+                        location: format!("line {}", lines_done + 1),
+                        detail: format!("line is longer than {MAX_LINE} bytes"),
+                    })
+                }
+                Some(_) => return Ok(total),
+            }
         }
-        buf.copy_within(end..filled, 0);
-        filled -= end;
-        if eof {
-            return Ok(total);
+    })
+}
+
+/// What [`read_lines`] read.
+enum Filled {
+    /// Whole lines (the last line of the input may lack its `\n`).
+    Lines(Vec<u8>),
+    /// The end of the input, with nothing left.
+    End,
+    /// [`MAX_LINE`] bytes without a line end.
+    LineTooLong,
+}
+
+/// Reads the next run of whole lines: the partial line `carry` left by
+/// the last run, then input up to [`CHUNK`] bytes in all (into `buf`, a
+/// spent chunk's allocation, if given), whose own partial last line goes
+/// back to `carry`. A chunk without a line end doubles, up to
+/// [`MAX_LINE`].
+fn read_lines(
+    reader: &mut dyn Read,
+    name: &Path,
+    progress: &dyn Progress,
+    carry: &mut Vec<u8>,
+    buf: Option<Vec<u8>>,
+    total: &mut u64,
+) -> Result<Filled> {
+    let mut buf = buf.unwrap_or_else(|| Vec::with_capacity(CHUNK));
+    buf.clear();
+    buf.append(carry);
+    let mut size = CHUNK;
+    loop {
+        while buf.len() < size {
+            let start = buf.len();
+            buf.resize(size, 0);
+            let n = read_some(reader, &mut buf[start..], name)?;
+            buf.truncate(start + n);
+            *total += n as u64;
+            progress.advance(n as u64);
+            progress.check()?;
+            if n == 0 {
+                return Ok(if buf.is_empty() {
+                    Filled::End
+                } else {
+                    Filled::Lines(buf)
+                });
+            }
         }
+        if let Some(last) = memchr::memrchr(b'\n', &buf) {
+            carry.extend_from_slice(&buf[last + 1..]);
+            buf.truncate(last + 1);
+            return Ok(Filled::Lines(buf));
+        }
+        if size >= MAX_LINE {
+            return Ok(Filled::LineTooLong);
+        }
+        size *= 2;
     }
 }
 
@@ -242,6 +327,19 @@ fn plain_line(lines: &[u8]) -> Option<(u64, u64, usize)> {
 /// where they end; `None` on overflow.
 #[inline]
 fn number_at(bytes: &[u8], start: usize) -> Option<(u64, usize)> {
+    // Up to 7 digits followed by anything, eight bytes at a time: no
+    // branch per digit. Longer numbers, and the last bytes of the input,
+    // go digit by digit.
+    if let Some(word) = bytes.get(start..start + 8) {
+        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let digits = leading_digits(word);
+        if digits == 0 {
+            return None;
+        }
+        if digits < 8 {
+            return Some((eight_digits(word << (64 - 8 * digits)), start + digits));
+        }
+    }
     let mut value = 0u64;
     let mut i = start;
     while let Some(digit) = bytes
@@ -253,6 +351,35 @@ fn number_at(bytes: &[u8], start: usize) -> Option<(u64, usize)> {
         i += 1;
     }
     (i > start).then_some((value, i))
+}
+
+/// How many of `word`'s bytes, from its lowest (the first read), are ASCII
+/// digits before the first that is not (8 if all are).
+#[inline]
+fn leading_digits(word: u64) -> usize {
+    // A byte is a digit when its high nibble is 3 and its low nibble plus
+    // 6 stays below 16; `other` is non-zero in every other byte. No sum
+    // carries into the next byte.
+    let high = (word & 0xF0F0_F0F0_F0F0_F0F0) ^ 0x3030_3030_3030_3030;
+    let low = ((word & 0x0F0F_0F0F_0F0F_0F0F) + 0x0606_0606_0606_0606) & 0x1010_1010_1010_1010;
+    let other = high | low;
+    // The top bit of each byte of `other` that is not zero.
+    let marked =
+        (((other & 0x7F7F_7F7F_7F7F_7F7F) + 0x7F7F_7F7F_7F7F_7F7F) | other) & 0x8080_8080_8080_8080;
+    (marked.trailing_zeros() / 8) as usize
+}
+
+/// The number eight ASCII digits spell, the first in the lowest byte
+/// (leading `'0'` bytes, or zero bytes, add nothing).
+#[inline]
+fn eight_digits(word: u64) -> u64 {
+    // Pairs, then fours, then all eight: each step multiplies the higher
+    // half of a field by the power of ten of the lower half's width.
+    let word = word & 0x0F0F_0F0F_0F0F_0F0F;
+    // (The products' bits above each field are dropped: they wrap.)
+    let pairs = (word.wrapping_mul((10 << 8) | 1) >> 8) & 0x00FF_00FF_00FF_00FF;
+    let fours = (pairs.wrapping_mul((100 << 16) | 1) >> 16) & 0x0000_FFFF_0000_FFFF;
+    fours.wrapping_mul((10_000 << 32) | 1) >> 32
 }
 
 #[inline]
@@ -336,23 +463,26 @@ pub fn parse_text(
     let mut columns: Option<usize> = None;
     let mut edges = 0u64;
     let mut line_no = 0u64;
-    let bytes = for_each_chunk(reader, name, progress, |mut lines| {
+    // The plain lines are read a chunk ahead, on another thread; the sink
+    // takes their edges in order here.
+    let plain = |lines: &[u8]| PlainPrefix::of(lines, ids);
+    let bytes = for_each_chunk(reader, name, progress, plain, |mut lines, prefix| {
         let first = line_no;
+        // A file whose first edge line has a weight column has no plain
+        // lines: the line-by-line reading below names the one that is.
+        if columns.is_none_or(|c| c == 2) {
+            if !prefix.edges.is_empty() {
+                columns = Some(2);
+            }
+            for &(src, dst) in &prefix.edges {
+                sink(src, dst, None)?;
+            }
+            edges += prefix.edges.len() as u64;
+            line_no += prefix.lines;
+            lines = &lines[prefix.bytes..];
+        }
         while !lines.is_empty() {
             line_no += 1;
-            // Most lines are two ids and nothing else: read them, and
-            // find their end, in one pass.
-            if columns.is_none_or(|c| c == 2) {
-                if let Some((src, dst, used)) = plain_line(lines)
-                    .and_then(|(s, d, used)| Some((vertex_of(ids, s)?, vertex_of(ids, d)?, used)))
-                {
-                    columns = Some(2);
-                    edges += 1;
-                    sink(src, dst, None)?;
-                    lines = &lines[used..];
-                    continue;
-                }
-            }
             let (line, used) = next_line(lines);
             if let Some((src, dst, weight)) =
                 edge_of_line(&ctx, max_fields, line_no, line, &mut columns)?
@@ -370,6 +500,46 @@ pub fn parse_text(
         weighted: columns.is_some_and(|c| c >= 3),
         declared_vertices: 0,
     })
+}
+
+/// The edges of a run of lines up to the first that is neither two ids
+/// alone (read in one pass by [`plain_line`]) nor a comment or blank: for
+/// a plain edge list, the whole run.
+struct PlainPrefix {
+    edges: Vec<(u64, u64)>,
+    /// Lines read, comments and blanks included.
+    lines: u64,
+    /// Bytes read: the rest of the run starts at the first line not taken.
+    bytes: usize,
+}
+
+impl PlainPrefix {
+    fn of(lines: &[u8], ids: TextIds<'_>) -> PlainPrefix {
+        let mut prefix = PlainPrefix {
+            // As many as the lines can hold: the vector never grows.
+            edges: Vec::with_capacity(lines.len() / 4 + 1),
+            lines: 0,
+            bytes: 0,
+        };
+        while prefix.bytes < lines.len() {
+            let rest = &lines[prefix.bytes..];
+            let used = match plain_line(rest)
+                .and_then(|(s, d, used)| Some((vertex_of(ids, s)?, vertex_of(ids, d)?, used)))
+            {
+                Some((src, dst, used)) => {
+                    prefix.edges.push((src, dst));
+                    used
+                }
+                None => match next_line(rest) {
+                    (line, used) if is_comment_or_blank(line) => used,
+                    _ => break,
+                },
+            };
+            prefix.lines += 1;
+            prefix.bytes += used;
+        }
+        prefix
+    }
 }
 
 /// The edge of a line [`parse_text`] does not read in one pass (comments,
@@ -677,6 +847,66 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    proptest! {
+        /// A number is read as `str::parse` reads its digits, however long,
+        /// wherever it starts and whatever follows it.
+        #[test]
+        fn number_at_reads_what_str_parse_reads(
+            lead in "[0-9 x]{0,3}",
+            digits in "[0-9]{0,24}",
+            rest in "[^0-9]{0,10}",
+        ) {
+            let text = format!("{lead}{digits}{rest}");
+            let start = lead.len();
+            let end = start + digits.len();
+            let expected = digits.parse::<u64>().ok().map(|value| (value, end));
+            prop_assert_eq!(number_at(text.as_bytes(), start), expected);
+        }
+
+        /// A text of many chunks reads as its lines say, one by one, with
+        /// comments, blanks and lines only the general path takes (leading
+        /// separators, CRLF) anywhere, chunks cut mid-line.
+        #[test]
+        fn text_of_many_chunks_reads_line_by_line(
+            lines in prop::collection::vec(
+                prop_oneof![
+                    8 => (0u64..1 << 33, 0u64..1000).prop_map(|(s, d)| format!("{s} {d}")),
+                    1 => (0u64..100, 0u64..100).prop_map(|(s, d)| format!(" {s}\t{d}\r")),
+                    1 => Just("# a comment".to_owned()),
+                    1 => Just(String::new()),
+                ],
+                CHUNK / 6..CHUNK / 3,
+            ),
+        ) {
+            let text = lines.join("\n");
+            let expected: Vec<(u64, u64)> = lines
+                .iter()
+                .filter(|line| !is_comment_or_blank(line.as_bytes()))
+                .map(|line| {
+                    let mut ids = line.split_ascii_whitespace().map(|f| f.parse::<u64>().unwrap());
+                    (ids.next().unwrap(), ids.next().unwrap())
+                })
+                .collect();
+            let mut read = Vec::new();
+            let summary = parse_text(
+                &mut text.as_bytes(),
+                Path::new("many.txt"),
+                TextIds::Relabel,
+                &crate::NoProgress,
+                &mut |s, d, w| {
+                    assert_eq!(w, None);
+                    read.push((s, d));
+                    Ok(())
+                },
+            )
+            .unwrap();
+            prop_assert!(text.len() > 2 * CHUNK, "{} bytes is one or two chunks", text.len());
+            prop_assert_eq!(summary.edges, expected.len() as u64);
+            prop_assert_eq!(summary.bytes, text.len() as u64);
+            prop_assert!(read == expected, "edges read differ from the lines'");
+        }
+    }
 
     proptest! {
         /// The one-pass reading of a two-id line agrees with the general

@@ -27,6 +27,8 @@ use crate::{to_usize, Error, Progress, Result, Unit};
 pub const MAX_VERTEX_ID: u64 = u32::MAX as u64 - 1;
 /// The smallest memory budget accepted.
 pub const MIN_MEM_BUDGET: u64 = 1 << 20;
+// The fixed overhead leaves the smallest budget room for keys.
+const _: () = assert!(MIN_MEM_BUDGET > (SPILL_BUF + crate::parse::READ_AHEAD_BYTES) as u64);
 
 const SPILL_BUF: usize = 256 << 10;
 const MERGE_BUF: usize = 64 << 10;
@@ -95,6 +97,8 @@ pub struct SortStats {
 /// An edge packed into an integer whose order is the edge order.
 trait Key: Copy + Ord + Send + Sync + std::fmt::Debug + rdst::RadixKey {
     const BYTES: usize;
+    /// Whether the key carries a weight.
+    const WEIGHTED: bool;
     fn pack(src: u32, dst: u32, weight_bits: u32) -> Self;
     fn src(self) -> u32;
     fn dst(self) -> u32;
@@ -110,6 +114,7 @@ trait Key: Copy + Ord + Send + Sync + std::fmt::Debug + rdst::RadixKey {
 #[allow(clippy::cast_possible_truncation)] // Extracting packed u32 fields.
 impl Key for u64 {
     const BYTES: usize = 8;
+    const WEIGHTED: bool = false;
     fn pack(src: u32, dst: u32, _weight_bits: u32) -> Self {
         u64::from(src) << 32 | u64::from(dst)
     }
@@ -133,6 +138,7 @@ impl Key for u64 {
 #[allow(clippy::cast_possible_truncation)] // Extracting packed u32 fields.
 impl Key for u128 {
     const BYTES: usize = 12;
+    const WEIGHTED: bool = true;
     fn pack(src: u32, dst: u32, weight_bits: u32) -> Self {
         u128::from(src) << 64 | u128::from(dst) << 32 | u128::from(weight_bits)
     }
@@ -261,7 +267,7 @@ impl EdgeSorter {
             let budget = to_usize(self.spill.options.mem_budget);
             // The spill writer's buffer and the input reader's are the fixed
             // overhead; the rest of the budget holds keys.
-            let key_bytes = budget - 2 * SPILL_BUF;
+            let key_bytes = budget - SPILL_BUF - crate::parse::READ_AHEAD_BYTES;
             self.keys = match weight {
                 None => Keys::Plain(Runs::new(key_bytes)),
                 Some(_) => Keys::Weighted(Runs::new(key_bytes)),
@@ -411,8 +417,7 @@ impl<K: Key> Runs<K> {
         if self.spilled.is_empty() {
             self.sort_buffer(spill);
             progress.start("writing", Unit::Edges, Some(self.buffer.len() as u64));
-            let keys = std::mem::take(&mut self.buffer);
-            return write_keys(keys.into_iter().map(Ok), writer, spill, progress);
+            return write_sorted(&self.buffer, writer, spill, progress);
         }
         if !self.buffer.is_empty() {
             self.spill(spill)?;
@@ -492,6 +497,38 @@ impl Spill {
     }
 }
 
+/// Writes sorted keys, already deduplicated if asked, a source at a time.
+fn write_sorted<K: Key>(
+    keys: &[K],
+    mut writer: CsrWriter,
+    spill: &mut Spill,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let mut targets = Vec::new();
+    let mut weights = Vec::new();
+    let mut unreported = 0;
+    for run in keys.chunk_by(|a, b| a.src() == b.src()) {
+        targets.clear();
+        targets.extend(run.iter().map(|k| k.dst()));
+        if K::WEIGHTED {
+            weights.clear();
+            weights.extend(run.iter().map(|k| k.weight()));
+        }
+        writer.push_run(run[0].src(), &targets, &weights)?;
+        unreported += run.len() as u64;
+        if unreported >= 1 << 20 {
+            progress.advance(unreported);
+            progress.check()?;
+            unreported = 0;
+        }
+    }
+    progress.advance(unreported);
+    spill.stats.edges_out = writer.num_edges();
+    writer.finish()?;
+    Ok(())
+}
+
+/// Writes a stream of sorted keys, dropping duplicates if asked.
 fn write_keys<K: Key>(
     keys: impl Iterator<Item = Result<K>>,
     mut writer: CsrWriter,

@@ -134,7 +134,24 @@ impl CsrWriter {
     /// non-decreasing order and both ends must be `< |V|`; the weight is
     /// ignored for an unweighted graph.
     pub fn push(&mut self, source: u32, target: u32, weight: f32) -> Result<()> {
-        if source < self.last_source || source >= self.num_vertices || target >= self.num_vertices {
+        self.push_run(source, &[target], &[weight])
+    }
+
+    /// Appends the edges `source -> targets[i]` with weights `weights[i]`,
+    /// in order, as [`CsrWriter::push`] would one at a time, only faster.
+    /// `weights` is ignored (and may be empty) for an unweighted graph;
+    /// for a weighted one it has a weight per target.
+    pub fn push_run(&mut self, source: u32, targets: &[u32], weights: &[f32]) -> Result<()> {
+        let (Some(&first), Some(&last)) = (targets.first(), targets.last()) else {
+            return Ok(());
+        };
+        let out_of_range = targets.iter().any(|&t| t >= self.num_vertices);
+        if source < self.last_source || source >= self.num_vertices || out_of_range {
+            let target = targets
+                .iter()
+                .copied()
+                .find(|&t| t >= self.num_vertices)
+                .unwrap_or(first);
             return Err(Error::invalid(
                 "edge",
                 format!(
@@ -144,18 +161,26 @@ impl CsrWriter {
             ));
         }
         self.repeated |=
-            self.num_edges > 0 && source == self.last_source && target == self.last_target;
+            (self.num_edges > 0 && source == self.last_source && first == self.last_target)
+                || targets.windows(2).any(|pair| pair[0] == pair[1]);
         self.last_source = source;
-        self.last_target = target;
-        self.degrees[to_usize(u64::from(source)) + 1] += 1;
-        self.num_edges += 1;
-        self.pending.extend_from_slice(&target.to_le_bytes());
-        if self.pending.len() >= BUF_BYTES {
-            self.flush_targets()?;
+        self.last_target = last;
+        let count = targets.len() as u64;
+        self.degrees[to_usize(u64::from(source)) + 1] += count;
+        self.num_edges += count;
+        // Little-endian on every target this crate builds for (lib.rs).
+        let mut bytes: &[u8] = bytemuck::cast_slice(targets);
+        while !bytes.is_empty() {
+            let take = bytes.len().min(BUF_BYTES - self.pending.len());
+            self.pending.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.pending.len() >= BUF_BYTES {
+                self.flush_targets()?;
+            }
         }
-        if let Some(weights) = &mut self.weights {
-            weights
-                .write_all(&weight.to_le_bytes())
+        if let Some(file) = &mut self.weights {
+            assert_eq!(weights.len(), targets.len(), "a weight per target");
+            file.write_all(bytemuck::cast_slice(weights))
                 .map_err(|source| Error::Write {
                     path: self.path.clone(),
                     source,

@@ -144,6 +144,37 @@ fn map_huge(capacity: usize) -> *mut u8 {
     raw.cast()
 }
 
+/// Asks the kernel to back the whole 2 MiB pages inside `memory` with
+/// transparent huge pages (`MADV_HUGEPAGE`), for a large allocation made
+/// elsewhere (a `Vec`, say) that will be written or read at random.
+///
+/// Call it before the memory is touched: the advice places huge pages
+/// as pages are first faulted in, and a page already on small pages stays
+/// there until the kernel's background collapse gets to it. Best effort
+/// and harmless: where the kernel has no transparent huge pages, or the
+/// memory spans no whole huge page, nothing changes.
+pub fn advise_huge_pages<T>(memory: &[T]) {
+    let start = memory.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(memory);
+    let (Some(first), last) = (
+        start.checked_next_multiple_of(HUGE_PAGE),
+        end / HUGE_PAGE * HUGE_PAGE,
+    ) else {
+        return;
+    };
+    if first < last {
+        // SAFETY: the range lies inside `memory`, which this process owns;
+        // the advice changes how its pages are backed, never their contents.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                libc::MADV_HUGEPAGE,
+            )
+        };
+    }
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.capacity >= HUGE_PAGE {
@@ -241,6 +272,33 @@ mod tests {
         assert!(large.iter().all(|&x| x == 0));
         large.fill(7);
         assert!(large.iter().all(|&x| x == 7));
+    }
+
+    #[test]
+    fn a_vec_asks_for_huge_pages_for_its_whole_huge_pages() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            return; // A kernel without transparent huge pages: nothing to ask.
+        }
+        // Three huge pages' worth from wherever the allocator puts them:
+        // at least the two in the middle are whole.
+        let mut words = vec![0u64; 3 * HUGE_PAGE / 8];
+        let middle = words.as_ptr() as usize + 3 * HUGE_PAGE / 2;
+        let has_advice = |addr| vm_flags(addr).split_whitespace().any(|f| f == "hg");
+        assert!(!has_advice(middle), "advised before asking");
+        advise_huge_pages(&words);
+        assert!(
+            has_advice(middle),
+            "the vector's middle lacks the huge-page advice"
+        );
+        words.fill(3);
+        assert!(
+            words.iter().all(|&w| w == 3),
+            "the advice changed the contents"
+        );
+        // Memory spanning no whole huge page is left alone.
+        let small = vec![1u8; 4096];
+        advise_huge_pages(&small);
+        assert!(!has_advice(small.as_ptr() as usize));
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-pub use buf::AlignedBuf;
+pub use buf::{advise_huge_pages, AlignedBuf};
 pub use memmap2::Mmap;
 pub use read::{Backend, BackendChoice, ReadFile, ReadOptions, ReadRequest};
 pub use stats::{IoCounters, IoStats};

@@ -740,6 +740,7 @@ pub fn collect_walks(
     // here, not an abort.
     let paths =
         bytemuck::allocation::try_zeroed_vec::<AtomicU32>(positions).map_err(|()| too_many())?;
+    quiver_io::advise_huge_pages(&paths);
     let mut sink = ArraySink {
         paths,
         next: 0,

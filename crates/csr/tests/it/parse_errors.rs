@@ -55,6 +55,43 @@ fn text_errors_name_the_line_and_fault() {
 }
 
 #[test]
+fn errors_many_chunks_in_name_their_line() {
+    // 20,000 lines (over 200 KB, several of the reader's chunks) before
+    // the bad one, with comments among them.
+    let lines = |weight: &str| -> Vec<u8> {
+        (0..20_000u32)
+            .flat_map(|i| match i % 1000 {
+                0 => "# progress\n".to_owned().into_bytes(),
+                _ => format!("{} {}{weight}\n", i, i + 1).into_bytes(),
+            })
+            .collect()
+    };
+    let o = ConvertOptions::default;
+    let bad = |mut text: Vec<u8>, line: &[u8]| {
+        text.extend_from_slice(line);
+        text
+    };
+    expect_error(
+        "x.txt",
+        &bad(lines(""), b"1 x\n"),
+        o(),
+        &["line 20001", "\"x\""],
+    );
+    expect_error(
+        "w.txt",
+        &bad(lines(""), b"1 2 0.5\n"),
+        o(),
+        &["line 20001", "weight column"],
+    );
+    expect_error(
+        "u.txt",
+        &bad(lines(" 0.5"), b"1 2\n"),
+        o(),
+        &["line 20001", "weight column"],
+    );
+}
+
+#[test]
 fn a_line_too_long_is_named_after_the_lines_before_it() {
     // Plain lines fill the first chunks; then a line of over 1 MiB.
     let mut text: Vec<u8> = (0..30_000)
