@@ -62,7 +62,7 @@ pub fn convert<'py>(
     run(py, |progress| {
         quiver_csr::convert(&input, &path, &options, progress)
     })?;
-    Graph::open_file(py, path, temp)
+    Graph::written(py, path, temp)
 }
 
 /// Generates `spec` into `path` (or a temporary file) and opens it.
@@ -79,7 +79,7 @@ fn generate(
     run(py, |progress| {
         quiver_csr::generate_to_file(spec, seed, weights, &options, &path, progress)
     })?;
-    Graph::open_file(py, path, temp)
+    Graph::written(py, path, temp)
 }
 
 /// An R-MAT (Kronecker) graph with `2**scale` vertices and

@@ -96,19 +96,31 @@ pub fn output(path: Option<PathBuf>) -> PyResult<(PathBuf, Option<TempPath>)> {
 }
 
 impl Graph {
-    /// Opens the graph at `path` (with the GIL released: opening verifies
-    /// every checksum), owning `temp` if it is a temporary file.
-    pub fn open_file(py: Python<'_>, path: PathBuf, temp: Option<TempPath>) -> PyResult<Graph> {
-        let shape = run(py, |_| {
-            quiver_csr::Graph::open(&path).map(|g| Shape::of(&g))
-        })?;
-        Ok(Graph {
+    /// A graph this package has just written to `path`, known by its
+    /// header alone: the writer checksummed every section, and whoever
+    /// reads them (the walker, [`Graph::csr`]) verifies them then.
+    /// Opening it would read and verify the whole file once more.
+    pub fn written(py: Python<'_>, path: PathBuf, temp: Option<TempPath>) -> PyResult<Graph> {
+        let header = run(py, |_| quiver_csr::read_header(&path))?;
+        let shape = Shape {
+            num_vertices: header.num_vertices,
+            num_edges: header.num_edges,
+            weighted: header.weighted(),
+            undirected: header.undirected(),
+        };
+        Ok(Graph::with_shape(path, shape, temp))
+    }
+
+    /// The graph at `path` of `shape`, owning `temp` if it is a temporary
+    /// file.
+    fn with_shape(path: PathBuf, shape: Shape, temp: Option<TempPath>) -> Graph {
+        Graph {
             path,
             shape,
             mapped: PyOnceLock::new(),
             views: PyOnceLock::new(),
             temp,
-        })
+        }
     }
 
     /// The graph mapped (verified again when first mapped, and refused if
@@ -241,7 +253,11 @@ impl Graph {
     /// `.qcsr` graph.
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<Graph> {
-        Graph::open_file(py, path, None)
+        // With the GIL released: opening verifies every checksum.
+        let shape = run(py, |_| {
+            quiver_csr::Graph::open(&path).map(|g| Shape::of(&g))
+        })?;
+        Ok(Graph::with_shape(path, shape, None))
     }
 
     /// Builds a graph from edge arrays `src[i] -> dst[i]` (any integer
@@ -327,7 +343,7 @@ impl Graph {
         run(py, |progress| {
             sorter.finish(&path, num_vertices.unwrap_or(0), progress)
         })?;
-        Graph::open_file(py, path, temp)
+        Graph::written(py, path, temp)
     }
 
     /// Number of vertices.

@@ -248,6 +248,11 @@ impl Header {
         self.flags & FLAG_WEIGHTED != 0
     }
 
+    /// Whether every edge's reverse is in the graph too.
+    pub fn undirected(&self) -> bool {
+        self.flags & FLAG_UNDIRECTED != 0
+    }
+
     /// Whether the file holds an id map.
     pub fn has_id_map(&self) -> bool {
         self.flags & FLAG_ID_MAP != 0
