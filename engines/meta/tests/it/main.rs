@@ -355,6 +355,86 @@ async fn traversal_state_is_dropped_when_ended_or_idle() {
     cluster.stop().await;
 }
 
+/// Prefetching (the paper's §4.6): a server that has finished a step reads
+/// the next step's frontier while it waits at the barrier, and the next
+/// step finds every one of those reads done. The wait is made long here
+/// (a slow peer's step, in a real cluster) so that the count is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
+    use quiver_meta::rpc;
+    let cluster = Cluster::start_with(1, ServerConfig::default()).await;
+    let c = &cluster.client;
+    c.write(&quiver_meta::darshan::generate(200, 3))
+        .await
+        .unwrap();
+    let as_of = c.session();
+    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
+    let hop = |etype: &str| rpc::Hop {
+        etype: etype.into(),
+        edge_filters: Vec::new(),
+    };
+    // The user's jobs (step 1) and their processes (step 2).
+    let mut second = Vec::new();
+    for (travel, prefetch) in [(1, false), (2, true)] {
+        let start = rpc::Entry {
+            id: bytes("uid:1000"),
+            path: Vec::new(),
+        };
+        raw.frontier(rpc::FrontierRequest {
+            travel,
+            step: 0,
+            entries: vec![start],
+        })
+        .await
+        .unwrap();
+        let step = |step, etype, next_hop| rpc::RunStepRequest {
+            travel,
+            step,
+            as_of,
+            hop: Some(hop(etype)),
+            next_hop,
+            prefetch,
+            ..Default::default()
+        };
+        raw.run_step(step(0, "run", Some(hop("contains"))))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let reply = raw
+            .run_step(step(1, "contains", None))
+            .await
+            .unwrap()
+            .into_inner();
+        raw.end_travel(rpc::EndTravelRequest { travel })
+            .await
+            .unwrap();
+        let [counts] = reply.work.as_slice() else {
+            panic!("one server did the step: {:?}", reply.work);
+        };
+        second.push(*counts);
+    }
+    let [off, on] = second.as_slice() else {
+        unreachable!()
+    };
+    assert!(
+        off.vertex_reads > 1 && off.edge_reads > off.vertex_reads,
+        "the user has jobs with processes to read: {off:?}"
+    );
+    assert_eq!((off.prefetched, off.prefetch_hits), (0, 0), "{off:?}");
+    assert_eq!(
+        (on.vertex_reads, on.partition_scans, on.edge_reads),
+        (off.vertex_reads, off.partition_scans, off.edge_reads),
+        "prefetching changed the step's work"
+    );
+    assert!(on.prefetched > 0, "{on:?}");
+    assert_eq!(
+        on.prefetch_hits,
+        on.vertex_reads + on.partition_scans,
+        "every read of the step was prefetched: {on:?}"
+    );
+    cluster.stop().await;
+}
+
 /// Bad requests get an error that names the problem and store nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_whole() {
