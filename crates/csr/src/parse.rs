@@ -118,7 +118,9 @@ fn next_line(lines: &[u8]) -> (&[u8], usize) {
 /// bytes. `prepare` runs on a thread of its own, a chunk ahead: reading,
 /// preparing a chunk and handing the last to `f` overlap. `f` returns how
 /// many lines it was given, for the message about a line too long.
-/// Returns the bytes read.
+/// Returns the bytes read. Every chunk read before a fault (a line too
+/// long, a read that fails) reaches `f` first, so an error in an earlier
+/// line is the one reported.
 fn for_each_chunk<P: Send>(
     reader: &mut dyn Read,
     name: &Path,
@@ -138,49 +140,59 @@ fn for_each_chunk<P: Send>(
                 }
             }
         });
+        let mut input = LineReader {
+            reader,
+            name,
+            progress,
+            carry: Vec::new(),
+            ended: false,
+            failed: None,
+            total: 0,
+        };
         let mut lines_done = 0u64;
-        let mut total = 0u64;
-        let mut carry = Vec::new();
         let mut spare = Vec::new();
         let mut in_flight = 0;
         loop {
-            let stop =
-                match read_lines(reader, name, progress, &mut carry, spare.pop(), &mut total)? {
-                    Filled::Lines(chunk) => {
-                        to_helper
-                            .send(chunk)
-                            .expect("the helper runs until its channel closes");
-                        in_flight += 1;
-                        None
-                    }
-                    stop => Some(stop),
-                };
+            let stop = match input.next(spare.pop()) {
+                Ok(Filled::Lines(chunk)) => {
+                    to_helper
+                        .send(chunk)
+                        .expect("the helper runs until its channel closes");
+                    in_flight += 1;
+                    None
+                }
+                stop => Some(stop),
+            };
             // Keep one chunk being prepared while the last is handled; at
-            // the end, or at a line too long, hand over every chunk before.
+            // the end, or at a fault, hand over every chunk before.
             while in_flight > usize::from(stop.is_none()) {
                 let (chunk, ready) = prepared
                     .recv()
                     .expect("the helper answers every chunk it is sent");
                 in_flight -= 1;
                 lines_done += f(&chunk, ready)?;
-                spare.push(chunk);
+                // A chunk grown for a long line is not kept.
+                if chunk.capacity() <= CHUNK {
+                    spare.push(chunk);
+                }
             }
             match stop {
                 None => {}
-                Some(Filled::LineTooLong) => {
+                Some(Ok(Filled::LineTooLong)) => {
                     return Err(Error::Parse {
                         path: name.to_owned(),
                         location: format!("line {}", lines_done + 1),
                         detail: format!("line is longer than {MAX_LINE} bytes"),
                     })
                 }
-                Some(_) => return Ok(total),
+                Some(Ok(_)) => return Ok(input.total),
+                Some(Err(error)) => return Err(error),
             }
         }
     })
 }
 
-/// What [`read_lines`] read.
+/// What [`LineReader::next`] read.
 enum Filled {
     /// Whole lines (the last line of the input may lack its `\n`).
     Lines(Vec<u8>),
@@ -190,49 +202,82 @@ enum Filled {
     LineTooLong,
 }
 
-/// Reads the next run of whole lines: the partial line `carry` left by
-/// the last run, then input up to [`CHUNK`] bytes in all (into `buf`, a
-/// spent chunk's allocation, if given), whose own partial last line goes
-/// back to `carry`. A chunk without a line end doubles, up to
-/// [`MAX_LINE`].
-fn read_lines(
-    reader: &mut dyn Read,
-    name: &Path,
-    progress: &dyn Progress,
-    carry: &mut Vec<u8>,
-    buf: Option<Vec<u8>>,
-    total: &mut u64,
-) -> Result<Filled> {
-    let mut buf = buf.unwrap_or_else(|| Vec::with_capacity(CHUNK));
-    buf.clear();
-    buf.append(carry);
-    let mut size = CHUNK;
-    loop {
-        while buf.len() < size {
-            let start = buf.len();
-            buf.resize(size, 0);
-            let n = read_some(reader, &mut buf[start..], name)?;
-            buf.truncate(start + n);
-            *total += n as u64;
-            progress.advance(n as u64);
-            progress.check()?;
-            if n == 0 {
-                return Ok(if buf.is_empty() {
-                    Filled::End
-                } else {
-                    Filled::Lines(buf)
-                });
+/// Input read as runs of whole lines.
+struct LineReader<'a> {
+    reader: &'a mut dyn Read,
+    name: &'a Path,
+    progress: &'a dyn Progress,
+    /// The partial line the last run left.
+    carry: Vec<u8>,
+    /// Whether the reader has said it has no more.
+    ended: bool,
+    /// A read that failed after whole lines were read: reported once
+    /// they are handed over, so that a fault in them is named first.
+    failed: Option<Error>,
+    /// Bytes read.
+    total: u64,
+}
+
+impl LineReader<'_> {
+    /// The next run of whole lines: the partial line the last run left,
+    /// then input up to [`CHUNK`] bytes in all (into `buf`, a spent
+    /// chunk's allocation, if given), whose own partial last line is kept
+    /// for the next run. A chunk without a line end doubles, up to
+    /// [`MAX_LINE`].
+    fn next(&mut self, buf: Option<Vec<u8>>) -> Result<Filled> {
+        if let Some(error) = self.failed.take() {
+            return Err(error);
+        }
+        if self.ended {
+            return Ok(Filled::End);
+        }
+        let mut buf = buf.unwrap_or_default();
+        buf.clear();
+        buf.append(&mut self.carry);
+        let mut filled = buf.len();
+        let mut size = CHUNK;
+        while size <= filled {
+            size *= 2;
+        }
+        buf.resize(size, 0);
+        loop {
+            while filled < size {
+                let n = match read_some(self.reader, &mut buf[filled..], self.name) {
+                    Ok(n) => n,
+                    Err(error) => match memchr::memrchr(b'\n', &buf[..filled]) {
+                        Some(last) => {
+                            self.failed = Some(error);
+                            buf.truncate(last + 1);
+                            return Ok(Filled::Lines(buf));
+                        }
+                        None => return Err(error),
+                    },
+                };
+                self.total += n as u64;
+                self.progress.advance(n as u64);
+                self.progress.check()?;
+                if n == 0 {
+                    self.ended = true;
+                    buf.truncate(filled);
+                    return Ok(if buf.is_empty() {
+                        Filled::End
+                    } else {
+                        Filled::Lines(buf)
+                    });
+                }
+                filled += n;
             }
+            if let Some(last) = memchr::memrchr(b'\n', &buf) {
+                self.carry.extend_from_slice(&buf[last + 1..]);
+                buf.truncate(last + 1);
+                return Ok(Filled::Lines(buf));
+            }
+            if size >= MAX_LINE {
+                return Ok(Filled::LineTooLong);
+            }
+            size *= 2;
+            buf.resize(size, 0);
         }
-        if let Some(last) = memchr::memrchr(b'\n', &buf) {
-            carry.extend_from_slice(&buf[last + 1..]);
-            buf.truncate(last + 1);
-            return Ok(Filled::Lines(buf));
-        }
-        if size >= MAX_LINE {
-            return Ok(Filled::LineTooLong);
-        }
-        size *= 2;
     }
 }
 
@@ -483,6 +528,15 @@ pub fn parse_text(
         }
         while !lines.is_empty() {
             line_no += 1;
+            if columns.is_none_or(|c| c == 2) {
+                if let Some((src, dst, used)) = plain_edge(lines, ids) {
+                    columns = Some(2);
+                    edges += 1;
+                    sink(src, dst, None)?;
+                    lines = &lines[used..];
+                    continue;
+                }
+            }
             let (line, used) = next_line(lines);
             if let Some((src, dst, weight)) =
                 edge_of_line(&ctx, max_fields, line_no, line, &mut columns)?
@@ -502,6 +556,14 @@ pub fn parse_text(
     })
 }
 
+/// The edge of a first line of `lines` that is two ids alone (read in one
+/// pass by [`plain_line`]), as vertices, and the bytes it takes.
+#[inline]
+fn plain_edge(lines: &[u8], ids: TextIds<'_>) -> Option<(u64, u64, usize)> {
+    let (src, dst, used) = plain_line(lines)?;
+    Some((vertex_of(ids, src)?, vertex_of(ids, dst)?, used))
+}
+
 /// The edges of a run of lines up to the first that is neither two ids
 /// alone (read in one pass by [`plain_line`]) nor a comment or blank: for
 /// a plain edge list, the whole run.
@@ -516,16 +578,15 @@ struct PlainPrefix {
 impl PlainPrefix {
     fn of(lines: &[u8], ids: TextIds<'_>) -> PlainPrefix {
         let mut prefix = PlainPrefix {
-            // As many as the lines can hold: the vector never grows.
-            edges: Vec::with_capacity(lines.len() / 4 + 1),
+            // As many as a chunk's lines can hold: the vector grows only
+            // in a chunk grown for a long line.
+            edges: Vec::with_capacity(lines.len().min(CHUNK) / 4 + 1),
             lines: 0,
             bytes: 0,
         };
         while prefix.bytes < lines.len() {
             let rest = &lines[prefix.bytes..];
-            let used = match plain_line(rest)
-                .and_then(|(s, d, used)| Some((vertex_of(ids, s)?, vertex_of(ids, d)?, used)))
-            {
+            let used = match plain_edge(rest, ids) {
                 Some((src, dst, used)) => {
                     prefix.edges.push((src, dst));
                     used
@@ -949,6 +1010,62 @@ mod tests {
                         || text[..used].ends_with(b"\r")
                 ),
             }
+        }
+    }
+
+    /// Input from a reader that fails after `text`, or ends and must not
+    /// be read again.
+    struct Scripted {
+        text: Vec<u8>,
+        at: usize,
+        fail: bool,
+        ended: bool,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            assert!(!self.ended, "read again after it said it had no more");
+            let n = buf.len().min(self.text.len() - self.at).min(1000);
+            if n == 0 && self.fail {
+                return Err(std::io::Error::other("the disk went away"));
+            }
+            buf[..n].copy_from_slice(&self.text[self.at..self.at + n]);
+            self.at += n;
+            self.ended = n == 0;
+            Ok(n)
+        }
+    }
+
+    fn parse_scripted(text: &[u8], fail: bool) -> Result<ParseSummary> {
+        let mut input = Scripted {
+            text: text.to_vec(),
+            at: 0,
+            fail,
+            ended: false,
+        };
+        parse_text(
+            &mut input,
+            Path::new("s.txt"),
+            TextIds::Dense,
+            &crate::NoProgress,
+            &mut |_, _, _| Ok(()),
+        )
+    }
+
+    #[test]
+    fn a_bad_line_read_before_a_failed_read_is_the_error_named() {
+        let text = b"0 1\n1 2\n2 x\n3 4\n";
+        let err = parse_scripted(text, true).unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("\"x\""), "{err}");
+        let err = parse_scripted(b"0 1\n1 2\n", true).unwrap_err();
+        assert!(matches!(err, Error::Read { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_reader_that_has_ended_is_not_read_again() {
+        for text in [&b"0 1\n1 2"[..], b"0 1\n", b""] {
+            let summary = parse_scripted(text, false).unwrap();
+            assert_eq!(summary.bytes, text.len() as u64);
         }
     }
 

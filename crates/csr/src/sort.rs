@@ -497,6 +497,10 @@ impl Spill {
     }
 }
 
+/// Edges [`write_sorted`] hands the writer at once: a hub's list goes in
+/// pieces, so that its copy stays small beside the budget's keys.
+const RUN_PIECE: usize = 1 << 16;
+
 /// Writes sorted keys, already deduplicated if asked, a source at a time.
 fn write_sorted<K: Key>(
     keys: &[K],
@@ -507,7 +511,8 @@ fn write_sorted<K: Key>(
     let mut targets = Vec::new();
     let mut weights = Vec::new();
     let mut unreported = 0;
-    for run in keys.chunk_by(|a, b| a.src() == b.src()) {
+    let runs = keys.chunk_by(|a, b| a.src() == b.src());
+    for run in runs.flat_map(|run| run.chunks(RUN_PIECE)) {
         targets.clear();
         targets.extend(run.iter().map(|k| k.dst()));
         if K::WEIGHTED {

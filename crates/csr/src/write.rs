@@ -138,10 +138,21 @@ impl CsrWriter {
     }
 
     /// Appends the edges `source -> targets[i]` with weights `weights[i]`,
-    /// in order, as [`CsrWriter::push`] would one at a time, only faster.
-    /// `weights` is ignored (and may be empty) for an unweighted graph;
-    /// for a weighted one it has a weight per target.
+    /// in order, as [`CsrWriter::push`] would one at a time, only faster;
+    /// an empty run appends nothing. `weights` is ignored (and may be
+    /// empty) for an unweighted graph; for a weighted one it has a weight
+    /// per target.
     pub fn push_run(&mut self, source: u32, targets: &[u32], weights: &[f32]) -> Result<()> {
+        if self.weights.is_some() && weights.len() != targets.len() {
+            return Err(Error::invalid(
+                "weights",
+                format!(
+                    "{} weights for {} edges of {source}",
+                    weights.len(),
+                    targets.len()
+                ),
+            ));
+        }
         let (Some(&first), Some(&last)) = (targets.first(), targets.last()) else {
             return Ok(());
         };
@@ -179,7 +190,6 @@ impl CsrWriter {
             }
         }
         if let Some(file) = &mut self.weights {
-            assert_eq!(weights.len(), targets.len(), "a weight per target");
             file.write_all(bytemuck::cast_slice(weights))
                 .map_err(|source| Error::Write {
                     path: self.path.clone(),

@@ -225,6 +225,36 @@ fn exported_edge_lists_convert_back_identically() {
     }
 }
 
+/// A hub's list is written in pieces: the list stays whole and sorted,
+/// and a target repeated across two pieces still marks the graph as
+/// repeating targets; without the repeat, it is marked distinct.
+#[test]
+fn a_hub_longer_than_a_written_piece_converts_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    for repeat in [false, true] {
+        let input = dir.path().join("hub.txt");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
+        for t in (1..=70_000u32).rev() {
+            writeln!(f, "0 {t}").unwrap();
+        }
+        if repeat {
+            // Sorted, the two copies sit at positions 65,535 and 65,536.
+            writeln!(f, "0 65536").unwrap();
+        }
+        drop(f);
+        let output = dir.path().join("hub.qcsr");
+        convert(&input, &output, &ConvertOptions::default(), &NoProgress).unwrap();
+        let graph = Graph::open(&output).unwrap();
+        graph.verify().unwrap();
+        let mut want: Vec<u32> = (1..=70_000).collect();
+        if repeat {
+            want.insert(65_535, 65_536);
+        }
+        assert!(graph.neighbors(0) == want.as_slice(), "the hub's list");
+        assert_eq!(graph.has_distinct_targets(), !repeat);
+    }
+}
+
 #[test]
 fn gzip_input_reads_like_plain_text() {
     let dir = tempfile::tempdir().unwrap();

@@ -88,3 +88,24 @@ fn from_parts_rejects_broken_invariants() {
         "short weights accepted"
     );
 }
+
+/// A run of edges with the wrong number of weights is refused before
+/// anything of it is written; the writer goes on, and the graph holds the
+/// runs it took.
+#[test]
+fn a_run_needs_a_weight_per_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.qcsr");
+    let mut writer = quiver_csr::CsrWriter::create(&path, 3, true, false).unwrap();
+    let err = quiver_run::chain(&writer.push_run(0, &[1, 2], &[0.5]).unwrap_err());
+    assert!(err.contains("1 weights for 2 edges of 0"), "{err}");
+    writer.push_run(0, &[1, 2], &[0.5, 2.0]).unwrap();
+    writer.push_run(2, &[], &[]).unwrap();
+    writer.push(2, 0, 4.0).unwrap();
+    writer.finish().unwrap();
+    let graph = quiver_csr::Graph::open(&path).unwrap();
+    assert_eq!(graph.num_edges(), 3);
+    assert_eq!(graph.neighbors(0), &[1, 2]);
+    assert_eq!(graph.edge_weights(0), Some(&[0.5, 2.0][..]));
+    assert_eq!(graph.neighbors(2), &[0]);
+}

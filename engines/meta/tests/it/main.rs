@@ -358,24 +358,27 @@ async fn traversal_state_is_dropped_when_ended_or_idle() {
 /// Prefetching (the paper's §4.6): a server that has finished a step reads
 /// the next step's frontier while it waits at the barrier, and the next
 /// step finds every one of those reads done. The wait is made long here
-/// (a slow peer's step, in a real cluster) so that the count is exact.
+/// (a slow peer's step, in a real cluster), and longer again should a
+/// loaded machine not have finished the reads in it, so that the count
+/// is exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
     use quiver_meta::rpc;
-    let cluster = Cluster::start_with(1, ServerConfig::default()).await;
-    let c = &cluster.client;
-    c.write(&quiver_meta::darshan::generate(200, 3))
-        .await
-        .unwrap();
-    let as_of = c.session();
-    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
-    let hop = |etype: &str| rpc::Hop {
-        etype: etype.into(),
-        edge_filters: Vec::new(),
-    };
-    // The user's jobs (step 1) and their processes (step 2).
-    let mut second = Vec::new();
-    for (travel, prefetch) in [(1, false), (2, true)] {
+    use std::time::Duration;
+
+    /// The counts of step 1 of a traversal from a user to its jobs (step
+    /// 0) and on to their processes, with `wait` at the barrier between.
+    async fn second_step(
+        raw: &mut rpc::meta_client::MetaClient<tonic::transport::Channel>,
+        as_of: u64,
+        travel: u64,
+        prefetch: bool,
+        wait: Duration,
+    ) -> rpc::StepCounts {
+        let hop = |etype: &str| rpc::Hop {
+            etype: etype.into(),
+            edge_filters: Vec::new(),
+        };
         let start = rpc::Entry {
             id: bytes("uid:1000"),
             path: Vec::new(),
@@ -399,7 +402,7 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
         raw.run_step(step(0, "run", Some(hop("contains"))))
             .await
             .unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        tokio::time::sleep(wait).await;
         let reply = raw
             .run_step(step(1, "contains", None))
             .await
@@ -411,16 +414,36 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
         let [counts] = reply.work.as_slice() else {
             panic!("one server did the step: {:?}", reply.work);
         };
-        second.push(*counts);
+        *counts
     }
-    let [off, on] = second.as_slice() else {
-        unreachable!()
-    };
+
+    let cluster = Cluster::start_with(1, ServerConfig::default()).await;
+    let c = &cluster.client;
+    c.write(&quiver_meta::darshan::generate(200, 3))
+        .await
+        .unwrap();
+    let as_of = c.session();
+    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
+    let off = second_step(&mut raw, as_of, 1, false, Duration::from_millis(500)).await;
     assert!(
         off.vertex_reads > 1 && off.edge_reads > off.vertex_reads,
         "the user has jobs with processes to read: {off:?}"
     );
     assert_eq!((off.prefetched, off.prefetch_hits), (0, 0), "{off:?}");
+    let mut on = off;
+    for (travel, wait_ms) in [(2, 500), (3, 2_000), (4, 8_000)] {
+        on = second_step(
+            &mut raw,
+            as_of,
+            travel,
+            true,
+            Duration::from_millis(wait_ms),
+        )
+        .await;
+        if on.prefetch_hits == on.vertex_reads + on.partition_scans {
+            break;
+        }
+    }
     assert_eq!(
         (on.vertex_reads, on.partition_scans, on.edge_reads),
         (off.vertex_reads, off.partition_scans, off.edge_reads),
