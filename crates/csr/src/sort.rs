@@ -417,7 +417,8 @@ impl<K: Key> Runs<K> {
         if self.spilled.is_empty() {
             self.sort_buffer(spill);
             progress.start("writing", Unit::Edges, Some(self.buffer.len() as u64));
-            return write_sorted(&self.buffer, writer, spill, progress);
+            let keys = std::mem::take(&mut self.buffer);
+            return write_keys(keys.into_iter().map(Ok), writer, spill, progress);
         }
         if !self.buffer.is_empty() {
             self.spill(spill)?;
@@ -497,43 +498,12 @@ impl Spill {
     }
 }
 
-/// Edges [`write_sorted`] hands the writer at once: a hub's list goes in
+/// Edges [`write_keys`] hands the writer at once: a hub's list goes in
 /// pieces, so that its copy stays small beside the budget's keys.
 const RUN_PIECE: usize = 1 << 16;
 
-/// Writes sorted keys, already deduplicated if asked, a source at a time.
-fn write_sorted<K: Key>(
-    keys: &[K],
-    mut writer: CsrWriter,
-    spill: &mut Spill,
-    progress: &dyn Progress,
-) -> Result<()> {
-    let mut targets = Vec::new();
-    let mut weights = Vec::new();
-    let mut unreported = 0;
-    let runs = keys.chunk_by(|a, b| a.src() == b.src());
-    for run in runs.flat_map(|run| run.chunks(RUN_PIECE)) {
-        targets.clear();
-        targets.extend(run.iter().map(|k| k.dst()));
-        if K::WEIGHTED {
-            weights.clear();
-            weights.extend(run.iter().map(|k| k.weight()));
-        }
-        writer.push_run(run[0].src(), &targets, &weights)?;
-        unreported += run.len() as u64;
-        if unreported >= 1 << 20 {
-            progress.advance(unreported);
-            progress.check()?;
-            unreported = 0;
-        }
-    }
-    progress.advance(unreported);
-    spill.stats.edges_out = writer.num_edges();
-    writer.finish()?;
-    Ok(())
-}
-
-/// Writes a stream of sorted keys, dropping duplicates if asked.
+/// Writes a stream of sorted keys, dropping duplicates if asked, a
+/// source's edges (in pieces of at most [`RUN_PIECE`]) at a time.
 fn write_keys<K: Key>(
     keys: impl Iterator<Item = Result<K>>,
     mut writer: CsrWriter,
@@ -541,16 +511,31 @@ fn write_keys<K: Key>(
     progress: &dyn Progress,
 ) -> Result<()> {
     let mut dropped = 0;
-    let mut done = 0u64;
+    let mut source = 0;
+    let mut targets = Vec::new();
+    let mut weights = Vec::new();
+    let mut unreported = 0;
     for key in Dedup::new(keys, spill.options.dedupe, &mut dropped) {
         let key = key?;
-        writer.push(key.src(), key.dst(), key.weight())?;
-        done += 1;
-        if done % (1 << 20) == 0 {
-            progress.advance(1 << 20);
-            progress.check()?;
+        if key.src() != source || targets.len() == RUN_PIECE {
+            writer.push_run(source, &targets, &weights)?;
+            unreported += targets.len() as u64;
+            targets.clear();
+            weights.clear();
+            source = key.src();
+            if unreported >= 1 << 20 {
+                progress.advance(unreported);
+                progress.check()?;
+                unreported = 0;
+            }
+        }
+        targets.push(key.dst());
+        if K::WEIGHTED {
+            weights.push(key.weight());
         }
     }
+    writer.push_run(source, &targets, &weights)?;
+    progress.advance(unreported + targets.len() as u64);
     spill.stats.duplicates_dropped += dropped;
     spill.stats.edges_out = writer.num_edges();
     writer.finish()?;

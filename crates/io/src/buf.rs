@@ -136,11 +136,8 @@ fn map_huge(capacity: usize) -> *mut u8 {
     if raw == libc::MAP_FAILED {
         return std::ptr::null_mut();
     }
-    // Best effort: a kernel without transparent huge pages refuses, and
-    // the buffer works the same on small pages.
-    // SAFETY: the range is the mapping just made, untouched; the advice
-    // changes how its pages are backed, never their contents.
-    unsafe { libc::madvise(raw, len, libc::MADV_HUGEPAGE) };
+    // The whole mapping, before any of its pages is touched.
+    madvise_huge(raw as usize, len);
     raw.cast()
 }
 
@@ -155,24 +152,22 @@ fn map_huge(capacity: usize) -> *mut u8 {
 /// memory spans no whole huge page, nothing changes.
 pub fn advise_huge_pages<T>(memory: &[T]) {
     let start = memory.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(memory);
-    let (Some(first), last) = (
-        start.checked_next_multiple_of(HUGE_PAGE),
-        end / HUGE_PAGE * HUGE_PAGE,
-    ) else {
+    let Some(first) = start.checked_next_multiple_of(HUGE_PAGE) else {
         return;
     };
+    let last = (start + std::mem::size_of_val(memory)) / HUGE_PAGE * HUGE_PAGE;
     if first < last {
-        // SAFETY: the range lies inside `memory`, which this process owns;
-        // the advice changes how its pages are backed, never their contents.
-        unsafe {
-            libc::madvise(
-                first as *mut libc::c_void,
-                last - first,
-                libc::MADV_HUGEPAGE,
-            )
-        };
+        madvise_huge(first, last - first);
     }
+}
+
+/// Advises the `len` bytes from `start`, memory this process has mapped,
+/// onto transparent huge pages. Best effort: a kernel without them
+/// refuses, and the memory works the same on small pages.
+fn madvise_huge(start: usize, len: usize) {
+    // SAFETY: the range is memory this process has mapped; the advice
+    // changes how its pages are backed, never their contents.
+    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
 }
 
 impl Drop for AlignedBuf {

@@ -635,12 +635,16 @@ impl Store {
     /// hide.
     pub fn harvest(&self, at_least: u32, ends_interval: bool) -> Vec<(u32, u32)> {
         let mut hot = self.cache.harvest(at_least, ends_interval);
-        let candidate = |key| ends_interval && self.is_candidate(key);
+        let floor = if ends_interval && self.config.plan == Plan::Deferred {
+            1
+        } else {
+            at_least
+        };
         hot.extend(
             self.home_reads
-                .harvest(1, ends_interval)
+                .harvest(floor, ends_interval)
                 .into_iter()
-                .filter(|&(key, count)| count >= at_least || candidate(key)),
+                .filter(|&(key, count)| count >= at_least || self.is_candidate(key)),
         );
         hot
     }
