@@ -376,15 +376,25 @@ impl<K: Key> Runs<K> {
 
     fn insert(&mut self, key: K, spill: &mut Spill) -> Result<()> {
         if self.buffer.capacity() == 0 {
-            // Reserve the whole share of the budget once: growing by doubling
-            // would briefly hold old and new buffers, half again the budget.
-            self.buffer.reserve_exact(self.capacity);
+            self.reserve();
         }
         self.buffer.push(key);
         if self.buffer.len() >= self.capacity {
             self.spill(spill)?;
         }
         Ok(())
+    }
+
+    /// Reserves the whole share of the budget once: growing by doubling
+    /// would briefly hold old and new buffers, half again the budget.
+    #[cold]
+    fn reserve(&mut self) {
+        self.buffer.reserve_exact(self.capacity);
+        // The radix sort reaches all over the buffer: huge pages spare it
+        // most TLB misses and, once the buffer is freed, serve the next
+        // large allocations (a loaded graph, say) without being faulted in
+        // afresh.
+        quiver_io::advise_huge_pages(self.buffer.spare_capacity_mut());
     }
 
     fn sort_buffer(&mut self, spill: &mut Spill) {
