@@ -483,6 +483,7 @@ pub struct Lookahead<'a> {
 /// step and, for Node2Vec, look up many walks' answers at once
 /// ([`contains_all`]) to hand them to the step in [`Prev::known`]. `None`
 /// when the step draws no neighbour first.
+#[inline(always)]
 pub fn look_ahead<'a>(
     spec: &WalkSpec,
     adjacency: &'a impl Adjacency,
@@ -516,6 +517,7 @@ pub fn look_ahead<'a>(
 /// past the stop and restart draws, and `v`'s neighbours; `None` when the
 /// step would not draw among them (weighted walks, a stop or restart, a
 /// dead end).
+#[inline(always)]
 fn past_stop_and_restart<'a>(
     spec: &WalkSpec,
     adjacency: &'a impl Adjacency,
