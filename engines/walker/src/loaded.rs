@@ -233,7 +233,11 @@ impl<'a> BlockView<'a> {
             self.first
         );
         let i = index(u64::from(v - self.first));
-        index(self.offsets[i] - self.base)..index(self.offsets[i + 1] - self.base)
+        // One bounds check for the pair.
+        let [start, end] = self.offsets[i..i + 2] else {
+            unreachable!("a two-element range has two elements")
+        };
+        index(start - self.base)..index(end - self.base)
     }
 
     /// `v`'s out-neighbours.

@@ -330,18 +330,18 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         lane.hop += 1;
         lane.vertex = next;
         lane.prev = next_prev;
-        if lane.hop == u64::from(self.spec.length) && (one_step || !exec.contains(next)) {
+        if !one_step && exec.contains(next) {
+            return Some(1);
+        }
+        if lane.hop == u64::from(self.spec.length) {
             // The last position needs no adjacency list: record it now
             // rather than file the walk for a load of its block.
             self.visit(lane, state);
             return None;
         }
-        if one_step || !exec.contains(next) {
-            let word = self.word.encode(lane.source, 0, lane.hop);
-            moved.push((lane.walk.with_word(word).with_prev(lane.prev), next));
-            return None;
-        }
-        Some(1)
+        let word = self.word.encode(lane.source, 0, lane.hop);
+        moved.push((lane.walk.with_word(word).with_prev(lane.prev), next));
+        None
     }
 
     pub(super) fn visit(&self, lane: &Lane<'_, W>, state: &mut A::State) {
