@@ -53,6 +53,18 @@ enum Storage {
     },
 }
 
+/// Whether opening a mapped file leaves the pages it checked resident.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Residency {
+    /// Checked pages stay mapped in, ready for reading.
+    Kept,
+    /// Each window leaves once checked ([`Graph::open_lazily`]).
+    Released,
+}
+
+/// Bytes of a file checked at a time before they are released.
+const CHECK_WINDOW: usize = 8 << 20;
+
 #[derive(Debug)]
 enum FileBytes {
     Mapped(Mmap),
@@ -194,7 +206,20 @@ impl Graph {
     /// Opens a `.qcsr` file by memory-mapping it, after validating its header
     /// and offsets. The file must not be truncated while the graph is open.
     pub fn open(path: impl AsRef<Path>) -> Result<Graph> {
-        let path = path.as_ref();
+        Graph::open_mapped(path.as_ref(), Residency::Kept)
+    }
+
+    /// Opens a `.qcsr` file as [`Graph::open`] does, checking all of it the
+    /// same, but leaves none of it resident in this process after checking
+    /// it (window by window): its pages come back as the process touches
+    /// them. For a process that reads only part of the graph, such as one
+    /// node of a distributed job, whose memory then holds that part alone;
+    /// one that reads all of it pays a minor fault per 64 KiB again.
+    pub fn open_lazily(path: impl AsRef<Path>) -> Result<Graph> {
+        Graph::open_mapped(path.as_ref(), Residency::Released)
+    }
+
+    fn open_mapped(path: &Path, residency: Residency) -> Result<Graph> {
         let file = File::open(path).map_err(|source| Error::Open {
             path: path.to_owned(),
             source,
@@ -203,7 +228,7 @@ impl Graph {
             path: path.to_owned(),
             source,
         })?;
-        Graph::from_file_bytes(path, FileBytes::Mapped(map))
+        Graph::from_file_bytes(path, FileBytes::Mapped(map), residency)
     }
 
     /// Reads a whole `.qcsr` file into an aligned buffer through quiver-io
@@ -239,29 +264,48 @@ impl Graph {
             .collect();
         file.read_batch(&mut requests).map_err(io_err)?;
         drop(requests);
-        Graph::from_file_bytes(path, FileBytes::Loaded(buf))
+        Graph::from_file_bytes(path, FileBytes::Loaded(buf), Residency::Kept)
     }
 
     /// Checks every byte of `bytes` before any accessor can see it: the
     /// header, every page (version 2 on) or section (version 1) checksum,
     /// the offsets, that every target names a vertex, and that no two
-    /// vertices share an original id.
-    fn from_file_bytes(path: &Path, bytes: FileBytes) -> Result<Graph> {
+    /// vertices share an original id. Under [`Residency::Released`] each
+    /// window of a version 2 file's pages and targets leaves the process's
+    /// memory once checked.
+    fn from_file_bytes(path: &Path, bytes: FileBytes, residency: Residency) -> Result<Graph> {
         let data = bytes.as_slice();
+        let release = |part: &[u8]| {
+            if let (FileBytes::Mapped(map), Residency::Released) = (&bytes, residency) {
+                quiver_io::release_mapped(map, part);
+            }
+        };
         let header = Header::decode(path, data, data.len() as u64)?;
         let layout = header.layout;
         let graph_data = &data[to_usize(layout.offsets.offset)..to_usize(layout.data_end())];
         let pages = if header.version >= 2 {
             let table = &data[to_usize(layout.pages.offset)..to_usize(layout.pages.padded_end())];
             let pages = PageChecksums::decode(path, &header, table)?;
-            pages.verify(layout.offsets.offset, graph_data)?;
+            for (i, window) in graph_data.chunks(CHECK_WINDOW).enumerate() {
+                pages.verify(layout.offsets.offset + (i * CHECK_WINDOW) as u64, window)?;
+                release(window);
+            }
             pages
         } else {
             verify_sections(path, &header, data)?;
             PageChecksums::compute(path, layout, graph_data)
         };
+        let num_vertices = header.num_vertices;
+        let offsets = section::<u64>(&bytes, layout.offsets);
+        let targets = section::<u32>(&bytes, layout.targets);
+        check_offsets(path, offsets, targets.len() as u64)?;
+        release(bytemuck::cast_slice(offsets));
+        for (i, window) in targets.chunks(CHECK_WINDOW / 4).enumerate() {
+            check_targets(path, window, (i * CHECK_WINDOW / 4) as u64, num_vertices)?;
+            release(bytemuck::cast_slice(window));
+        }
         let mut graph = Graph {
-            num_vertices: header.num_vertices,
+            num_vertices,
             flags: header.flags,
             storage: Storage::File {
                 path: path.to_owned(),
@@ -271,8 +315,6 @@ impl Graph {
             },
             id_index: None,
         };
-        check_offsets(path, graph.offsets(), graph.num_edges())?;
-        check_targets(path, graph.targets(), 0, graph.num_vertices)?;
         if let Some(ids) = graph.original_ids() {
             let index = IdIndex::build(ids).map_err(|shared| Error::Corrupt {
                 path: path.to_owned(),

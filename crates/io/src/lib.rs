@@ -224,6 +224,38 @@ pub fn map_readonly(file: &File) -> Result<Mmap> {
     })
 }
 
+/// Takes the pages of `part`, a slice of `map`, out of this process's
+/// resident memory: they stay in the page cache, and a later touch maps
+/// them again, unchanged, by a minor fault (the kernel maps up to 64 KiB
+/// around each). For reading a large mapped file through once (checking
+/// it) without keeping all of it resident. Pages only partly inside `part`
+/// are released too. Best effort: if the kernel refuses, the pages stay.
+///
+/// # Panics
+/// If `part` does not lie inside `map`.
+#[allow(unsafe_code)] // argued at the block
+pub fn release_mapped(map: &Mmap, part: &[u8]) {
+    const PAGE: usize = 4096;
+    let base = map.as_ptr() as usize;
+    let start = part.as_ptr() as usize;
+    assert!(
+        start >= base && start + part.len() <= base + map.len(),
+        "the part to release lies outside the mapping"
+    );
+    let from = (start - base) / PAGE * PAGE;
+    let to = (start - base + part.len()).min(map.len());
+    if to <= from {
+        return;
+    }
+    // SAFETY: MADV_DONTNEED discards a mapping's private copies of pages;
+    // this mapping is read-only, so it has none, and the pages read back
+    // from the file are the bytes they held (the file is immutable while
+    // mapped: `map_readonly`'s contract). Borrows of the mapping therefore
+    // see no change.
+    let _ =
+        unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from) };
+}
+
 /// Asks the kernel to drop `file`'s clean pages from the page cache, so that
 /// the next buffered read goes to the disk (benchmarks use this to be honest).
 ///

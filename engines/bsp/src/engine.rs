@@ -5,14 +5,22 @@
 //! 1,024), with messages to the other nodes' masters.
 //!
 //! `process_edges` runs one superstep in either direction. Push: every
-//! active owned vertex signals along its edges (RGraph's only mode). Pull:
-//! for every destination its owned sources reach, the node gathers what
-//! the active ones contribute (Gemini's dense mode, Beamer's bottom-up
-//! step). Either way the result is reduced into the destination: its
-//! master when this node owns it, otherwise its mirror here, which forwards
-//! to the master: at once when it changed for a min-like program (so a
-//! mirror sends only improvements), or once at the end of the superstep for
-//! a sum. Under [`Direction::Auto`] a superstep pulls when the frontier's
+//! active owned vertex signals along its edges (RGraph's only mode), and
+//! the result is reduced into the destination: its master when this node
+//! owns it, otherwise its mirror here, which forwards to the master: at
+//! once when it changed for a min-like program (so a mirror sends only
+//! improvements), or once at the end of the superstep for a sum. Pull:
+//! every owned vertex gathers what its active in-neighbours contribute
+//! (Beamer's bottom-up step), reading its own in-edges only. The other
+//! nodes' sources among them are mirrors here: before the gather, every
+//! node sends the state of each of its active vertices to the nodes that
+//! own one of its neighbours, once per node, in the same message blocks as
+//! a push (a round of its own, ended by a barrier). Gemini's dense mode
+//! instead gathers, for every destination the owned sources reach, into a
+//! mirror that forwards to the master; on a symmetric graph that reads
+//! every vertex's list on every node (the graph file's whole share of
+//! memory on each) or holds a transpose of the node's edges beside them.
+//! Under [`Direction::Auto`] a superstep pulls when the frontier's
 //! edges, over all nodes, exceed |E|/20 (Gemini's threshold), and, for a
 //! program whose pulls narrow (BFS), after a pull it keeps pulling while
 //! the frontier holds |V|/24 vertices (Beamer's return rule). Light passes
@@ -245,6 +253,30 @@ impl Frontier {
         self.count
     }
 
+    /// Marks `v`, a vertex another node owns, active for a pull's gathers.
+    fn mark(&self, v: u32) {
+        self.bits.insert(v);
+    }
+
+    /// Unmarks every vertex outside `owned` (a frontier used again for
+    /// another pull must not keep the last one's marks).
+    fn forget_others(&self, owned: Range<u32>) {
+        let words = &self.bits.words;
+        let (first, last) = (owned.start as usize / 64, owned.end as usize / 64);
+        for word in words[..first].iter().chain(words.iter().skip(last + 1)) {
+            word.store(0, Ordering::Relaxed);
+        }
+        // The bits of the boundary words that lie outside `owned`.
+        let below = !(u64::MAX << (owned.start % 64));
+        let above = u64::MAX << (owned.end % 64);
+        if let Some(word) = words.get(first) {
+            word.fetch_and(!below, Ordering::Relaxed);
+        }
+        if let Some(word) = words.get(last) {
+            word.fetch_and(!above, Ordering::Relaxed);
+        }
+    }
+
     /// Whether no vertex is active here.
     pub fn is_empty(&self) -> bool {
         self.count == 0
@@ -351,19 +383,27 @@ pub trait EdgeProgram: Sync {
         false
     }
 
-    /// Pull: the message that `dst` gets from its incoming `edges` whose
-    /// sources are in `active`, combined, if any.
+    /// Pull: the message that owned `dst` gets from its incoming `edges`
+    /// whose sources are in `active`, combined, if any. A source another
+    /// node owns is in `active` when it is active there, and its state is
+    /// what [`EdgeProgram::mirror`] was given this superstep.
     fn gather(&self, dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64>;
+
+    /// Pull: the `state` of `src`, active on the node that owns it, for
+    /// the gathers of this node's masters (called before them, concurrently
+    /// for different sources). Default: nothing, for a program whose gather
+    /// reads no more of a source than that it is active.
+    fn mirror(&self, _src: u32, _state: u64) {}
 
     /// Applies a message to `dst`'s value (master or mirror); returns
     /// whether the value changed.
     fn reduce(&self, dst: u32, message: u64) -> bool;
 
-    /// Pull into a master this node owns: `message` is all that this
-    /// node's sources give `dst` this superstep, and no other worker here
-    /// writes it (messages from other nodes still arrive by `reduce`), so a
-    /// program may store it without an atomic read-modify-write. Returns
-    /// whether the value changed; by default it is `reduce`.
+    /// Pull into a master this node owns: `message` is all that `dst`'s
+    /// in-neighbours give it this superstep, and nothing else writes it
+    /// (a pull sends no messages), so a program may store it without an
+    /// atomic read-modify-write. Returns whether the value changed; by
+    /// default it is `reduce`.
     fn assign(&self, dst: u32, message: u64) -> bool {
         self.reduce(dst, message)
     }
@@ -750,11 +790,18 @@ impl<'g> Engine<'g> {
                     None => Ok(()),
                 }
             };
-            // A push reads the frontier as a list: made here, if the
-            // frontier came from a pull, so busy time stays the workers'.
-            if direction == Direction::Push {
+            // A push, and a pull's round of mirror states, read the
+            // frontier as a list: made here, if the frontier came from a
+            // pull, so busy time stays the workers'.
+            if direction == Direction::Push || this.peers.is_some() {
                 active.vertices();
             }
+            let mirrored = match (&this.peers, direction) {
+                (Some(peers), Direction::Pull | Direction::Auto) => {
+                    this.send_mirror_states(peers, active, program)?
+                }
+                _ => Traffic::default(),
+            };
             let busy = quiver_run::Stopwatch::start();
             let compute = match direction {
                 Direction::Push => {
@@ -820,39 +867,31 @@ impl<'g> Engine<'g> {
                         }),
                     }
                 }
-                Direction::Pull | Direction::Auto => this.grab(
-                    this.local.pull_len(),
-                    PULL_GRAB,
-                    |range, failed: &mut Option<Error>, worker| {
-                        if failed.is_some() {
-                            return;
-                        }
-                        *failed = (|| {
-                            let mut read = 0;
-                            // Activated masters, a bitmap word at a time.
-                            let mut word = WordBuffer::default();
-                            for i in range {
-                                if !program.wants_pull(this.local.pull_destination(i)) {
-                                    continue;
-                                }
-                                let (dst, edges) = this.local.pull_entry(i);
-                                read += edges.vertices.len() as u64;
-                                let Some(message) = program.gather(dst, edges, active) else {
-                                    continue;
-                                };
-                                if !this.local.owns(dst) {
-                                    apply(worker, dst, message)?;
-                                } else if program.assign(dst, message) && activates {
-                                    word.insert(next, dst);
-                                }
+                Direction::Pull | Direction::Auto => {
+                    let owned = this.owned();
+                    this.grab(owned.len(), PULL_GRAB, |range, (): &mut (), _| {
+                        let mut read = 0;
+                        // Activated masters, a bitmap word at a time.
+                        let mut word = WordBuffer::default();
+                        for i in range {
+                            let dst = owned.start + vertex(i);
+                            if !program.wants_pull(dst) {
+                                continue;
                             }
-                            word.flush(next);
-                            edges_read.fetch_add(read, Ordering::Relaxed);
-                            poll(worker)
-                        })()
-                        .err();
-                    },
-                ),
+                            let edges = this.local.in_edges(dst);
+                            read += edges.vertices.len() as u64;
+                            let Some(message) = program.gather(dst, edges, active) else {
+                                continue;
+                            };
+                            if program.assign(dst, message) && activates {
+                                word.insert(next, dst);
+                            }
+                        }
+                        word.flush(next);
+                        edges_read.fetch_add(read, Ordering::Relaxed);
+                    });
+                    Vec::new()
+                }
             };
             if let Some(error) = compute.into_iter().flatten().next() {
                 return Err(error);
@@ -881,7 +920,8 @@ impl<'g> Engine<'g> {
                         peers.channels.finish(worker, &deliver)
                     });
                     finished.into_iter().collect::<Result<Vec<()>>>()?;
-                    let traffic = peers.channels.end_superstep();
+                    let mut traffic = peers.channels.end_superstep();
+                    traffic += mirrored;
                     // The superstep's barrier: no node starts the next one
                     // (or leaves) while another may still return ring space
                     // to it or count this one's ENDs.
@@ -907,6 +947,57 @@ impl<'g> Engine<'g> {
         self.progress.advance(1);
         self.progress.check()?;
         Ok(frontier)
+    }
+
+    /// A pull's first round on a node of several: sends the state of each
+    /// active owned vertex to every other node that owns one of its
+    /// neighbours (where it is a mirror), and takes theirs: marks each
+    /// in `active` and hands its state to [`EdgeProgram::mirror`]. Ends
+    /// with the barrier, so that every mirror is set before any gather.
+    fn send_mirror_states(
+        &self,
+        peers: &Peers,
+        active: &Frontier,
+        program: &impl EdgeProgram,
+    ) -> Result<Traffic> {
+        active.forget_others(self.owned());
+        let me = peers.node.rank().index();
+        let deliver = |src: u32, state: u64| {
+            active.mark(src);
+            program.mirror(src, state);
+        };
+        let sent = self.grab(
+            active.len(),
+            GRAB,
+            |range, failed: &mut Option<Error>, worker| {
+                if failed.is_some() {
+                    return;
+                }
+                *failed = (|| {
+                    for &v in &active.vertices()[range] {
+                        let state = program.state(v);
+                        let neighbours = self.local.out_edges(v).vertices;
+                        for node in peers.partition.owners(neighbours) {
+                            if node != me {
+                                peers.channels.send(worker, node, v, state, &deliver)?;
+                            }
+                        }
+                    }
+                    peers.channels.poll(worker, &deliver)
+                })()
+                .err();
+            },
+        );
+        if let Some(error) = sent.into_iter().flatten().next() {
+            return Err(error);
+        }
+        let finished = self
+            .pool
+            .broadcast(|context| peers.channels.finish(context.index(), &deliver));
+        finished.into_iter().collect::<Result<Vec<()>>>()?;
+        let traffic = peers.channels.end_superstep();
+        peers.node.barrier().map_err(Error::Verbs)?;
+        Ok(traffic)
     }
 
     /// Task grabbing: every worker claims `size` consecutive items of

@@ -43,7 +43,14 @@ impl Task for BspTask {
     type Error = BoxError;
 
     fn run(node: &Node, config: &JobConfig) -> Result<NodeReport, BoxError> {
-        let graph = Graph::open(&config.graph).map_err(|e| {
+        // A node of several reads its own vertices' lists (and, for a
+        // transpose, the file once): the rest need not stay resident.
+        let open = if node.size() > 1 {
+            Graph::open_lazily
+        } else {
+            Graph::open
+        };
+        let graph = open(&config.graph).map_err(|e| {
             format!(
                 "opening {}: {}",
                 config.graph.display(),

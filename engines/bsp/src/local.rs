@@ -5,14 +5,17 @@
 //!   from active owned vertices. On the side `Out` these are the graph's
 //!   own arrays, borrowed; on the side `Both` of a directed graph every
 //!   owned vertex also gets its in-edges (the graph taken as undirected),
-//!   gathered by one scan over all edges.
-//! - `pull`: the same edges destination by destination (CSC), for every
-//!   destination any of them reaches, for pulling: a node gathers, for each
-//!   destination, what its own sources contribute and reduces it into the
-//!   destination's master (here) or mirror (forwarded to the owner), as
-//!   Gemini's dense mode does. A symmetric graph with sorted lists needs no
-//!   second layout: the edges into `v` from owned sources are a run of
-//!   `v`'s own sorted neighbours.
+//!   merged into one sorted list.
+//! - in-edges: the edges into each owned vertex from every source, for
+//!   pulling into the masters. A symmetric graph, or the side `Both`,
+//!   needs no second layout: a vertex's in-edges are its own list. A
+//!   directed graph pulled along out-edges gets the transpose of the edges
+//!   into the owned vertices, gathered by one scan over all edges.
+//!
+//! Either way a node reads only its own vertices' lists (and, to build a
+//! transpose, the file once): a pull gathers from remote sources through
+//! the mirror states their owners sent (see `crate::engine`), not from
+//! their lists.
 //!
 //! Each node's edges are its own vertices' out-edges, so the sum over nodes
 //! is every edge exactly once (twice on the side `Both`).
@@ -32,18 +35,17 @@ pub struct LocalGraph<'g> {
     offsets: &'g [u64],
     targets: &'g [u32],
     weights: Option<&'g [f32]>,
-    /// Whether this node owns every vertex.
-    whole: bool,
     owned: Range<u32>,
     out: Csr<'g>,
-    pull: Pull,
-    /// Edges of `out` (also of `pull`).
+    /// The owned vertices' in-edges when they are not their `out` lists.
+    transposed: Option<Csr<'static>>,
+    /// Edges of `out`.
     edges: u64,
 }
 
-/// Edges by source over `owned`: `targets[offsets[i]..offsets[i + 1]]` are
-/// those of vertex `owned.start + i`. Borrowed offsets may start above 0
-/// (they index the graph's whole target array).
+/// Edges of the owned vertices: `targets[offsets[i]..offsets[i + 1]]` are
+/// those of vertex `owned.start + i`, ascending. Borrowed offsets may
+/// start above 0 (they index the graph's whole target array).
 #[derive(Debug)]
 struct Csr<'g> {
     offsets: Cow<'g, [u64]>,
@@ -51,33 +53,10 @@ struct Csr<'g> {
     weights: Option<Cow<'g, [f32]>>,
 }
 
-/// How a node finds the edges into a destination from its own sources.
-#[derive(Debug)]
-enum Pull {
-    /// A symmetric graph (its lists are sorted, as all are): the edges into `v`
-    /// from owned sources are the owned run of `v`'s own sorted neighbours,
-    /// found by binary search, so no second layout is built.
-    Symmetric,
-    /// Otherwise, the transpose of the node's edges.
-    Transposed(Csc),
-}
-
-/// Edges by destination: `sources[offsets[i]..offsets[i + 1]]` (with their
-/// weights) reach `destinations[i]`, ascending.
-#[derive(Debug)]
-struct Csc {
-    destinations: Vec<u32>,
-    offsets: Vec<u64>,
-    sources: Vec<u32>,
-    weights: Option<Vec<f32>>,
-}
-
 impl<'g> LocalGraph<'g> {
     /// The edges of the vertices in `owned` on `side`.
     pub fn new(graph: &'g Graph, owned: Range<u32>, side: Side) -> LocalGraph<'g> {
-        let out = if side == Side::Both && !graph.is_undirected() {
-            Csr::both_directions(graph, owned.clone())
-        } else {
+        let borrowed = || {
             let (start, end) = (owned.start as usize, owned.end as usize);
             Csr {
                 offsets: Cow::Borrowed(&graph.offsets()[start..=end]),
@@ -85,21 +64,23 @@ impl<'g> LocalGraph<'g> {
                 weights: graph.weights().map(Cow::Borrowed),
             }
         };
-        // quiver-csr keeps every adjacency list sorted.
-        let pull = if graph.is_undirected() {
-            Pull::Symmetric
+        let (out, transposed) = if graph.is_undirected() {
+            (borrowed(), None)
         } else {
-            Pull::Transposed(Csc::of(&out, owned.clone(), graph.num_vertices()))
+            let transposed = Csr::transposed(graph, owned.clone());
+            match side {
+                Side::Both => (Csr::merged(&borrowed(), &transposed), None),
+                Side::Out => (borrowed(), Some(transposed)),
+            }
         };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
         LocalGraph {
             offsets: graph.offsets(),
             targets: graph.targets(),
             weights: graph.weights(),
-            whole: owned == (0..graph.num_vertices()),
             owned,
             out,
-            pull,
+            transposed,
             edges,
         }
     }
@@ -115,19 +96,25 @@ impl<'g> LocalGraph<'g> {
         self.owned.contains(&v)
     }
 
-    /// Number of edges held.
+    /// Number of edges held (of the `out` layout).
     pub fn num_edges(&self) -> u64 {
         self.edges
     }
 
-    /// Edges of owned vertex `v` to push along.
+    /// Edges of owned vertex `v` to push along, ascending.
     #[inline]
     pub fn out_edges(&self, v: u32) -> Edges<'_> {
-        let i = (v - self.owned.start) as usize;
-        let range = index(self.out.offsets[i])..index(self.out.offsets[i + 1]);
-        Edges {
-            vertices: &self.out.targets[range.clone()],
-            weights: self.out.weights.as_ref().map(|w| &w[range]),
+        self.out.edges(v - self.owned.start)
+    }
+
+    /// Edges into owned vertex `v` from every source, ascending: what a
+    /// pull gathers.
+    #[inline]
+    pub fn in_edges(&self, v: u32) -> Edges<'_> {
+        let i = v - self.owned.start;
+        match &self.transposed {
+            Some(transposed) => transposed.edges(i),
+            None => self.out.edges(i),
         }
     }
 
@@ -161,163 +148,103 @@ impl<'g> LocalGraph<'g> {
         self.out.offsets[i + 1] - self.out.offsets[i]
     }
 
-    /// Number of destinations to pull into (some may have no edges here).
-    pub fn pull_len(&self) -> usize {
-        match &self.pull {
-            Pull::Symmetric => self.offsets.len() - 1,
-            Pull::Transposed(csc) => csc.destinations.len(),
-        }
-    }
-
-    /// The `i`-th destination to pull into.
-    #[inline]
-    pub fn pull_destination(&self, i: usize) -> u32 {
-        match &self.pull {
-            Pull::Symmetric => u32::try_from(i).expect("vertex indices fit u32"),
-            Pull::Transposed(csc) => csc.destinations[i],
-        }
-    }
-
-    /// The `i`-th destination to pull into and its edges from owned sources.
-    /// Always inlined: it runs once per destination of every pull superstep,
-    /// and as a call it was 7-10% of PageRank's and BFS's time.
-    #[inline(always)]
-    pub fn pull_entry(&self, i: usize) -> (u32, Edges<'_>) {
-        match &self.pull {
-            Pull::Symmetric => {
-                let v = u32::try_from(i).expect("vertex indices fit u32");
-                let (start, end) = (index(self.offsets[i]), index(self.offsets[i + 1]));
-                let neighbours = &self.targets[start..end];
-                let (from, to) = if self.whole {
-                    (start, end)
-                } else {
-                    let from = neighbours.partition_point(|&u| u < self.owned.start);
-                    let to = from + neighbours[from..].partition_point(|&u| u < self.owned.end);
-                    (start + from, start + to)
-                };
-                let edges = Edges {
-                    vertices: &self.targets[from..to],
-                    weights: self.weights.map(|w| &w[from..to]),
-                };
-                (v, edges)
-            }
-            Pull::Transposed(csc) => {
-                let range = index(csc.offsets[i])..index(csc.offsets[i + 1]);
-                let edges = Edges {
-                    vertices: &csc.sources[range.clone()],
-                    weights: csc.weights.as_ref().map(|w| &w[range]),
-                };
-                (csc.destinations[i], edges)
-            }
-        }
-    }
-
     /// Bytes this node holds of its own (borrowed arrays of a mapped graph
     /// are counted at their size too: their pages are touched).
     pub fn bytes(&self) -> u64 {
-        let weights = u64::from(self.out.weights.is_some());
-        let out = (self.out.offsets.len() as u64) * 8 + self.edges * (4 + 4 * weights);
-        match &self.pull {
-            Pull::Symmetric => out,
-            Pull::Transposed(csc) => {
-                out + (csc.destinations.len() as u64) * 12 + self.edges * (4 + 4 * weights)
-            }
-        }
+        self.out.bytes() + self.transposed.as_ref().map_or(0, Csr::bytes)
     }
 }
 
 impl Csr<'_> {
-    /// Out- and in-edges of every owned vertex of a directed graph, by one
-    /// pass over all edges for the in-edges.
-    fn both_directions(graph: &Graph, owned: Range<u32>) -> Csr<'static> {
-        let len = (owned.end - owned.start) as usize;
-        let mut degree = vec![0u64; len + 1];
-        for v in owned.clone() {
-            degree[(v - owned.start) as usize + 1] += graph.degree(v);
+    /// The edges of the `i`-th owned vertex.
+    #[inline]
+    fn edges(&self, i: u32) -> Edges<'_> {
+        let i = i as usize;
+        let range = index(self.offsets[i])..index(self.offsets[i + 1]);
+        Edges {
+            vertices: &self.targets[range.clone()],
+            weights: self.weights.as_ref().map(|w| &w[range]),
         }
+    }
+
+    /// Bytes of its offsets and of the edges they span.
+    fn bytes(&self) -> u64 {
+        let edges = self.offsets[self.offsets.len() - 1] - self.offsets[0];
+        let per_edge = 4 + 4 * u64::from(self.weights.is_some());
+        (self.offsets.len() as u64) * 8 + edges * per_edge
+    }
+}
+
+impl Csr<'static> {
+    /// The edges into each vertex of `owned` from every source of `graph`,
+    /// by counting sort over one scan of all edges (sources come out
+    /// ascending because the scan goes in source order).
+    fn transposed(graph: &Graph, owned: Range<u32>) -> Csr<'static> {
+        let len = (owned.end - owned.start) as usize;
+        let mut offsets = vec![0u64; len + 1];
         for &t in graph.targets() {
             if owned.contains(&t) {
-                degree[(t - owned.start) as usize + 1] += 1;
+                offsets[(t - owned.start) as usize + 1] += 1;
             }
         }
         for i in 0..len {
-            degree[i + 1] += degree[i];
+            offsets[i + 1] += offsets[i];
         }
-        let offsets = degree;
         let total = index(offsets[len]);
         let mut fill: Vec<u64> = offsets[..len].to_vec();
-        let mut targets = vec![0u32; total];
+        let mut sources = vec![0u32; total];
         let mut weights = graph.weights().map(|_| vec![0f32; total]);
-        let mut put = |owner: u32, other: u32, weight: Option<f32>| {
-            let slot = &mut fill[(owner - owned.start) as usize];
-            targets[index(*slot)] = other;
-            if let (Some(all), Some(w)) = (weights.as_mut(), weight) {
-                all[index(*slot)] = w;
-            }
-            *slot += 1;
-        };
-        for v in owned.clone() {
-            let ws = graph.edge_weights(v);
-            for (i, &t) in graph.neighbors(v).iter().enumerate() {
-                put(v, t, ws.map(|w| w[i]));
-            }
-        }
         for u in 0..graph.num_vertices() {
             let ws = graph.edge_weights(u);
-            for (i, &t) in graph.neighbors(u).iter().enumerate() {
+            for (e, &t) in graph.neighbors(u).iter().enumerate() {
                 if owned.contains(&t) {
-                    put(t, u, ws.map(|w| w[i]));
+                    let slot = &mut fill[(t - owned.start) as usize];
+                    sources[index(*slot)] = u;
+                    if let (Some(all), Some(w)) = (weights.as_mut(), ws) {
+                        all[index(*slot)] = w[e];
+                    }
+                    *slot += 1;
                 }
             }
         }
         Csr {
             offsets: Cow::Owned(offsets),
-            targets: Cow::Owned(targets),
+            targets: Cow::Owned(sources),
             weights: weights.map(Cow::Owned),
         }
     }
-}
 
-impl Csc {
-    /// The transpose of `out` over owned sources, for destinations below `n`.
-    fn of(out: &Csr<'_>, owned: Range<u32>, n: u32) -> Csc {
-        let base = out.offsets[0];
-        let edges = |i: usize| index(out.offsets[i] - base)..index(out.offsets[i + 1] - base);
-        let targets = &out.targets[index(base)..index(out.offsets[out.offsets.len() - 1])];
-        let weights = out
-            .weights
-            .as_ref()
-            .map(|w| &w[index(base)..index(out.offsets[out.offsets.len() - 1])]);
-        let mut count = vec![0u64; n as usize];
-        for &t in targets {
-            count[t as usize] += 1;
-        }
-        let destinations: Vec<u32> = (0..n).filter(|&v| count[v as usize] > 0).collect();
-        let mut offsets = Vec::with_capacity(destinations.len() + 1);
+    /// Each owned vertex's lists of `a` and `b` merged into one ascending
+    /// list (with their weights): out- and in-edges, the graph taken as
+    /// undirected.
+    fn merged(a: &Csr<'_>, b: &Csr<'_>) -> Csr<'static> {
+        let len = a.offsets.len() - 1;
+        let mut offsets = Vec::with_capacity(len + 1);
         offsets.push(0u64);
-        // `count` becomes each destination's next free slot.
-        for &d in &destinations {
-            let start = *offsets.last().expect("offsets start with 0");
-            offsets.push(start + count[d as usize]);
-            count[d as usize] = start;
-        }
-        let mut sources = vec![0u32; targets.len()];
-        let mut pulled_weights = weights.map(|_| vec![0f32; targets.len()]);
-        for (i, v) in owned.enumerate() {
-            for e in edges(i) {
-                let slot = &mut count[targets[e] as usize];
-                sources[index(*slot)] = v;
-                if let (Some(out), Some(all)) = (pulled_weights.as_mut(), weights) {
-                    out[index(*slot)] = all[e];
+        let total = index(a.offsets[len] - a.offsets[0] + b.offsets[len] - b.offsets[0]);
+        let mut targets = Vec::with_capacity(total);
+        let weighted = a.weights.is_some();
+        let mut weights = Vec::with_capacity(if weighted { total } else { 0 });
+        for i in 0..len {
+            let i = u32::try_from(i).expect("vertex indices fit u32");
+            let (x, y) = (a.edges(i), b.edges(i));
+            let (mut j, mut k) = (0, 0);
+            while j < x.vertices.len() || k < y.vertices.len() {
+                let from_x = k == y.vertices.len()
+                    || (j < x.vertices.len() && x.vertices[j] <= y.vertices[k]);
+                let (edges, at) = if from_x { (&x, &mut j) } else { (&y, &mut k) };
+                targets.push(edges.vertices[*at]);
+                if weighted {
+                    weights.push(edges.weight(*at));
                 }
-                *slot += 1;
+                *at += 1;
             }
+            offsets.push(targets.len() as u64);
         }
-        Csc {
-            destinations,
-            offsets,
-            sources,
-            weights: pulled_weights,
+        Csr {
+            offsets: Cow::Owned(offsets),
+            targets: Cow::Owned(targets),
+            weights: weighted.then_some(Cow::Owned(weights)),
         }
     }
 }

@@ -154,6 +154,20 @@ impl Partition {
         );
         self.bounds[1..].partition_point(|&end| end <= v)
     }
+
+    /// The chunks that own the vertices of `sorted` (ascending ids), each
+    /// once, ascending: a binary search per chunk met, so a list costs
+    /// O(chunks · log len) however long it is.
+    pub fn owners<'a>(&'a self, sorted: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
+        let mut rest = sorted;
+        std::iter::from_fn(move || {
+            let &first = rest.first()?;
+            let chunk = self.owner(first);
+            let end = self.bounds[chunk + 1];
+            rest = &rest[rest.partition_point(|&u| u < end)..];
+            Some(chunk)
+        })
+    }
 }
 
 /// α = max(1, ⌊|E|/|V|⌋), the paper's default with the clamp of the module
@@ -230,6 +244,21 @@ mod tests {
         let partition = Partition::from_bounds(vec![0, 3, 3, 7]);
         let owners: Vec<usize> = (0..7).map(|v| partition.owner(v)).collect();
         assert_eq!(owners, [0, 0, 0, 2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn owners_of_a_sorted_list_are_each_chunk_met_once() {
+        let partition = Partition::from_bounds(vec![0, 3, 3, 7, 10]);
+        let owners = |list: &[u32]| partition.owners(list).collect::<Vec<_>>();
+        assert_eq!(owners(&[]), Vec::<usize>::new());
+        assert_eq!(owners(&[0, 1, 2, 2]), [0]);
+        assert_eq!(owners(&[2, 3, 9]), [0, 2, 3]);
+        assert_eq!(owners(&[6, 6, 7]), [2, 3]);
+        // Against the owner of each member.
+        let list: Vec<u32> = vec![0, 0, 4, 5, 8, 9, 9];
+        let mut each: Vec<usize> = list.iter().map(|&v| partition.owner(v)).collect();
+        each.dedup();
+        assert_eq!(owners(&list), each);
     }
 
     #[test]

@@ -20,12 +20,13 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use crate::algorithm::{Algorithm, Values, UNREACHED};
-use crate::engine::{Combine, Direction, EdgeProgram, Edges, Engine, Frontier, Side};
+use crate::engine::{Combine, EdgeProgram, Edges, Engine, Frontier, Side};
 use crate::Result;
 
 /// The edges `algorithm` reads.
@@ -109,9 +110,8 @@ impl EdgeProgram for Bfs<'_> {
             .is_ok()
     }
 
-    /// Every write of a superstep stores the same depth, so a store after
-    /// a load is enough: a message from another node racing it stores the
-    /// same value, and the frontier's bitmap takes `dst` once.
+    /// A pull is the only writer of `dst` in its superstep, so a store
+    /// after a load is enough.
     fn assign(&self, dst: u32, depth: u64) -> bool {
         let slot = &self.depth[dst as usize];
         let unreached = slot.load(Ordering::Relaxed) == UNREACHED;
@@ -171,6 +171,10 @@ impl EdgeProgram for Sssp<'_> {
             .map(f64::to_bits)
     }
 
+    fn mirror(&self, src: u32, bits: u64) {
+        self.dist[src as usize].fetch_min(bits, Ordering::Relaxed);
+    }
+
     fn reduce(&self, dst: u32, bits: u64) -> bool {
         self.dist[dst as usize].fetch_min(bits, Ordering::Relaxed) > bits
     }
@@ -216,6 +220,10 @@ impl EdgeProgram for Wcc<'_> {
             .filter(|&&src| active.contains(src))
             .map(|&src| u64::from(self.label[src as usize].load(Ordering::Relaxed)))
             .min()
+    }
+
+    fn mirror(&self, src: u32, label: u64) {
+        self.reduce(src, label);
     }
 
     fn reduce(&self, dst: u32, label: u64) -> bool {
@@ -400,20 +408,37 @@ fn boundary(engine: &Engine<'_>) -> Option<Frontier> {
 }
 
 /// One PageRank iteration's edge phase: every vertex gathers the
-/// contributions `rank[u] / out_degree(u)` of its in-neighbours: what this
-/// node's sources give a master, pulled, into `local`; everything else
-/// (pushed, or from other nodes, or into mirrors) into `sum`.
+/// contributions `rank[u] / out_degree(u)` of its in-neighbours: pulled,
+/// into `local` (the other nodes' contributions are their mirrors here);
+/// pushed, into `sum` (a master's, or a mirror's, which is forwarded),
+/// made at the first push: a run that only pulls never touches its 8
+/// bytes a vertex.
 ///
 /// Contributions are held as `f32`, as GAPBS holds its scores: the gather
 /// reads one at random per edge, and half the bytes is half the cache
 /// lines; sums and ranks stay `f64`. A contribution's rounding (2^-24
 /// relative) is far inside Graphalytics' 1e-4 tolerance.
 struct PageRank<'a> {
-    contribution: &'a [f32],
-    /// Pulled sums of the masters as `f64` bits.
+    /// `f32` bits, over all of V.
+    contribution: &'a [AtomicU32],
+    /// Pulled sums of the masters as `f64` bits, over the owned vertices
+    /// from `first`.
     local: &'a [AtomicU64],
-    /// Other sums as `f64` bits.
-    sum: &'a [AtomicU64],
+    first: u32,
+    /// Pushed sums as `f64` bits, over all of V.
+    sum: &'a OnceLock<Vec<AtomicU64>>,
+}
+
+impl PageRank<'_> {
+    #[inline]
+    fn contribution(&self, v: u32) -> f32 {
+        f32::from_bits(self.contribution[v as usize].load(Ordering::Relaxed))
+    }
+
+    fn sum(&self) -> &[AtomicU64] {
+        let n = u32::try_from(self.contribution.len()).expect("vertex ids fit u32");
+        self.sum.get_or_init(|| atomics(n, |_| AtomicU64::new(0)))
+    }
 }
 
 impl EdgeProgram for PageRank<'_> {
@@ -426,7 +451,7 @@ impl EdgeProgram for PageRank<'_> {
     }
 
     fn state(&self, src: u32) -> u64 {
-        f64::from(self.contribution[src as usize]).to_bits()
+        f64::from(self.contribution(src)).to_bits()
     }
 
     fn signal(&self, _src: u32, contribution: u64, _dst: u32, _weight: f32) -> Option<u64> {
@@ -436,14 +461,21 @@ impl EdgeProgram for PageRank<'_> {
     fn gather(&self, _dst: u32, edges: Edges<'_>, _active: &Frontier) -> Option<u64> {
         let mut gathered = 0.0;
         for &src in edges.vertices {
-            gathered += f64::from(self.contribution[src as usize]);
+            gathered += f64::from(self.contribution(src));
         }
         Some(gathered.to_bits())
     }
 
+    /// Exact: `state` is an `f32` widened.
+    #[allow(clippy::cast_possible_truncation)]
+    fn mirror(&self, src: u32, state: u64) {
+        let contribution = f64::from_bits(state) as f32;
+        self.contribution[src as usize].store(contribution.to_bits(), Ordering::Relaxed);
+    }
+
     fn reduce(&self, dst: u32, bits: u64) -> bool {
         let x = f64::from_bits(bits);
-        let slot = &self.sum[dst as usize];
+        let slot = &self.sum()[dst as usize];
         let mut old = slot.load(Ordering::Relaxed);
         while let Err(seen) = slot.compare_exchange_weak(
             old,
@@ -457,12 +489,12 @@ impl EdgeProgram for PageRank<'_> {
     }
 
     fn assign(&self, dst: u32, bits: u64) -> bool {
-        self.local[dst as usize].store(bits, Ordering::Relaxed);
+        self.local[(dst - self.first) as usize].store(bits, Ordering::Relaxed);
         false
     }
 
     fn take(&self, mirror: u32) -> u64 {
-        self.sum[mirror as usize].swap(0f64.to_bits(), Ordering::Relaxed)
+        self.sum()[mirror as usize].swap(0f64.to_bits(), Ordering::Relaxed)
     }
 }
 
@@ -489,12 +521,12 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
         .clone()
         .filter(|&v| inverse_degree[(v - owned.start) as usize] == 0.0)
         .collect();
-    // Ranks of the owned vertices; contributions over all of V (sources
-    // are owned, but edges index them by global id).
+    // Ranks of the owned vertices; contributions over all of V (masters,
+    // and mirrors that a pull's gathers read).
     let mut rank = vec![1.0 / size; owned.len()];
-    let mut contribution = vec![0f32; n as usize];
-    let local_sum = atomics(n, |_| AtomicU64::new(0));
-    let sum = atomics(n, |_| AtomicU64::new(0));
+    let mut contribution = atomics(n, |_| AtomicU32::new(0));
+    let local_sum = atomics(owned.end - owned.start, |_| AtomicU64::new(0));
+    let sum = OnceLock::new();
     for _ in 0..iterations {
         let sink_rank: f64 = sinks
             .iter()
@@ -506,31 +538,25 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
             let i = (v - owned.start) as usize;
             #[allow(clippy::cast_possible_truncation)] // A contribution is held as f32.
             let share = (rank[i] * f64::from(inverse_degree[i])) as f32;
-            share
+            AtomicU32::new(share.to_bits())
         });
         engine.process_edges(
             &all,
             &PageRank {
                 contribution: &contribution,
                 local: &local_sum,
+                first: owned.start,
                 sum: &sum,
             },
         )?;
         let base = (1.0 - damping) / size + damping / size * sink_sum;
         // Taking the sums leaves them zero for the next iteration (a
-        // mirror's sum is taken when it is forwarded). A node that owns
-        // every vertex and pulled reduced nothing into `sum` (only mirrors
-        // and pushes do): it is all zero, neither read nor written (8 MB
-        // each way per million vertices).
-        let pulled_alone = engine.owned() == (0..n)
-            && engine
-                .supersteps()
-                .last()
-                .is_some_and(|step| step.direction == Direction::Pull);
+        // mirror's sum is taken when it is forwarded).
         let take = |slot: &AtomicU64| f64::from_bits(slot.swap(0f64.to_bits(), Ordering::Relaxed));
+        let pushed = sum.get();
         engine.map_owned(&mut rank, |v| {
-            let mut gathered = take(&local_sum[v as usize]);
-            if !pulled_alone {
+            let mut gathered = take(&local_sum[(v - owned.start) as usize]);
+            if let Some(sum) = pushed {
                 gathered += take(&sum[v as usize]);
             }
             base + damping * gathered

@@ -7,9 +7,16 @@ use quiver_io::ReadOptions;
 
 use crate::{arb_graph, with_ids};
 
-/// Opens and verifies both ways; returns the errors (both must agree on failure).
+/// Opens and verifies both ways; returns the errors (both must agree on
+/// failure). Opening lazily must say what opening says.
 fn open_all(path: &std::path::Path) -> (Result<(), Error>, Result<(), Error>) {
     let mapped = Graph::open(path).and_then(|g| g.verify());
+    let lazily = Graph::open_lazily(path).and_then(|g| g.verify());
+    assert_eq!(
+        lazily.as_ref().map_err(ToString::to_string),
+        mapped.as_ref().map_err(ToString::to_string),
+        "opening lazily and opening disagree"
+    );
     let loaded = Graph::load(
         path,
         &ReadOptions {

@@ -109,3 +109,50 @@ fn a_run_needs_a_weight_per_edge() {
     assert_eq!(graph.edge_weights(0), Some(&[0.5, 2.0][..]));
     assert_eq!(graph.neighbors(2), &[0]);
 }
+
+/// Resident bytes of the mapping that holds `at`, from `/proc/self/smaps`
+/// (other tests' memory does not count).
+fn mapping_rss(at: *const u8) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("Linux has smaps");
+    let at = at as u64;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let range =
+                u64::from_str_radix(start, 16).unwrap()..u64::from_str_radix(end, 16).unwrap();
+            inside = range.contains(&at);
+        } else if inside && line.starts_with("Rss:") {
+            let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+            return kb << 10;
+        }
+    }
+    panic!("no mapping holds {at:#x}");
+}
+
+/// Opening lazily checks the same bytes as opening but leaves at most a
+/// window of the file resident; the graph reads the same.
+#[test]
+fn opening_lazily_leaves_the_file_out_of_memory() {
+    let n: u32 = 2 << 20;
+    let offsets: Vec<u64> = (0..=u64::from(n)).collect();
+    let targets: Vec<u32> = (0..n).map(|v| (v + 1) % n).collect();
+    let graph = Graph::from_parts(offsets, targets, None, false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.qcsr");
+    quiver_csr::write_graph(&graph, &path).unwrap();
+    let file_len = std::fs::metadata(&path).unwrap().len();
+    assert!(file_len > 24 << 20, "{file_len} bytes");
+
+    let kept = Graph::open(&path).unwrap();
+    let kept_rss = mapping_rss(kept.targets().as_ptr().cast());
+    assert!(kept_rss > 20 << 20, "open left {kept_rss} bytes resident");
+    let lazy = Graph::open_lazily(&path).unwrap();
+    let lazy_rss = mapping_rss(lazy.targets().as_ptr().cast());
+    assert!(
+        lazy_rss <= 9 << 20,
+        "open_lazily left {lazy_rss} bytes resident"
+    );
+    assert_eq!(lazy.targets(), kept.targets());
+    assert_eq!(lazy.offsets(), kept.offsets());
+}
