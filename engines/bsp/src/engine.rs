@@ -1052,7 +1052,29 @@ fn vertex(i: usize) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::Bitmap;
+    use super::{Bitmap, Frontier};
+
+    #[test]
+    fn forgetting_others_keeps_exactly_the_owned_marks() {
+        let n = 300;
+        for (start, end) in [
+            (0, 300),
+            (5, 65),
+            (64, 128),
+            (63, 64),
+            (70, 70),
+            (128, 300),
+            (1, 299),
+        ] {
+            let frontier = Frontier::of(n, (start..end).step_by(3));
+            for v in 0..n {
+                frontier.mark(v);
+            }
+            frontier.forget_others(start..end);
+            let kept: Vec<u32> = (0..n).filter(|&v| frontier.contains(v)).collect();
+            assert_eq!(kept, (start..end).collect::<Vec<_>>(), "{start}..{end}");
+        }
+    }
 
     #[test]
     fn members_and_their_count_are_the_set_bits_within_the_range() {

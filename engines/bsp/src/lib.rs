@@ -19,10 +19,18 @@
 //! `process_vertices(active, work)` and `process_edges(active, program)`
 //! ([`engine`]), its edge program saying what a vertex signals along an
 //! edge and how messages reduce into a vertex. Each superstep either pushes
-//! from the active masters (RGraph's only mode) or pulls into every
-//! destination from the active sources (Gemini's and GAPBS's dense mode),
-//! chosen by the frontier's size unless the caller fixes it; a
-//! mirror that changed forwards to its master (a sum, once per superstep).
+//! from the active masters (RGraph's only mode; a mirror that changed
+//! forwards to its master, a sum once per superstep) or pulls into every
+//! master from its active in-neighbours (GAPBS's bottom-up step), chosen
+//! by the frontier's size unless the caller fixes it. Before a pull, each
+//! node sends its active masters' states to the nodes where they are
+//! mirrors, so that a node reads only its own vertices' lists: its memory
+//! holds its share of the graph (and a transpose of it, for a directed
+//! graph pulled along out-edges), not the whole file, which a node of
+//! several opens lazily (`Graph::open_lazily`). This departs from the
+//! paper's Reduce-only synchronisation; Gemini's dense mode, which keeps
+//! it, has every node read every list of a symmetric graph or hold a
+//! transpose of its edges beside them.
 //! Messages travel in blocks of 256 by one-sided WRITEs into per-worker
 //! receive rings at the target (`rings`), or by SEND/RECV as the baseline
 //! (`sends`). Worker threads grab 64 active vertices at a time from one

@@ -253,3 +253,89 @@ impl Csr<'static> {
 fn index(offset: u64) -> usize {
     usize::try_from(offset).expect("edge offsets of an in-memory graph fit usize")
 }
+
+#[cfg(test)]
+mod tests {
+    use quiver_csr::Graph;
+
+    use super::LocalGraph;
+    use crate::engine::Side;
+
+    /// A directed weighted graph with a self-loop, a repeated edge and an
+    /// isolated vertex.
+    fn graph() -> Graph {
+        let edges = [
+            (0, 1, 1.0),
+            (0, 4, 2.0),
+            (1, 1, 3.0),
+            (2, 0, 4.0),
+            (2, 4, 5.0),
+            (2, 4, 6.0),
+            (3, 2, 7.0),
+            (4, 0, 8.0),
+            (4, 2, 9.0),
+        ];
+        Graph::from_edges(6, &edges, true, false).unwrap()
+    }
+
+    /// (neighbour, weight) of every edge into (`incoming`) or out of `v`,
+    /// sorted: the reference.
+    fn reference(graph: &Graph, v: u32, out: bool, incoming: bool) -> Vec<(u32, u32)> {
+        let mut edges = Vec::new();
+        for u in 0..graph.num_vertices() {
+            let weights = graph.edge_weights(u).unwrap();
+            for (i, &t) in graph.neighbors(u).iter().enumerate() {
+                let w = weights[i].to_bits();
+                if out && u == v {
+                    edges.push((t, w));
+                }
+                if incoming && t == v {
+                    edges.push((u, w));
+                }
+            }
+        }
+        edges.sort_unstable();
+        edges
+    }
+
+    fn listed(edges: crate::engine::Edges<'_>) -> Vec<(u32, u32)> {
+        let weights = edges.weights.unwrap();
+        let listed: Vec<(u32, u32)> = edges
+            .vertices
+            .iter()
+            .zip(weights)
+            .map(|(&t, w)| (t, w.to_bits()))
+            .collect();
+        assert!(
+            listed.windows(2).all(|p| p[0].0 <= p[1].0),
+            "unsorted: {listed:?}"
+        );
+        listed
+    }
+
+    #[test]
+    fn every_owned_range_holds_the_reference_edges_in_order() {
+        let graph = graph();
+        for start in 0..=6 {
+            for end in start..=6 {
+                let out = LocalGraph::new(&graph, start..end, Side::Out);
+                let both = LocalGraph::new(&graph, start..end, Side::Both);
+                for v in start..end {
+                    let own = listed(both.out_edges(v));
+                    assert_eq!(listed(both.in_edges(v)), own, "both pulls its own list");
+                    let mut merged = own;
+                    merged.sort_unstable();
+                    assert_eq!(merged, reference(&graph, v, true, true), "both, {v}");
+                    let mut pushed = listed(out.out_edges(v));
+                    pushed.sort_unstable();
+                    assert_eq!(pushed, reference(&graph, v, true, false), "out, {v}");
+                    let mut pulled = listed(out.in_edges(v));
+                    pulled.sort_unstable();
+                    assert_eq!(pulled, reference(&graph, v, false, true), "in, {v}");
+                }
+                let held: u64 = (start..end).map(|v| out.degree(v)).sum();
+                assert_eq!(out.num_edges(), held);
+            }
+        }
+    }
+}

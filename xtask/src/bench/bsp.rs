@@ -7,7 +7,11 @@
 //! - COST: two tcp node processes of one thread each against the
 //!   reference, for PageRank and WCC;
 //! - transports: two tcp node processes, one-sided WRITE rings against
-//!   two-sided SEND/RECV, for PageRank and BFS, with messages and bytes.
+//!   two-sided SEND/RECV, for PageRank and BFS: communication time (the
+//!   supersteps' time outside the workers' compute), messages and bytes;
+//! - memory: in every run of several nodes, the largest node's peak
+//!   resident memory against its share of the graph file (file size over
+//!   nodes), the paper's measure.
 //!
 //! Every configuration runs `--reps` times, interleaved, and the run with
 //! the median compute time is kept. Rates are edges per second of compute
@@ -62,6 +66,10 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         &argv!["graph", &graph, "--from", "1", "--count", "1"],
     )?;
     let edges = num(&facts, "/edges")?;
+    #[allow(clippy::cast_precision_loss)] // A file size far below 2^52.
+    let graph_bytes = std::fs::metadata(&graph)
+        .with_context(|| format!("reading the size of {}", graph.display()))?
+        .len() as f64;
     let source = facts["picked"][0]
         .as_u64()
         .context("bench-latency graph picked no source")?
@@ -111,12 +119,47 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
                 Some(Target::AtLeast(1.0)),
             ));
         }
+        for setup in [&TWO_NODES, &ONE_SIDED]
+            .into_iter()
+            .filter(|s| setups.contains(s))
+        {
+            let run = &measured[setup.name];
+            let nodes = run["nodes"]
+                .as_array()
+                .context("a job report without nodes")?;
+            let share = graph_bytes / nodes.len() as f64;
+            let peak = nodes
+                .iter()
+                .map(|node| num(node, "/peak_rss_bytes"))
+                .try_fold(0.0, |most: f64, bytes| {
+                    Ok::<_, anyhow::Error>(most.max(bytes?))
+                })?;
+            rows.push(Row::compare(
+                "bsp",
+                &format!(
+                    "memory: {name}, {}, largest node's peak RSS vs its share of the file",
+                    setup.name
+                ),
+                peak,
+                share,
+                Some(Target::AtMost(1.5)),
+            ));
+        }
         if setups.contains(&&ONE_SIDED) {
             rows.push(Row::compare(
                 "bsp",
                 &format!("{name}, 2 tcp nodes x 2 threads, one-sided vs two-sided, edges/s"),
                 rate(&ONE_SIDED)?,
                 rate(&TWO_SIDED)?,
+                None,
+            ));
+            rows.push(Row::compare(
+                "bsp",
+                &format!(
+                    "{name}, 2 tcp nodes x 2 threads, communication time (supersteps' time outside compute, slowest node), two-sided vs one-sided"
+                ),
+                communication_ns(&measured[TWO_SIDED.name])?,
+                communication_ns(&measured[ONE_SIDED.name])?,
                 Some(Target::AtLeast(1.3)),
             ));
             for setup in [&ONE_SIDED, &TWO_SIDED] {
@@ -192,6 +235,24 @@ fn compute_ns(run: &Value) -> Result<f64> {
         .iter()
         .map(|node| num(node, "/compute_ns"))
         .try_fold(0.0, |most: f64, ns| Ok(most.max(ns?)))
+}
+
+/// A job's communication time: each node's supersteps' time outside its
+/// workers' compute (sending, receiving, waiting at the barriers), summed
+/// over supersteps; the largest over nodes.
+fn communication_ns(run: &Value) -> Result<f64> {
+    let nodes = run["nodes"]
+        .as_array()
+        .context("a bsp report without nodes")?;
+    nodes.iter().try_fold(0.0, |most: f64, node| {
+        let steps = node["supersteps"]
+            .as_array()
+            .context("a node report without supersteps")?;
+        let outside = steps.iter().try_fold(0.0, |sum, step| {
+            Ok::<_, anyhow::Error>(sum + num(step, "/ns")? - num(step, "/busy_ns")?)
+        })?;
+        Ok(most.max(outside))
+    })
 }
 
 /// A count summed over a job's nodes.
