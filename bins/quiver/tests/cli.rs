@@ -1117,6 +1117,40 @@ fn kv_bench_runs_under_mpirun() {
     );
 }
 
+/// bsp under `mpirun` on the mpi fabric (a build with the `mpi` feature;
+/// `.ci/run` runs it): WCC on 2 ranks, pulling (every superstep, and by
+/// the frontier's size), writes exactly the reference's labels, with
+/// messages between the ranks.
+#[cfg(feature = "mpi")]
+#[test]
+fn bsp_runs_under_mpirun() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("rmat.qcsr");
+    undirected_rmat(&g, 10, 8);
+    let expected = dir.path().join("reference.txt");
+    let out = quiver(&["bsp", "wcc", path(&g), "--reference", "-o", path(&expected)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = std::fs::read_to_string(&expected).unwrap();
+    for direction in ["pull", "auto"] {
+        let output = dir.path().join(format!("{direction}.txt"));
+        let out = Command::new("mpirun")
+            .args(["-n", "2", "--oversubscribe", "--allow-run-as-root"])
+            .arg(env!("CARGO_BIN_EXE_quiver"))
+            .args(["--json", "bsp", "wcc", path(&g), "--fabric", "mpi"])
+            .args(["--direction", direction, "-o", path(&output)])
+            .stdin(Stdio::null())
+            .output()
+            .expect("mpirun runs (openmpi-bin)");
+        let report = json(&out);
+        let nodes = report["nodes"].as_array().expect("node reports");
+        assert_eq!(nodes.len(), 2, "{report}");
+        let messages: u64 = nodes.iter().map(|n| n["messages"].as_u64().unwrap()).sum();
+        assert!(messages > 0, "{report}");
+        let labels = std::fs::read_to_string(&output).unwrap();
+        assert_eq!(labels, expected, "--direction {direction}");
+    }
+}
+
 /// The node processes a driver spawned (children of `parent`), by rank.
 fn spawned_nodes(parent: u32) -> Vec<(u32, u32)> {
     let mut nodes: Vec<(u32, u32)> = std::fs::read_dir("/proc")
