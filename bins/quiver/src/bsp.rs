@@ -146,8 +146,15 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
         | BspCommand::Cdlp { run, .. }
         | BspCommand::Lcc { run } => run,
     };
-    let graph =
-        Graph::open(&run.graph).with_context(|| format!("opening {}", run.graph.display()))?;
+    // In a job the nodes read their parts of the graph (this process is one
+    // of them under a launcher); here it only names ids and writes the
+    // output, so none of it needs to stay resident.
+    let open = if run.job.wants_job() {
+        Graph::open_lazily
+    } else {
+        Graph::open
+    };
+    let graph = open(&run.graph).with_context(|| format!("opening {}", run.graph.display()))?;
     // Sources are named by the input's ids.
     let dense = |source: u64| {
         graph.dense_id(source).ok_or_else(|| {
