@@ -108,13 +108,16 @@ impl<'g> LocalGraph<'g> {
     }
 
     /// Edges into owned vertex `v` from every source, ascending: what a
-    /// pull gathers.
-    #[inline]
+    /// pull gathers. Always inlined, and a symmetric graph's lists read
+    /// from the graph's arrays without the layouts' `Cow`s: it runs once
+    /// per vertex of every pull (BFS on Kronecker 20, one thread: 6% more
+    /// instructions through `out`).
+    #[inline(always)]
     pub fn in_edges(&self, v: u32) -> Edges<'_> {
-        let i = v - self.owned.start;
         match &self.transposed {
-            Some(transposed) => transposed.edges(i),
-            None => self.out.edges(i),
+            None if self.migratable() => self.any_out_edges(v),
+            None => self.out.edges(v - self.owned.start),
+            Some(transposed) => transposed.edges(v - self.owned.start),
         }
     }
 
