@@ -2,6 +2,7 @@
 //! or read with aligned I/O.
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use quiver_io::{AlignedBuf, Mmap, ReadFile, ReadOptions, ReadRequest};
@@ -19,9 +20,10 @@ use crate::{to_usize, Error, Result};
 /// Invariants, established by every constructor: `offsets().len() == |V| + 1`,
 /// `offsets()[0] == 0`, offsets are non-decreasing and end at
 /// `targets().len() == |E|`; `weights()`, when present, has `|E|` entries.
-/// Adjacency lists are sorted by target and targets are `< |V|`: checked
-/// when a graph is built in memory, and when it is opened from a file
-/// (together with every page checksum), before any accessor sees a byte.
+/// Adjacency lists are sorted by target and targets are `< |V|`. A graph
+/// built in memory sorts its lists; opening a file checks every page
+/// checksum and that targets are `< |V|` before any accessor sees a byte,
+/// and [`Graph::verify`] checks the order (every writer here sorts).
 ///
 /// A graph may carry an id map ([`Graph::original_ids`]): the id each vertex
 /// had in the input, `|V|` distinct `u64`s. Its index for
@@ -210,10 +212,12 @@ impl Graph {
     }
 
     /// Opens a `.qcsr` file as [`Graph::open`] does, checking all of it the
-    /// same, but leaves none of it resident in this process after checking
-    /// it (window by window): its pages come back as the process touches
-    /// them. For a process that reads only part of the graph, such as one
-    /// node of a distributed job, whose memory then holds that part alone;
+    /// same, but releases the pages it checked from this process (8 MiB
+    /// windows of the page checksums and targets, then the offsets), so
+    /// that they come back only as the process touches them. Not released:
+    /// the id map, which opening indexes, and a version 1 file's weights
+    /// and ids. For a process that reads only part of the graph, such as
+    /// one node of a distributed job, whose memory then holds that part;
     /// one that reads all of it pays a minor fault per 64 KiB again.
     pub fn open_lazily(path: impl AsRef<Path>) -> Result<Graph> {
         Graph::open_mapped(path.as_ref(), Residency::Released)
@@ -335,11 +339,18 @@ impl Graph {
         }
     }
 
-    /// Checks what opening does not: that a list holds no target twice when
-    /// the header says so, and that every weight is finite. (Opening a file
-    /// already checked every checksum, offset and target.)
+    /// Checks what opening does not: that every list is sorted, that a list
+    /// holds no target twice when the header says so, and that every weight
+    /// is finite. (Opening a file already checked every checksum, offset
+    /// and target.)
     pub fn verify(&self) -> Result<()> {
         let path = self.path().unwrap_or(Path::new("<memory>"));
+        if let Some(v) = self.first_unsorted_list(0..self.num_vertices) {
+            return Err(Error::Corrupt {
+                path: path.to_owned(),
+                detail: format!("vertex {v}'s list is not sorted by target"),
+            });
+        }
         if self.has_distinct_targets() {
             let (offsets, targets) = (self.offsets(), self.targets());
             if let Some(v) = (0..offsets.len() - 1).find(|&v| {
@@ -364,6 +375,19 @@ impl Graph {
             }
         }
         Ok(())
+    }
+
+    /// The first vertex of `vertices` whose list is not in ascending order
+    /// of target, if any: [`Graph::verify`]'s check, for a reader that
+    /// relies on the order of only some lists.
+    pub fn first_unsorted_list(&self, vertices: Range<u32>) -> Option<u32> {
+        let (offsets, targets) = (self.offsets(), self.targets());
+        vertices.into_iter().find(|&v| {
+            let v = v as usize;
+            targets[to_usize(offsets[v])..to_usize(offsets[v + 1])]
+                .windows(2)
+                .any(|pair| pair[0] > pair[1])
+        })
     }
 
     /// |V|.

@@ -43,8 +43,9 @@ impl Task for BspTask {
     type Error = BoxError;
 
     fn run(node: &Node, config: &JobConfig) -> Result<NodeReport, BoxError> {
-        // A node of several reads its own vertices' lists (and, for a
-        // transpose, the file once): the rest need not stay resident.
+        // A node of several reads its own vertices' lists (a directed
+        // graph's transpose reads them all): the rest need not stay
+        // resident.
         let open = if node.size() > 1 {
             Graph::open_lazily
         } else {

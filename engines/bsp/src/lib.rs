@@ -24,10 +24,12 @@
 //! master from its active in-neighbours (GAPBS's bottom-up step), chosen
 //! by the frontier's size unless the caller fixes it. Before a pull, each
 //! node sends its active masters' states to the nodes where they are
-//! mirrors, so that a node reads only its own vertices' lists: its memory
-//! holds its share of the graph (and a transpose of it, for a directed
-//! graph pulled along out-edges), not the whole file, which a node of
-//! several opens lazily (`Graph::open_lazily`). This departs from the
+//! mirrors, so that a node reads only its own vertices' lists: on a
+//! symmetric graph its memory holds its share of the graph, not the whole
+//! file, which a node of several opens lazily (`Graph::open_lazily`). (A
+//! directed graph's transpose is built from every list of the file, which
+//! then stays resident.) Which nodes need a vertex's state is read off its
+//! sorted list; a node of several checks that its lists are sorted. This departs from the
 //! paper's Reduce-only synchronisation; Gemini's dense mode, which keeps
 //! it, has every node read every list of a symmetric graph or hold a
 //! transpose of its edges beside them.
@@ -69,6 +71,7 @@ mod sends;
 mod transpose;
 
 use std::ops::Range;
+use std::path::Path;
 
 use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
@@ -84,6 +87,9 @@ pub enum Error {
     /// A parameter that makes no sense.
     #[error("invalid argument")]
     InvalidArgument(#[from] InvalidArgument),
+    /// The graph breaks what the run relies on.
+    #[error("the graph cannot be used")]
+    Graph(#[source] quiver_csr::Error),
     /// The worker threads could not be started.
     #[error("starting the worker threads")]
     Threads(#[source] rayon::ThreadPoolBuildError),
@@ -227,6 +233,17 @@ fn run_on(
     let (rank, size) = node.map_or((0, 1), |n| (n.rank().0, n.size()));
     let partition = partition::Partition::rgraph(graph.offsets(), size);
     let owned = partition.range(rank as usize);
+    if size > 1 {
+        // Which nodes need a vertex's state is read off its sorted list.
+        if let Some(v) = graph.first_unsorted_list(owned.clone()) {
+            return Err(Error::Graph(quiver_csr::Error::Corrupt {
+                path: graph.path().unwrap_or(Path::new("<memory>")).to_owned(),
+                detail: format!(
+                    "vertex {v}'s list is not sorted by target, which a node of several relies on"
+                ),
+            }));
+        }
+    }
     let local = local::LocalGraph::new(graph, owned.clone(), programs::side(algorithm));
     let peers = match node {
         Some(node) if size > 1 => {

@@ -10,12 +10,13 @@
 //!   pulling into the masters. A symmetric graph, or the side `Both`,
 //!   needs no second layout: a vertex's in-edges are its own list. A
 //!   directed graph pulled along out-edges gets the transpose of the edges
-//!   into the owned vertices, gathered by one scan over all edges.
+//!   into the owned vertices, gathered by two passes over all edges.
 //!
-//! Either way a node reads only its own vertices' lists (and, to build a
-//! transpose, the file once): a pull gathers from remote sources through
-//! the mirror states their owners sent (see `crate::engine`), not from
-//! their lists.
+//! On a symmetric graph a node reads only its own vertices' lists: a pull
+//! gathers from remote sources through the mirror states their owners sent
+//! (see `crate::engine`), not from their lists. A directed graph's
+//! transpose (for either side) is built from every list of the file,
+//! whose pages then stay resident.
 //!
 //! Each node's edges are its own vertices' out-edges, so the sum over nodes
 //! is every edge exactly once (twice on the side `Both`).
@@ -180,8 +181,9 @@ impl Csr<'_> {
 
 impl Csr<'static> {
     /// The edges into each vertex of `owned` from every source of `graph`,
-    /// by counting sort over one scan of all edges (sources come out
-    /// ascending because the scan goes in source order).
+    /// by counting sort: one pass over all targets counts, one over every
+    /// list fills (sources come out ascending because it goes in source
+    /// order).
     fn transposed(graph: &Graph, owned: Range<u32>) -> Csr<'static> {
         let len = (owned.end - owned.start) as usize;
         let mut offsets = vec![0u64; len + 1];

@@ -243,6 +243,29 @@ fn a_false_claim_of_distinct_targets_is_found_by_verify() {
     assert!(err.to_string().contains("vertex 0's does"), "{err}");
 }
 
+#[test]
+fn an_unsorted_list_is_found_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph =
+        Graph::from_edges(3, &[(0, 1, 1.0), (1, 0, 1.0), (1, 2, 1.0)], false, false).unwrap();
+    let path = dir.path().join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Vertex 1's list [0, 2] becomes [2, 0]: checksums resealed.
+    set_target(&mut bytes, 1, 2);
+    set_target(&mut bytes, 2, 0);
+    std::fs::write(&path, &bytes).unwrap();
+    let graph = Graph::open(&path).expect("checksums and bounds hold");
+    assert_eq!(graph.neighbors(1), [2, 0]);
+    assert_eq!(graph.first_unsorted_list(0..3), Some(1));
+    assert_eq!(graph.first_unsorted_list(2..3), None);
+    let err = graph.verify().unwrap_err();
+    assert!(
+        err.to_string().contains("vertex 1's list is not sorted"),
+        "{err}"
+    );
+}
+
 /// A small graph with an id map, written; `ids` in the given order.
 fn written_with_ids(dir: &std::path::Path, ids: Vec<u64>) -> (std::path::PathBuf, Vec<u8>) {
     let graph = Graph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false, false)

@@ -108,6 +108,37 @@ proptest! {
     }
 }
 
+/// A node of several reads which nodes need a vertex's state off its
+/// sorted list, so a file whose list is out of order (checksums resealed)
+/// fails the job naming the vertex instead of computing wrong values.
+#[test]
+fn a_node_refuses_a_list_out_of_order() {
+    let edges = [(0, 1), (0, 3), (1, 0), (2, 3), (3, 0), (3, 2)];
+    let edges: Vec<(u32, u32, f32)> = edges.iter().map(|&(a, b)| (a, b, 1.0)).collect();
+    let graph = Graph::from_edges(4, &edges, false, false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Vertex 3's list, edges 4 and 5, [0, 2] becomes [2, 0].
+    quiver_csr::testing::set_target(&mut bytes, 4, 2);
+    quiver_csr::testing::set_target(&mut bytes, 5, 0);
+    std::fs::write(&path, &bytes).unwrap();
+    let job = Job {
+        timeout: Duration::from_secs(20),
+        ..Job::new(Fabric::Loopback { cost: None }, Nodes::Local(2))
+    };
+    let err = job
+        .run::<BspTask>(&JobConfig {
+            graph: path.clone(),
+            algorithm: Algorithm::Wcc,
+            config: Config::default(),
+        })
+        .expect_err("a list out of order");
+    let chain = quiver_run::chain(&err);
+    assert!(chain.contains("vertex 3's list is not sorted"), "{chain}");
+}
+
 const TASKS: &[Entry] = &[Entry::of::<BspTask>()];
 
 #[test]
