@@ -345,26 +345,19 @@ impl Graph {
     /// and target.)
     pub fn verify(&self) -> Result<()> {
         let path = self.path().unwrap_or(Path::new("<memory>"));
-        if let Some(v) = self.first_unsorted_list(0..self.num_vertices) {
+        // One pass over the lists for both checks.
+        let distinct = self.has_distinct_targets();
+        let bad = self.first_list_where(0..self.num_vertices, |a, b| a > b || (distinct && a == b));
+        if let Some(v) = bad {
+            let detail = if self.first_unsorted_list(v..v + 1).is_some() {
+                format!("vertex {v}'s list is not sorted by target")
+            } else {
+                format!("the header says no list holds a target twice, but vertex {v}'s does")
+            };
             return Err(Error::Corrupt {
                 path: path.to_owned(),
-                detail: format!("vertex {v}'s list is not sorted by target"),
+                detail,
             });
-        }
-        if self.has_distinct_targets() {
-            let (offsets, targets) = (self.offsets(), self.targets());
-            if let Some(v) = (0..offsets.len() - 1).find(|&v| {
-                targets[to_usize(offsets[v])..to_usize(offsets[v + 1])]
-                    .windows(2)
-                    .any(|pair| pair[0] == pair[1])
-            }) {
-                return Err(Error::Corrupt {
-                    path: path.to_owned(),
-                    detail: format!(
-                        "the header says no list holds a target twice, but vertex {v}'s does"
-                    ),
-                });
-            }
         }
         if let Some(weights) = self.weights() {
             if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
@@ -381,12 +374,22 @@ impl Graph {
     /// of target, if any: [`Graph::verify`]'s check, for a reader that
     /// relies on the order of only some lists.
     pub fn first_unsorted_list(&self, vertices: Range<u32>) -> Option<u32> {
+        self.first_list_where(vertices, |a, b| a > b)
+    }
+
+    /// The first vertex of `vertices` with two neighbouring targets `a, b`
+    /// in its list for which `bad(a, b)`.
+    fn first_list_where(
+        &self,
+        vertices: Range<u32>,
+        bad: impl Fn(u32, u32) -> bool,
+    ) -> Option<u32> {
         let (offsets, targets) = (self.offsets(), self.targets());
         vertices.into_iter().find(|&v| {
             let v = v as usize;
             targets[to_usize(offsets[v])..to_usize(offsets[v + 1])]
                 .windows(2)
-                .any(|pair| pair[0] > pair[1])
+                .any(|pair| bad(pair[0], pair[1]))
         })
     }
 

@@ -749,8 +749,10 @@ impl<'g> Engine<'g> {
         }
         let next = Bitmap::new(self.num_vertices());
         let combine = program.combine();
-        // Mirrors of a sum that took messages this superstep.
-        let touched = (combine == Combine::Sum).then(|| Bitmap::new(self.num_vertices()));
+        // Mirrors of a sum that a push sent to this superstep (a pull
+        // writes only masters).
+        let touched = (combine == Combine::Sum && direction == Direction::Push)
+            .then(|| Bitmap::new(self.num_vertices()));
         let edges_read = AtomicU64::new(0);
         let busy_ns;
 
@@ -908,24 +910,9 @@ impl<'g> Engine<'g> {
                         mirrors
                     });
                     let forward = forward.unwrap_or_default();
-                    let finished = this.pool.broadcast(|context| -> Result<()> {
-                        let worker = context.index();
-                        let workers = context.num_threads();
-                        for &v in forward.iter().skip(worker).step_by(workers) {
-                            let owner = peers.partition.owner(v);
-                            peers
-                                .channels
-                                .send(worker, owner, v, program.take(v), &deliver)?;
-                        }
-                        peers.channels.finish(worker, &deliver)
-                    });
-                    finished.into_iter().collect::<Result<Vec<()>>>()?;
-                    let mut traffic = peers.channels.end_superstep();
+                    let mut traffic =
+                        this.end_round(peers, &deliver, &forward, |v| program.take(v))?;
                     traffic += mirrored;
-                    // The superstep's barrier: no node starts the next one
-                    // (or leaves) while another may still return ring space
-                    // to it or count this one's ENDs.
-                    peers.node.barrier().map_err(Error::Verbs)?;
                     Ok(traffic)
                 }
                 None => Ok(Traffic::default()),
@@ -991,9 +978,30 @@ impl<'g> Engine<'g> {
         if let Some(error) = sent.into_iter().flatten().next() {
             return Err(error);
         }
-        let finished = self
-            .pool
-            .broadcast(|context| peers.channels.finish(context.index(), &deliver));
+        self.end_round(peers, &deliver, &[], |_| unreachable!("nothing to forward"))
+    }
+
+    /// Ends a round of messages with the other nodes: the workers share
+    /// `forward` (each vertex's `message` to its owner), then each finishes
+    /// its rings; returns the round's traffic after the barrier, before
+    /// which no node starts the next round (or leaves) while another may
+    /// still return ring space to it or count this one's ENDs.
+    fn end_round(
+        &self,
+        peers: &Peers,
+        deliver: &(dyn Fn(u32, u64) + Sync),
+        forward: &[u32],
+        message: impl Fn(u32) -> u64 + Sync,
+    ) -> Result<Traffic> {
+        let finished = self.pool.broadcast(|context| -> Result<()> {
+            let worker = context.index();
+            let workers = context.num_threads();
+            for &v in forward.iter().skip(worker).step_by(workers) {
+                let owner = peers.partition.owner(v);
+                peers.channels.send(worker, owner, v, message(v), deliver)?;
+            }
+            peers.channels.finish(worker, deliver)
+        });
         finished.into_iter().collect::<Result<Vec<()>>>()?;
         let traffic = peers.channels.end_superstep();
         peers.node.barrier().map_err(Error::Verbs)?;

@@ -436,8 +436,10 @@ impl PageRank<'_> {
     }
 
     fn sum(&self) -> &[AtomicU64] {
-        let n = u32::try_from(self.contribution.len()).expect("vertex ids fit u32");
-        self.sum.get_or_init(|| atomics(n, |_| AtomicU64::new(0)))
+        self.sum.get_or_init(|| {
+            let n = u32::try_from(self.contribution.len()).expect("vertex ids fit u32");
+            atomics(n, |_| AtomicU64::new(0))
+        })
     }
 }
 
