@@ -28,7 +28,12 @@ fn compute<'py>(
         quiver_bsp::run(graph, &algorithm, &config, progress)
     })?;
     Ok(match values {
-        Values::Depths(depths) => depths.into_pyarray(py).into_any(),
+        Values::Depths(depths) => depths
+            .into_iter()
+            .map(quiver_bsp::graphalytics_depth)
+            .collect::<Vec<u64>>()
+            .into_pyarray(py)
+            .into_any(),
         Values::Labels(labels) => labels.into_pyarray(py).into_any(),
         Values::Reals(reals) => reals.into_pyarray(py).into_any(),
     })
@@ -131,7 +136,7 @@ pub fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         "The LDBC Graphalytics algorithms on Quiver's bsp engine (RGraph's BSP \
          supersteps), each returning a numpy array indexed by vertex.",
     )?;
-    module.add("UNREACHED", quiver_bsp::UNREACHED)?;
+    module.add("UNREACHED", quiver_bsp::GRAPHALYTICS_UNREACHED)?;
     module.add_function(wrap_pyfunction!(bfs, &module)?)?;
     module.add_function(wrap_pyfunction!(pagerank, &module)?)?;
     module.add_function(wrap_pyfunction!(wcc, &module)?)?;

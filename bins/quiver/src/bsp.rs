@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_bsp::job::{join, BspTask, JobConfig, NodeReport};
-use quiver_bsp::{reference, Algorithm, Config, Direction, Transport, Values, UNREACHED};
+use quiver_bsp::{
+    graphalytics_depth, reference, Algorithm, Config, Direction, Transport, Values, UNREACHED,
+};
 use quiver_csr::Graph;
 use quiver_io::size::format_bytes;
+use quiver_io::ReadOptions;
 use serde::Serialize;
 
 use crate::commands::UsageError;
@@ -148,13 +151,21 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
     };
     // In a job the nodes read their parts of the graph (this process is one
     // of them under a launcher); here it only names ids and writes the
-    // output, so none of it needs to stay resident.
-    let open = if run.job.wants_job() {
-        Graph::open_lazily
+    // output, so none of it needs to stay resident. Alone, this process
+    // computes on the graph: it reads it into its own memory, on huge
+    // pages, which two workers read far faster than the file's mapping
+    // (BFS on Kronecker 20, 2 threads: pulls of 14-16 ms against 21-33 ms
+    // over the mapping's small pages).
+    let graph = if run.job.wants_job() {
+        Graph::open_lazily(&run.graph)
     } else {
-        Graph::open
-    };
-    let graph = open(&run.graph).with_context(|| format!("opening {}", run.graph.display()))?;
+        let options = ReadOptions {
+            direct: false,
+            ..ReadOptions::default()
+        };
+        Graph::load(&run.graph, &options)
+    }
+    .with_context(|| format!("opening {}", run.graph.display()))?;
     // Sources are named by the input's ids.
     let dense = |source: u64| {
         graph.dense_id(source).ok_or_else(|| {
@@ -324,7 +335,7 @@ fn print_engine(report: &quiver_bsp::Report) {
 fn summarize(values: &Values) -> String {
     match values {
         Values::Depths(depths) => {
-            let reached: Vec<u64> = depths.iter().copied().filter(|&d| d != UNREACHED).collect();
+            let reached: Vec<u32> = depths.iter().copied().filter(|&d| d != UNREACHED).collect();
             format!(
                 "{} vertices reached, deepest at depth {}",
                 reached.len(),
@@ -365,7 +376,7 @@ fn write_output(path: &Path, graph: &Graph, values: &Values) -> Result<()> {
             let (id, i) = (graph.original_id(v), v as usize);
             line.clear();
             match values {
-                Values::Depths(d) => write!(line, "{id} {}", d[i]),
+                Values::Depths(d) => write!(line, "{id} {}", graphalytics_depth(d[i])),
                 Values::Labels(l) => write!(line, "{id} {}", graph.original_id(l[i])),
                 Values::Reals(r) => write!(line, "{id} {}", graphalytics_real(r[i])),
             }

@@ -6,8 +6,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-/// Depth of a vertex BFS never reaches: Graphalytics' `9223372036854775807`.
-pub const UNREACHED: u64 = i64::MAX as u64;
+/// Depth of a vertex BFS never reaches. Depths are held as `u32`: a
+/// depth is below |V|, which is at most `u32::MAX` (ids are `u32`), so it
+/// is never this. Graphalytics writes it as [`GRAPHALYTICS_UNREACHED`].
+pub const UNREACHED: u32 = u32::MAX;
+
+/// How Graphalytics writes the depth of a vertex BFS never reaches:
+/// `9223372036854775807`.
+pub const GRAPHALYTICS_UNREACHED: u64 = i64::MAX as u64;
+
+/// A depth as Graphalytics writes it: itself, or
+/// [`GRAPHALYTICS_UNREACHED`] for [`UNREACHED`].
+pub fn graphalytics_depth(depth: u32) -> u64 {
+    if depth == UNREACHED {
+        GRAPHALYTICS_UNREACHED
+    } else {
+        u64::from(depth)
+    }
+}
 
 /// One algorithm with its parameters. Vertex ids are dense (`0..|V|`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,8 +142,9 @@ fn positive_iterations(iterations: u32) -> Result<()> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Values {
-    /// BFS depths ([`UNREACHED`] for unreached vertices).
-    Depths(Vec<u64>),
+    /// BFS depths ([`UNREACHED`] for unreached vertices; see
+    /// [`graphalytics_depth`] for the benchmark's form).
+    Depths(Vec<u32>),
     /// WCC and CDLP labels: dense vertex ids.
     Labels(Vec<u32>),
     /// PageRank, SSSP distances (`+∞` unreachable) and LCC. Serialized as

@@ -28,7 +28,9 @@
 //! symmetric graph its memory holds its share of the graph, not the whole
 //! file, which a node of several opens lazily (`Graph::open_lazily`). (A
 //! directed graph's transpose is built from every list of the file, which
-//! then stays resident.) Which nodes need a vertex's state is read off its
+//! then stays resident.) A process alone (the CLI without a job) reads the
+//! file into its own memory on huge pages (`Graph::load`), which its
+//! workers read faster than the file's mapping. Which nodes need a vertex's state is read off its
 //! sorted list; a node of several checks that its lists are sorted. This departs from the
 //! paper's Reduce-only synchronisation; Gemini's dense mode, which keeps
 //! it, has every node read every list of a symmetric graph or hold a
@@ -78,7 +80,7 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use quiver_verbs::{Node, Reduce};
 use serde::{Deserialize, Serialize};
 
-pub use algorithm::{Algorithm, Values, UNREACHED};
+pub use algorithm::{graphalytics_depth, Algorithm, Values, GRAPHALYTICS_UNREACHED, UNREACHED};
 pub use engine::{Direction, Superstep, Transport};
 
 /// What can go wrong in a run.

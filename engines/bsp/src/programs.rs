@@ -77,14 +77,24 @@ fn start(engine: &Engine<'_>, source: u32) -> Frontier {
     Frontier::of(engine.num_vertices(), mine.then_some(source))
 }
 
+/// BFS's program. Depths are `u32` (half the bytes a pull scans and a
+/// node holds over all of V); messages carry them as `u64`.
 struct Bfs<'a> {
-    depth: &'a [AtomicU64],
-    next_depth: u64,
+    depth: &'a [AtomicU32],
+    next_depth: u32,
+}
+
+impl Bfs<'_> {
+    /// The depth a message carries (always one this program sent).
+    fn depth_of(message: u64) -> u32 {
+        u32::try_from(message).expect("BFS messages carry u32 depths")
+    }
 }
 
 impl EdgeProgram for Bfs<'_> {
     fn signal(&self, _src: u32, _state: u64, dst: u32, _weight: f32) -> Option<u64> {
-        (self.depth[dst as usize].load(Ordering::Relaxed) == UNREACHED).then_some(self.next_depth)
+        (self.depth[dst as usize].load(Ordering::Relaxed) == UNREACHED)
+            .then_some(u64::from(self.next_depth))
     }
 
     fn wants_pull(&self, dst: u32) -> bool {
@@ -101,12 +111,17 @@ impl EdgeProgram for Bfs<'_> {
             .vertices
             .iter()
             .any(|&src| active.contains(src))
-            .then_some(self.next_depth)
+            .then_some(u64::from(self.next_depth))
     }
 
     fn reduce(&self, dst: u32, depth: u64) -> bool {
         self.depth[dst as usize]
-            .compare_exchange(UNREACHED, depth, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(
+                UNREACHED,
+                Self::depth_of(depth),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
             .is_ok()
     }
 
@@ -116,14 +131,14 @@ impl EdgeProgram for Bfs<'_> {
         let slot = &self.depth[dst as usize];
         let unreached = slot.load(Ordering::Relaxed) == UNREACHED;
         if unreached {
-            slot.store(depth, Ordering::Relaxed);
+            slot.store(Self::depth_of(depth), Ordering::Relaxed);
         }
         unreached
     }
 }
 
-fn bfs(engine: &mut Engine<'_>, source: u32) -> Result<Vec<u64>> {
-    let depth = atomics(engine.num_vertices(), |_| AtomicU64::new(UNREACHED));
+fn bfs(engine: &mut Engine<'_>, source: u32) -> Result<Vec<u32>> {
+    let depth = atomics(engine.num_vertices(), |_| AtomicU32::new(UNREACHED));
     depth[source as usize].store(0, Ordering::Relaxed);
     let mut frontier = start(engine, source);
     let mut next_depth = 1;
@@ -135,7 +150,7 @@ fn bfs(engine: &mut Engine<'_>, source: u32) -> Result<Vec<u64>> {
         frontier = engine.process_edges(&frontier, &program)?;
         next_depth += 1;
     }
-    let all: Vec<u64> = depth.into_iter().map(AtomicU64::into_inner).collect();
+    let all: Vec<u32> = depth.into_iter().map(AtomicU32::into_inner).collect();
     Ok(owned(engine, all))
 }
 

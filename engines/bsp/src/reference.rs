@@ -31,7 +31,7 @@ pub fn run(graph: &Graph, algorithm: &Algorithm) -> Result<Values> {
     })
 }
 
-fn bfs(graph: &Graph, source: u32) -> Vec<u64> {
+fn bfs(graph: &Graph, source: u32) -> Vec<u32> {
     let mut depth = vec![UNREACHED; graph.num_vertices() as usize];
     let mut queue = std::collections::VecDeque::from([source]);
     depth[source as usize] = 0;
