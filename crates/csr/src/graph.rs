@@ -370,6 +370,37 @@ impl Graph {
         Ok(())
     }
 
+    /// Takes the offsets, targets and weights of `vertices` out of this
+    /// process's resident memory when the graph maps its file: they stay in
+    /// the page cache and map back, unchanged, when read again. For a
+    /// process that read lists it will not read again (a bsp node, after
+    /// computing its partition from every offset or transposing the
+    /// graph). A graph loaded or built in memory is left as it is. Pages
+    /// that `vertices` shares with other vertices' entries are released
+    /// too; they too map back when read.
+    ///
+    /// # Panics
+    /// If `vertices` does not lie within `0..|V|`.
+    pub fn release_lists(&self, vertices: Range<u32>) {
+        let Storage::File {
+            bytes: FileBytes::Mapped(map),
+            ..
+        } = &self.storage
+        else {
+            return;
+        };
+        if vertices.is_empty() {
+            return;
+        }
+        let offsets = &self.offsets()[vertices.start as usize..=vertices.end as usize];
+        let edges = to_usize(offsets[0])..to_usize(offsets[offsets.len() - 1]);
+        quiver_io::release_mapped(map, bytemuck::cast_slice(offsets));
+        quiver_io::release_mapped(map, bytemuck::cast_slice(&self.targets()[edges.clone()]));
+        if let Some(weights) = self.weights() {
+            quiver_io::release_mapped(map, bytemuck::cast_slice(&weights[edges]));
+        }
+    }
+
     /// The first vertex of `vertices` whose list is not in ascending order
     /// of target, if any: [`Graph::verify`]'s check, for a reader that
     /// relies on the order of only some lists.

@@ -26,13 +26,14 @@
 //! node sends its active masters' states to the nodes where they are
 //! mirrors, so that a node reads only its own vertices' lists: on a
 //! symmetric graph its memory holds its share of the graph, not the whole
-//! file, which a node of several opens lazily (`Graph::open_lazily`). (A
-//! directed graph's transpose is built from every list of the file, which
-//! then stays resident.) A process alone (the CLI without a job) reads the
-//! file into its own memory on huge pages (`Graph::load`), which its
-//! workers read faster than the file's mapping. Which nodes need a vertex's state is read off its
-//! sorted list; a node of several checks that its lists are sorted. This departs from the
-//! paper's Reduce-only synchronisation; Gemini's dense mode, which keeps
+//! file, which a node of several opens lazily (`Graph::open_lazily`),
+//! releasing the other nodes' offsets and lists once it has read them (to
+//! partition, or to transpose a directed graph). A process alone (the CLI
+//! without a job) reads the file into its own memory on huge pages
+//! (`Graph::load`), which its workers read faster than the file's
+//! mapping. Which nodes need a vertex's state is read off its sorted
+//! list; a node of several checks that its lists are sorted. This departs
+//! from the paper's Reduce-only synchronisation; Gemini's dense mode, which keeps
 //! it, has every node read every list of a symmetric graph or hold a
 //! transpose of its edges beside them.
 //! Messages travel in blocks of 256 by one-sided WRITEs into per-worker
@@ -247,6 +248,13 @@ fn run_on(
         }
     }
     let local = local::LocalGraph::new(graph, owned.clone(), programs::side(algorithm));
+    if size > 1 {
+        // The partition read every offset, and a directed graph's
+        // transpose every list; a node reads only its own from here on
+        // (LCC and migrated tasks map others' back as they read them).
+        graph.release_lists(0..owned.start);
+        graph.release_lists(owned.end..graph.num_vertices());
+    }
     let peers = match node {
         Some(node) if size > 1 => {
             // Every node runs as many workers as the largest asks for: the

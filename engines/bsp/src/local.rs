@@ -15,8 +15,9 @@
 //! On a symmetric graph a node reads only its own vertices' lists: a pull
 //! gathers from remote sources through the mirror states their owners sent
 //! (see `crate::engine`), not from their lists. A directed graph's
-//! transpose (for either side) is built from every list of the file,
-//! whose pages then stay resident.
+//! transpose (for either side) is built from every list of the file; a
+//! node of several then releases the lists it does not own
+//! (`Graph::release_lists`).
 //!
 //! Each node's edges are its own vertices' out-edges, so the sum over nodes
 //! is every edge exactly once (twice on the side `Both`).

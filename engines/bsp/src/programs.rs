@@ -424,10 +424,11 @@ fn boundary(engine: &Engine<'_>) -> Option<Frontier> {
 
 /// One PageRank iteration's edge phase: every vertex gathers the
 /// contributions `rank[u] / out_degree(u)` of its in-neighbours: pulled,
-/// into `local` (the other nodes' contributions are their mirrors here);
-/// pushed, into `sum` (a master's, or a mirror's, which is forwarded),
-/// made at the first push: a run that only pulls never touches its 8
-/// bytes a vertex.
+/// into its own rank's slot in `rank`, which the iteration's start
+/// emptied once it had taken the contribution (the other nodes'
+/// contributions are their mirrors here); pushed, into `sum` (a
+/// master's, or a mirror's, which is forwarded), made at the first push:
+/// a run that only pulls never touches its 8 bytes a vertex.
 ///
 /// Contributions are held as `f32`, as GAPBS holds its scores: the gather
 /// reads one at random per edge, and half the bytes is half the cache
@@ -436,9 +437,9 @@ fn boundary(engine: &Engine<'_>) -> Option<Frontier> {
 struct PageRank<'a> {
     /// `f32` bits, over all of V.
     contribution: &'a [AtomicU32],
-    /// Pulled sums of the masters as `f64` bits, over the owned vertices
-    /// from `first`.
-    local: &'a [AtomicU64],
+    /// Ranks of the owned vertices from `first`, as `f64` bits: during the
+    /// edge phase, the masters' pulled sums.
+    rank: &'a [AtomicU64],
     first: u32,
     /// Pushed sums as `f64` bits, over all of V.
     sum: &'a OnceLock<Vec<AtomicU64>>,
@@ -506,7 +507,7 @@ impl EdgeProgram for PageRank<'_> {
     }
 
     fn assign(&self, dst: u32, bits: u64) -> bool {
-        self.local[(dst - self.first) as usize].store(bits, Ordering::Relaxed);
+        self.rank[(dst - self.first) as usize].store(bits, Ordering::Relaxed);
         false
     }
 
@@ -538,30 +539,34 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
         .clone()
         .filter(|&v| inverse_degree[(v - owned.start) as usize] == 0.0)
         .collect();
-    // Ranks of the owned vertices; contributions over all of V (masters,
-    // and mirrors that a pull's gathers read).
-    let mut rank = vec![1.0 / size; owned.len()];
-    let mut contribution = atomics(n, |_| AtomicU32::new(0));
-    let local_sum = atomics(owned.end - owned.start, |_| AtomicU64::new(0));
+    // Ranks of the owned vertices (`f64` bits; each iteration's pulled sums
+    // in between); contributions over all of V (masters, and mirrors that
+    // a pull's gathers read).
+    let rank = atomics(owned.end - owned.start, |_| {
+        AtomicU64::new((1.0 / size).to_bits())
+    });
+    let rank_of = |i: usize| f64::from_bits(rank[i].load(Ordering::Relaxed));
+    let contribution = atomics(n, |_| AtomicU32::new(0));
     let sum = OnceLock::new();
     for _ in 0..iterations {
         let sink_rank: f64 = sinks
             .iter()
-            .map(|&v| rank[(v - owned.start) as usize])
+            .map(|&v| rank_of((v - owned.start) as usize))
             .sum();
         let sink_sum = engine.sum_f64(sink_rank)?;
-        let mine = &mut contribution[owned.start as usize..owned.end as usize];
-        engine.map_owned(mine, |v| {
+        // Each rank leaves its contribution and empties its slot for the sum.
+        engine.for_each_owned(|v| {
             let i = (v - owned.start) as usize;
             #[allow(clippy::cast_possible_truncation)] // A contribution is held as f32.
-            let share = (rank[i] * f64::from(inverse_degree[i])) as f32;
-            AtomicU32::new(share.to_bits())
+            let share = (rank_of(i) * f64::from(inverse_degree[i])) as f32;
+            contribution[v as usize].store(share.to_bits(), Ordering::Relaxed);
+            rank[i].store(0f64.to_bits(), Ordering::Relaxed);
         });
         engine.process_edges(
             &all,
             &PageRank {
                 contribution: &contribution,
-                local: &local_sum,
+                rank: &rank,
                 first: owned.start,
                 sum: &sum,
             },
@@ -571,15 +576,19 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
         // mirror's sum is taken when it is forwarded).
         let take = |slot: &AtomicU64| f64::from_bits(slot.swap(0f64.to_bits(), Ordering::Relaxed));
         let pushed = sum.get();
-        engine.map_owned(&mut rank, |v| {
-            let mut gathered = take(&local_sum[(v - owned.start) as usize]);
+        engine.for_each_owned(|v| {
+            let i = (v - owned.start) as usize;
+            let mut gathered = rank_of(i);
             if let Some(sum) = pushed {
                 gathered += take(&sum[v as usize]);
             }
-            base + damping * gathered
+            rank[i].store((base + damping * gathered).to_bits(), Ordering::Relaxed);
         });
     }
-    Ok(rank)
+    Ok(rank
+        .into_iter()
+        .map(|r| f64::from_bits(r.into_inner()))
+        .collect())
 }
 
 fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {

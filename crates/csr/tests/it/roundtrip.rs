@@ -130,19 +130,26 @@ fn mapping_rss(at: *const u8) -> u64 {
     panic!("no mapping holds {at:#x}");
 }
 
-/// Opening lazily checks the same bytes as opening but leaves at most a
-/// window of the file resident; the graph reads the same.
-#[test]
-fn opening_lazily_leaves_the_file_out_of_memory() {
+/// A ring of 2^21 vertices written to `dir`: a file of over 24 MiB (16
+/// MiB of offsets, 8 MiB of targets), to see pages leave the process.
+fn large_graph_file(dir: &tempfile::TempDir) -> (Graph, std::path::PathBuf) {
     let n: u32 = 2 << 20;
     let offsets: Vec<u64> = (0..=u64::from(n)).collect();
     let targets: Vec<u32> = (0..n).map(|v| (v + 1) % n).collect();
     let graph = Graph::from_parts(offsets, targets, None, false).unwrap();
-    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.qcsr");
     quiver_csr::write_graph(&graph, &path).unwrap();
     let file_len = std::fs::metadata(&path).unwrap().len();
     assert!(file_len > 24 << 20, "{file_len} bytes");
+    (graph, path)
+}
+
+/// Opening lazily checks the same bytes as opening but leaves at most a
+/// window of the file resident; the graph reads the same.
+#[test]
+fn opening_lazily_leaves_the_file_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, path) = large_graph_file(&dir);
 
     let kept = Graph::open(&path).unwrap();
     let kept_rss = mapping_rss(kept.targets().as_ptr().cast());
@@ -155,4 +162,35 @@ fn opening_lazily_leaves_the_file_out_of_memory() {
     );
     assert_eq!(lazy.targets(), kept.targets());
     assert_eq!(lazy.offsets(), kept.offsets());
+}
+
+/// Releasing half the lists of a mapped graph takes their pages (8 MiB of
+/// offsets, 4 MiB of targets) out of the process and leaves the other
+/// half's; every list still reads as written. A loaded graph keeps its
+/// lists: releasing them must not discard its only copy.
+#[test]
+fn released_lists_leave_memory_and_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let (written, path) = large_graph_file(&dir);
+    let n = written.num_vertices();
+
+    let mapped = Graph::open(&path).unwrap();
+    let at = mapped.targets().as_ptr().cast();
+    let before = mapping_rss(at);
+    assert!(before > 24 << 20, "open left {before} bytes resident");
+    mapped.release_lists(n / 2..n);
+    let after = mapping_rss(at);
+    assert!(
+        after <= before - (11 << 20) && after >= 12 << 20,
+        "{before} bytes resident before releasing half the lists, {after} after"
+    );
+    assert_same_graph(&written, &mapped);
+
+    let options = ReadOptions {
+        direct: false,
+        ..ReadOptions::default()
+    };
+    let loaded = Graph::load(&path, &options).unwrap();
+    loaded.release_lists(0..n);
+    assert_same_graph(&written, &loaded);
 }
