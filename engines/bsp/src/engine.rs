@@ -209,8 +209,10 @@ impl WordBuffer {
 }
 
 /// The active vertices of a superstep that this node owns: a bitmap for
-/// pulling and lookups, and the same vertices as a list for pushing. A
-/// superstep's result lists its vertices only when something asks for them:
+/// pulling and lookups, and the same vertices as a list for pushing (a
+/// frontier of every vertex of its range needs none: [`Frontier::part`]
+/// counts them). A superstep's result lists its vertices only when
+/// something asks for them:
 /// a pull that follows a pull reads the bitmap alone, and listing the
 /// half-million vertices a BFS pull on Kronecker 20 activates took about
 /// 2.7 ms, a sixth of that superstep.
@@ -236,6 +238,16 @@ impl Frontier {
             range: 0..n,
             list: OnceLock::from(list),
         }
+    }
+
+    /// Every vertex of `range` (of a graph of `n`), never listed: [`Frontier::part`]
+    /// counts them off the range (a list of a million vertices is 4 MB).
+    pub fn every(n: u32, range: Range<u32>) -> Frontier {
+        let bits = Bitmap::new(n);
+        for v in range.clone() {
+            bits.insert(v);
+        }
+        Frontier::of_bits(bits, range)
     }
 
     /// The members of `bits` within `range`, listed when first asked for.
@@ -292,6 +304,38 @@ impl Frontier {
     pub fn vertices(&self) -> &[u32] {
         self.list
             .get_or_init(|| self.bits.members(self.range.clone()))
+    }
+
+    /// The active vertices at positions `at` of [`Frontier::vertices`]'
+    /// order, counted off the range instead of listed when every vertex
+    /// of the range is active (their list would be the range in order).
+    pub fn part(&self, at: Range<usize>) -> impl Iterator<Item = u32> + '_ {
+        debug_assert!(at.end <= self.count, "positions {at:?} of {}", self.count);
+        let every = self.is_every();
+        let first = self.range.start;
+        let listed = if every {
+            &[][..]
+        } else {
+            &self.vertices()[at.clone()]
+        };
+        let counted = if every { at } else { 0..0 };
+        listed
+            .iter()
+            .copied()
+            .chain(counted.map(move |i| first + vertex(i)))
+    }
+
+    /// Lists the vertices now if [`Frontier::part`] will need the list,
+    /// so that making it is not the first worker's busy time.
+    fn list_for_parts(&self) {
+        if !self.is_every() {
+            self.vertices();
+        }
+    }
+
+    /// Whether every vertex of the range is active.
+    fn is_every(&self) -> bool {
+        self.count == self.range.len()
     }
 }
 
@@ -584,7 +628,7 @@ impl<'g> Engine<'g> {
 
     /// Every owned vertex as a frontier.
     pub fn all_owned(&self) -> Frontier {
-        Frontier::of(self.num_vertices(), self.owned())
+        Frontier::every(self.num_vertices(), self.owned())
     }
 
     /// `value` summed over all nodes.
@@ -669,7 +713,7 @@ impl<'g> Engine<'g> {
         let owned = self.owned();
         let sums = match active {
             Some(frontier) => self.grab(frontier.len(), GRAB, |range, sum: &mut R, _| {
-                for &v in &frontier.vertices()[range] {
+                for v in frontier.part(range) {
                     *sum += work(v);
                 }
             }),
@@ -796,7 +840,7 @@ impl<'g> Engine<'g> {
             // frontier as a list: made here, if the frontier came from a
             // pull, so busy time stays the workers'.
             if direction == Direction::Push || this.peers.is_some() {
-                active.vertices();
+                active.list_for_parts();
             }
             let mirrored = match (&this.peers, direction) {
                 (Some(peers), Direction::Pull | Direction::Auto) => {
@@ -830,7 +874,7 @@ impl<'g> Engine<'g> {
                                 }
                                 *failed = (|| {
                                     let mut read = 0;
-                                    for &src in &active.vertices()[range] {
+                                    for src in active.part(range) {
                                         let edges = this.local.out_edges(src);
                                         read += task(worker, src, program.state(src), edges)?;
                                     }
@@ -849,7 +893,7 @@ impl<'g> Engine<'g> {
                                 // published: no need to read them back.
                                 let mut read = 0;
                                 while let Some(range) = worklists.grab() {
-                                    for &src in &active.vertices()[range] {
+                                    for src in active.part(range) {
                                         let edges = this.local.out_edges(src);
                                         read += task(worker, src, program.state(src), edges)?;
                                     }
@@ -961,7 +1005,7 @@ impl<'g> Engine<'g> {
                     return;
                 }
                 *failed = (|| {
-                    for &v in &active.vertices()[range] {
+                    for v in active.part(range) {
                         let state = program.state(v);
                         let neighbours = self.local.out_edges(v).vertices;
                         for node in peers.partition.owners(neighbours) {
@@ -1082,6 +1126,35 @@ mod tests {
             let kept: Vec<u32> = (0..n).filter(|&v| frontier.contains(v)).collect();
             assert_eq!(kept, (start..end).collect::<Vec<_>>(), "{start}..{end}");
         }
+    }
+
+    /// Every frontier's parts, over any split of its positions, are its
+    /// listed vertices in order: counted off the range for a frontier of
+    /// every vertex of it, read from the list otherwise.
+    #[test]
+    fn parts_are_the_listed_vertices() {
+        let n = 300;
+        for (start, end) in [(0, 300), (5, 65), (64, 128), (70, 70), (1, 299)] {
+            let every = Frontier::every(n, start..end);
+            let some = Frontier::of_bits(Bitmap::new(n), start..end);
+            for v in (start..end).step_by(7) {
+                some.bits.insert(v);
+            }
+            let some = Frontier::of_bits(some.bits, start..end);
+            for frontier in [every, some, Frontier::of(n, (start..end).rev().step_by(5))] {
+                let listed = frontier.vertices().to_vec();
+                assert_eq!(listed.len(), frontier.len(), "{start}..{end}");
+                for cut in [0, listed.len().min(1), listed.len() / 2, listed.len()] {
+                    let parts: Vec<u32> = frontier
+                        .part(0..cut)
+                        .chain(frontier.part(cut..listed.len()))
+                        .collect();
+                    assert_eq!(parts, listed, "{start}..{end} cut at {cut}");
+                }
+            }
+        }
+        let every = Frontier::every(n, 5..65);
+        assert!((0..n).all(|v| every.contains(v) == (5..65).contains(&v)));
     }
 
     #[test]

@@ -522,22 +522,10 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     let size = f64::from(n);
     let all = engine.all_owned();
     let local = engine.local();
-    // 1 / out-degree of each owned vertex (0 for a sink), read each
-    // iteration instead of two offsets and a division; as `f32`, like the
-    // contribution it scales (the product's rounding stays 2^-23 relative).
-    let mut inverse_degree = vec![0f32; owned.len()];
-    engine.map_owned(&mut inverse_degree, |v| {
-        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
-        // Degrees far below 2^52; the inverse is held as f32.
-        match local.graph_degree(v) {
-            0 => 0.0,
-            degree => (1.0 / degree as f64) as f32,
-        }
-    });
     // Owned vertices without out-edges, whose rank is spread over all.
     let sinks: Vec<u32> = owned
         .clone()
-        .filter(|&v| inverse_degree[(v - owned.start) as usize] == 0.0)
+        .filter(|&v| local.graph_degree(v) == 0)
         .collect();
     // Ranks of the owned vertices (`f64` bits; each iteration's pulled sums
     // in between); contributions over all of V (masters, and mirrors that
@@ -557,8 +545,12 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
         // Each rank leaves its contribution and empties its slot for the sum.
         engine.for_each_owned(|v| {
             let i = (v - owned.start) as usize;
-            #[allow(clippy::cast_possible_truncation)] // A contribution is held as f32.
-            let share = (rank_of(i) * f64::from(inverse_degree[i])) as f32;
+            // Degrees far below 2^52; a contribution is held as f32.
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            let share = match engine.local().graph_degree(v) {
+                0 => 0.0,
+                degree => (rank_of(i) / degree as f64) as f32,
+            };
             contribution[v as usize].store(share.to_bits(), Ordering::Relaxed);
             rank[i].store(0f64.to_bits(), Ordering::Relaxed);
         });
