@@ -120,7 +120,7 @@ pub struct BenchArgs {
     /// io: size of the test file (on the real disk, in target/bench/data).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub size: u64,
-    /// io, verbs, walker-systems: repetitions of every method, interleaved (verbs, walker-systems: the median run is kept).
+    /// io, verbs, walker-systems, bsp: repetitions of every method, interleaved (verbs, walker-systems, bsp: the median run is kept; bsp runs BFS three times as many).
     #[arg(long, default_value_t = 3)]
     pub reps: u32,
     /// io: 8 MiB blocks per io_uring batch in the sequential runs (bench-io's default if omitted).
