@@ -247,14 +247,9 @@ fn run_on(
             }));
         }
     }
-    let local = local::LocalGraph::new(graph, owned.clone(), programs::side(algorithm));
-    if size > 1 {
-        // The partition read every offset, and a directed graph's
-        // transpose every list; a node reads only its own from here on
-        // (LCC and migrated tasks map others' back as they read them).
-        graph.release_lists(0..owned.start);
-        graph.release_lists(owned.end..graph.num_vertices());
-    }
+    // A node of several reads only its own lists from here on (LCC and
+    // migrated tasks map others' back as they read them).
+    let local = local::LocalGraph::new(graph, owned.clone(), programs::side(algorithm), size > 1);
     let peers = match node {
         Some(node) if size > 1 => {
             // Every node runs as many workers as the largest asks for: the

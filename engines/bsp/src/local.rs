@@ -29,6 +29,10 @@ use quiver_csr::Graph;
 
 use crate::engine::{Edges, Side};
 
+/// Sources a transpose reads between two releases of what it read
+/// (64 Ki vertices: on Kronecker 20, about 2 MB of lists).
+const TRANSPOSE_WINDOW: u32 = 1 << 16;
+
 /// One node's edges.
 #[derive(Debug)]
 pub struct LocalGraph<'g> {
@@ -56,8 +60,19 @@ struct Csr<'g> {
 }
 
 impl<'g> LocalGraph<'g> {
-    /// The edges of the vertices in `owned` on `side`.
-    pub fn new(graph: &'g Graph, owned: Range<u32>, side: Side) -> LocalGraph<'g> {
+    /// The edges of the vertices in `owned` on `side`. With `give_back`
+    /// (a node of several), the offsets and lists of the vertices it does
+    /// not own leave the process once read (`Graph::release_lists`): window
+    /// by window while a directed graph is transposed, and all of them at
+    /// the end (the partition read every offset).
+    pub fn new(graph: &'g Graph, owned: Range<u32>, side: Side, give_back: bool) -> LocalGraph<'g> {
+        // Releases the vertices of `window` that this node does not own.
+        let release = |window: Range<u32>| {
+            if give_back {
+                graph.release_lists(window.start..window.end.min(owned.start));
+                graph.release_lists(window.start.max(owned.end)..window.end);
+            }
+        };
         let borrowed = || {
             let (start, end) = (owned.start as usize, owned.end as usize);
             Csr {
@@ -69,13 +84,14 @@ impl<'g> LocalGraph<'g> {
         let (out, transposed) = if graph.is_undirected() {
             (borrowed(), None)
         } else {
-            let transposed = Csr::transposed(graph, owned.clone());
+            let transposed = Csr::transposed(graph, owned.clone(), &release);
             match side {
                 Side::Both => (Csr::merged(&borrowed(), &transposed), None),
                 Side::Out => (borrowed(), Some(transposed)),
             }
         };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
+        release(0..graph.num_vertices());
         LocalGraph {
             offsets: graph.offsets(),
             targets: graph.targets(),
@@ -185,13 +201,26 @@ impl Csr<'static> {
     /// by counting sort: one pass over all targets counts, one over every
     /// list fills (sources come out ascending because it goes in source
     /// order).
-    fn transposed(graph: &Graph, owned: Range<u32>) -> Csr<'static> {
+    fn transposed(graph: &Graph, owned: Range<u32>, release: &dyn Fn(Range<u32>)) -> Csr<'static> {
         let len = (owned.end - owned.start) as usize;
+        let n = graph.num_vertices();
+        // Both passes read the sources a window at a time, handing each
+        // window to `release` once read.
+        let windows = (0..n)
+            .step_by(TRANSPOSE_WINDOW as usize)
+            .map(|start| start..n.min(start + TRANSPOSE_WINDOW));
         let mut offsets = vec![0u64; len + 1];
-        for &t in graph.targets() {
-            if owned.contains(&t) {
-                offsets[(t - owned.start) as usize + 1] += 1;
+        for window in windows.clone() {
+            let (from, to) = (
+                graph.offsets()[window.start as usize],
+                graph.offsets()[window.end as usize],
+            );
+            for &t in &graph.targets()[index(from)..index(to)] {
+                if owned.contains(&t) {
+                    offsets[(t - owned.start) as usize + 1] += 1;
+                }
             }
+            release(window);
         }
         for i in 0..len {
             offsets[i + 1] += offsets[i];
@@ -200,18 +229,21 @@ impl Csr<'static> {
         let mut fill: Vec<u64> = offsets[..len].to_vec();
         let mut sources = vec![0u32; total];
         let mut weights = graph.weights().map(|_| vec![0f32; total]);
-        for u in 0..graph.num_vertices() {
-            let ws = graph.edge_weights(u);
-            for (e, &t) in graph.neighbors(u).iter().enumerate() {
-                if owned.contains(&t) {
-                    let slot = &mut fill[(t - owned.start) as usize];
-                    sources[index(*slot)] = u;
-                    if let (Some(all), Some(w)) = (weights.as_mut(), ws) {
-                        all[index(*slot)] = w[e];
+        for window in windows {
+            for u in window.clone() {
+                let ws = graph.edge_weights(u);
+                for (e, &t) in graph.neighbors(u).iter().enumerate() {
+                    if owned.contains(&t) {
+                        let slot = &mut fill[(t - owned.start) as usize];
+                        sources[index(*slot)] = u;
+                        if let (Some(all), Some(w)) = (weights.as_mut(), ws) {
+                            all[index(*slot)] = w[e];
+                        }
+                        *slot += 1;
                     }
-                    *slot += 1;
                 }
             }
+            release(window);
         }
         Csr {
             offsets: Cow::Owned(offsets),
@@ -324,8 +356,8 @@ mod tests {
         let graph = graph();
         for start in 0..=6 {
             for end in start..=6 {
-                let out = LocalGraph::new(&graph, start..end, Side::Out);
-                let both = LocalGraph::new(&graph, start..end, Side::Both);
+                let out = LocalGraph::new(&graph, start..end, Side::Out, false);
+                let both = LocalGraph::new(&graph, start..end, Side::Both, false);
                 for v in start..end {
                     let own = listed(both.out_edges(v));
                     assert_eq!(listed(both.in_edges(v)), own, "both pulls its own list");
