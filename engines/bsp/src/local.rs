@@ -208,7 +208,7 @@ impl Csr<'static> {
         // window to `release` once read.
         let windows = (0..n)
             .step_by(TRANSPOSE_WINDOW as usize)
-            .map(|start| start..n.min(start + TRANSPOSE_WINDOW));
+            .map(|start| start..n.min(start.saturating_add(TRANSPOSE_WINDOW)));
         let mut offsets = vec![0u64; len + 1];
         for window in windows.clone() {
             let (from, to) = (
