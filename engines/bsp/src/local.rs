@@ -84,7 +84,7 @@ impl<'g> LocalGraph<'g> {
         let (out, transposed) = if graph.is_undirected() {
             (borrowed(), None)
         } else {
-            let transposed = Csr::transposed(graph, owned.clone(), &release);
+            let transposed = Csr::transposed(graph, owned.clone(), TRANSPOSE_WINDOW, &release);
             match side {
                 Side::Both => (Csr::merged(&borrowed(), &transposed), None),
                 Side::Out => (borrowed(), Some(transposed)),
@@ -201,14 +201,19 @@ impl Csr<'static> {
     /// by counting sort: one pass over all targets counts, one over every
     /// list fills (sources come out ascending because it goes in source
     /// order).
-    fn transposed(graph: &Graph, owned: Range<u32>, release: &dyn Fn(Range<u32>)) -> Csr<'static> {
+    fn transposed(
+        graph: &Graph,
+        owned: Range<u32>,
+        window: u32,
+        release: &dyn Fn(Range<u32>),
+    ) -> Csr<'static> {
         let len = (owned.end - owned.start) as usize;
         let n = graph.num_vertices();
-        // Both passes read the sources a window at a time, handing each
+        // Both passes read the sources `window` at a time, handing each
         // window to `release` once read.
         let windows = (0..n)
-            .step_by(TRANSPOSE_WINDOW as usize)
-            .map(|start| start..n.min(start.saturating_add(TRANSPOSE_WINDOW)));
+            .step_by(window as usize)
+            .map(|start| start..n.min(start.saturating_add(window)));
         let mut offsets = vec![0u64; len + 1];
         for window in windows.clone() {
             let (from, to) = (
@@ -296,7 +301,7 @@ fn index(offset: u64) -> usize {
 mod tests {
     use quiver_csr::Graph;
 
-    use super::LocalGraph;
+    use super::{Csr, LocalGraph};
     use crate::engine::Side;
 
     /// A directed weighted graph with a self-loop, a repeated edge and an
@@ -349,6 +354,34 @@ mod tests {
             "unsorted: {listed:?}"
         );
         listed
+    }
+
+    #[test]
+    fn a_transpose_read_in_windows_is_the_same_and_releases_every_source_once_a_pass() {
+        let graph = graph();
+        let n = graph.num_vertices();
+        for (start, end) in [(0, 7), (2, 5), (6, 7)] {
+            let whole = Csr::transposed(&graph, start..end, n, &|_| {});
+            for window in [1, 2, 3, 5] {
+                let released = std::cell::RefCell::new(Vec::new());
+                let windowed = Csr::transposed(&graph, start..end, window, &|w| {
+                    released.borrow_mut().extend(w);
+                });
+                for i in 0..end - start {
+                    assert_eq!(
+                        listed(windowed.edges(i)),
+                        listed(whole.edges(i)),
+                        "{window}"
+                    );
+                }
+                let once: Vec<u32> = (0..n).collect();
+                assert_eq!(
+                    released.into_inner(),
+                    [once.clone(), once].concat(),
+                    "{window}"
+                );
+            }
+        }
     }
 
     #[test]
