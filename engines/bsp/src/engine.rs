@@ -1136,11 +1136,11 @@ mod tests {
         let n = 300;
         for (start, end) in [(0, 300), (5, 65), (64, 128), (70, 70), (1, 299)] {
             let every = Frontier::every(n, start..end);
-            let some = Frontier::of_bits(Bitmap::new(n), start..end);
+            let bits = Bitmap::new(n);
             for v in (start..end).step_by(7) {
-                some.bits.insert(v);
+                bits.insert(v);
             }
-            let some = Frontier::of_bits(some.bits, start..end);
+            let some = Frontier::of_bits(bits, start..end);
             for frontier in [every, some, Frontier::of(n, (start..end).rev().step_by(5))] {
                 let listed = frontier.vertices().to_vec();
                 assert_eq!(listed.len(), frontier.len(), "{start}..{end}");

@@ -63,8 +63,8 @@ impl<'g> LocalGraph<'g> {
     /// The edges of the vertices in `owned` on `side`. With `give_back`
     /// (a node of several), the offsets and lists of the vertices it does
     /// not own leave the process once read (`Graph::release_lists`): window
-    /// by window while a directed graph is transposed, and all of them at
-    /// the end (the partition read every offset).
+    /// by window while a directed graph is transposed (which reads them
+    /// all), or all at once (the partition read every offset).
     pub fn new(graph: &'g Graph, owned: Range<u32>, side: Side, give_back: bool) -> LocalGraph<'g> {
         // Releases the vertices of `window` that this node does not own.
         let release = |window: Range<u32>| {
@@ -82,6 +82,7 @@ impl<'g> LocalGraph<'g> {
             }
         };
         let (out, transposed) = if graph.is_undirected() {
+            release(0..graph.num_vertices());
             (borrowed(), None)
         } else {
             let transposed = Csr::transposed(graph, owned.clone(), TRANSPOSE_WINDOW, &release);
@@ -91,7 +92,6 @@ impl<'g> LocalGraph<'g> {
             }
         };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
-        release(0..graph.num_vertices());
         LocalGraph {
             offsets: graph.offsets(),
             targets: graph.targets(),

@@ -521,11 +521,10 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     let owned = engine.owned();
     let size = f64::from(n);
     let all = engine.all_owned();
-    let local = engine.local();
     // Owned vertices without out-edges, whose rank is spread over all.
     let sinks: Vec<u32> = owned
         .clone()
-        .filter(|&v| local.graph_degree(v) == 0)
+        .filter(|&v| engine.local().graph_degree(v) == 0)
         .collect();
     // Ranks of the owned vertices (`f64` bits; each iteration's pulled sums
     // in between); contributions over all of V (masters, and mirrors that
