@@ -12,7 +12,9 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode, Throughput,
 };
-use quiver_csr::{ConvertOptions, EdgeFormat, Graph, GraphSpec, NoProgress, SortOptions, GRAPH500};
+use quiver_csr::{
+    ConvertOptions, EdgeFormat, ExportOptions, Graph, GraphSpec, NoProgress, SortOptions, GRAPH500,
+};
 
 const SCALE: u32 = 16;
 const EDGE_FACTOR: u64 = 16;
@@ -34,7 +36,8 @@ fn edge_list() -> Vec<u8> {
     let n = spec.num_vertices().expect("scale 16 fits u32 ids");
     let graph = Graph::from_edges(n, &edges, false, false).expect("build the graph");
     let mut text = Vec::new();
-    quiver_csr::export(&graph, &mut text, EdgeFormat::Snap).expect("export to memory");
+    quiver_csr::export(&graph, &mut text, ExportOptions::new(EdgeFormat::Snap))
+        .expect("export to memory");
     text
 }
 

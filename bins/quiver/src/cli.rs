@@ -319,6 +319,11 @@ pub struct ExportArgs {
     /// Output format (snap text or bin); guessed from the name when omitted.
     #[arg(long)]
     pub format: Option<EdgeFormat>,
+    /// Write each edge of an undirected graph once (source <= target), for
+    /// tools that add every edge's reverse themselves (FlashMob, GAPBS's
+    /// -s); a directed graph is refused.
+    #[arg(long)]
+    pub each_edge_once: bool,
 }
 
 #[derive(Debug, Args)]

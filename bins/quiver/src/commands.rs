@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use quiver_csr::{
-    Blocks, ConvertOptions, ConvertReport, DegreeSummary, EdgeFormat, Graph, GraphSpec,
-    SortOptions, SortStats,
+    Blocks, ConvertOptions, ConvertReport, DegreeSummary, EdgeFormat, ExportOptions, Graph,
+    GraphSpec, SortOptions, SortStats,
 };
 use serde::Serialize;
 
@@ -264,22 +264,26 @@ fn export(args: ExportArgs, json: bool) -> Result<()> {
     let format = args
         .format
         .unwrap_or_else(|| EdgeFormat::from_path(&args.output));
-    if let Some(why) = quiver_csr::export_refusal(&graph, format) {
+    let options = ExportOptions {
+        format,
+        each_edge_once: args.each_edge_once,
+    };
+    if let Some(why) = quiver_csr::export_refusal(&graph, options) {
         return Err(UsageError(format!("{}: {why}", args.graph.display())).into());
     }
-    let bytes = if args.output == Path::new("-") {
-        quiver_csr::export(&graph, &mut std::io::stdout().lock(), format)
+    let exported = if args.output == Path::new("-") {
+        quiver_csr::export(&graph, &mut std::io::stdout().lock(), options)
             .context("writing to standard output")?
     } else {
-        quiver_csr::export_file(&graph, &args.output, format)
+        quiver_csr::export_file(&graph, &args.output, options)
             .with_context(|| format!("exporting {}", args.graph.display()))?
     };
     let report = ExportReport {
         graph: args.graph,
         output: args.output,
         format,
-        edges: graph.num_edges(),
-        bytes,
+        edges: exported.edges,
+        bytes: exported.bytes,
         wall_ns: elapsed_ns(started),
     };
     if json {
@@ -513,8 +517,10 @@ fn demo(args: &DemoArgs, json: bool) -> Result<()> {
     ));
     let graph = open_graph(&generated_path)?;
     let text_path = dir.join("rmat.txt");
-    let text_bytes = quiver_csr::export_file(&graph, &text_path, EdgeFormat::Snap)
-        .context("exporting the demo graph")?;
+    let text_bytes =
+        quiver_csr::export_file(&graph, &text_path, ExportOptions::new(EdgeFormat::Snap))
+            .map(|exported| exported.bytes)
+            .context("exporting the demo graph")?;
     say(format!(
         "2. exported it as a text edge list: {} ({})",
         text_path.display(),

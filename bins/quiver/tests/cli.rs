@@ -212,6 +212,36 @@ fn convert_reads_stdin_and_export_writes_stdout() {
         String::from_utf8_lossy(&out.stdout),
         "0\t1\n1\t0\n1\t2\n2\t1\n"
     );
+    let once = dir.path().join("once.txt");
+    let out = quiver(&[
+        "--json",
+        "export",
+        path(&g),
+        "-o",
+        path(&once),
+        "--each-edge-once",
+    ]);
+    assert_eq!(json(&out)["edges"], 2);
+    assert_eq!(std::fs::read_to_string(&once).unwrap(), "0\t1\n1\t2\n");
+    // A directed graph stores each edge once already: refused, no output.
+    let directed = dir.path().join("d.qcsr");
+    let out = quiver_with_stdin(&["convert", "-", "-o", path(&directed)], b"0 1\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let refused = dir.path().join("refused.txt");
+    let out = quiver(&[
+        "export",
+        path(&directed),
+        "-o",
+        path(&refused),
+        "--each-edge-once",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("needs an undirected graph"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!refused.exists());
 }
 
 #[test]

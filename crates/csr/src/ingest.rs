@@ -250,23 +250,66 @@ fn graphalytics_dataset(input: &Path, options: &ConvertOptions) -> Result<Datase
     Dataset::of_edge_file(input)
 }
 
+/// How [`export`] writes a graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// Text or binary records.
+    pub format: EdgeFormat,
+    /// Write each edge of an undirected graph once, from its smaller
+    /// endpoint (a self-loop once), for tools that add the reverse of every
+    /// edge they read; refused for a directed graph.
+    pub each_edge_once: bool,
+}
+
+impl ExportOptions {
+    /// Every edge as stored, in `format`.
+    pub fn new(format: EdgeFormat) -> ExportOptions {
+        ExportOptions {
+            format,
+            each_edge_once: false,
+        }
+    }
+}
+
+/// What [`export`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exported {
+    /// Edge records.
+    pub edges: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
 /// Writes `graph` as an edge list: text lines `source<TAB>target[<TAB>weight]`
 /// or binary pairs/triples (triples when the graph is weighted). Returns the
-/// bytes written. Text names vertices by their original ids when the graph
+/// edges and bytes written. Text names vertices by their original ids when the graph
 /// has an id map; binary records hold `u32` vertex ids, so a graph with an
 /// id map is refused (`Unsupported`) rather than written under other ids.
-pub fn export(graph: &Graph, output: &mut dyn Write, format: EdgeFormat) -> io::Result<u64> {
-    if let Some(why) = export_refusal(graph, format) {
+pub fn export(
+    graph: &Graph,
+    output: &mut dyn Write,
+    options: ExportOptions,
+) -> io::Result<Exported> {
+    if let Some(why) = export_refusal(graph, options) {
         return Err(io::Error::new(io::ErrorKind::Unsupported, why));
     }
+    let ExportOptions {
+        format,
+        each_edge_once,
+    } = options;
     let mut out = CountingWriter {
         inner: BufWriter::with_capacity(1 << 20, output),
         bytes: 0,
     };
     let name = |v: u32| graph.original_id(v);
+    let mut edges = 0;
     for v in 0..graph.num_vertices() {
         let weights = graph.edge_weights(v);
         for (i, &t) in graph.neighbors(v).iter().enumerate() {
+            if each_edge_once && t < v {
+                continue;
+            }
+            edges += 1;
             let w = weights.map(|w| w[i]);
             match format {
                 EdgeFormat::Snap => match w {
@@ -287,12 +330,23 @@ pub fn export(graph: &Graph, output: &mut dyn Write, format: EdgeFormat) -> io::
         }
     }
     out.flush()?;
-    Ok(out.bytes)
+    Ok(Exported {
+        edges,
+        bytes: out.bytes,
+    })
 }
 
-/// Why [`export`] cannot write `graph` as `format`, if it cannot: for
+/// Why [`export`] cannot write `graph` with `options`, if it cannot: for
 /// callers that check before they create an output.
-pub fn export_refusal(graph: &Graph, format: EdgeFormat) -> Option<String> {
+pub fn export_refusal(graph: &Graph, options: ExportOptions) -> Option<String> {
+    if options.each_edge_once && !graph.is_undirected() {
+        return Some(
+            "each edge once needs an undirected graph: a directed graph's edges \
+             are each stored once already"
+                .into(),
+        );
+    }
+    let format = options.format;
     match format {
         EdgeFormat::Snap => None,
         EdgeFormat::Bin if graph.original_ids().is_none() => None,
@@ -325,15 +379,15 @@ impl<W: Write> Write for CountingWriter<W> {
 }
 
 /// Exports `graph` to the file `path` atomically (temporary name, fsync,
-/// rename). Returns the bytes written.
-pub fn export_file(graph: &Graph, path: &Path, format: EdgeFormat) -> Result<u64> {
+/// rename). Returns the edges and bytes written.
+pub fn export_file(graph: &Graph, path: &Path, options: ExportOptions) -> Result<Exported> {
     let write_err = |source| Error::Write {
         path: path.to_owned(),
         source,
     };
     let mut temp = crate::write::temp_beside(path).map_err(write_err)?;
-    let bytes = export(graph, &mut temp, format).map_err(write_err)?;
+    let exported = export(graph, &mut temp, options).map_err(write_err)?;
     temp.as_file().sync_all().map_err(write_err)?;
     temp.persist(path).map_err(|e| write_err(e.error))?;
-    Ok(bytes)
+    Ok(exported)
 }

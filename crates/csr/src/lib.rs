@@ -52,7 +52,7 @@ pub use graph::{DegreeSummary, Graph};
 pub use index::{read_header, GraphIndex};
 pub use ingest::{
     convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,
-    EdgeFormat,
+    EdgeFormat, ExportOptions, Exported,
 };
 pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
 pub use write::{write_graph, CsrWriter};

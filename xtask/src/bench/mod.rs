@@ -41,6 +41,7 @@ mod kv;
 mod meta;
 mod verbs;
 mod walker;
+mod walker_peers;
 mod walker_systems;
 
 /// One benchmark: `cargo xtask bench <name>` runs it and writes its report
@@ -138,6 +139,17 @@ pub struct BenchArgs {
     /// walker: walks of the length-80 raw workload, as a share of |V| (0 < share <= 1).
     #[arg(long, default_value_t = 1.0, value_parser = parse_share)]
     pub l80_share: f64,
+    /// walker-systems: GraphWalker's `rawrandomwalks` (its C++ release, built by hand outside
+    /// this repository, e.g. with -O3), run beside the engine out of core, alternating, in
+    /// the same minutes. Its checkout (three levels above `bin/apps/rawrandomwalks`) is its
+    /// GRAPHCHI_ROOT unless that is set. Without it, the table shows a figure from another day.
+    #[arg(long)]
+    pub graphwalker: Option<PathBuf>,
+    /// walker-systems: FlashMob's `deepwalk` (built by hand outside this repository), run
+    /// beside memory mode, alternating, in the same minutes. Without it, the table shows a
+    /// figure from another day.
+    #[arg(long)]
+    pub flashmob: Option<PathBuf>,
 }
 
 /// The accepted benchmark names, with their help, for clap.

@@ -7,7 +7,9 @@ use std::io::Write;
 use std::path::Path;
 
 use proptest::prelude::*;
-use quiver_csr::{convert, ConvertOptions, EdgeFormat, Graph, NoProgress, SortOptions};
+use quiver_csr::{
+    convert, ConvertOptions, EdgeFormat, ExportOptions, Graph, NoProgress, SortOptions,
+};
 
 use crate::{alloc::peak_heap_of, assert_same_graph, files_in};
 
@@ -212,7 +214,7 @@ fn exported_edge_lists_convert_back_identically() {
         let graph = Graph::open(&original).unwrap();
         for (format, name) in [(EdgeFormat::Snap, "g.txt"), (EdgeFormat::Bin, "g.bin")] {
             let exported = dir.path().join(name);
-            quiver_csr::export_file(&graph, &exported, format).unwrap();
+            quiver_csr::export_file(&graph, &exported, ExportOptions::new(format)).unwrap();
             let options = ConvertOptions {
                 weighted_binary: weights.is_some(),
                 min_vertices: u64::from(graph.num_vertices()),
@@ -223,6 +225,71 @@ fn exported_edge_lists_convert_back_identically() {
             assert_same_graph(&graph, &Graph::open(&back).unwrap());
         }
     }
+}
+
+/// An undirected graph exported with each edge once holds half its
+/// edges (self-loops once) and converts back, reverses added, to itself;
+/// a directed graph is refused.
+#[test]
+fn each_edge_once_converts_back_with_reverses_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = quiver_csr::GraphSpec::Rmat {
+        scale: 10,
+        edge_factor: 8,
+        probabilities: quiver_csr::GRAPH500,
+        permute: true,
+    };
+    let undirected = SortOptions {
+        undirected: true,
+        dedupe: true,
+        ..SortOptions::default()
+    };
+    for weights in [None, Some((1, 100))] {
+        let original = dir.path().join("g.qcsr");
+        quiver_csr::generate_to_file(&spec, 5, weights, &undirected, &original, &NoProgress)
+            .unwrap();
+        let graph = Graph::open(&original).unwrap();
+        let loops: u64 = (0..graph.num_vertices())
+            .map(|v| graph.neighbors(v).iter().filter(|&&t| t == v).count() as u64)
+            .sum();
+        assert!(loops > 0, "the test needs self-loops");
+        let exported = dir.path().join("g.bin");
+        let options = ExportOptions {
+            format: EdgeFormat::Bin,
+            each_edge_once: true,
+        };
+        let written = quiver_csr::export_file(&graph, &exported, options).unwrap();
+        assert_eq!(written.edges, (graph.num_edges() - loops) / 2 + loops);
+        let back = dir.path().join("back.qcsr");
+        let convert_options = ConvertOptions {
+            weighted_binary: weights.is_some(),
+            min_vertices: u64::from(graph.num_vertices()),
+            sort: undirected.clone(),
+            ..ConvertOptions::default()
+        };
+        convert(&exported, &back, &convert_options, &NoProgress).unwrap();
+        assert_same_graph(&graph, &Graph::open(&back).unwrap());
+    }
+    let directed = dir.path().join("d.qcsr");
+    quiver_csr::generate_to_file(
+        &spec,
+        5,
+        None,
+        &SortOptions::default(),
+        &directed,
+        &NoProgress,
+    )
+    .unwrap();
+    let directed = Graph::open(&directed).unwrap();
+    let once = ExportOptions {
+        format: EdgeFormat::Bin,
+        each_edge_once: true,
+    };
+    let refusal = quiver_csr::export_refusal(&directed, once).expect("a directed graph is refused");
+    assert!(refusal.contains("undirected"), "{refusal}");
+    let output = dir.path().join("d.bin");
+    assert!(quiver_csr::export_file(&directed, &output, once).is_err());
+    assert!(!output.exists(), "a refused export leaves no file");
 }
 
 /// A hub's list is written in pieces: the list stays whole and sorted,

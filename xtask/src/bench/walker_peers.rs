@@ -1,0 +1,281 @@
+//! Other random-walk systems, built by hand outside this repository, run by
+//! `cargo xtask bench walker-systems` beside the engine on the same graph
+//! (`--graphwalker`, `--flashmob`). Nothing here builds them: the user
+//! gives the path of a binary they built; the benchmark exports the graph
+//! in the input format the system reads, runs it, and reads the time the
+//! system reports for its own walking.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context as _, Result};
+use serde_json::{json, Value};
+
+use super::{capture, capture_json, reuse_or, Bins};
+
+/// One run of another system: its walking time as it reports it, and the
+/// hops walked in that time.
+pub(super) struct PeerRun {
+    pub seconds: f64,
+    pub hops: u64,
+}
+
+impl PeerRun {
+    pub fn hops_per_sec(&self) -> f64 {
+        self.hops as f64 / self.seconds
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({ "seconds": self.seconds, "hops": self.hops, "hops_per_sec": self.hops_per_sec() })
+    }
+}
+
+/// GraphWalker's `rawrandomwalks` (ATC'20 release) on a symmetric graph
+/// exported as a text edge list: `walks` walks of `length` steps from
+/// uniform vertices, blocks of `block_bytes`, 2 in memory, 2 threads.
+/// Its walks jump to a uniform vertex at a dead end and with probability
+/// 0.15 at every step, so each takes all its steps. Its reported runtime
+/// (`00_runtime`) leaves out its first run's conversion of the text into
+/// its blocks, which the benchmark runs once before it measures.
+pub(super) struct GraphWalker {
+    binary: PathBuf,
+    /// quiver-benches' bench-io, which drops files from the page cache.
+    bench_io: PathBuf,
+    /// Its checkout, for its configuration file.
+    root: PathBuf,
+    /// The text edge list, alone in a directory (GraphWalker writes its
+    /// blocks beside it).
+    edges: PathBuf,
+    vertices: u32,
+}
+
+impl GraphWalker {
+    /// Exports `graph` for `binary` into `data` (reused when there) and
+    /// converts it into GraphWalker's blocks of `block_bytes` with a short
+    /// first run.
+    pub fn prepare(
+        bins: &Bins,
+        binary: &Path,
+        graph: &Path,
+        vertices: u32,
+        block_bytes: u64,
+        data: &Path,
+        notes: &mut Vec<String>,
+    ) -> Result<GraphWalker> {
+        let root = match std::env::var_os("GRAPHCHI_ROOT") {
+            Some(root) => PathBuf::from(root),
+            None => binary
+                .ancestors()
+                .nth(3)
+                .with_context(|| {
+                    format!(
+                        "{} is not in a GraphWalker checkout's bin/apps/: set GRAPHCHI_ROOT",
+                        binary.display()
+                    )
+                })?
+                .to_owned(),
+        };
+        let stem = graph
+            .file_stem()
+            .context("the graph's file has no name")?
+            .to_string_lossy();
+        let dir = data.join(format!("{stem}.graphwalker"));
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let edges = dir.join("edges.txt");
+        reuse_or(&edges, "walker-systems", notes, || {
+            capture_json(
+                &bins.quiver,
+                &argv!["--json", "export", graph, "-o", &edges, "--format", "snap"],
+            )
+        })?;
+        let peer = GraphWalker {
+            binary: binary.to_owned(),
+            bench_io: bins.bench_io.clone(),
+            root,
+            edges,
+            vertices,
+        };
+        // Converts the text into blocks once, outside any measured run.
+        peer.run(1000, 1, block_bytes)?;
+        Ok(peer)
+    }
+
+    /// Runs `walks` walks of `length` steps with blocks of `block_bytes`,
+    /// after dropping its blocks from the page cache (as the engine's runs
+    /// drop the graph's).
+    pub fn run(&self, walks: u64, length: u32, block_bytes: u64) -> Result<PeerRun> {
+        let blocks = self.edges.with_file_name("edges.txt_GraphWalker");
+        if blocks.is_dir() {
+            drop_cache(&self.bench_io, &blocks)?;
+        }
+        let args = argv![
+            "file",
+            &self.edges,
+            "N",
+            self.vertices.to_string(),
+            "R",
+            walks.to_string(),
+            "L",
+            length.to_string(),
+            "blocksize_kb",
+            (block_bytes / 1024).to_string(),
+            "nmblocks",
+            "2",
+            "execthreads",
+            "2"
+        ];
+        let dir = self
+            .edges
+            .parent()
+            .context("the edge list has a directory")?;
+        let output = run_peer(&self.binary, &args, dir, &[("GRAPHCHI_ROOT", &self.root)])?;
+        let seconds = reported(&output, "00_runtime:", |rest| {
+            rest.split_whitespace().next()?.parse().ok()
+        })?;
+        Ok(PeerRun {
+            seconds,
+            hops: walks * u64::from(length),
+        })
+    }
+}
+
+/// FlashMob's `deepwalk` (SOSP'21 release) on a symmetric graph exported as
+/// binary pairs, each edge once (it adds the reverse of every edge it
+/// reads, and drops vertices without edges): `walks` walkers of `length`
+/// steps on 2 threads. It counts a walk's start as one of its `-l` steps,
+/// so it is given `length + 1`; its reported time (`time: X s`) is its
+/// walking alone, after its graph preparation.
+pub(super) struct FlashMob {
+    binary: PathBuf,
+    /// The binary edge list.
+    edges: PathBuf,
+}
+
+impl FlashMob {
+    /// Exports `graph` for `binary` into `data` (reused when there).
+    pub fn prepare(
+        bins: &Bins,
+        binary: &Path,
+        graph: &Path,
+        data: &Path,
+        notes: &mut Vec<String>,
+    ) -> Result<FlashMob> {
+        let stem = graph
+            .file_stem()
+            .context("the graph's file has no name")?
+            .to_string_lossy();
+        let edges = data.join(format!("{stem}.once.bin"));
+        reuse_or(&edges, "walker-systems", notes, || {
+            capture_json(
+                &bins.quiver,
+                &argv![
+                    "--json",
+                    "export",
+                    graph,
+                    "-o",
+                    &edges,
+                    "--format",
+                    "bin",
+                    "--each-edge-once"
+                ],
+            )
+        })?;
+        Ok(FlashMob {
+            binary: binary.to_owned(),
+            edges,
+        })
+    }
+
+    pub fn run(&self, walks: u64, length: u32) -> Result<PeerRun> {
+        let args = argv![
+            "-g",
+            &self.edges,
+            "-f",
+            "binary",
+            "-t",
+            "2",
+            "-w",
+            walks.to_string(),
+            "-l",
+            (length + 1).to_string()
+        ];
+        let dir = self
+            .edges
+            .parent()
+            .context("the edge list has a directory")?;
+        let output = run_peer(&self.binary, &args, dir, &[])?;
+        let seconds = reported(&output, "time: ", |rest| {
+            rest.split_whitespace().next()?.parse().ok()
+        })?;
+        Ok(PeerRun {
+            seconds,
+            hops: walks * u64::from(length),
+        })
+    }
+}
+
+/// Drops every file of `dir` from the page cache with `bench_io`.
+fn drop_cache(bench_io: &Path, dir: &Path) -> Result<()> {
+    let mut files: Vec<OsString> = vec!["drop-cache".into()];
+    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            files.push(path.into());
+        }
+    }
+    if files.len() > 1 {
+        capture(bench_io, &files)?;
+    }
+    Ok(())
+}
+
+/// Runs a peer in `dir` with `env`, echoing the command; returns its
+/// stdout and stderr together (peers log their timings to either).
+fn run_peer(
+    program: &Path,
+    args: &[OsString],
+    dir: &Path,
+    env: &[(&str, &Path)],
+) -> Result<String> {
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    eprintln!("xtask: {} {}", program.display(), shown.join(" "));
+    let mut command = Command::new(program);
+    command.args(args).current_dir(dir).stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let out = command
+        .output()
+        .with_context(|| format!("running {}", program.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        let tail: Vec<&str> = text.lines().rev().take(10).collect();
+        bail!(
+            "{} {} failed ({}); its last lines:\n{}",
+            program.display(),
+            shown.join(" "),
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(text)
+}
+
+/// The number a peer printed after `marker` on its last line holding it.
+fn reported(output: &str, marker: &str, parse: impl Fn(&str) -> Option<f64>) -> Result<f64> {
+    output
+        .lines()
+        .rev()
+        .find_map(|line| parse(&line[line.find(marker)? + marker.len()..]))
+        .filter(|s| *s > 0.0)
+        .with_context(|| format!("the peer's output has no {marker:?} time"))
+}
