@@ -150,6 +150,16 @@ pub struct BenchArgs {
     /// figure from another day.
     #[arg(long)]
     pub flashmob: Option<PathBuf>,
+    /// walker-systems: GraSorw's binary (`build/GraSorw` in its checkout, built by hand
+    /// outside this repository), run beside the engine's Node2Vec out of core at its own
+    /// p = q = 1. Without it, the table shows a figure from another day.
+    #[arg(long)]
+    pub grasorw: Option<PathBuf>,
+    /// walker-systems: SOWalker's `node2vec` (built by hand outside this repository), run
+    /// beside the engine's Node2Vec out of core at its own p = 2, q = 0.5. Without it, the
+    /// table shows a figure from another day.
+    #[arg(long)]
+    pub sowalker: Option<PathBuf>,
 }
 
 /// The accepted benchmark names, with their help, for clap.

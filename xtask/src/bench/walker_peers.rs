@@ -1,6 +1,6 @@
 //! Other random-walk systems, built by hand outside this repository, run by
 //! `cargo xtask bench walker-systems` beside the engine on the same graph
-//! (`--graphwalker`, `--flashmob`). Nothing here builds them: the user
+//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`). Nothing here builds them: the user
 //! gives the path of a binary they built; the benchmark exports the graph
 //! in the input format the system reads, runs it, and reads the time the
 //! system reports for its own walking.
@@ -45,8 +45,8 @@ pub(super) struct GraphWalker {
     bench_io: PathBuf,
     /// Its checkout, for its configuration file.
     root: PathBuf,
-    /// The text edge list, alone in a directory (GraphWalker writes its
-    /// blocks beside it).
+    /// The text edge list, alone in a directory (it writes its blocks
+    /// beside it).
     edges: PathBuf,
     vertices: u32,
 }
@@ -77,19 +77,7 @@ impl GraphWalker {
                 })?
                 .to_owned(),
         };
-        let stem = graph
-            .file_stem()
-            .context("the graph's file has no name")?
-            .to_string_lossy();
-        let dir = data.join(format!("{stem}.graphwalker"));
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let edges = dir.join("edges.txt");
-        reuse_or(&edges, "walker-systems", notes, || {
-            capture_json(
-                &bins.quiver,
-                &argv!["--json", "export", graph, "-o", &edges, "--format", "snap"],
-            )
-        })?;
+        let edges = text_edges(bins, graph, data, "graphwalker", notes)?;
         let peer = GraphWalker {
             binary: binary.to_owned(),
             bench_io: bins.bench_io.clone(),
@@ -216,13 +204,216 @@ impl FlashMob {
     }
 }
 
-/// Drops every file of `dir` from the page cache with `bench_io`.
+/// GraSorw (its release, bi-block engine, Node2Vec by rejection) on a
+/// symmetric graph exported as a text edge list: a walk of `length` steps
+/// from every vertex, blocks of `block_bytes` (the current block and one
+/// ancillary block in memory), 2 threads. It reports its time (`total
+/// time:`, without its first run's conversion into its blocks) but not
+/// its steps: they are taken as `length` for every vertex with edges, the
+/// most its walks can take (a walk from a vertex without edges takes none),
+/// so its rate is, if anything, flattered.
+pub(super) struct GraSorw {
+    binary: PathBuf,
+    bench_io: PathBuf,
+    /// Its checkout, where it reads `conf/GraSorw.cnf`.
+    root: PathBuf,
+    edges: PathBuf,
+    vertices: u32,
+    /// Vertices with at least one edge.
+    with_edges: u64,
+}
+
+impl GraSorw {
+    /// Exports `graph` for `binary` (its checkout's `build/GraSorw`) into
+    /// `data` and converts it into its blocks with a short first run.
+    #[allow(clippy::too_many_arguments)] // The graph's facts and the run's.
+    pub fn prepare(
+        bins: &Bins,
+        binary: &Path,
+        graph: &Path,
+        vertices: u32,
+        with_edges: u64,
+        block_bytes: u64,
+        data: &Path,
+        notes: &mut Vec<String>,
+    ) -> Result<GraSorw> {
+        let root = binary
+            .ancestors()
+            .nth(2)
+            .context("GraSorw's binary is not in its checkout's build/")?
+            .to_owned();
+        let edges = text_edges(bins, graph, data, "grasorw", notes)?;
+        let peer = GraSorw {
+            binary: binary.to_owned(),
+            bench_io: bins.bench_io.clone(),
+            root,
+            edges,
+            vertices,
+            with_edges,
+        };
+        peer.run(1, (1.0, 1.0), block_bytes)?;
+        Ok(peer)
+    }
+
+    /// Runs a walk of `length` steps from every vertex with Node2Vec's
+    /// `(p, q)`, after dropping its blocks from the page cache.
+    pub fn run(&self, length: u32, (p, q): (f64, f64), block_bytes: u64) -> Result<PeerRun> {
+        let blocks = self.edges.with_file_name("edges.txt_GraSorw");
+        if blocks.is_dir() {
+            drop_cache(&self.bench_io, &blocks)?;
+        }
+        let args = argv![
+            "file",
+            &self.edges,
+            "num-vertices",
+            self.vertices.to_string(),
+            "blocksize_kb",
+            (block_bytes / 1024).to_string(),
+            "nThreads",
+            "2",
+            "walk-length",
+            length.to_string(),
+            "walks-per-vertex",
+            "1",
+            "p",
+            p.to_string(),
+            "q",
+            q.to_string()
+        ];
+        let output = run_peer(&self.binary, &args, &self.root, &[])?;
+        let seconds = reported(&output, "total time:", |rest| {
+            rest.split_whitespace().next()?.parse().ok()
+        })?;
+        Ok(PeerRun {
+            seconds,
+            hops: self.with_edges * u64::from(length),
+        })
+    }
+}
+
+/// SOWalker's `node2vec` (its release, simulated-annealing block
+/// scheduler, walks updated continuously) on a symmetric graph exported
+/// as a sorted text edge list: a walk of `length` steps from every vertex,
+/// blocks of `block_bytes`, 2 in memory, 2 threads. Its time is its
+/// `run_app` and its steps the count it prints (`current_steps`), which
+/// also counts a step for each walk from a vertex without edges.
+pub(super) struct SoWalker {
+    binary: PathBuf,
+    bench_io: PathBuf,
+    edges: PathBuf,
+}
+
+impl SoWalker {
+    /// Exports `graph` for `binary` into `data` and converts it into its
+    /// blocks with a short first run.
+    pub fn prepare(
+        bins: &Bins,
+        binary: &Path,
+        graph: &Path,
+        block_bytes: u64,
+        data: &Path,
+        notes: &mut Vec<String>,
+    ) -> Result<SoWalker> {
+        let edges = text_edges(bins, graph, data, "sowalker", notes)?;
+        let peer = SoWalker {
+            binary: binary.to_owned(),
+            bench_io: bins.bench_io.clone(),
+            edges,
+        };
+        peer.run(1, (2.0, 0.5), block_bytes)?;
+        Ok(peer)
+    }
+
+    /// Runs a walk of `length` steps from every vertex with Node2Vec's
+    /// `(p, q)`, after dropping its graph files from the page cache.
+    pub fn run(&self, length: u32, (p, q): (f64, f64), block_bytes: u64) -> Result<PeerRun> {
+        let dir = self
+            .edges
+            .parent()
+            .context("the edge list has a directory")?;
+        drop_cache(&self.bench_io, dir)?;
+        let args = argv![
+            &self.edges,
+            "sorted",
+            "skip",
+            "c_update",
+            "blocksize",
+            block_bytes.to_string(),
+            "nmblocks",
+            "2",
+            "nthreads",
+            "2",
+            "walkpersource",
+            "1",
+            "length",
+            length.to_string(),
+            "p",
+            p.to_string(),
+            "q",
+            q.to_string(),
+            "memory",
+            "1"
+        ];
+        let output = run_peer(&self.binary, &args, dir, &[])?;
+        let seconds = reported(&output, "run_app:", |rest| {
+            rest.split_whitespace().next()?.parse().ok()
+        })?;
+        let steps = reported(&output, "current_steps is:", |rest| {
+            rest.trim().parse().ok()
+        })?;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A count it printed.
+        Ok(PeerRun {
+            seconds,
+            hops: steps as u64,
+        })
+    }
+}
+
+/// `graph` as a text edge list (both directions of every edge) alone in
+/// the directory `data/<graph>.<peer>`, where `peer` writes its own files
+/// beside it: a hard link to one export shared by the peers (reused when
+/// there).
+fn text_edges(
+    bins: &Bins,
+    graph: &Path,
+    data: &Path,
+    peer: &str,
+    notes: &mut Vec<String>,
+) -> Result<PathBuf> {
+    let stem = graph
+        .file_stem()
+        .context("the graph's file has no name")?
+        .to_string_lossy();
+    let shared = data.join(format!("{stem}.txt"));
+    reuse_or(&shared, "walker-systems", notes, || {
+        capture_json(
+            &bins.quiver,
+            &argv!["--json", "export", graph, "-o", &shared, "--format", "snap"],
+        )
+    })?;
+    let dir = data.join(format!("{stem}.{peer}"));
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let edges = dir.join("edges.txt");
+    if !edges.exists() {
+        fs::hard_link(&shared, &edges)
+            .or_else(|_| fs::copy(&shared, &edges).map(|_| ()))
+            .with_context(|| format!("linking {} to {}", edges.display(), shared.display()))?;
+    }
+    Ok(edges)
+}
+
+/// Drops every file under `dir` from the page cache with `bench_io`.
 fn drop_cache(bench_io: &Path, dir: &Path) -> Result<()> {
     let mut files: Vec<OsString> = vec!["drop-cache".into()];
-    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_file() {
-            files.push(path.into());
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.is_file() {
+                files.push(path.into());
+            }
         }
     }
     if files.len() > 1 {

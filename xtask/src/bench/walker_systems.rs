@@ -1,9 +1,10 @@
 //! `cargo xtask bench walker-systems`: the walker on the Kronecker graph of
 //! scale 20 (symmetric, deduplicated, no self-loops) against other
-//! random-walk systems there: GraphWalker and FlashMob run beside it when
-//! the user built them by hand and named their binaries (`--graphwalker`,
-//! `--flashmob`; see [`super::walker_peers`]), and the figures of the
-//! others (and of those two, when not given) from the walker issue.
+//! random-walk systems there: GraphWalker, FlashMob, GraSorw and SOWalker
+//! run beside it when the user built them by hand and named their binaries
+//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`; see
+//! [`super::walker_peers`]); otherwise, and for ThunderRW, their figures
+//! from the walker issue.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -15,7 +16,7 @@ use quiver_io::size::format_bytes;
 use serde_json::{json, Value};
 
 use super::walker::{ceil_mib, Walker};
-use super::walker_peers::{FlashMob, GraphWalker, PeerRun};
+use super::walker_peers::{FlashMob, GraSorw, GraphWalker, PeerRun, SoWalker};
 use super::{capture_json, num, symmetric_rmat, Context, EDGE_FACTOR, SEED};
 use crate::report::{Row, Target};
 
@@ -34,23 +35,46 @@ use crate::report::{Row, Target};
 /// to 18.9M steps/s. Its walks jump to a uniform vertex at a dead end (and
 /// with probability 0.15 at every step), so every walk takes all its steps.
 const GRAPHWALKER_CPP: f64 = 17.3e6;
-const SOWALKER: f64 = 2.4e6;
-const GRASORW: f64 = 3.2e6;
+/// SOWalker at its own p = 2, q = 0.5 and GraSorw at its own p = q = 1,
+/// Node2Vec 1M x 10 with 2 of 8 blocks in memory (the walker issue's).
+const SOWALKER: f64 = 2.99e6;
+const GRASORW: f64 = 3.6e6;
+/// Node2Vec's (p, q) of each second-order system's own runs.
+const SOWALKER_PQ: (f64, f64) = (2.0, 0.5);
+const GRASORW_PQ: (f64, f64) = (1.0, 1.0);
 /// FlashMob (SOSP'21 release) on the same graph exported as an edge list,
 /// 10M walkers of 10 steps (its `-l 11`: it counts the start as a step, so
 /// its rate here is hops over its own walk time), run alternately with
 /// memory mode on 2026-11-25: the median of 12 runs, 114M to 160M.
 const FLASHMOB: f64 = 147.0e6;
 const THUNDERRW: f64 = 78.0e6;
-/// Walks of the Kronecker runs: raw and in-memory walks, Node2Vec walks.
+/// Walks of the Kronecker runs: raw and in-memory walks, Node2Vec walks
+/// (the second-order systems walk from every vertex once: as many walks,
+/// from uniform vertices here).
 const SYSTEMS_WALKS: u64 = 10_000_000;
-const SYSTEMS_NODE2VEC_WALKS: u64 = 1_000_000;
+const SYSTEMS_NODE2VEC_WALKS: u64 = 1 << 20;
+
+/// The engine's Node2Vec walks out of core with `(p, q)`.
+fn node2vec((p, q): (f64, f64)) -> [OsString; 9] {
+    argv![
+        "raw",
+        "--walks",
+        SYSTEMS_NODE2VEC_WALKS.to_string(),
+        "--length",
+        "10",
+        "--node2vec-p",
+        p.to_string(),
+        "--node2vec-q",
+        q.to_string()
+    ]
+}
 
 /// `cargo xtask bench walker-systems`: the walker on the Kronecker graph of
 /// scale 20 against other systems there: raw walks out of core with 2 of 8
 /// blocks in memory (GraphWalker's C++ release; through the page cache as
-/// it reads, and with O_DIRECT), Node2Vec (p 0.5, q 2) at the same budget
-/// (GraSorw, SOWalker), and memory mode (FlashMob, ThunderRW). Every run
+/// it reads, and with O_DIRECT), Node2Vec at the same budget at each
+/// second-order system's own p and q (GraSorw p = q = 1, SOWalker p = 2,
+/// q = 0.5), and memory mode (FlashMob, ThunderRW). Every run
 /// has 2 threads and the graph's pages dropped first; each workload runs
 /// `reps` times, alternating with the other systems' runs, and the median
 /// run is kept.
@@ -94,27 +118,37 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     ];
     let memory_flags = argv!["--mode", "memory", "--threads", "2"];
     // The systems built by hand that the user named, on the same graph.
-    let vertices = num(
-        &capture_json(&bins.quiver, &argv!["--json", "info", &graph])?,
-        "/vertices",
-    )?;
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A vertex count.
-    let graphwalker = match &cx.args.graphwalker {
-        Some(binary) => Some(GraphWalker::prepare(
-            bins,
-            binary,
-            &graph,
-            vertices as u32,
-            block,
-            data,
-            &mut notes,
-        )?),
-        None => None,
-    };
-    let flashmob = match &cx.args.flashmob {
-        Some(binary) => Some(FlashMob::prepare(bins, binary, &graph, data, &mut notes)?),
-        None => None,
-    };
+    let info = capture_json(&bins.quiver, &argv!["--json", "info", &graph])?;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Vertex counts.
+    let (vertices, with_edges) = (
+        num(&info, "/vertices")? as u32,
+        (num(&info, "/vertices")? - num(&info, "/degrees/zero_out_degree")?) as u64,
+    );
+    let args = cx.args;
+    let graphwalker = args
+        .graphwalker
+        .as_ref()
+        .map(|b| GraphWalker::prepare(bins, b, &graph, vertices, block, data, &mut notes))
+        .transpose()?;
+    let flashmob = args
+        .flashmob
+        .as_ref()
+        .map(|b| FlashMob::prepare(bins, b, &graph, data, &mut notes))
+        .transpose()?;
+    let grasorw = args
+        .grasorw
+        .as_ref()
+        .map(|b| {
+            GraSorw::prepare(
+                bins, b, &graph, vertices, with_edges, block, data, &mut notes,
+            )
+        })
+        .transpose()?;
+    let sowalker = args
+        .sowalker
+        .as_ref()
+        .map(|b| SoWalker::prepare(bins, b, &graph, block, data, &mut notes))
+        .transpose()?;
     // This machine is shared and noisy: each workload runs `reps` times,
     // alternating with the other systems' runs, and the run with the
     // median steps/s is kept (all rates are recorded).
@@ -139,19 +173,23 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         }
         let report = walker.run_with_io(&raw, &memory_flags, "direct")?;
         reports.entry("memory").or_default().push(report);
-        let node2vec = argv![
-            "raw",
-            "--walks",
-            SYSTEMS_NODE2VEC_WALKS.to_string(),
-            "--length",
-            "10",
-            "--node2vec-p",
-            "0.5",
-            "--node2vec-q",
-            "2"
-        ];
-        let report = walker.run_with_io(&node2vec, &out_of_core, "buffered")?;
-        reports.entry("node2vec").or_default().push(report);
+        // Node2Vec at each second-order system's own p and q.
+        if let Some(peer) = &grasorw {
+            peer_runs
+                .entry("grasorw")
+                .or_default()
+                .push(peer.run(10, GRASORW_PQ, block)?);
+        }
+        let report = walker.run_with_io(&node2vec(GRASORW_PQ), &out_of_core, "buffered")?;
+        reports.entry("node2vec_grasorw").or_default().push(report);
+        if let Some(peer) = &sowalker {
+            peer_runs
+                .entry("sowalker")
+                .or_default()
+                .push(peer.run(10, SOWALKER_PQ, block)?);
+        }
+        let report = walker.run_with_io(&node2vec(SOWALKER_PQ), &out_of_core, "buffered")?;
+        reports.entry("node2vec_sowalker").or_default().push(report);
     }
     let rate = |r: &Value| num(r, "/steps_per_sec");
     // FlashMob and ThunderRW time their walking only, not their graph
@@ -172,7 +210,8 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let buffered = median("raw_buffered", &rate)?;
     let direct = median("raw_direct", &rate)?;
     let memory = median("memory", &compute_rate)?;
-    let node2vec = median("node2vec", &rate)?;
+    let node2vec_grasorw = median("node2vec_grasorw", &rate)?;
+    let node2vec_sowalker = median("node2vec_sowalker", &rate)?;
     let peer_median = |name: &str| -> Option<f64> {
         let mut hops: Vec<f64> = peer_runs
             .get(name)?
@@ -220,19 +259,19 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             GRAPHWALKER_CPP,
             2.0,
         ),
-        Row::compare(
-            "walker-systems",
-            "Kronecker 20, Node2Vec 1M x 10 (p 0.5, q 2), 2 of 8 blocks: steps/s vs GraSorw 3.2M",
-            rate(&node2vec)?,
+        against(
+            "Kronecker 20, Node2Vec 1M x 10 (p 1, q 1), 2 of 8 blocks",
+            rate(&node2vec_grasorw)?,
+            "grasorw",
             GRASORW,
-            Some(Target::AtLeast(1.0)),
+            1.2,
         ),
-        Row::compare(
-            "walker-systems",
-            "Kronecker 20, Node2Vec 1M x 10 (p 0.5, q 2), 2 of 8 blocks: steps/s vs SOWalker 2.4M",
-            rate(&node2vec)?,
+        against(
+            "Kronecker 20, Node2Vec 1M x 10 (p 2, q 0.5), 2 of 8 blocks",
+            rate(&node2vec_sowalker)?,
+            "sowalker",
             SOWALKER,
-            Some(Target::AtLeast(1.0)),
+            1.5,
         ),
         against(
             "Kronecker 20, memory mode, raw 10M x 10, compute",
@@ -249,7 +288,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             None,
         ),
     ];
-    let peak = [&buffered, &direct, &node2vec]
+    let peak = [&buffered, &direct, &node2vec_grasorw, &node2vec_sowalker]
         .iter()
         .map(|r| num(r, "/peak_mem_bytes"))
         .collect::<Result<Vec<_>>>()?
@@ -258,7 +297,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     notes.push(format!(
         "walker-systems: R-MAT scale {scale} (Kronecker, Graph500 parameters), undirected, deduplicated, no self-loops, G = {}; \
          out of core --mem {} with --block-size {} --fixed-blocks ({} blocks), peak {:.2} of the budget; \
-         GraphWalker and FlashMob ran beside the engine when their binaries were given (--graphwalker, --flashmob), alternating, each timing its own walking; \
+         other systems ran beside the engine when their binaries were given (--graphwalker, --flashmob, --grasorw, --sowalker), alternating, each timing its own walking; \
          the other figures are the walker issue's, taken on another day on this machine class with 2 threads (its speed has drifted by 2-3x between days); \
          each workload ran {reps} times, the median run is shown",
         format_bytes(g),
@@ -289,7 +328,8 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "runs": {
             "raw_buffered": buffered,
             "raw_direct": direct,
-            "node2vec": node2vec,
+            "node2vec_grasorw": node2vec_grasorw,
+            "node2vec_sowalker": node2vec_sowalker,
             "memory": memory,
         },
         "steps_per_sec_of_every_rep": rates,
