@@ -119,9 +119,7 @@ impl GraphWalker {
             .parent()
             .context("the edge list has a directory")?;
         let output = run_peer(&self.binary, &args, dir, &[("GRAPHCHI_ROOT", &self.root)])?;
-        let seconds = reported(&output, "00_runtime:", |rest| {
-            rest.split_whitespace().next()?.parse().ok()
-        })?;
+        let seconds = reported(&output, "00_runtime:")?;
         Ok(PeerRun {
             seconds,
             hops: walks * u64::from(length),
@@ -194,9 +192,7 @@ impl FlashMob {
             .parent()
             .context("the edge list has a directory")?;
         let output = run_peer(&self.binary, &args, dir, &[])?;
-        let seconds = reported(&output, "time: ", |rest| {
-            rest.split_whitespace().next()?.parse().ok()
-        })?;
+        let seconds = reported(&output, "time: ")?;
         Ok(PeerRun {
             seconds,
             hops: walks * u64::from(length),
@@ -281,9 +277,7 @@ impl GraSorw {
             q.to_string()
         ];
         let output = run_peer(&self.binary, &args, &self.root, &[])?;
-        let seconds = reported(&output, "total time:", |rest| {
-            rest.split_whitespace().next()?.parse().ok()
-        })?;
+        let seconds = reported(&output, "total time:")?;
         Ok(PeerRun {
             seconds,
             hops: self.with_edges * u64::from(length),
@@ -355,12 +349,8 @@ impl SoWalker {
             "1"
         ];
         let output = run_peer(&self.binary, &args, dir, &[])?;
-        let seconds = reported(&output, "run_app:", |rest| {
-            rest.split_whitespace().next()?.parse().ok()
-        })?;
-        let steps = reported(&output, "current_steps is:", |rest| {
-            rest.trim().parse().ok()
-        })?;
+        let seconds = reported(&output, "run_app:")?;
+        let steps = reported(&output, "current_steps is:")?;
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A count it printed.
         Ok(PeerRun {
             seconds,
@@ -461,12 +451,47 @@ fn run_peer(
     Ok(text)
 }
 
-/// The number a peer printed after `marker` on its last line holding it.
-fn reported(output: &str, marker: &str, parse: impl Fn(&str) -> Option<f64>) -> Result<f64> {
+/// The positive number a peer printed right after `marker` (spaces
+/// aside) on its last line holding it.
+fn reported(output: &str, marker: &str) -> Result<f64> {
     output
         .lines()
         .rev()
-        .find_map(|line| parse(&line[line.find(marker)? + marker.len()..]))
-        .filter(|s| *s > 0.0)
-        .with_context(|| format!("the peer's output has no {marker:?} time"))
+        .find_map(|line| {
+            let rest = &line[line.find(marker)? + marker.len()..];
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .filter(|x: &f64| *x > 0.0)
+        .with_context(|| format!("the peer's output has no number after {marker:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reported;
+
+    /// The lines each peer prints its time and steps on, as they print them.
+    #[test]
+    fn the_peers_times_and_steps_are_read_from_their_own_lines() {
+        let graphwalker = "5_exec_updates:\t\t32.4886s\t (count: 74)\n00_runtime:\t\t33.8155 s\n";
+        assert_eq!(reported(graphwalker, "00_runtime:").unwrap(), 33.8155);
+        let flashmob = "Percent\t4.99%\n\
+             W1127 17:47:55 solver.hpp:367] time: 1.49121 s, step: 105 M, throughput: 70.3 M/s\n";
+        assert_eq!(reported(flashmob, "time: ").unwrap(), 1.49121);
+        let grasorw =
+            "1_ProcessTime:\t\t3.99744 s\ntotal time: 3.99744  1\nround 0 run time: 3.99744\n";
+        assert_eq!(reported(grasorw, "total time:").unwrap(), 3.99744);
+        let sowalker =
+            "\x1b[0mcurrent_steps is:6864075\nrun_app:\t\t5.49297 s\n[Other]\nscheduler:\tsa\n";
+        assert_eq!(reported(sowalker, "run_app:").unwrap(), 5.49297);
+        assert_eq!(
+            reported(sowalker, "current_steps is:").unwrap(),
+            6_864_075.0
+        );
+        let failed = "time: 0 s\n";
+        assert!(
+            reported(failed, "time: ").is_err(),
+            "a zero time is no time"
+        );
+        assert!(reported("nothing here\n", "run_app:").is_err());
+    }
 }

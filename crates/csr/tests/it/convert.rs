@@ -191,27 +191,25 @@ fn conversion_stays_within_a_budget_far_below_the_input() {
     assert_eq!(graph.num_edges(), 2_400_000);
 }
 
-#[test]
-fn exported_edge_lists_convert_back_identically() {
-    let dir = tempfile::tempdir().unwrap();
+/// An R-MAT graph of scale 10 (8 edges a vertex, ids permuted) written to
+/// `path` with `seed`, weights drawn from `weights` and `options`.
+fn rmat10(path: &Path, seed: u64, weights: Option<(u32, u32)>, options: &SortOptions) -> Graph {
     let spec = quiver_csr::GraphSpec::Rmat {
         scale: 10,
         edge_factor: 8,
         probabilities: quiver_csr::GRAPH500,
         permute: true,
     };
+    quiver_csr::generate_to_file(&spec, seed, weights, options, path, &NoProgress).unwrap();
+    Graph::open(path).unwrap()
+}
+
+#[test]
+fn exported_edge_lists_convert_back_identically() {
+    let dir = tempfile::tempdir().unwrap();
     for weights in [None, Some((1, 100))] {
         let original = dir.path().join("g.qcsr");
-        quiver_csr::generate_to_file(
-            &spec,
-            3,
-            weights,
-            &SortOptions::default(),
-            &original,
-            &NoProgress,
-        )
-        .unwrap();
-        let graph = Graph::open(&original).unwrap();
+        let graph = rmat10(&original, 3, weights, &SortOptions::default());
         for (format, name) in [(EdgeFormat::Snap, "g.txt"), (EdgeFormat::Bin, "g.bin")] {
             let exported = dir.path().join(name);
             quiver_csr::export_file(&graph, &exported, ExportOptions::new(format)).unwrap();
@@ -233,22 +231,13 @@ fn exported_edge_lists_convert_back_identically() {
 #[test]
 fn each_edge_once_converts_back_with_reverses_added() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = quiver_csr::GraphSpec::Rmat {
-        scale: 10,
-        edge_factor: 8,
-        probabilities: quiver_csr::GRAPH500,
-        permute: true,
-    };
     let undirected = SortOptions {
         undirected: true,
         dedupe: true,
         ..SortOptions::default()
     };
     for weights in [None, Some((1, 100))] {
-        let original = dir.path().join("g.qcsr");
-        quiver_csr::generate_to_file(&spec, 5, weights, &undirected, &original, &NoProgress)
-            .unwrap();
-        let graph = Graph::open(&original).unwrap();
+        let graph = rmat10(&dir.path().join("g.qcsr"), 5, weights, &undirected);
         let loops: u64 = (0..graph.num_vertices())
             .map(|v| graph.neighbors(v).iter().filter(|&&t| t == v).count() as u64)
             .sum();
@@ -270,17 +259,7 @@ fn each_edge_once_converts_back_with_reverses_added() {
         convert(&exported, &back, &convert_options, &NoProgress).unwrap();
         assert_same_graph(&graph, &Graph::open(&back).unwrap());
     }
-    let directed = dir.path().join("d.qcsr");
-    quiver_csr::generate_to_file(
-        &spec,
-        5,
-        None,
-        &SortOptions::default(),
-        &directed,
-        &NoProgress,
-    )
-    .unwrap();
-    let directed = Graph::open(&directed).unwrap();
+    let directed = rmat10(&dir.path().join("d.qcsr"), 5, None, &SortOptions::default());
     let once = ExportOptions {
         format: EdgeFormat::Bin,
         each_edge_once: true,
