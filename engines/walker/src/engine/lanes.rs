@@ -198,7 +198,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let Some((&(walk, vertex), index)) = waiting.next() else {
                     break;
                 };
-                lanes.push(self.lane(walk, vertex, batch, index));
+                // A new lane's offsets, and its previous vertex's (which a
+                // Node2Vec step reads next), are fetched while the lanes
+                // before it draw.
+                let lane = self.lane(walk, vertex, batch, index);
+                exec.prefetch(lane.vertex);
+                if let Some(prev) = lane.prev {
+                    exec.prefetch(prev);
+                }
+                lanes.push(lane);
             }
             if lanes.is_empty() {
                 return steps;
