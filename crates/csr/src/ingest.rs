@@ -282,9 +282,10 @@ pub struct Exported {
 
 /// Writes `graph` as an edge list: text lines `source<TAB>target[<TAB>weight]`
 /// or binary pairs/triples (triples when the graph is weighted). Returns the
-/// edges and bytes written. Text names vertices by their original ids when the graph
-/// has an id map; binary records hold `u32` vertex ids, so a graph with an
-/// id map is refused (`Unsupported`) rather than written under other ids.
+/// edges and bytes written. Text names vertices by their original ids when
+/// the graph has an id map; binary records hold `u32` vertex ids, so a graph
+/// with an id map is refused (`Unsupported`) rather than written under other
+/// ids.
 pub fn export(
     graph: &Graph,
     output: &mut dyn Write,

@@ -1,9 +1,9 @@
 //! Other random-walk systems, built by hand outside this repository, run by
 //! `cargo xtask bench walker-systems` beside the engine on the same graph
-//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`). Nothing here builds them: the user
-//! gives the path of a binary they built; the benchmark exports the graph
-//! in the input format the system reads, runs it, and reads the time the
-//! system reports for its own walking.
+//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`). Nothing here
+//! builds them: the user gives the path of a binary they built; the
+//! benchmark exports the graph in the input format the system reads, runs
+//! it, and reads the time the system reports for its own walking.
 
 use std::ffi::OsString;
 use std::fs;
