@@ -650,7 +650,7 @@ pub(crate) fn check_targets(
     first_edge: u64,
     num_vertices: u32,
 ) -> Result<()> {
-    match targets.iter().position(|&t| t >= num_vertices) {
+    match first_target_outside(targets, num_vertices) {
         Some(i) => Err(Error::Corrupt {
             path: path.to_owned(),
             detail: format!(
@@ -661,6 +661,22 @@ pub(crate) fn check_targets(
         }),
         None => Ok(()),
     }
+}
+
+/// The index of the first of `targets` that is not below `num_vertices`.
+/// Runs of targets are checked by their maximum, which the compiler
+/// vectorises (a search that stops at the first hit does not), and only a
+/// run holding a bad target is searched.
+fn first_target_outside(targets: &[u32], num_vertices: u32) -> Option<usize> {
+    const RUN: usize = 256;
+    let run = targets
+        .chunks(RUN)
+        .position(|run| run.iter().fold(0, |max, &t| max.max(t)) >= num_vertices)?;
+    let at = run * RUN;
+    targets[at..]
+        .iter()
+        .position(|&t| t >= num_vertices)
+        .map(|i| at + i)
 }
 
 /// Sorts one adjacency list by (target, weight bits), keeping weights paired.
@@ -678,6 +694,37 @@ fn sort_adjacency(targets: &mut [u32], weights: Option<&mut [f32]>) {
                 targets[i] = t;
                 weights[i] = f32::from_bits(w);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::first_target_outside;
+
+    proptest! {
+        /// Checking runs by their maximum finds the first bad target a
+        /// plain search finds, wherever it falls among the runs.
+        #[test]
+        fn the_first_bad_target_is_found_as_a_plain_search_finds_it(
+            len in 0u32..2000,
+            bad in prop::collection::vec((any::<prop::sample::Index>(), 100u32..=u32::MAX), 0..4),
+            seed in any::<u32>(),
+        ) {
+            let num_vertices = 100;
+            let mut targets: Vec<u32> = (0..len)
+                .map(|i| i.wrapping_mul(2_654_435_761).wrapping_add(seed) % num_vertices)
+                .collect();
+            if !targets.is_empty() {
+                for (at, value) in bad {
+                    let at = at.index(targets.len());
+                    targets[at] = value;
+                }
+            }
+            let plain = targets.iter().position(|&t| t >= num_vertices);
+            prop_assert_eq!(first_target_outside(&targets, num_vertices), plain);
         }
     }
 }
