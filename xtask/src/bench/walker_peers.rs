@@ -32,6 +32,31 @@ impl PeerRun {
     }
 }
 
+/// Runs `run` up to three times: another system's release may crash now
+/// and then (SOWalker died of SIGFPE in one run of many here). Each
+/// failure is noted; the third is the benchmark's error.
+pub(super) fn retried(
+    name: &str,
+    notes: &mut Vec<String>,
+    run: impl Fn() -> Result<PeerRun>,
+) -> Result<PeerRun> {
+    let mut attempt = 1;
+    loop {
+        match run() {
+            Ok(done) => return Ok(done),
+            Err(e) if attempt < 3 => {
+                eprintln!("xtask: {name} failed, running it again: {e:#}");
+                notes.push(format!(
+                    "walker-systems: a {name} run failed and was run again: {}",
+                    format!("{e:#}").lines().next().unwrap_or_default()
+                ));
+                attempt += 1;
+            }
+            Err(e) => return Err(e.context(format!("{name} failed three times"))),
+        }
+    }
+}
+
 /// GraphWalker's `rawrandomwalks` (ATC'20 release) on a symmetric graph
 /// exported as a text edge list: `walks` walks of `length` steps from
 /// uniform vertices, blocks of `block_bytes`, 2 in memory, 2 threads.

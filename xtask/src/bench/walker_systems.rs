@@ -16,7 +16,7 @@ use quiver_io::size::format_bytes;
 use serde_json::{json, Value};
 
 use super::walker::{ceil_mib, Walker};
-use super::walker_peers::{FlashMob, GraSorw, GraphWalker, PeerRun, SoWalker};
+use super::walker_peers::{retried, FlashMob, GraSorw, GraphWalker, PeerRun, SoWalker};
 use super::{capture_json, num, symmetric_rmat, Context, EDGE_FACTOR, SEED};
 use crate::report::{Row, Target};
 
@@ -156,10 +156,11 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let mut peer_runs: BTreeMap<&str, Vec<PeerRun>> = BTreeMap::new();
     for _ in 0..reps.max(1) {
         if let Some(peer) = &graphwalker {
-            peer_runs
-                .entry("graphwalker")
-                .or_default()
-                .push(peer.run(SYSTEMS_WALKS, 10, block)?);
+            peer_runs.entry("graphwalker").or_default().push(retried(
+                "GraphWalker",
+                &mut notes,
+                || peer.run(SYSTEMS_WALKS, 10, block),
+            )?);
         }
         for (name, io) in [("raw_buffered", "buffered"), ("raw_direct", "direct")] {
             let report = walker.run_with_io(&raw, &out_of_core, io)?;
@@ -169,7 +170,9 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             peer_runs
                 .entry("flashmob")
                 .or_default()
-                .push(peer.run(SYSTEMS_WALKS, 10)?);
+                .push(retried("FlashMob", &mut notes, || {
+                    peer.run(SYSTEMS_WALKS, 10)
+                })?);
         }
         let report = walker.run_with_io(&raw, &memory_flags, "direct")?;
         reports.entry("memory").or_default().push(report);
@@ -178,7 +181,9 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             peer_runs
                 .entry("grasorw")
                 .or_default()
-                .push(peer.run(10, GRASORW_PQ, block)?);
+                .push(retried("GraSorw", &mut notes, || {
+                    peer.run(10, GRASORW_PQ, block)
+                })?);
         }
         let report = walker.run_with_io(&node2vec(GRASORW_PQ), &out_of_core, "buffered")?;
         reports.entry("node2vec_grasorw").or_default().push(report);
@@ -186,7 +191,9 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             peer_runs
                 .entry("sowalker")
                 .or_default()
-                .push(peer.run(10, SOWALKER_PQ, block)?);
+                .push(retried("SOWalker", &mut notes, || {
+                    peer.run(10, SOWALKER_PQ, block)
+                })?);
         }
         let report = walker.run_with_io(&node2vec(SOWALKER_PQ), &out_of_core, "buffered")?;
         reports.entry("node2vec_sowalker").or_default().push(report);
