@@ -25,8 +25,8 @@ use crate::report::{Row, Target};
 /// machine class with 2 threads on another day, each system timing itself:
 /// the figures the walker issue gives, and GraphWalker's and FlashMob's
 /// from a day they ran beside the engine. This machine's speed drifts by
-/// 2-3x between days (on 2026-11-27, GraphWalker ran at 5.9-7.0M steps/s
-/// and FlashMob at 56-79M on the same graph), so only a run beside the
+/// 2-3x between days (on 2026-11-27, GraphWalker ran at 5.9-7.2M steps/s
+/// and FlashMob at 55-79M on the same graph), so only a run beside the
 /// engine holds a target. Their code is built by hand outside the
 /// repository, never by this benchmark. GraphWalker's C++ release (`rawrandomwalks`, built with -O3: its
 /// Makefile's default is -O0) on the same graph as a text edge list, 10M
