@@ -15,8 +15,9 @@
 //!
 //! Every configuration runs `--reps` times (BFS, whose runs are short and
 //! whose communication totals 100-200 ms, three times as many), interleaved,
-//! and the run with the median compute time is kept. Rates are edges per second of compute
-//! (for a job, of its slowest node), so every ratio is a speedup.
+//! and the run with the median compute time is kept. Rates are edges per
+//! second of compute (for a job, of its slowest node), so every ratio is a
+//! speedup.
 
 use std::ffi::OsString;
 use std::path::Path;

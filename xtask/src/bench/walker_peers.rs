@@ -139,10 +139,7 @@ impl GraphWalker {
             "execthreads",
             "2"
         ];
-        let dir = self
-            .edges
-            .parent()
-            .context("the edge list has a directory")?;
+        let dir = beside(&self.edges);
         let output = run_peer(&self.binary, &args, dir, &[("GRAPHCHI_ROOT", &self.root)])?;
         let seconds = reported(&output, "00_runtime:")?;
         Ok(PeerRun {
@@ -173,11 +170,7 @@ impl FlashMob {
         data: &Path,
         notes: &mut Vec<String>,
     ) -> Result<FlashMob> {
-        let stem = graph
-            .file_stem()
-            .context("the graph's file has no name")?
-            .to_string_lossy();
-        let edges = data.join(format!("{stem}.once.bin"));
+        let edges = data_file(graph, data, "once.bin")?;
         reuse_or(&edges, "walker-systems", notes, || {
             capture_json(
                 &bins.quiver,
@@ -212,10 +205,7 @@ impl FlashMob {
             "-l",
             (length + 1).to_string()
         ];
-        let dir = self
-            .edges
-            .parent()
-            .context("the edge list has a directory")?;
+        let dir = beside(&self.edges);
         let output = run_peer(&self.binary, &args, dir, &[])?;
         let seconds = reported(&output, "time: ")?;
         Ok(PeerRun {
@@ -346,10 +336,7 @@ impl SoWalker {
     /// Runs a walk of `length` steps from every vertex with Node2Vec's
     /// `(p, q)`, after dropping its graph files from the page cache.
     pub fn run(&self, length: u32, (p, q): (f64, f64), block_bytes: u64) -> Result<PeerRun> {
-        let dir = self
-            .edges
-            .parent()
-            .context("the edge list has a directory")?;
+        let dir = beside(&self.edges);
         drop_cache(&self.bench_io, dir)?;
         let args = argv![
             &self.edges,
@@ -395,18 +382,14 @@ fn text_edges(
     peer: &str,
     notes: &mut Vec<String>,
 ) -> Result<PathBuf> {
-    let stem = graph
-        .file_stem()
-        .context("the graph's file has no name")?
-        .to_string_lossy();
-    let shared = data.join(format!("{stem}.txt"));
+    let shared = data_file(graph, data, "txt")?;
     reuse_or(&shared, "walker-systems", notes, || {
         capture_json(
             &bins.quiver,
             &argv!["--json", "export", graph, "-o", &shared, "--format", "snap"],
         )
     })?;
-    let dir = data.join(format!("{stem}.{peer}"));
+    let dir = data_file(graph, data, peer)?;
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let edges = dir.join("edges.txt");
     if !edges.exists() {
@@ -415,6 +398,22 @@ fn text_edges(
             .with_context(|| format!("linking {} to {}", edges.display(), shared.display()))?;
     }
     Ok(edges)
+}
+
+/// `data/<graph's name>.<suffix>`: a file (or directory) made for a peer
+/// from `graph`.
+fn data_file(graph: &Path, data: &Path, suffix: &str) -> Result<PathBuf> {
+    let stem = graph
+        .file_stem()
+        .context("the graph's file has no name")?
+        .to_string_lossy();
+    Ok(data.join(format!("{stem}.{suffix}")))
+}
+
+/// The directory holding `file`, a peer's input (made by [`data_file`] or
+/// [`text_edges`], so it has one).
+fn beside(file: &Path) -> &Path {
+    file.parent().expect("a peer's input lies in a directory")
 }
 
 /// Drops every file under `dir` from the page cache with `bench_io`.

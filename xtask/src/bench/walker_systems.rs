@@ -149,54 +149,71 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         .as_ref()
         .map(|b| SoWalker::prepare(bins, b, &graph, block, data, &mut notes))
         .transpose()?;
+    // Each system the user named, and the engine's workloads held against
+    // it: (report name, app, flags, --io).
+    type Workloads<'w> = Vec<(&'static str, &'w [OsString], &'w [OsString], &'static str)>;
+    type PeerRunner<'p> = Option<Box<dyn Fn() -> Result<PeerRun> + 'p>>;
+    let (node2vec_grasorw, node2vec_sowalker) = (node2vec(GRASORW_PQ), node2vec(SOWALKER_PQ));
+    let rounds: [(&str, PeerRunner<'_>, Workloads<'_>); 4] = [
+        (
+            "graphwalker",
+            graphwalker.as_ref().map(|peer| {
+                Box::new(move || peer.run(SYSTEMS_WALKS, 10, block)) as Box<dyn Fn() -> _>
+            }),
+            vec![
+                ("raw_buffered", &raw, &out_of_core, "buffered"),
+                ("raw_direct", &raw, &out_of_core, "direct"),
+            ],
+        ),
+        (
+            "flashmob",
+            flashmob
+                .as_ref()
+                .map(|peer| Box::new(move || peer.run(SYSTEMS_WALKS, 10)) as Box<dyn Fn() -> _>),
+            vec![("memory", &raw, &memory_flags, "direct")],
+        ),
+        // Node2Vec at each second-order system's own p and q.
+        (
+            "grasorw",
+            grasorw.as_ref().map(|peer| {
+                Box::new(move || peer.run(10, GRASORW_PQ, block)) as Box<dyn Fn() -> _>
+            }),
+            vec![(
+                "node2vec_grasorw",
+                &node2vec_grasorw,
+                &out_of_core,
+                "buffered",
+            )],
+        ),
+        (
+            "sowalker",
+            sowalker.as_ref().map(|peer| {
+                Box::new(move || peer.run(10, SOWALKER_PQ, block)) as Box<dyn Fn() -> _>
+            }),
+            vec![(
+                "node2vec_sowalker",
+                &node2vec_sowalker,
+                &out_of_core,
+                "buffered",
+            )],
+        ),
+    ];
     // This machine is shared and noisy: each workload runs `reps` times,
-    // alternating with the other systems' runs, and the run with the
-    // median steps/s is kept (all rates are recorded).
+    // each time after its system's run, and the run with the median
+    // steps/s is kept (all rates are recorded).
     let mut reports: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     let mut peer_runs: BTreeMap<&str, Vec<PeerRun>> = BTreeMap::new();
     for _ in 0..reps.max(1) {
-        if let Some(peer) = &graphwalker {
-            peer_runs.entry("graphwalker").or_default().push(retried(
-                "GraphWalker",
-                &mut notes,
-                || peer.run(SYSTEMS_WALKS, 10, block),
-            )?);
+        for (peer, runner, workloads) in &rounds {
+            if let Some(run) = runner {
+                let done = retried(peer, &mut notes, run)?;
+                peer_runs.entry(peer).or_default().push(done);
+            }
+            for &(name, app, flags, io) in workloads {
+                let report = walker.run_with_io(app, flags, io)?;
+                reports.entry(name).or_default().push(report);
+            }
         }
-        for (name, io) in [("raw_buffered", "buffered"), ("raw_direct", "direct")] {
-            let report = walker.run_with_io(&raw, &out_of_core, io)?;
-            reports.entry(name).or_default().push(report);
-        }
-        if let Some(peer) = &flashmob {
-            peer_runs
-                .entry("flashmob")
-                .or_default()
-                .push(retried("FlashMob", &mut notes, || {
-                    peer.run(SYSTEMS_WALKS, 10)
-                })?);
-        }
-        let report = walker.run_with_io(&raw, &memory_flags, "direct")?;
-        reports.entry("memory").or_default().push(report);
-        // Node2Vec at each second-order system's own p and q.
-        if let Some(peer) = &grasorw {
-            peer_runs
-                .entry("grasorw")
-                .or_default()
-                .push(retried("GraSorw", &mut notes, || {
-                    peer.run(10, GRASORW_PQ, block)
-                })?);
-        }
-        let report = walker.run_with_io(&node2vec(GRASORW_PQ), &out_of_core, "buffered")?;
-        reports.entry("node2vec_grasorw").or_default().push(report);
-        if let Some(peer) = &sowalker {
-            peer_runs
-                .entry("sowalker")
-                .or_default()
-                .push(retried("SOWalker", &mut notes, || {
-                    peer.run(10, SOWALKER_PQ, block)
-                })?);
-        }
-        let report = walker.run_with_io(&node2vec(SOWALKER_PQ), &out_of_core, "buffered")?;
-        reports.entry("node2vec_sowalker").or_default().push(report);
     }
     let rate = |r: &Value| num(r, "/steps_per_sec");
     // FlashMob and ThunderRW time their walking only, not their graph
