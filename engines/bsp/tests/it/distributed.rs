@@ -190,8 +190,10 @@ fn tcp_processes_match_the_reference() {
     }
 }
 
-/// The spawned node process of `rank` among this process's children.
-fn child_of_rank(rank: u32) -> Option<u32> {
+/// The spawned node process of `rank` among this process's children whose
+/// command line carries `marker`: other tests of this binary run their own
+/// nodes of the same ranks at the same time.
+fn child_of_rank(rank: u32, marker: &str) -> Option<u32> {
     let me = std::process::id();
     std::fs::read_dir("/proc")
         .ok()?
@@ -207,12 +209,16 @@ fn child_of_rank(rank: u32) -> Option<u32> {
                 .nth(1)?
                 .parse()
                 .ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let is_marked = cmdline
+                .split(|&b| b == 0)
+                .any(|arg| arg == marker.as_bytes());
             let environ = std::fs::read(entry.path().join("environ")).ok()?;
             let wanted = format!("QUIVER_RANK={rank}");
             let is_rank = environ
                 .split(|&b| b == 0)
                 .any(|var| var == wanted.as_bytes());
-            (parent == me && is_rank).then_some(pid)
+            (parent == me && is_marked && is_rank).then_some(pid)
         })
 }
 
@@ -227,14 +233,17 @@ fn a_killed_node_fails_the_job_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.qcsr");
     write_graph(&graph, &path).unwrap();
-    let job = Job {
+    // A filter that skips no test, so that only this job's nodes carry it.
+    const MARKER: &str = "--skip=a_killed_node_marker";
+    let mut job = Job {
         timeout: Duration::from_secs(5),
         ..tcp_job(2)
     };
+    job.program.as_mut().unwrap().args.push(MARKER.into());
     let killer = std::thread::spawn(|| {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(pid) = child_of_rank(1) {
+            if let Some(pid) = child_of_rank(1, MARKER) {
                 // Let it get into its supersteps first.
                 std::thread::sleep(Duration::from_millis(500));
                 std::process::Command::new("kill")
@@ -267,5 +276,5 @@ fn a_killed_node_fails_the_job_naming_it() {
         killed_at.elapsed()
     );
     assert!(message.contains("node 1"), "{message}");
-    assert_eq!(child_of_rank(0), None, "node 0 was left behind");
+    assert_eq!(child_of_rank(0, MARKER), None, "node 0 was left behind");
 }
