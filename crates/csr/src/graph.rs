@@ -665,13 +665,16 @@ pub(crate) fn check_targets(
 
 /// The index of the first of `targets` that is not below `num_vertices`.
 /// Runs of targets are checked by their maximum, which the compiler
-/// vectorises (a search that stops at the first hit does not), and only a
-/// run holding a bad target is searched.
+/// vectorises (a search that stops at the first hit does not), on every
+/// core (a block's load otherwise leaves the other threads idle while one
+/// checks), and only a run holding a bad target is searched.
 fn first_target_outside(targets: &[u32], num_vertices: u32) -> Option<usize> {
+    use rayon::prelude::*;
     const RUN: usize = 256;
     let run = targets
-        .chunks(RUN)
-        .position(|run| run.iter().fold(0, |max, &t| max.max(t)) >= num_vertices)?;
+        .par_chunks(RUN)
+        .with_min_len(64)
+        .position_first(|run| run.iter().fold(0, |max, &t| max.max(t)) >= num_vertices)?;
     let at = run * RUN;
     targets[at..]
         .iter()
@@ -709,7 +712,8 @@ mod tests {
         /// plain search finds, wherever it falls among the runs.
         #[test]
         fn the_first_bad_target_is_found_as_a_plain_search_finds_it(
-            len in 0u32..2000,
+            // Up to 390 runs: enough for the check to split across threads.
+            len in 0u32..100_000,
             bad in prop::collection::vec((any::<prop::sample::Index>(), 100u32..=u32::MAX), 0..4),
             seed in any::<u32>(),
         ) {

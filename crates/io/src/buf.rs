@@ -81,10 +81,27 @@ impl AlignedBuf {
     }
 
     /// Bytes allocated: `len` rounded up to a multiple of [`ALIGN`] (at least
-    /// one [`ALIGN`]).
+    /// one [`ALIGN`]) when made, kept by [`set_len`](Self::set_len).
     #[must_use]
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Makes the buffer `len` bytes long within its allocation, for reuse
+    /// by another read: the bytes are whatever it held, not zeroed, which
+    /// saves the kernel faulting in and zeroing fresh pages.
+    ///
+    /// # Panics
+    /// If `len` exceeds the [`capacity`](Self::capacity).
+    pub fn set_len(&mut self, len: usize) {
+        assert!(
+            len <= self.capacity,
+            "a buffer of {} bytes cannot hold {len}",
+            self.capacity
+        );
+        // The type invariant holds: every byte of the allocation is
+        // initialised, so any length up to the capacity is.
+        self.len = len;
     }
 }
 
@@ -294,6 +311,32 @@ mod tests {
         let small = vec![1u8; 4096];
         advise_huge_pages(&small);
         assert!(!has_advice(small.as_ptr() as usize));
+    }
+
+    #[test]
+    fn set_len_keeps_the_allocation_and_its_bytes() {
+        for len in [100, 3 * HUGE_PAGE + 5] {
+            let mut buf = AlignedBuf::zeroed(len);
+            let (ptr, capacity) = (buf.as_ptr(), buf.capacity());
+            buf.fill(9);
+            buf.set_len(capacity);
+            assert_eq!(
+                (buf.as_ptr(), buf.len(), buf.capacity()),
+                (ptr, capacity, capacity)
+            );
+            assert!(buf[..len].iter().all(|&x| x == 9));
+            assert!(buf[len..].iter().all(|&x| x == 0), "never written: zero");
+            buf.set_len(1);
+            assert_eq!((buf.len(), buf.capacity(), buf[0]), (1, capacity, 9));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot hold")]
+    fn set_len_refuses_more_than_the_capacity() {
+        let mut buf = AlignedBuf::zeroed(10);
+        let capacity = buf.capacity();
+        buf.set_len(capacity + 1);
     }
 
     #[test]

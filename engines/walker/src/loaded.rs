@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use quiver_csr::format::Layout;
 use quiver_csr::format::VerifiedFile;
@@ -34,17 +34,71 @@ fn index(x: u64) -> usize {
     usize::try_from(x).expect("an in-memory index fits usize")
 }
 
+/// The buffers of evicted blocks, kept for the blocks read next: a read
+/// into memory already faulted in spares the kernel zeroing fresh pages
+/// (and the process unmapping the old ones). Spares are memory that the
+/// budget no longer counts, so the engine keeps them only from an eviction
+/// to the read it makes room for.
+#[derive(Debug, Default)]
+pub struct SpareBuffers(Mutex<Vec<AlignedBuf>>);
+
+impl SpareBuffers {
+    /// A buffer of `len` bytes: the smallest spare that holds it with at
+    /// most an eighth more room than asked (the budget counts a block's
+    /// buffers by their capacity), else a new zeroed one.
+    fn take(&self, len: usize) -> AlignedBuf {
+        let fits = |buf: &AlignedBuf| {
+            let capacity = buf.capacity();
+            capacity >= len && capacity - len <= len / 8 + ALIGN
+        };
+        let mut spares = self.spares();
+        let best = (0..spares.len())
+            .filter(|&i| fits(&spares[i]))
+            .min_by_key(|&i| spares[i].capacity());
+        match best {
+            Some(i) => {
+                let mut buf = spares.swap_remove(i);
+                buf.set_len(len);
+                buf
+            }
+            None => AlignedBuf::zeroed(len),
+        }
+    }
+
+    /// Keeps `block`'s buffers if this was its last holder.
+    pub fn recycle(&self, block: Arc<LoadedBlock>) {
+        if let Ok(block) = Arc::try_unwrap(block) {
+            self.spares().extend([block.offsets, block.targets]);
+        }
+    }
+
+    /// Frees every spare.
+    pub fn clear(&self) {
+        self.spares().clear();
+    }
+
+    fn spares(&self) -> std::sync::MutexGuard<'_, Vec<AlignedBuf>> {
+        // A panic while the list was held leaves it whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 impl LoadedBlock {
     /// Reads `block` of the graph in `file` (offsets and targets, and the
-    /// weights when `weighted`), with all requests in flight at once.
+    /// weights when `weighted`), with all requests in flight at once, into
+    /// `spare` buffers where they fit.
     pub fn read(
         file: &VerifiedFile,
         block: &Block,
         weighted: bool,
         layout: &Layout,
+        spare: &SpareBuffers,
     ) -> Result<LoadedBlock> {
-        let mut offsets = AlignedBuf::zeroed(index(block.offsets_extent.len));
-        let mut targets = AlignedBuf::zeroed(index(block.targets_extent.len));
+        let mut offsets = spare.take(index(block.offsets_extent.len));
+        let mut targets = spare.take(index(block.targets_extent.len));
+        // Weights are summed into `cumulative` and dropped.
         let mut weights =
             weighted.then(|| AlignedBuf::zeroed(index(block.weights_extent.map_or(0, |e| e.len))));
         {
@@ -639,9 +693,63 @@ impl Adjacency for Vertices {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
+    use std::sync::{Arc, OnceLock};
 
-    use super::Locator;
+    use proptest::prelude::*;
+    use quiver_io::{AlignedBuf, ALIGN};
+
+    use super::{LoadedBlock, Locator, SpareBuffers};
+
+    /// A block holding buffers of `offsets` and `targets` bytes.
+    fn block(offsets: usize, targets: usize) -> Arc<LoadedBlock> {
+        Arc::new(LoadedBlock {
+            vertices: 0..0,
+            offsets: AlignedBuf::zeroed(offsets),
+            offsets_skip: 0,
+            targets: AlignedBuf::zeroed(targets),
+            targets_skip: 0,
+            cumulative: Vec::new(),
+            partition_bounds: OnceLock::new(),
+        })
+    }
+
+    #[test]
+    fn a_read_takes_the_smallest_spare_that_fits_without_waste() {
+        let spare = SpareBuffers::default();
+        let (small, large) = (64 * ALIGN, 1024 * ALIGN);
+        let evicted = block(small, large);
+        let (small_at, large_at) = (evicted.offsets.as_ptr(), evicted.targets.as_ptr());
+        spare.recycle(evicted);
+        // Over an eighth of room to spare: a new buffer, zeroed.
+        let fresh = spare.take(small / 2);
+        assert_ne!(fresh.as_ptr(), small_at);
+        assert!(fresh.iter().all(|&b| b == 0));
+        // Too large for either: a new buffer.
+        assert_ne!(spare.take(large + 1).as_ptr(), large_at);
+        // Each fits the spare of its size, which it reuses.
+        let reused = spare.take(large - ALIGN);
+        assert_eq!((reused.as_ptr(), reused.len()), (large_at, large - ALIGN));
+        let reused_small = spare.take(small);
+        assert_eq!(reused_small.as_ptr(), small_at);
+        // Nothing is left to reuse.
+        assert_ne!(spare.take(small).as_ptr(), small_at);
+    }
+
+    #[test]
+    fn only_a_blocks_last_holder_leaves_its_buffers_spare() {
+        let spare = SpareBuffers::default();
+        let held = block(ALIGN, ALIGN);
+        let at = held.offsets.as_ptr();
+        let walking = Arc::clone(&held);
+        spare.recycle(held);
+        assert_ne!(
+            spare.take(ALIGN).as_ptr(),
+            at,
+            "a block still walked was reused"
+        );
+        spare.recycle(walking);
+        assert_eq!(spare.take(ALIGN).as_ptr(), at);
+    }
 
     proptest! {
         #[test]

@@ -13,7 +13,7 @@ use super::walks::PooledWalk;
 use super::{Engine, InFlight};
 use crate::app::WalkApp;
 use crate::config::{Config, Mode};
-use crate::loaded::{LoadedBlock, Vertices};
+use crate::loaded::{LoadedBlock, SpareBuffers, Vertices};
 
 /// Whole blocks kept in memory between loads.
 #[derive(Default)]
@@ -25,8 +25,15 @@ pub(super) struct BlockCache {
 impl BlockCache {
     /// Evicts the cached blocks with the fewest waiting walks (`walks`, per
     /// block; never those in `keep`) until at most `limit` bytes are cached
-    /// or nothing else can go. Returns the bytes freed.
-    pub(super) fn shrink_to(&mut self, limit: u64, walks: &[u64], keep: &[usize]) -> u64 {
+    /// or nothing else can go, keeping their buffers in `spare` if given.
+    /// Returns the bytes freed.
+    pub(super) fn shrink_to(
+        &mut self,
+        limit: u64,
+        walks: &[u64],
+        keep: &[usize],
+        spare: Option<&SpareBuffers>,
+    ) -> u64 {
         let mut freed = 0;
         while self.bytes > limit {
             let Some(victim) = self
@@ -41,6 +48,9 @@ impl BlockCache {
             let evicted = self.map.remove(&victim).expect("victim is cached");
             self.bytes -= evicted.memory_bytes();
             freed += evicted.memory_bytes();
+            if let Some(spare) = spare {
+                spare.recycle(evicted);
+            }
         }
         freed
     }
@@ -61,16 +71,23 @@ impl Cache {
         self.blocks.bytes + self.lists.memory_bytes()
     }
 
-    /// Drops the vertex lists, then evicts blocks (never those in `keep`),
-    /// until at most `limit` bytes are held or nothing else can go (blocks
-    /// with the fewest `walks` first). Returns the bytes freed.
-    pub(super) fn shrink_to(&mut self, limit: u64, walks: &[u64], keep: &[usize]) -> u64 {
+    /// Drops the vertex lists, then evicts blocks (never those in `keep`;
+    /// their buffers kept in `spare` if given), until at most `limit`
+    /// bytes are held or nothing else can go (blocks with the fewest
+    /// `walks` first). Returns the bytes freed.
+    pub(super) fn shrink_to(
+        &mut self,
+        limit: u64,
+        walks: &[u64],
+        keep: &[usize],
+        spare: Option<&SpareBuffers>,
+    ) -> u64 {
         let mut freed = 0;
         if self.total() > limit {
             freed += self.lists.memory_bytes();
             self.lists.clear();
         }
-        freed + self.blocks.shrink_to(limit, walks, keep)
+        freed + self.blocks.shrink_to(limit, walks, keep, spare)
     }
 }
 
@@ -399,7 +416,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
 
     /// Evicts cached data (never the blocks in `keep`), and drops the
     /// offsets section if that is not enough, until the cache and the
-    /// offsets leave `need` bytes of the cache's share free.
+    /// offsets leave `need` bytes of the cache's share free. Evicted
+    /// blocks' buffers are kept spare for the next read if `for_read`.
     pub(super) fn fit_cache(
         &mut self,
         cache: &mut Cache,
@@ -407,9 +425,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         budget: &Budget,
         keep: &[usize],
         need: u64,
+        for_read: bool,
     ) {
         let limit = budget.cache.saturating_sub(need + self.offsets_bytes());
-        let freed = cache.shrink_to(limit, &self.pooling.walks_per_block(pools), keep);
+        let freed = cache.shrink_to(
+            limit,
+            &self.pooling.walks_per_block(pools),
+            keep,
+            for_read.then_some(&self.spare),
+        );
         self.stats.release(freed);
         if cache.total() + self.offsets_bytes() + need > budget.cache {
             // The next vertex pass reads them again.

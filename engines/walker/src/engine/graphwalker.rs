@@ -197,7 +197,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.cache_blocks(&mut cache, &missing, blocks);
             // Lists kept from a vertex pass may have left the cache over its
             // share even when every block of the group was cached already.
-            self.fit_cache(&mut cache, pools, budget, &group, 0);
+            self.fit_cache(&mut cache, pools, budget, &group, 0, false);
             let loaded = group
                 .iter()
                 .map(|g| Arc::clone(&cache.blocks.map[g]))
@@ -238,6 +238,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                         this.move_served(pools, state, parts, &served, budget)
                     });
                     self.stats.release(in_flight);
+                    self.spare.clear();
                     moved?;
                     let blocks = read_result?;
                     self.stats.blocks_loaded += to_read.len() as u64;
@@ -302,7 +303,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .filter(|g| !cache.blocks.map.contains_key(g))
             .collect();
         let need = missing.iter().map(|&g| self.block_memory(g)).sum();
-        self.fit_cache(cache, pools, budget, keep, need);
+        self.fit_cache(cache, pools, budget, keep, need, true);
         self.stats.hold(need);
         missing
     }

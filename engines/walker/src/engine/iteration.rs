@@ -1,6 +1,8 @@
 //! DrunkardMob's iteration-based baseline: each pass loads every block in
 //! order, with no cache across passes, and moves each walk one step.
 
+use std::sync::Arc;
+
 use quiver_walkstate::WalkPools;
 
 use super::budget::Budget;
@@ -26,7 +28,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let block = self.load(&[b])?.pop().expect("one block read");
                 let bytes = block.memory_bytes();
                 self.stats.hold(bytes);
-                let exec = Executing::new(vec![block]);
+                let exec = Executing::new(vec![Arc::clone(&block)]);
                 // Only the walks waiting now: those moved back into this
                 // block during the pass wait for the next one.
                 let mut waiting = pools.count(b);
@@ -43,6 +45,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     self.advance_and_file(pools, state, &exec, due, true)?;
                 }
                 self.stats.release(bytes);
+                // The next block is read into this one's buffers.
+                drop(exec);
+                self.spare.recycle(block);
             }
         }
         assert_eq!(pools.total(), 0, "every walk ends within its length");

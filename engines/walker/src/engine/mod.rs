@@ -30,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::app::WalkApp;
 use crate::config::{Config, IoMode, Mode, FINE_BLOCK};
-use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock};
+use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock, SpareBuffers};
 use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
@@ -129,6 +129,8 @@ struct Engine<'a, A: WalkApp, W> {
     /// than `vertex_threshold` and a budget that holds the whole graph as
     /// one block.
     in_memory: bool,
+    /// Buffers of blocks evicted to make room, for the reads that follow.
+    spare: SpareBuffers,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -315,6 +317,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 pairs: false,
             },
             in_memory,
+            spare: SpareBuffers::default(),
             _walk: std::marker::PhantomData,
         })
     }
@@ -516,23 +519,25 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Reads blocks `bs` on the worker threads: on io_uring the reads take
-    /// turns on the ring, while one block's buffers are zeroed, its targets
-    /// checked and its checksums verified beside another's read.
+    /// turns on the ring, while one block's targets are checked and its
+    /// checksums verified beside another's read.
     fn load(&mut self, bs: &[usize]) -> Result<Vec<Arc<LoadedBlock>>> {
-        let loaded = bs
-            .par_iter()
-            .map(|&b| self.read_block(b))
-            .collect::<Result<Vec<_>>>()?;
+        let loaded: Result<Vec<_>> = bs.par_iter().map(|&b| self.read_block(b)).collect();
+        self.spare.clear();
+        let loaded = loaded?;
         self.stats.blocks_loaded += bs.len() as u64;
         Ok(loaded)
     }
 
-    /// Reads block `b` (not counted in the stats: see [`Engine::load`]).
+    /// Reads block `b` (not counted in the stats: see [`Engine::load`])
+    /// into buffers that evictions left spare where they fit. The caller
+    /// frees the spares left over once its reads are done: the budget no
+    /// longer counts them.
     fn read_block(&self, b: usize) -> Result<Arc<LoadedBlock>> {
         #[allow(clippy::cast_possible_truncation)]
         let block = self.blocks.get(quiver_csr::BlockId(b as u32));
         tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loading a block");
-        LoadedBlock::read(&self.file, block, self.weighted, &self.layout).map(Arc::new)
+        LoadedBlock::read(&self.file, block, self.weighted, &self.layout, &self.spare).map(Arc::new)
     }
 
     /// Moves a batch on `exec` in lanes (one step at a time if

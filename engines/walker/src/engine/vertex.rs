@@ -99,6 +99,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             budget.cache - bytes,
             &self.pooling.walks_per_block(pools),
             &[],
+            None,
         );
         self.stats.release(freed);
         let mut buf = AlignedBuf::zeroed(usize::try_from(bytes).expect("the offsets fit memory"));
@@ -194,7 +195,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let others = stats.mem_now - blocks.bytes;
                 let total: u64 = sizes.iter().sum();
                 let limit = mem_budget.saturating_sub(others + walk_bytes + total);
-                let freed = blocks.shrink_to(limit, &walks_per_block, &keep);
+                let freed = blocks.shrink_to(limit, &walks_per_block, &keep, None);
                 stats.release(freed);
                 // As many lists as fit in what is left.
                 let mut room = mem_budget.saturating_sub(others + walk_bytes + blocks.bytes);
