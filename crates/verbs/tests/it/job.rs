@@ -250,7 +250,8 @@ fn a_failing_task_is_named() {
 /// A spawned node killed in its task fails the job, naming it, promptly.
 #[test]
 fn a_killed_node_is_named() {
-    let dir = scratch("job-killed");
+    let tmp = scratch("job-killed");
+    let dir = tmp.path().to_path_buf();
     let job = Job {
         timeout: Duration::from_secs(20),
         program: Some(this_test_binary()),

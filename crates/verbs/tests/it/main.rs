@@ -10,15 +10,16 @@ mod loopback;
 mod mpi;
 mod tcp;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// A fresh scratch directory for this test process (`name` keeps tests apart).
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("quiver-verbs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh scratch directory for a test's node processes, removed when
+/// dropped (`name` says whose it is).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("quiver-verbs-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Waits until `path` exists (a node's sign of life), failing after `limit`.

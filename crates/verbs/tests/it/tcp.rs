@@ -311,7 +311,8 @@ fn node_process() {
 #[test]
 fn conformance_in_processes() {
     for size in [2, 4] {
-        let dir = scratch("conformance");
+        let tmp = scratch("conformance");
+        let dir = tmp.path();
         let job = LocalJob::spawn(size, Duration::from_secs(60), |_| {
             node_command("conformance", &dir)
         })
@@ -328,7 +329,8 @@ fn conformance_in_processes() {
 /// its next barrier names the node, promptly; the job fails naming it.
 #[test]
 fn a_killed_node_fails_the_job() {
-    let dir = scratch("killed");
+    let tmp = scratch("killed");
+    let dir = tmp.path();
     let timeout = Duration::from_secs(20);
     let job = LocalJob::spawn(4, timeout, |_| node_command("killed", &dir)).unwrap();
     for rank in 0..4 {
@@ -377,7 +379,8 @@ fn alive(pid: &str) -> bool {
 /// Killing a driver takes its node processes with it.
 #[test]
 fn nodes_die_with_their_driver() {
-    let dir = scratch("driver");
+    let tmp = scratch("driver");
+    let dir = tmp.path();
     let mut driver = node_command("driver", &dir)
         .env("QUIVER_TIMEOUT_MS", "20000")
         .spawn()
