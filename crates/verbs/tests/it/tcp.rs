@@ -314,7 +314,7 @@ fn conformance_in_processes() {
         let tmp = scratch("conformance");
         let dir = tmp.path();
         let job = LocalJob::spawn(size, Duration::from_secs(60), |_| {
-            node_command("conformance", &dir)
+            node_command("conformance", dir)
         })
         .unwrap();
         let reports = job.wait().unwrap();
@@ -332,7 +332,7 @@ fn a_killed_node_fails_the_job() {
     let tmp = scratch("killed");
     let dir = tmp.path();
     let timeout = Duration::from_secs(20);
-    let job = LocalJob::spawn(4, timeout, |_| node_command("killed", &dir)).unwrap();
+    let job = LocalJob::spawn(4, timeout, |_| node_command("killed", dir)).unwrap();
     for rank in 0..4 {
         wait_for(&dir.join(format!("ready-{rank}")), timeout);
     }
@@ -381,7 +381,7 @@ fn alive(pid: &str) -> bool {
 fn nodes_die_with_their_driver() {
     let tmp = scratch("driver");
     let dir = tmp.path();
-    let mut driver = node_command("driver", &dir)
+    let mut driver = node_command("driver", dir)
         .env("QUIVER_TIMEOUT_MS", "20000")
         .spawn()
         .unwrap();
