@@ -119,7 +119,7 @@ impl LoadedBlock {
                 });
             }
             requests.retain(|r| !r.buf.is_empty());
-            file.read_batch(&mut requests)?;
+            read_requests(file, requests)?;
         }
         let offsets_skip = index(
             (layout.offsets.offset + u64::from(block.vertices.start) * 8
@@ -220,6 +220,35 @@ impl LoadedBlock {
         }
         std::hint::black_box(sum);
     }
+}
+
+/// Pieces a read through the page cache is cut into.
+const COPY_PIECE: usize = 1 << 20;
+
+/// Reads `requests` from `file`. Direct reads go to the device together,
+/// all in flight. A read through the page cache is a copy, work for the
+/// CPU: it is cut into pieces read on every worker thread (the engine reads
+/// buffered files with `pread`, so they copy in parallel; io_uring would
+/// copy every piece in the one thread that submits them).
+fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Result<()> {
+    use rayon::prelude::*;
+    if file.file().is_direct() {
+        return Ok(file.read_batch(&mut requests)?);
+    }
+    let mut pieces: Vec<ReadRequest<'_>> = requests
+        .into_iter()
+        .flat_map(|r| {
+            let offset = r.offset;
+            r.buf
+                .chunks_mut(COPY_PIECE)
+                .zip((offset..).step_by(COPY_PIECE))
+                .map(|(buf, offset)| ReadRequest { offset, buf })
+        })
+        .collect();
+    pieces
+        .par_iter_mut()
+        .try_for_each(|piece| file.read_batch(std::slice::from_mut(piece)))?;
+    Ok(())
 }
 
 fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {

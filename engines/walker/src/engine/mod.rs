@@ -281,7 +281,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         drop(graph);
         let blocks_len = blocks.len();
         let options = ReadOptions {
-            backend: BackendChoice::Auto,
+            // Through the page cache, reads are copies that `pread` lets
+            // every worker thread make at once (see `loaded::read_requests`).
+            backend: match config.io {
+                IoMode::Direct => BackendChoice::Auto,
+                IoMode::Buffered => BackendChoice::Pread,
+            },
             direct: config.io == IoMode::Direct,
             ..ReadOptions::default()
         };

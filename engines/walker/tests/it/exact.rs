@@ -278,6 +278,34 @@ fn hubs_graph(n: u32, hubs: u32, every: u32, weighted: bool) -> quiver_csr::Grap
     quiver_csr::Graph::from_edges(n, &edges, weighted, false).unwrap()
 }
 
+/// Blocks of several MiB read through the page cache, in pieces on every
+/// thread (their targets and weights cut at arbitrary edges), walk the
+/// paths memory mode walks on the whole graph read directly, in one.
+#[test]
+fn blocks_read_in_pieces_through_the_page_cache_walk_like_memory() {
+    // 3.2M weighted edges: 25 MiB of targets and weights.
+    let graph = hubs_graph(40_000, 40, 1, true);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &graph);
+    let app = Recorder(uniform_walks(2000, 8, Kind::Weighted, None));
+    let base = exact_config(dir.path(), 5, 2);
+    let reference = run(&path, &memory_mode(&base), &app).unwrap();
+    let config = Config {
+        mode: Mode::GraphWalker,
+        block_size: Some(3 << 20),
+        mem_budget: 32 << 20,
+        io: IoMode::Buffered,
+        ..base.clone()
+    };
+    let report = run(&path, &config, &app).unwrap();
+    assert!(
+        report.blocks_loaded > 2,
+        "{} blocks loaded",
+        report.blocks_loaded
+    );
+    assert_walked_like(&report, &reference, &config, "buffered blocks of 3 MiB");
+}
+
 /// Node2Vec on a graph of hubs: the previous vertices' adjacency lists are
 /// far larger than a block, so reading them vertex by vertex must stay
 /// within the budget, and the walks that wait for them still walk the
