@@ -33,7 +33,8 @@ pub enum IoMode {
     /// io_uring with O_DIRECT: the page cache cannot hide I/O.
     #[default]
     Direct,
-    /// Through the page cache, as GraphWalker's C++ reads.
+    /// Through the page cache, as GraphWalker's C++ reads: with `pread`,
+    /// a block in pieces on every worker thread (each is a copy).
     Buffered,
 }
 
