@@ -87,8 +87,9 @@ impl SpareBuffers {
 
 impl LoadedBlock {
     /// Reads `block` of the graph in `file` (offsets and targets, and the
-    /// weights when `weighted`), with all requests in flight at once, into
-    /// `spare` buffers where they fit.
+    /// weights when `weighted`) into `spare` buffers where they fit: all
+    /// at once when direct, in pieces on every thread through the page
+    /// cache (see [`read_requests`]).
     pub fn read(
         file: &VerifiedFile,
         block: &Block,

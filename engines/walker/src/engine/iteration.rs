@@ -50,6 +50,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 self.spare.recycle(block);
             }
         }
+        self.spare.clear();
         assert_eq!(pools.total(), 0, "every walk ends within its length");
         Ok(())
     }

@@ -523,9 +523,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .extent_bytes()
     }
 
-    /// Reads blocks `bs` on the worker threads: on io_uring the reads take
-    /// turns on the ring, while one block's targets are checked and its
-    /// checksums verified beside another's read.
+    /// Reads blocks `bs` on the worker threads (direct reads take turns on
+    /// the io_uring ring; buffered ones copy in parallel), while one
+    /// block's targets are checked and its checksums verified beside
+    /// another's read.
     fn load(&mut self, bs: &[usize]) -> Result<Vec<Arc<LoadedBlock>>> {
         let loaded: Result<Vec<_>> = bs.par_iter().map(|&b| self.read_block(b)).collect();
         self.spare.clear();
