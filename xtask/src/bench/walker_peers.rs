@@ -116,13 +116,11 @@ impl GraphWalker {
     }
 
     /// Runs `walks` walks of `length` steps with blocks of `block_bytes`,
-    /// after dropping its blocks from the page cache (as the engine's runs
+    /// after dropping its files from the page cache (as the engine's runs
     /// drop the graph's).
     pub fn run(&self, walks: u64, length: u32, block_bytes: u64) -> Result<PeerRun> {
-        let blocks = self.edges.with_file_name("edges.txt_GraphWalker");
-        if blocks.is_dir() {
-            drop_cache(&self.bench_io, &blocks)?;
-        }
+        let dir = beside(&self.edges);
+        drop_cache(&self.bench_io, dir)?;
         let args = argv![
             "file",
             &self.edges,
@@ -139,7 +137,6 @@ impl GraphWalker {
             "execthreads",
             "2"
         ];
-        let dir = beside(&self.edges);
         let output = run_peer(&self.binary, &args, dir, &[("GRAPHCHI_ROOT", &self.root)])?;
         let seconds = reported(&output, "00_runtime:")?;
         Ok(PeerRun {
@@ -267,12 +264,9 @@ impl GraSorw {
     }
 
     /// Runs a walk of `length` steps from every vertex with Node2Vec's
-    /// `(p, q)`, after dropping its blocks from the page cache.
+    /// `(p, q)`, after dropping its files from the page cache.
     pub fn run(&self, length: u32, (p, q): (f64, f64), block_bytes: u64) -> Result<PeerRun> {
-        let blocks = self.edges.with_file_name("edges.txt_GraSorw");
-        if blocks.is_dir() {
-            drop_cache(&self.bench_io, &blocks)?;
-        }
+        drop_cache(&self.bench_io, beside(&self.edges))?;
         let args = argv![
             "file",
             &self.edges,

@@ -28,7 +28,9 @@ use crate::report::{Row, Target};
 /// 2-3x between days (on 2026-11-27, GraphWalker ran at 5.9-7.2M steps/s
 /// and FlashMob at 55-79M on the same graph), so only a run beside the
 /// engine holds a target. Their code is built by hand outside the
-/// repository, never by this benchmark. GraphWalker's C++ release (`rawrandomwalks`, built with -O3: its
+/// repository, never by this benchmark.
+///
+/// GraphWalker's C++ release (`rawrandomwalks`, built with -O3: its
 /// Makefile's default is -O0) on the same graph as a text edge list, 10M
 /// walks of 10 steps, 16 MiB blocks with 2 in memory, 2 threads, run
 /// alternately with the engine on 2026-11-25: the median of 5 runs, 13.1M
