@@ -36,7 +36,7 @@ pub struct EngineArgs {
     /// Load one block at a time instead of the paper's self-adaptive grouping.
     #[arg(long)]
     pub fixed_blocks: bool,
-    /// Read blocks with O_DIRECT through io_uring (direct) or through the page cache (buffered).
+    /// Read blocks with O_DIRECT through io_uring (direct) or map them from the page cache (buffered).
     #[arg(long, value_enum, default_value_t = IoArg::Direct)]
     pub io: IoArg,
     /// Worker threads (0: one per core).

@@ -493,8 +493,17 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
             vec!["info".into(), graph.clone(), "--verify".into()],
             vec!["export".into(), graph.clone(), "-o".into(), export],
         ];
-        for mode in ["memory", "graphwalker", "iteration"] {
-            let walk = ["walk", "raw", &graph, "--walks", "100", "--mode", mode];
+        // Read directly, and (memory and graphwalker) mapped.
+        for (mode, io) in [
+            ("memory", "direct"),
+            ("graphwalker", "direct"),
+            ("iteration", "direct"),
+            ("memory", "buffered"),
+            ("graphwalker", "buffered"),
+        ] {
+            let walk = [
+                "walk", "raw", &graph, "--walks", "100", "--mode", mode, "--io", io,
+            ];
             let blocks = ["--block-size", "4KiB", "--mem", "1MiB"];
             let blocks = if mode == "memory" {
                 &[][..]

@@ -33,8 +33,10 @@ pub enum IoMode {
     /// io_uring with O_DIRECT: the page cache cannot hide I/O.
     #[default]
     Direct,
-    /// Through the page cache, as GraphWalker's C++ reads: with `pread`,
-    /// a block in pieces on every worker thread (each is a copy).
+    /// Through the page cache, as GraphWalker's C++ reads: a block is the
+    /// mapped file's pages in place (checked when first loaded, and taken
+    /// out of resident memory when evicted), and single lists are read with
+    /// `pread` on every worker thread.
     Buffered,
 }
 

@@ -1,14 +1,16 @@
-//! Graph data in memory: whole blocks read with one aligned request per
-//! section, and single vertices read on demand for straggler walks.
+//! Graph data in memory: whole blocks, read with one aligned request per
+//! section or mapped from the page cache, and single vertices read on
+//! demand for straggler walks.
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use quiver_csr::format::Layout;
 use quiver_csr::format::VerifiedFile;
-use quiver_csr::Block;
-use quiver_io::{AlignedBuf, ReadRequest, ALIGN};
+use quiver_csr::{Block, Extent};
+use quiver_io::{AlignedBuf, Mmap, ReadRequest, ALIGN};
 
 use crate::spec::{cumulative_weights, Adjacency};
 use crate::Result;
@@ -17,10 +19,10 @@ use crate::Result;
 #[derive(Debug)]
 pub struct LoadedBlock {
     pub(crate) vertices: Range<u32>,
-    offsets: AlignedBuf,
+    offsets: Section,
     /// Index of `offsets[vertices.start]` in the buffer, in u64 words.
     offsets_skip: usize,
-    targets: AlignedBuf,
+    targets: Section,
     /// Index of the block's first target in the buffer, in u32 words.
     targets_skip: usize,
     /// Per-vertex inclusive prefix sums of the weights (weighted walks).
@@ -32,6 +34,49 @@ pub struct LoadedBlock {
 
 fn index(x: u64) -> usize {
     usize::try_from(x).expect("an in-memory index fits usize")
+}
+
+/// A loaded block's section: read into a buffer, or a checked part of the
+/// graph file mapped into memory.
+#[derive(Debug)]
+enum Section {
+    Read(AlignedBuf),
+    Mapped(MappedPart),
+}
+
+impl std::ops::Deref for Section {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Section::Read(buf) => buf,
+            Section::Mapped(part) => &part.map[part.range.clone()],
+        }
+    }
+}
+
+impl Section {
+    /// Bytes of memory it holds (a mapped part's pages once touched).
+    fn capacity(&self) -> usize {
+        match self {
+            Section::Read(buf) => buf.capacity(),
+            Section::Mapped(part) => part.range.len(),
+        }
+    }
+}
+
+/// Bytes `range` of the mapped graph file, taken out of the process's
+/// resident memory again when dropped (they stay in the page cache).
+#[derive(Debug)]
+struct MappedPart {
+    map: Arc<Mmap>,
+    range: Range<usize>,
+}
+
+impl Drop for MappedPart {
+    fn drop(&mut self) {
+        quiver_io::release_mapped(&self.map, &self.map[self.range.clone()]);
+    }
 }
 
 /// The buffers of evicted blocks, kept for the blocks read next: a read
@@ -65,10 +110,19 @@ impl SpareBuffers {
         }
     }
 
-    /// Keeps `block`'s buffers if this was its last holder.
+    /// Keeps `block`'s buffers if this was its last holder (a mapped
+    /// block has none).
     pub fn recycle(&self, block: Arc<LoadedBlock>) {
         if let Ok(block) = Arc::try_unwrap(block) {
-            self.spares().extend([block.offsets, block.targets]);
+            self.spares()
+                .extend(
+                    [block.offsets, block.targets].into_iter().filter_map(
+                        |section| match section {
+                            Section::Read(buf) => Some(buf),
+                            Section::Mapped(_) => None,
+                        },
+                    ),
+                );
         }
     }
 
@@ -87,41 +141,34 @@ impl SpareBuffers {
 
 impl LoadedBlock {
     /// Reads `block` of the graph in `file` (offsets and targets, and the
-    /// weights when `weighted`) into `spare` buffers where they fit: all
-    /// at once when direct, in pieces on every thread through the page
-    /// cache (see [`read_requests`]).
+    /// weights when `weighted`) from `source`: pages of the mapped file,
+    /// or reads into buffers (see [`Source`]).
     pub fn read(
         file: &VerifiedFile,
+        source: Source<'_>,
         block: &Block,
         weighted: bool,
         layout: &Layout,
-        spare: &SpareBuffers,
     ) -> Result<LoadedBlock> {
-        let mut offsets = spare.take(index(block.offsets_extent.len));
-        let mut targets = spare.take(index(block.targets_extent.len));
         // Weights are summed into `cumulative` and dropped.
-        let mut weights =
-            weighted.then(|| AlignedBuf::zeroed(index(block.weights_extent.map_or(0, |e| e.len))));
-        {
-            let mut requests = vec![
-                ReadRequest {
-                    offset: block.offsets_extent.offset,
-                    buf: &mut offsets,
-                },
-                ReadRequest {
-                    offset: block.targets_extent.offset,
-                    buf: &mut targets,
-                },
-            ];
-            if let (Some(buf), Some(extent)) = (weights.as_mut(), block.weights_extent) {
-                requests.push(ReadRequest {
-                    offset: extent.offset,
-                    buf,
-                });
+        let weights_extent = block.weights_extent.filter(|_| weighted);
+        let (offsets, targets, weights, check) = match source {
+            Source::Mapped(mapped) => {
+                let check = !mapped.checked(block);
+                let part = |extent| mapped.part(file, extent, check);
+                (
+                    part(block.offsets_extent)?,
+                    part(block.targets_extent)?,
+                    weights_extent.map(part).transpose()?,
+                    check,
+                )
             }
-            requests.retain(|r| !r.buf.is_empty());
-            read_requests(file, requests)?;
-        }
+            Source::Read(spare) => {
+                let (offsets, targets, weights) =
+                    read_sections(file, block, weights_extent, spare)?;
+                (offsets, targets, weights, true)
+            }
+        };
         let offsets_skip = index(
             (layout.offsets.offset + u64::from(block.vertices.start) * 8
                 - block.offsets_extent.offset)
@@ -130,11 +177,16 @@ impl LoadedBlock {
         let targets_skip = index(
             (layout.targets.offset + block.edges.start * 4 - block.targets_extent.offset) / 4,
         );
-        let all: &[u32] = bytemuck_cast(&targets);
-        file.check_targets(
-            &all[targets_skip..targets_skip + index(block.num_edges())],
-            block.edges.start,
-        )?;
+        if check {
+            let all: &[u32] = bytemuck_cast(&targets);
+            file.check_targets(
+                &all[targets_skip..targets_skip + index(block.num_edges())],
+                block.edges.start,
+            )?;
+            if let Source::Mapped(mapped) = source {
+                mapped.checked[index(u64::from(block.id.0))].store(true, Ordering::Release);
+            }
+        }
         let mut loaded = LoadedBlock {
             vertices: block.vertices.clone(),
             offsets,
@@ -144,7 +196,7 @@ impl LoadedBlock {
             cumulative: Vec::new(),
             partition_bounds: OnceLock::new(),
         };
-        if let (Some(weights), Some(extent)) = (weights, block.weights_extent) {
+        if let (Some(weights), Some(extent)) = (weights, weights_extent) {
             let skip = index((layout.weights.offset + block.edges.start * 4 - extent.offset) / 4);
             let w: &[f32] = bytemuck_cast(&weights);
             let n = index(block.num_edges());
@@ -223,14 +275,124 @@ impl LoadedBlock {
     }
 }
 
+/// Where a block's bytes come from.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// Reads into buffers, those of evicted blocks where they fit: all at
+    /// once when direct, in pieces on every thread through the page cache
+    /// (see [`read_requests`]).
+    Read(&'a SpareBuffers),
+    /// The pages of the mapped file, in place.
+    Mapped(&'a MappedGraph),
+}
+
+/// The graph file mapped into memory, for blocks read through the page
+/// cache: a loaded block is the file's own pages, not a copy of them, and
+/// evicting it takes them out of the process's resident memory again.
+///
+/// A block's pages and targets are checked the first time it is loaded and
+/// used as they are when it is loaded again, as a mapped `Graph` is checked
+/// once when opened: the mapping's contract (`quiver_io::map_readonly`) is
+/// that the file does not change while it is mapped.
+#[derive(Debug)]
+pub struct MappedGraph {
+    map: Arc<Mmap>,
+    /// Per block, whether its pages and targets were checked.
+    checked: Vec<AtomicBool>,
+    /// Bytes of blocks loaded from the mapping.
+    loaded_bytes: AtomicU64,
+}
+
+impl MappedGraph {
+    /// Maps the graph file at `path`, cut into `blocks` blocks.
+    pub fn open(path: &std::path::Path, blocks: usize) -> Result<MappedGraph> {
+        let io_error = |source| crate::Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(|source| {
+            io_error(quiver_io::Error::Open {
+                path: path.to_owned(),
+                source,
+            })
+        })?;
+        Ok(MappedGraph {
+            map: Arc::new(quiver_io::map_readonly(&file).map_err(io_error)?),
+            checked: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
+            loaded_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes of blocks loaded from the mapping so far (each load counts).
+    pub fn loaded_bytes(&self) -> u64 {
+        self.loaded_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether `block` was checked when loaded before.
+    fn checked(&self, block: &Block) -> bool {
+        self.checked[index(u64::from(block.id.0))].load(Ordering::Acquire)
+    }
+
+    /// The part `extent` of the file, its pages checked against their
+    /// checksums (on every thread) if `check`.
+    fn part(&self, file: &VerifiedFile, extent: Extent, check: bool) -> Result<Section> {
+        let range = index(extent.offset)..index(extent.offset + extent.len);
+        self.loaded_bytes.fetch_add(extent.len, Ordering::Relaxed);
+        if check {
+            file.pages()
+                .verify(extent.offset, &self.map[range.clone()])?;
+        }
+        Ok(Section::Mapped(MappedPart {
+            map: Arc::clone(&self.map),
+            range,
+        }))
+    }
+}
+
+/// Reads `block`'s offsets and targets (and the weights in
+/// `weights_extent`, if any) into `spare` buffers where they fit.
+fn read_sections(
+    file: &VerifiedFile,
+    block: &Block,
+    weights_extent: Option<Extent>,
+    spare: &SpareBuffers,
+) -> Result<(Section, Section, Option<Section>)> {
+    let mut offsets = spare.take(index(block.offsets_extent.len));
+    let mut targets = spare.take(index(block.targets_extent.len));
+    let mut weights = weights_extent.map(|e| AlignedBuf::zeroed(index(e.len)));
+    let mut requests = vec![
+        ReadRequest {
+            offset: block.offsets_extent.offset,
+            buf: &mut offsets,
+        },
+        ReadRequest {
+            offset: block.targets_extent.offset,
+            buf: &mut targets,
+        },
+    ];
+    if let (Some(buf), Some(extent)) = (weights.as_mut(), weights_extent) {
+        requests.push(ReadRequest {
+            offset: extent.offset,
+            buf,
+        });
+    }
+    requests.retain(|r| !r.buf.is_empty());
+    read_requests(file, requests)?;
+    Ok((
+        Section::Read(offsets),
+        Section::Read(targets),
+        weights.map(Section::Read),
+    ))
+}
+
 /// Pieces a read through the page cache is cut into.
 const COPY_PIECE: usize = 1 << 20;
 
 /// Reads `requests` from `file`. Direct reads go to the device together,
 /// all in flight. A read through the page cache is a copy, work for the
-/// CPU: it is cut into pieces read on every worker thread (the engine reads
-/// buffered files with `pread`, so they copy in parallel; io_uring would
-/// copy every piece in the one thread that submits them).
+/// CPU: requests, cut into pieces, are read on every worker thread (the
+/// engine reads buffered files with `pread`, so they copy in parallel;
+/// io_uring would copy every piece in the one thread that submits them).
 fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Result<()> {
     use rayon::prelude::*;
     if file.file().is_direct() {
@@ -252,10 +414,10 @@ fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Res
     Ok(())
 }
 
-fn bytemuck_cast<T: bytemuck::Pod>(buf: &AlignedBuf) -> &[T] {
+fn bytemuck_cast<T: bytemuck::Pod>(buf: &[u8]) -> &[T] {
     // AlignedBuf starts 4 KiB aligned and extents are whole pages, so the
     // cast cannot fail.
-    bytemuck::cast_slice(&buf[..])
+    bytemuck::cast_slice(buf)
 }
 
 impl Adjacency for LoadedBlock {
@@ -494,18 +656,19 @@ impl Adjacency for Executing {
     }
 }
 
-/// Reads every `(offset, buffer)` in one batch.
+/// Reads every `(offset, buffer)` as [`read_requests`] does: direct reads
+/// in one batch, reads through the page cache on every worker thread.
 fn read_all<'a>(
     file: &VerifiedFile,
     bufs: impl Iterator<Item = &'a mut (u64, AlignedBuf)>,
 ) -> Result<()> {
-    let mut requests: Vec<ReadRequest<'_>> = bufs
+    let requests: Vec<ReadRequest<'_>> = bufs
         .map(|(offset, buf)| ReadRequest {
             offset: *offset,
             buf,
         })
         .collect();
-    Ok(file.read_batch(&mut requests)?)
+    read_requests(file, requests)
 }
 
 /// Bytes each list held by [`Vertices`] takes besides its vectors' contents.
@@ -728,7 +891,11 @@ mod tests {
     use proptest::prelude::*;
     use quiver_io::{AlignedBuf, ALIGN};
 
-    use super::{LoadedBlock, Locator, SpareBuffers};
+    use super::{LoadedBlock, Locator, MappedGraph, Section, Source, SpareBuffers};
+    use crate::spec::Adjacency;
+    use quiver_csr::format::{Layout, VerifiedFile};
+    use quiver_csr::{Blocks, GraphIndex};
+    use quiver_io::{BackendChoice, ReadFile, ReadOptions};
 
     /// A block holding buffers of `offsets` and `targets` bytes, each byte
     /// 7 (a new buffer is zeroed).
@@ -740,9 +907,9 @@ mod tests {
         };
         Arc::new(LoadedBlock {
             vertices: 0..0,
-            offsets: filled(offsets),
+            offsets: Section::Read(filled(offsets)),
             offsets_skip: 0,
-            targets: filled(targets),
+            targets: Section::Read(filled(targets)),
             targets_skip: 0,
             cumulative: Vec::new(),
             partition_bounds: OnceLock::new(),
@@ -784,6 +951,121 @@ mod tests {
         let reused = spare.take(ALIGN);
         assert!(buffers.contains(&reused.as_ptr()));
         assert!(reused.iter().all(|&b| b == 7), "a new buffer, not a spare");
+    }
+
+    /// A weighted graph of 20,000 vertices written into `dir`.
+    fn written(dir: &std::path::Path) -> std::path::PathBuf {
+        let n = 20_000u32;
+        let edges: Vec<(u32, u32, f32)> = (0..n)
+            .flat_map(|v| {
+                (1..=(v % 7)).map(move |k| (v, (v * 31 + k * 977) % n, (k + v % 3) as f32))
+            })
+            .collect();
+        let graph = quiver_csr::testing::build(n, edges, true, false);
+        let path = dir.join("g.qcsr");
+        quiver_csr::write_graph(&graph, &path).unwrap();
+        path
+    }
+
+    /// The graph at `path` cut into blocks of 16 KiB and opened as the
+    /// engine opens it through the page cache: read, and mapped.
+    fn opened(path: &std::path::Path) -> (Blocks, Layout, VerifiedFile, MappedGraph) {
+        let index = GraphIndex::open(path).unwrap();
+        let blocks = Blocks::by_bytes(&index, 16 << 10).unwrap();
+        let options = ReadOptions {
+            backend: BackendChoice::Pread,
+            direct: false,
+            ..ReadOptions::default()
+        };
+        let file = VerifiedFile::new(
+            ReadFile::open(path, &options).unwrap(),
+            index.page_checksums().clone(),
+        );
+        let mapped = MappedGraph::open(path, blocks.len()).unwrap();
+        (blocks, index.layout(), file, mapped)
+    }
+
+    /// Every block loaded from the mapped file, twice (the second time
+    /// unchecked), holds the lists and cumulative weights a read block
+    /// holds, and each load counts its bytes.
+    #[test]
+    fn mapped_blocks_hold_what_read_blocks_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let (blocks, layout, file, mapped) = opened(&written(dir.path()));
+        assert!(blocks.len() > 8, "{} blocks", blocks.len());
+        let spare = SpareBuffers::default();
+        let mut bytes = 0;
+        for _ in 0..2 {
+            for block in blocks.iter() {
+                let read =
+                    LoadedBlock::read(&file, Source::Read(&spare), block, true, &layout).unwrap();
+                let map = LoadedBlock::read(&file, Source::Mapped(&mapped), block, true, &layout)
+                    .unwrap();
+                assert!(matches!(map.targets, Section::Mapped(_)));
+                assert!(mapped.checked(block));
+                for v in block.vertices.clone() {
+                    assert_eq!(map.neighbors(v), read.neighbors(v), "vertex {v}");
+                    assert_eq!(
+                        map.cumulative_weights(v),
+                        read.cumulative_weights(v),
+                        "vertex {v}"
+                    );
+                }
+                assert_eq!(map.memory_bytes(), read.memory_bytes());
+                bytes += block.offsets_extent.len
+                    + block.targets_extent.len
+                    + block.weights_extent.unwrap().len;
+            }
+        }
+        assert_eq!(mapped.loaded_bytes(), bytes);
+    }
+
+    /// A block holding a bad page or target fails its load from the mapped
+    /// file and stays unchecked, so it fails each time it is loaded; the
+    /// other blocks load.
+    #[test]
+    fn a_bad_mapped_block_fails_every_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = written(dir.path());
+        let pristine = std::fs::read(&path).unwrap();
+        let targets = opened(&path).1.targets.offset;
+        // A flipped byte of edge 5000's target (its page's checksum catches
+        // it), or the target out of range in a resealed page.
+        let at = targets + 5000 * 4;
+        let flip = |bytes: &mut Vec<u8>| bytes[usize::try_from(at).unwrap()] ^= 0x40;
+        let out_of_range =
+            |bytes: &mut Vec<u8>| quiver_csr::testing::set_target(bytes, 5000, 1 << 30);
+        for (damage, says) in [
+            (&flip as &dyn Fn(&mut Vec<u8>), "checksum"),
+            (&out_of_range, "edge 5000 targets vertex 1073741824"),
+        ] {
+            let mut bytes = pristine.clone();
+            damage(&mut bytes);
+            std::fs::write(&path, &bytes).unwrap();
+            let (blocks, layout, file, mapped) = opened(&path);
+            let load =
+                |block| LoadedBlock::read(&file, Source::Mapped(&mapped), block, true, &layout);
+            for block in blocks.iter() {
+                // A checksum covers a whole page, which the blocks on either
+                // side of a page boundary both load; a target is checked
+                // by its own block.
+                let extent = block.targets_extent;
+                let bad = if says == "checksum" {
+                    (extent.offset..extent.offset + extent.len).contains(&at)
+                } else {
+                    block.edges.contains(&5000)
+                };
+                match load(block) {
+                    Ok(_) => assert!(!bad && mapped.checked(block), "{says}: {block:?}"),
+                    Err(e) => {
+                        let message = quiver_run::chain(&e);
+                        assert!(bad && message.contains(says), "{block:?}: {message}");
+                        assert!(!mapped.checked(block));
+                        assert!(load(block).is_err(), "a bad block loaded the second time");
+                    }
+                }
+            }
+        }
     }
 
     proptest! {

@@ -41,8 +41,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     pub(super) fn run_in_memory(&mut self) -> Result<A::State> {
         let block = self.blocks.get(quiver_csr::BlockId(0)).clone();
         let reading = Stopwatch::start();
-        let loaded =
-            LoadedBlock::read(&self.file, &block, self.weighted, &self.layout, &self.spare)?;
+        let loaded = LoadedBlock::read(
+            &self.file,
+            self.source(),
+            &block,
+            self.weighted,
+            &self.layout,
+        )?;
         self.load_ns += reading.elapsed_ns();
         self.stats.blocks_loaded += 1;
         self.stats.hold(loaded.memory_bytes());

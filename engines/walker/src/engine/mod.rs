@@ -30,7 +30,9 @@ use rayon::prelude::*;
 
 use crate::app::WalkApp;
 use crate::config::{Config, IoMode, Mode, FINE_BLOCK};
-use crate::loaded::{list_bytes, BlockView, Executing, LoadedBlock, SpareBuffers};
+use crate::loaded::{
+    list_bytes, BlockView, Executing, LoadedBlock, MappedGraph, Source, SpareBuffers,
+};
 use crate::report::{ratio, Report};
 use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
@@ -131,6 +133,9 @@ struct Engine<'a, A: WalkApp, W> {
     in_memory: bool,
     /// Buffers of blocks evicted to make room, for the reads that follow.
     spare: SpareBuffers,
+    /// With `--io buffered`, the graph file mapped into memory: blocks are
+    /// its pages in place instead of copies.
+    mapped: Option<MappedGraph>,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -295,6 +300,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             source,
         })?;
         let file = VerifiedFile::new(file, pages);
+        let mapped = match config.io {
+            IoMode::Direct => None,
+            IoMode::Buffered => Some(MappedGraph::open(path, blocks_len)?),
+        };
         Ok(Engine {
             app,
             progress,
@@ -323,6 +332,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             },
             in_memory,
             spare: SpareBuffers::default(),
+            mapped,
             _walk: std::marker::PhantomData,
         })
     }
@@ -371,23 +381,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 peak_mem_bytes: stats.mem_peak,
                 threads: rayon::current_num_threads(),
                 read_calls: io.read_calls + pool_stats.reloads,
-                bytes_read: io.read_bytes + pool_stats.bytes_read,
+                // Blocks loaded from the mapped file came through the page
+                // cache as reads do.
+                bytes_read: io.read_bytes
+                    + pool_stats.bytes_read
+                    + self.mapped.as_ref().map_or(0, MappedGraph::loaded_bytes),
                 write_calls: pool_stats.spills,
                 bytes_written: pool_stats.bytes_written,
             },
             mem_budget: self.config.mem_budget,
-            io_backend: match self.file.file().fallback_reason() {
-                None => format!(
-                    "{}{}",
-                    self.file.file().backend(),
-                    if self.file.file().is_direct() {
-                        " + O_DIRECT"
-                    } else {
-                        ""
-                    }
-                ),
-                Some(why) => format!("{} ({why})", self.file.file().backend()),
-            },
+            io_backend: self.io_backend(),
             walk_word_bits: (
                 self.word.source_bits(),
                 self.word.position_bits(),
@@ -543,7 +546,38 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         #[allow(clippy::cast_possible_truncation)]
         let block = self.blocks.get(quiver_csr::BlockId(b as u32));
         tracing::debug!(block = b, vertices = ?block.vertices, bytes = block.extent_bytes(), "loading a block");
-        LoadedBlock::read(&self.file, block, self.weighted, &self.layout, &self.spare).map(Arc::new)
+        LoadedBlock::read(
+            &self.file,
+            self.source(),
+            block,
+            self.weighted,
+            &self.layout,
+        )
+        .map(Arc::new)
+    }
+
+    /// How the graph is read, for the report: the I/O backend (and
+    /// whether direct), and whether blocks are the mapped file's pages.
+    fn io_backend(&self) -> String {
+        let file = self.file.file();
+        let backend = match file.fallback_reason() {
+            None if file.is_direct() => format!("{} + O_DIRECT", file.backend()),
+            None => file.backend().to_string(),
+            Some(why) => format!("{} ({why})", file.backend()),
+        };
+        if self.mapped.is_some() {
+            format!("blocks mapped, vertices by {backend}")
+        } else {
+            backend
+        }
+    }
+
+    /// Where blocks are read from: the mapped file, or buffers.
+    fn source(&self) -> Source<'_> {
+        match &self.mapped {
+            Some(mapped) => Source::Mapped(mapped),
+            None => Source::Read(&self.spare),
+        }
     }
 
     /// Moves a batch on `exec` in lanes (one step at a time if

@@ -2,7 +2,7 @@
 
 use quiver_csr::Graph;
 use quiver_walker::apps::{RawWalks, VisitFrequency};
-use quiver_walker::{run, Config, Mode};
+use quiver_walker::{run, Config, IoMode, Mode};
 
 use crate::write;
 
@@ -105,11 +105,24 @@ fn targets_out_of_range_are_refused_when_loaded() {
             },
         ),
     ];
+    // Read directly, and mapped through the page cache.
+    let configs = configs.into_iter().flat_map(|(name, config)| {
+        [IoMode::Direct, IoMode::Buffered].map(|io| {
+            (
+                name,
+                Config {
+                    io,
+                    ..config.clone()
+                },
+            )
+        })
+    });
     for (name, config) in configs {
         let err = run(&path, &config, &VisitFrequency::ppr(0, 10, 5, 0.15, 5)).unwrap_err();
         assert!(
             err.to_string().contains("edge 0 targets vertex 7"),
-            "{name}: {err}"
+            "{name}, {:?}: {err}",
+            config.io
         );
     }
 }
@@ -186,11 +199,18 @@ fn targets_out_of_range_are_refused_when_read_ahead() {
         let mut bytes = pristine.clone();
         quiver_csr::testing::set_target(&mut bytes, edge, n + 3);
         std::fs::write(&path, &bytes).unwrap();
-        let err = run(&path, &config, &walks).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains(&format!("edge {edge} targets vertex {}", n + 3)),
-            "block {k}: {err}"
-        );
+        // Read directly, and mapped through the page cache.
+        for io in [IoMode::Direct, IoMode::Buffered] {
+            let config = Config {
+                io,
+                ..config.clone()
+            };
+            let err = run(&path, &config, &walks).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains(&format!("edge {edge} targets vertex {}", n + 3)),
+                "block {k}, {io:?}: {err}"
+            );
+        }
     }
 }
