@@ -51,7 +51,8 @@ pub struct EngineArgs {
     /// Probability of loading the block with the slowest walk rather than the fullest.
     #[arg(long, default_value_t = Config::default().p_slowest)]
     pub p: f64,
-    /// Walks buffered per block before spilling to its walk file.
+    /// Walks buffered per block before spilling to its walk file (fewer, down to 16, when a
+    /// --mem with no --block-size cannot hold the pools and a block otherwise).
     #[arg(long, default_value_t = Config::default().pool_capacity)]
     pub pool_capacity: usize,
     /// Below this many live walks, read single vertices instead of blocks (0: never).

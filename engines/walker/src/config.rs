@@ -76,7 +76,9 @@ pub struct Config {
     /// the one with the most walks.
     pub p_slowest: f64,
     /// Walks buffered per block before spilling (shared among a block's
-    /// pairs when Node2Vec walks are pooled by block pair).
+    /// pairs when Node2Vec walks are pooled by block pair). Given no block
+    /// size, the engine buffers fewer (down to 16) when the budget cannot
+    /// hold the pools and a block otherwise.
     pub pool_capacity: usize,
     /// Below this many walks, read single vertices instead of blocks.
     pub vertex_threshold: u64,

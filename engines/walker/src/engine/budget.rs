@@ -185,9 +185,10 @@ pub(super) const POOL_BOOKKEEPING: usize = 48;
 /// number the square, and the scheduler weighs every pair per load).
 pub(super) const MAX_PAIRED_BLOCKS: usize = 256;
 
-/// Fewest walks a pair's pool buffers before it spills (fewer would make
-/// every spill a file append of a few walks).
-const MIN_PAIR_POOL: usize = 16;
+/// Fewest walks a pool buffers before it spills, when the engine lowers
+/// the capacity (fewer would make every spill a file append of a few
+/// walks).
+const MIN_POOL: usize = 16;
 
 /// The adaptive rule's ceiling on one load.
 pub(super) const MAX_ADAPTIVE_LOAD: u64 = 4 << 30;
@@ -216,9 +217,9 @@ pub(super) fn default_block_size(walks: u64, mem_budget: u64) -> u64 {
 
 /// Walks each pair's pool buffers when second-order walks are pooled by
 /// the pairs of `blocks` blocks: a block's share of `capacity` (at least
-/// [`MIN_PAIR_POOL`], or `capacity` if that is less).
+/// [`MIN_POOL`], or `capacity` if that is less).
 pub(super) fn pair_pool_capacity(capacity: usize, blocks: usize) -> usize {
-    capacity.div_ceil(blocks).max(MIN_PAIR_POOL.min(capacity))
+    capacity.div_ceil(blocks).max(MIN_POOL.min(capacity))
 }
 
 /// Tries at finding blocks two of which fit the cache
@@ -250,26 +251,35 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// while the largest block does not fit the cache's share of the budget
     /// beside one pool per block and the walks in flight. Halving stops
     /// where the pools of the smaller blocks would need more than they
-    /// save (or at [`MIN_DEFAULT_BLOCK`]); the run's budget check then
-    /// says what does not fit. Returns the block size and the blocks.
+    /// save (or at [`MIN_DEFAULT_BLOCK`]). If the blocks still do not fit,
+    /// the pools' capacity is halved in turn (down to [`MIN_POOL`]), and
+    /// the run's budget check then says what does not fit. Returns the
+    /// block size, the blocks and the pool capacity.
     pub(super) fn default_blocks(
         graph: &GraphIndex,
         config: &Config,
         weighted: bool,
         prev_reserve: u64,
         preferred: u64,
-    ) -> crate::Result<(u64, Blocks)> {
-        let shortfall = |size| Self::shortfall(graph, config, weighted, prev_reserve, size);
-        let (mut size, (mut short, mut blocks)) = (preferred, shortfall(preferred)?);
-        while short > 0 && size > MIN_DEFAULT_BLOCK {
-            let smaller = (size / 2).max(MIN_DEFAULT_BLOCK);
-            let (smaller_short, smaller_blocks) = shortfall(smaller)?;
-            if smaller_short > short {
-                break;
+    ) -> crate::Result<(u64, Blocks, usize)> {
+        let mut capacity = config.pool_capacity;
+        loop {
+            let shortfall =
+                |size| Self::shortfall(graph, config, weighted, prev_reserve, size, capacity);
+            let (mut size, (mut short, mut blocks)) = (preferred, shortfall(preferred)?);
+            while short > 0 && size > MIN_DEFAULT_BLOCK {
+                let smaller = (size / 2).max(MIN_DEFAULT_BLOCK);
+                let (smaller_short, smaller_blocks) = shortfall(smaller)?;
+                if smaller_short > short {
+                    break;
+                }
+                (size, short, blocks) = (smaller, smaller_short, smaller_blocks);
             }
-            (size, short, blocks) = (smaller, smaller_short, smaller_blocks);
+            if short == 0 || capacity <= MIN_POOL {
+                return Ok((size, blocks, capacity));
+            }
+            capacity = (capacity / 2).max(MIN_POOL);
         }
-        Ok((size, blocks))
     }
 
     /// For second-order walks in GraphWalker mode given no block size: the
@@ -337,9 +347,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         weighted: bool,
         prev_reserve: u64,
         size: u64,
+        capacity: usize,
     ) -> crate::Result<(u64, Blocks)> {
         let blocks = Blocks::by_bytes(graph, size)?;
-        let pools = Self::pools_bytes(blocks.len(), config.pool_capacity);
+        let pools = Self::pools_bytes(blocks.len(), capacity);
         let largest = blocks
             .iter()
             .map(|b| block_memory(b, weighted))

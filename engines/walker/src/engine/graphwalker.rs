@@ -43,9 +43,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         let capacity = |pooling: Pooling| {
             if pooling.pairs {
-                pair_pool_capacity(self.config.pool_capacity, blocks)
+                pair_pool_capacity(self.pool_capacity, blocks)
             } else {
-                self.config.pool_capacity
+                self.pool_capacity
             }
         };
         let mut budget = self.share_budget(pooling, capacity(pooling));

@@ -136,6 +136,10 @@ struct Engine<'a, A: WalkApp, W> {
     /// With `--io buffered`, the graph file mapped into memory: blocks are
     /// its pages in place instead of copies.
     mapped: Option<MappedGraph>,
+    /// Walks a pool buffers before it spills: the configured capacity, or
+    /// less when the budget given no block size could not hold the pools
+    /// and a block otherwise ([`Engine::default_blocks`]).
+    pool_capacity: usize,
     _walk: std::marker::PhantomData<W>,
 }
 
@@ -249,22 +253,29 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let whole = match (config.mode, config.block_size) {
             (Mode::Memory, _) => Some(Blocks::by_bytes(&graph, u64::MAX)?),
             (Mode::GraphWalker, None) if walks > config.vertex_threshold => {
-                let (short, whole) =
-                    Self::shortfall(&graph, config, weighted, prev_reserve, u64::MAX)?;
+                let (short, whole) = Self::shortfall(
+                    &graph,
+                    config,
+                    weighted,
+                    prev_reserve,
+                    u64::MAX,
+                    config.pool_capacity,
+                )?;
                 (short == 0).then_some(whole)
             }
             _ => None,
         };
         let in_memory = whole.is_some();
-        let (block_size, blocks) = match (whole, config.mode, config.block_size) {
-            (Some(whole), _, _) => (u64::MAX, whole),
-            (None, _, Some(size)) => (size, Blocks::by_bytes(&graph, size)?),
+        let given = |(size, blocks)| (size, blocks, config.pool_capacity);
+        let (block_size, blocks, pool_capacity) = match (whole, config.mode, config.block_size) {
+            (Some(whole), _, _) => given((u64::MAX, whole)),
+            (None, _, Some(size)) => given((size, Blocks::by_bytes(&graph, size)?)),
             (None, Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
                 default_blocks(FINE_BLOCK)?
             }
             (None, Mode::GraphWalker, None) if spec.node2vec.is_some() => {
                 match Self::pair_blocks(&graph, config, weighted, prev_reserve, walks)? {
-                    Some(found) => found,
+                    Some(found) => given(found),
                     None => default_blocks(default_block_size(walks, config.mem_budget))?,
                 }
             }
@@ -333,6 +344,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             in_memory,
             spare: SpareBuffers::default(),
             mapped,
+            pool_capacity,
             _walk: std::marker::PhantomData,
         })
     }
