@@ -210,8 +210,10 @@ pub fn step(
 /// return weight `1/p` is larger, the excess of the edges back to the
 /// previous vertex (as many as `v`'s list holds, weights and all) is an
 /// outlier area of its own (KnightKing's outlier folding), drawn first,
-/// which keeps acceptance high for small `p`. A dart below the smallest
-/// bias accepts without looking at the previous vertex's list. Draws per
+/// which keeps acceptance high for small `p`. A candidate other than the
+/// previous vertex whose dart falls below `min(1, 1/q)`, the smaller bias
+/// it can have, is accepted without looking at the previous vertex's
+/// list (the previous vertex itself is known by its id). Draws per
 /// round: the outlier's (whenever `1/p` exceeds the bound, even if `v` has
 /// no edge back), the candidate, the acceptance.
 fn node2vec_step(
@@ -255,6 +257,8 @@ struct Sampler {
     return_weight: f64,
     out_weight: f64,
     bound: f64,
+    /// The smaller bias a candidate other than the previous vertex can
+    /// have: `min(1, 1/q)`.
     lowest: f64,
     /// Whether the return weight exceeds the bound, so that the return
     /// edges' excess is an outlier area of its own (possibly empty).
@@ -342,7 +346,7 @@ impl Sampler {
             return_weight,
             out_weight,
             bound,
-            lowest: out_weight.min(1.0).min(return_weight),
+            lowest: out_weight.min(1.0),
             folded: excess > 0.0,
             unsure_of_back: distinct && kind == Kind::Unbiased,
             outlier,
@@ -383,9 +387,7 @@ impl Sampler {
             Draw::Candidate { index, dart } => (index, dart),
         };
         let x = neighbors[index];
-        if !self.asks(dart) {
-            Round::Move(x)
-        } else if x == prev {
+        if x == prev {
             // The return edge's share below the bound; the outlier holds
             // the rest.
             if dart < self.return_weight.min(self.bound) {
@@ -393,13 +395,16 @@ impl Sampler {
             } else {
                 Round::Again
             }
-        } else {
+        } else if self.asks(dart) {
             Round::Ask { x, dart }
+        } else {
+            Round::Move(x)
         }
     }
 
-    /// Whether a candidate with `dart` needs the previous vertex's list to
-    /// be accepted or not (below the smallest bias it is accepted as is).
+    /// Whether a candidate with `dart` other than the previous vertex
+    /// (known by its id) needs the previous vertex's list to be accepted
+    /// or not: below the smaller bias it can have, it is accepted as is.
     fn asks(&self, dart: f64) -> bool {
         dart >= self.lowest
     }
@@ -507,6 +512,8 @@ pub fn look_ahead<'a>(
         Draw::Outlier => None,
         Draw::Candidate { index, dart } => Some(Lookahead {
             candidate: &neighbors[index],
+            // (Not reading the candidate, which is only prefetched: a
+            // candidate that is the previous vertex asks for nothing.)
             asks: sampler.asks(dart),
             drawn: None,
         }),
