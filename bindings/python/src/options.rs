@@ -65,7 +65,8 @@ impl WalkerArgs<'_, '_> {
     /// The walker's `Config`: its defaults, with what was given, reading
     /// through the page cache (a graph a script just converted or
     /// generated is there: reading it whole took half the time of direct
-    /// reads, 33-36 ms against 50-66 ms on a 32 MB graph).
+    /// reads, 33-36 ms against 50-66 ms on a 32 MB graph, when blocks were
+    /// still copied out of the page cache rather than mapped).
     pub fn config(&self) -> PyResult<Config> {
         let defaults = Config::default();
         Ok(Config {

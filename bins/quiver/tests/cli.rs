@@ -493,14 +493,11 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
             vec!["info".into(), graph.clone(), "--verify".into()],
             vec!["export".into(), graph.clone(), "-o".into(), export],
         ];
-        // Read directly, and (memory and graphwalker) mapped.
-        for (mode, io) in [
-            ("memory", "direct"),
-            ("graphwalker", "direct"),
-            ("iteration", "direct"),
-            ("memory", "buffered"),
-            ("graphwalker", "buffered"),
-        ] {
+        // Read directly, and mapped.
+        for (mode, io) in ["memory", "graphwalker", "iteration"]
+            .into_iter()
+            .flat_map(|mode| [(mode, "direct"), (mode, "buffered")])
+        {
             let walk = [
                 "walk", "raw", &graph, "--walks", "100", "--mode", mode, "--io", io,
             ];

@@ -35,7 +35,8 @@ pub enum IoMode {
     Direct,
     /// Through the page cache, as GraphWalker's C++ reads: a block is the
     /// mapped file's pages in place (checked when first loaded, and taken
-    /// out of resident memory when evicted), and single lists are read with
+    /// out of resident memory when evicted; see `MappedGraph` for what that
+    /// checks less than direct reads), and single lists are read with
     /// `pread` on every worker thread.
     Buffered,
 }

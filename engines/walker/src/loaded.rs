@@ -4,16 +4,20 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use quiver_csr::format::Layout;
 use quiver_csr::format::VerifiedFile;
 use quiver_csr::{Block, Extent};
-use quiver_io::{AlignedBuf, Mmap, ReadRequest, ALIGN};
+use quiver_io::{AlignedBuf, ReadRequest, ALIGN};
 
 use crate::spec::{cumulative_weights, Adjacency};
 use crate::Result;
+
+mod mapped;
+
+pub use mapped::MappedGraph;
+use mapped::MappedPart;
 
 /// One block's offsets and targets (and cumulative weights), as read.
 #[derive(Debug)]
@@ -50,7 +54,7 @@ impl std::ops::Deref for Section {
     fn deref(&self) -> &[u8] {
         match self {
             Section::Read(buf) => buf,
-            Section::Mapped(part) => &part.map[part.range.clone()],
+            Section::Mapped(part) => part.bytes(),
         }
     }
 }
@@ -60,22 +64,8 @@ impl Section {
     fn capacity(&self) -> usize {
         match self {
             Section::Read(buf) => buf.capacity(),
-            Section::Mapped(part) => part.range.len(),
+            Section::Mapped(part) => part.bytes().len(),
         }
-    }
-}
-
-/// Bytes `range` of the mapped graph file, taken out of the process's
-/// resident memory again when dropped (they stay in the page cache).
-#[derive(Debug)]
-struct MappedPart {
-    map: Arc<Mmap>,
-    range: Range<usize>,
-}
-
-impl Drop for MappedPart {
-    fn drop(&mut self) {
-        quiver_io::release_mapped(&self.map, &self.map[self.range.clone()]);
     }
 }
 
@@ -155,7 +145,7 @@ impl LoadedBlock {
         let (offsets, targets, weights, check) = match source {
             Source::Mapped(mapped) => {
                 let check = !mapped.checked(block);
-                let part = |extent| mapped.part(file, extent, check);
+                let part = |extent| mapped.part(file, extent, check).map(Section::Mapped);
                 (
                     part(block.offsets_extent)?,
                     part(block.targets_extent)?,
@@ -184,7 +174,7 @@ impl LoadedBlock {
                 block.edges.start,
             )?;
             if let Source::Mapped(mapped) = source {
-                mapped.checked[index(u64::from(block.id.0))].store(true, Ordering::Release);
+                mapped.mark_checked(block);
             }
         }
         let mut loaded = LoadedBlock {
@@ -286,69 +276,6 @@ pub enum Source<'a> {
     Mapped(&'a MappedGraph),
 }
 
-/// The graph file mapped into memory, for blocks read through the page
-/// cache: a loaded block is the file's own pages, not a copy of them, and
-/// evicting it takes them out of the process's resident memory again.
-///
-/// A block's pages and targets are checked the first time it is loaded and
-/// used as they are when it is loaded again, as a mapped `Graph` is checked
-/// once when opened: the mapping's contract (`quiver_io::map_readonly`) is
-/// that the file does not change while it is mapped.
-#[derive(Debug)]
-pub struct MappedGraph {
-    map: Arc<Mmap>,
-    /// Per block, whether its pages and targets were checked.
-    checked: Vec<AtomicBool>,
-    /// Bytes of blocks loaded from the mapping.
-    loaded_bytes: AtomicU64,
-}
-
-impl MappedGraph {
-    /// Maps the graph file at `path`, cut into `blocks` blocks.
-    pub fn open(path: &std::path::Path, blocks: usize) -> Result<MappedGraph> {
-        let io_error = |source| crate::Error::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(|source| {
-            io_error(quiver_io::Error::Open {
-                path: path.to_owned(),
-                source,
-            })
-        })?;
-        Ok(MappedGraph {
-            map: Arc::new(quiver_io::map_readonly(&file).map_err(io_error)?),
-            checked: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
-            loaded_bytes: AtomicU64::new(0),
-        })
-    }
-
-    /// Bytes of blocks loaded from the mapping so far (each load counts).
-    pub fn loaded_bytes(&self) -> u64 {
-        self.loaded_bytes.load(Ordering::Relaxed)
-    }
-
-    /// Whether `block` was checked when loaded before.
-    fn checked(&self, block: &Block) -> bool {
-        self.checked[index(u64::from(block.id.0))].load(Ordering::Acquire)
-    }
-
-    /// The part `extent` of the file, its pages checked against their
-    /// checksums (on every thread) if `check`.
-    fn part(&self, file: &VerifiedFile, extent: Extent, check: bool) -> Result<Section> {
-        let range = index(extent.offset)..index(extent.offset + extent.len);
-        self.loaded_bytes.fetch_add(extent.len, Ordering::Relaxed);
-        if check {
-            file.pages()
-                .verify(extent.offset, &self.map[range.clone()])?;
-        }
-        Ok(Section::Mapped(MappedPart {
-            map: Arc::clone(&self.map),
-            range,
-        }))
-    }
-}
-
 /// Reads `block`'s offsets and targets (and the weights in
 /// `weights_extent`, if any) into `spare` buffers where they fit.
 fn read_sections(
@@ -415,8 +342,8 @@ fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Res
 }
 
 fn bytemuck_cast<T: bytemuck::Pod>(buf: &[u8]) -> &[T] {
-    // AlignedBuf starts 4 KiB aligned and extents are whole pages, so the
-    // cast cannot fail.
+    // An AlignedBuf and a mapped part both start 4 KiB aligned and extents
+    // are whole pages, so the cast cannot fail.
     bytemuck::cast_slice(buf)
 }
 
@@ -891,11 +818,7 @@ mod tests {
     use proptest::prelude::*;
     use quiver_io::{AlignedBuf, ALIGN};
 
-    use super::{LoadedBlock, Locator, MappedGraph, Section, Source, SpareBuffers};
-    use crate::spec::Adjacency;
-    use quiver_csr::format::{Layout, VerifiedFile};
-    use quiver_csr::{Blocks, GraphIndex};
-    use quiver_io::{BackendChoice, ReadFile, ReadOptions};
+    use super::{LoadedBlock, Locator, ReadRequest, Section, SpareBuffers};
 
     /// A block holding buffers of `offsets` and `targets` bytes, each byte
     /// 7 (a new buffer is zeroed).
@@ -953,118 +876,58 @@ mod tests {
         assert!(reused.iter().all(|&b| b == 7), "a new buffer, not a spare");
     }
 
-    /// A weighted graph of 20,000 vertices written into `dir`.
-    fn written(dir: &std::path::Path) -> std::path::PathBuf {
-        let n = 20_000u32;
+    /// Reads through the page cache longer than a piece come back whole:
+    /// the targets (1.6 MiB, cut into 1 MiB pieces read on every thread)
+    /// and the offsets, in one call, equal the file's bytes.
+    #[test]
+    fn reads_through_the_page_cache_come_back_whole_from_their_pieces() {
+        let n = 2000u32;
         let edges: Vec<(u32, u32, f32)> = (0..n)
-            .flat_map(|v| {
-                (1..=(v % 7)).map(move |k| (v, (v * 31 + k * 977) % n, (k + v % 3) as f32))
-            })
+            .flat_map(|v| (0..200).map(move |k| (v, (v + 7 * k + 1) % n, 1.0)))
             .collect();
-        let graph = quiver_csr::testing::build(n, edges, true, false);
-        let path = dir.join("g.qcsr");
+        let graph = quiver_csr::testing::build(n, edges, false, false);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
         quiver_csr::write_graph(&graph, &path).unwrap();
-        path
-    }
-
-    /// The graph at `path` cut into blocks of 16 KiB and opened as the
-    /// engine opens it through the page cache: read, and mapped.
-    fn opened(path: &std::path::Path) -> (Blocks, Layout, VerifiedFile, MappedGraph) {
-        let index = GraphIndex::open(path).unwrap();
-        let blocks = Blocks::by_bytes(&index, 16 << 10).unwrap();
-        let options = ReadOptions {
-            backend: BackendChoice::Pread,
+        let index = quiver_csr::GraphIndex::open(&path).unwrap();
+        let layout = index.layout();
+        let options = quiver_io::ReadOptions {
+            backend: quiver_io::BackendChoice::Pread,
             direct: false,
-            ..ReadOptions::default()
+            ..quiver_io::ReadOptions::default()
         };
-        let file = VerifiedFile::new(
-            ReadFile::open(path, &options).unwrap(),
+        let file = quiver_csr::format::VerifiedFile::new(
+            quiver_io::ReadFile::open(&path, &options).unwrap(),
             index.page_checksums().clone(),
         );
-        let mapped = MappedGraph::open(path, blocks.len()).unwrap();
-        (blocks, index.layout(), file, mapped)
-    }
-
-    /// Every block loaded from the mapped file, twice (the second time
-    /// unchecked), holds the lists and cumulative weights a read block
-    /// holds, and each load counts its bytes.
-    #[test]
-    fn mapped_blocks_hold_what_read_blocks_hold() {
-        let dir = tempfile::tempdir().unwrap();
-        let (blocks, layout, file, mapped) = opened(&written(dir.path()));
-        assert!(blocks.len() > 8, "{} blocks", blocks.len());
-        let spare = SpareBuffers::default();
-        let mut bytes = 0;
-        for _ in 0..2 {
-            for block in blocks.iter() {
-                let read =
-                    LoadedBlock::read(&file, Source::Read(&spare), block, true, &layout).unwrap();
-                let map = LoadedBlock::read(&file, Source::Mapped(&mapped), block, true, &layout)
-                    .unwrap();
-                assert!(matches!(map.targets, Section::Mapped(_)));
-                assert!(mapped.checked(block));
-                for v in block.vertices.clone() {
-                    assert_eq!(map.neighbors(v), read.neighbors(v), "vertex {v}");
-                    assert_eq!(
-                        map.cumulative_weights(v),
-                        read.cumulative_weights(v),
-                        "vertex {v}"
-                    );
-                }
-                assert_eq!(map.memory_bytes(), read.memory_bytes());
-                bytes += block.offsets_extent.len
-                    + block.targets_extent.len
-                    + block.weights_extent.unwrap().len;
-            }
-        }
-        assert_eq!(mapped.loaded_bytes(), bytes);
-    }
-
-    /// A block holding a bad page or target fails its load from the mapped
-    /// file and stays unchecked, so it fails each time it is loaded; the
-    /// other blocks load.
-    #[test]
-    fn a_bad_mapped_block_fails_every_load() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = written(dir.path());
-        let pristine = std::fs::read(&path).unwrap();
-        let targets = opened(&path).1.targets.offset;
-        // A flipped byte of edge 5000's target (its page's checksum catches
-        // it), or the target out of range in a resealed page.
-        let at = targets + 5000 * 4;
-        let flip = |bytes: &mut Vec<u8>| bytes[usize::try_from(at).unwrap()] ^= 0x40;
-        let out_of_range =
-            |bytes: &mut Vec<u8>| quiver_csr::testing::set_target(bytes, 5000, 1 << 30);
-        for (damage, says) in [
-            (&flip as &dyn Fn(&mut Vec<u8>), "checksum"),
-            (&out_of_range, "edge 5000 targets vertex 1073741824"),
-        ] {
-            let mut bytes = pristine.clone();
-            damage(&mut bytes);
-            std::fs::write(&path, &bytes).unwrap();
-            let (blocks, layout, file, mapped) = opened(&path);
-            let load =
-                |block| LoadedBlock::read(&file, Source::Mapped(&mapped), block, true, &layout);
-            for block in blocks.iter() {
-                // A checksum covers a whole page, which the blocks on either
-                // side of a page boundary both load; a target is checked
-                // by its own block.
-                let extent = block.targets_extent;
-                let bad = if says == "checksum" {
-                    (extent.offset..extent.offset + extent.len).contains(&at)
-                } else {
-                    block.edges.contains(&5000)
-                };
-                match load(block) {
-                    Ok(_) => assert!(!bad && mapped.checked(block), "{says}: {block:?}"),
-                    Err(e) => {
-                        let message = quiver_run::chain(&e);
-                        assert!(bad && message.contains(says), "{block:?}: {message}");
-                        assert!(!mapped.checked(block));
-                        assert!(load(block).is_err(), "a bad block loaded the second time");
-                    }
-                }
-            }
+        let whole = |section: quiver_csr::format::Section| {
+            let len = quiver_io::align_up(section.len);
+            (
+                section.offset,
+                AlignedBuf::zeroed(usize::try_from(len).unwrap()),
+            )
+        };
+        let mut reads = [whole(layout.targets), whole(layout.offsets)];
+        assert!(
+            reads[0].1.len() > super::COPY_PIECE * 3 / 2,
+            "{}",
+            reads[0].1.len()
+        );
+        let requests = reads
+            .iter_mut()
+            .map(|(offset, buf)| ReadRequest {
+                offset: *offset,
+                buf,
+            })
+            .collect();
+        super::read_requests(&file, requests).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        for (offset, buf) in &reads {
+            let at = usize::try_from(*offset).unwrap();
+            assert!(
+                buf[..] == bytes[at..at + buf.len()],
+                "the read at {offset} differs"
+            );
         }
     }
 

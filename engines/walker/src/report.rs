@@ -51,7 +51,9 @@ pub struct Report<O> {
     pub summary: RunSummary,
     /// The budget it was given.
     pub mem_budget: u64,
-    /// The I/O backend used, and why not io_uring/O_DIRECT if it fell back.
+    /// The I/O backend used, and why not io_uring/O_DIRECT if it fell back
+    /// ("blocks mapped, vertices by ..." when blocks are the mapped file's
+    /// pages).
     pub io_backend: String,
     /// Bits of source | position | hop in a walk word.
     pub walk_word_bits: (u32, u32, u32),

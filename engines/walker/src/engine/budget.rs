@@ -276,6 +276,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 (size, short, blocks) = (smaller, smaller_short, smaller_blocks);
             }
             if short == 0 || capacity <= MIN_POOL {
+                if capacity < config.pool_capacity {
+                    tracing::info!(
+                        pool_capacity = capacity,
+                        asked = config.pool_capacity,
+                        "pools buffer fewer walks: the budget holds no block beside pools of the asked capacity"
+                    );
+                }
                 return Ok((size, blocks, capacity));
             }
             capacity = (capacity / 2).max(MIN_POOL);

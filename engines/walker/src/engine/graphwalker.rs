@@ -32,7 +32,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         // when there are at most `MAX_PAIRED_BLOCKS` blocks and two of the
         // largest, with the pairs' pools, fit the cache. Each block's pool
         // buffer is then shared among its pairs (at least
-        // `MIN_PAIR_POOL` walks each), and every pool's bookkeeping is
+        // `MIN_POOL` walks each), and every pool's bookkeeping is
         // budgeted.
         let blocks = self.blocks.len();
         let mut pooling = Pooling {

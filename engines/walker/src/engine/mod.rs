@@ -297,8 +297,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         drop(graph);
         let blocks_len = blocks.len();
         let options = ReadOptions {
-            // Through the page cache, reads are copies that `pread` lets
-            // every worker thread make at once (see `loaded::read_requests`).
+            // Through the page cache (single lists; blocks are mapped), reads
+            // are copies that `pread` lets every worker thread make at once
+            // (see `loaded::read_requests`).
             backend: match config.io {
                 IoMode::Direct => BackendChoice::Auto,
                 IoMode::Buffered => BackendChoice::Pread,
@@ -313,7 +314,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let file = VerifiedFile::new(file, pages);
         let mapped = match config.io {
             IoMode::Direct => None,
-            IoMode::Buffered => Some(MappedGraph::open(path, blocks_len)?),
+            IoMode::Buffered => Some(MappedGraph::open(path, layout.data_end(), blocks_len)?),
         };
         Ok(Engine {
             app,
@@ -539,9 +540,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Reads blocks `bs` on the worker threads (direct reads take turns on
-    /// the io_uring ring; buffered ones copy in parallel), while one
-    /// block's targets are checked and its checksums verified beside
-    /// another's read.
+    /// the io_uring ring; mapped blocks fault their pages in in parallel),
+    /// while one block's targets are checked and its checksums verified
+    /// beside another's read.
     fn load(&mut self, bs: &[usize]) -> Result<Vec<Arc<LoadedBlock>>> {
         let loaded: Result<Vec<_>> = bs.par_iter().map(|&b| self.read_block(b)).collect();
         self.spare.clear();
@@ -551,9 +552,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Reads block `b` (not counted in the stats: see [`Engine::load`])
-    /// into buffers that evictions left spare where they fit. The caller
-    /// frees the spares left over once its reads are done: the budget no
-    /// longer counts them.
+    /// from the mapped file, or into buffers that evictions left spare
+    /// where they fit. The caller frees the spares left over once its reads
+    /// are done: the budget no longer counts them.
     fn read_block(&self, b: usize) -> Result<Arc<LoadedBlock>> {
         #[allow(clippy::cast_possible_truncation)]
         let block = self.blocks.get(quiver_csr::BlockId(b as u32));
