@@ -86,8 +86,9 @@ impl MappedGraph {
     /// checked against their checksums if `check`, else touched: either
     /// way faulted in here, on every thread, rather than one at a time by
     /// the walks that reach them (evicted, they may have left the page
-    /// cache). Touching costs the Node2Vec benchmark's loads, from a warm
-    /// page cache, 3-5% of its wall time.
+    /// cache). On a warm page cache the touch cost the Node2Vec
+    /// benchmark 3-5% of its wall time in one set of alternating runs and
+    /// nothing measurable in the next.
     pub(super) fn part(
         &self,
         file: &VerifiedFile,
