@@ -264,6 +264,13 @@ impl ReadFile {
         &self.path
     }
 
+    /// Maps the open file read-only into memory ([`crate::map_readonly`],
+    /// whose contract the caller takes on): the same file its reads see,
+    /// not whatever the path names now.
+    pub fn map_readonly(&self) -> Result<crate::Mmap> {
+        crate::map_readonly(&self.file)
+    }
+
     /// Why the file falls short of what was requested (buffered instead of
     /// direct, `pread` instead of io_uring under [`BackendChoice::Auto`]), or
     /// `None` if the options were honoured.

@@ -51,6 +51,7 @@ enum Section {
 impl std::ops::Deref for Section {
     type Target = [u8];
 
+    #[inline]
     fn deref(&self) -> &[u8] {
         match self {
             Section::Read(buf) => buf,
@@ -368,6 +369,7 @@ impl LoadedBlock {
     /// The block's arrays, cast and cut once, for a loop that steps many
     /// walks on it: [`LoadedBlock::neighbors`](Adjacency::neighbors) casts
     /// the buffers and finds the block's start on every call.
+    #[inline]
     pub fn view(&self) -> BlockView<'_> {
         let offsets = self.offsets();
         let targets: &[u32] = bytemuck_cast(&self.targets);

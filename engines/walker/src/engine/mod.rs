@@ -314,7 +314,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let file = VerifiedFile::new(file, pages);
         let mapped = match config.io {
             IoMode::Direct => None,
-            IoMode::Buffered => Some(MappedGraph::open(path, layout.data_end(), blocks_len)?),
+            IoMode::Buffered => Some(MappedGraph::open(&file, layout.data_end(), blocks_len)?),
         };
         Ok(Engine {
             app,

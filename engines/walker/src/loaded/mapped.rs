@@ -2,7 +2,6 @@
 //! pages, not copies of them.
 
 use std::ops::Range;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -36,20 +35,14 @@ pub struct MappedGraph {
 }
 
 impl MappedGraph {
-    /// Maps the graph file at `path`, whose graph data ends at byte
-    /// `data_end` (its header says so), cut into `blocks` blocks.
-    pub fn open(path: &Path, data_end: u64, blocks: usize) -> Result<MappedGraph> {
-        let io_error = |source| Error::Io {
+    /// Maps the graph `file` the engine reads, whose graph data ends at
+    /// byte `data_end` (its header says so), cut into `blocks` blocks.
+    pub fn open(file: &VerifiedFile, data_end: u64, blocks: usize) -> Result<MappedGraph> {
+        let path = file.file().path();
+        let map = file.file().map_readonly().map_err(|source| Error::Io {
             path: path.to_owned(),
             source,
-        };
-        let file = std::fs::File::open(path).map_err(|source| {
-            io_error(quiver_io::Error::Open {
-                path: path.to_owned(),
-                source,
-            })
         })?;
-        let map = quiver_io::map_readonly(&file).map_err(io_error)?;
         if (map.len() as u64) < data_end {
             return Err(Error::Graph(quiver_csr::Error::Corrupt {
                 path: path.to_owned(),
@@ -120,6 +113,7 @@ pub(super) struct MappedPart {
 }
 
 impl MappedPart {
+    #[inline]
     pub(super) fn bytes(&self) -> &[u8] {
         &self.map[self.range.clone()]
     }
@@ -155,11 +149,10 @@ mod tests {
         path
     }
 
-    /// The graph at `path` cut into blocks of 16 KiB and opened as the
-    /// engine opens it through the page cache: read, and mapped.
-    fn opened(path: &std::path::Path) -> (Blocks, Layout, VerifiedFile, MappedGraph) {
+    /// The graph at `path` opened as the engine opens it through the page
+    /// cache (its index, and the file read with `pread`).
+    fn read_file(path: &std::path::Path) -> (GraphIndex, VerifiedFile) {
         let index = GraphIndex::open(path).unwrap();
-        let blocks = Blocks::by_bytes(&index, 16 << 10).unwrap();
         let options = ReadOptions {
             backend: BackendChoice::Pread,
             direct: false,
@@ -169,8 +162,15 @@ mod tests {
             ReadFile::open(path, &options).unwrap(),
             index.page_checksums().clone(),
         );
+        (index, file)
+    }
+
+    /// The graph at `path` cut into blocks of 16 KiB, read and mapped.
+    fn opened(path: &std::path::Path) -> (Blocks, Layout, VerifiedFile, MappedGraph) {
+        let (index, file) = read_file(path);
+        let blocks = Blocks::by_bytes(&index, 16 << 10).unwrap();
         let layout = index.layout();
-        let mapped = MappedGraph::open(path, layout.data_end(), blocks.len()).unwrap();
+        let mapped = MappedGraph::open(&file, layout.data_end(), blocks.len()).unwrap();
         (blocks, layout, file, mapped)
     }
 
@@ -264,10 +264,11 @@ mod tests {
     fn a_file_cut_short_since_it_was_opened_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = written(dir.path());
-        let data_end = GraphIndex::open(&path).unwrap().layout().data_end();
-        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        file.set_len(data_end - 4096).unwrap();
-        let err = MappedGraph::open(&path, data_end, 4).unwrap_err();
+        let (index, file) = read_file(&path);
+        let data_end = index.layout().data_end();
+        let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        writer.set_len(data_end - 4096).unwrap();
+        let err = MappedGraph::open(&file, data_end, 4).unwrap_err();
         let message = quiver_run::chain(&err);
         assert!(
             message.contains("g.qcsr") && message.contains("changed while in use"),
