@@ -4,6 +4,9 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/meta.proto");
     let descriptors = protox::compile(["proto/meta.proto"], ["proto"])?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    // Maps as BTreeMap: ordered as the store encodes them, and no hashing.
+    tonic_prost_build::configure()
+        .btree_map(".")
+        .compile_fds(descriptors)?;
     Ok(())
 }

@@ -402,7 +402,7 @@ impl Client {
                     op: Some(op::Op::Vertex(rpc::VertexPut {
                         id: id.clone(),
                         vtype: vtype.clone(),
-                        attrs: attrs.clone().into_iter().collect(),
+                        attrs: attrs.clone(),
                     })),
                 },
             ),
@@ -437,9 +437,10 @@ impl Client {
             src: src.to_vec(),
             etype: etype.to_string(),
             dst: dst.to_vec(),
-            props: props.clone().into_iter().collect(),
+            props: props.clone(),
             node: node.index(),
             remove,
+            ts: 0,
         };
         (
             server,
@@ -559,7 +560,7 @@ impl Client {
                 let req = rpc::WriteRequest {
                     session_ts: self.session(),
                     ops,
-                    reverse_ts: 0,
+                    reverse: false,
                 };
                 let mut client = self.0.servers[server].clone();
                 let i = sent.len();
@@ -601,9 +602,9 @@ impl Client {
             .await
             .map_err(status(&self.0.addrs[home]))?
             .into_inner();
-        Ok(reply.found.then(|| VertexState {
+        Ok(reply.found.then_some(VertexState {
             vtype: reply.vtype,
-            attrs: reply.attrs.into_iter().collect(),
+            attrs: reply.attrs,
         }))
     }
 
@@ -657,7 +658,7 @@ impl Client {
                     let version = EdgeVersion {
                         etype: e.etype,
                         dst: e.dst,
-                        props: e.props.into_iter().collect(),
+                        props: e.props,
                         ts: e.ts,
                     };
                     let key = (version.etype.clone(), version.dst.clone());

@@ -90,6 +90,25 @@ pub fn vertex_prefix(vertex: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The length of `key`'s vertex component (terminator included): the
+/// part [`vertex_prefix`] builds, or `None` if `key` has no whole
+/// component. RocksDB's prefix extractor, so that a vertex's entries hash
+/// together in the memtable and its scans use the prefix filters.
+pub fn vertex_part(key: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + 1 < key.len() {
+        if key[i] == ESCAPE {
+            if key[i + 1] == END {
+                return Some(i + 2);
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
 /// The prefix of `vertex`'s entries in `section`.
 pub fn section_prefix(vertex: &[u8], section: Section) -> Vec<u8> {
     let mut k = vertex_prefix(vertex);

@@ -39,6 +39,11 @@
 //!   delivered (idempotently) to the server that holds it, this one
 //!   included, before the write is acknowledged, and again after a crash
 //!   or while that server is unreachable.
+//! - Requests are batches of writes, and a server applies concurrent
+//!   batches by group commit (one RocksDB write for all of them, each at
+//!   its own timestamp); a split runs outside the server's write lock
+//!   while only its own vertex's writes wait. The paper leaves threads,
+//!   queues and batching open.
 //! - The ring has 64 virtual nodes by default, assigned with bounded loads;
 //!   DIDO's tree spans the servers (at most 64), so each split moves edges
 //!   to another machine.

@@ -4,28 +4,36 @@
 //! **Writes** are validated whole before anything is stored (unknown types
 //! and relations, oversized ids or attributes, a timestamp from the
 //! future, a vertex sent to a server that is not its home: an error and no
-//! write), then applied in one RocksDB batch under the server's write
-//! lock. Edges routed to a partition that has since split come back as
-//! stale with the server's split state, unwritten; the client re-routes
-//! them.
+//! write), then queued and applied by group commit: whoever holds the
+//! server's write lock takes every queued write and applies them in order,
+//! each at its own timestamp and each whole or not at all, in one RocksDB
+//! batch (a vertex delete first writes what the group staged before it,
+//! so its tombstones cover every attribute). Edges routed to a partition
+//! that has since split come back as stale with the server's split state,
+//! unwritten; the client re-routes them.
 //!
 //! **Splits** (DIDO, GIGA+) run when a write takes a partition past the
-//! threshold, under the write lock: the right half's versions are copied to
+//! threshold, after the group that grew it is written and outside the
+//! write lock: the vertex is marked splitting, and writes with one of its
+//! edges wait beside the queue until the split ends (then they are
+//! committed), so its entries cannot change under the split while every
+//! other vertex's writes go on. The right half's versions are copied to
 //! the right child's server (`Adopt`), this server stops serving them, the
 //! vertex's home records the split (`MarkSplit`), and the copies here are
 //! deleted. Each step is durable before the next, and a server serves and
 //! counts only the edges inside its own partitions, so a crash anywhere in
 //! between leaves at worst unreachable copies, never a lost or resurrected
 //! edge. `Adopt` and `MarkSplit` take no lock, so two servers splitting
-//! into each other cannot deadlock.
+//! into each other cannot deadlock. The writes that grew the partition are
+//! acknowledged after the split.
 //!
 //! **Reverse edges** (`read` gets `wasReadBy`, …) are written in the forward
 //! edge's batch as pending entries in their own column family, delivered
-//! to their server after the lock is released (stamped with the forward
-//! edge's timestamp, so delivery is idempotent), and removed once
-//! delivered; the write is acknowledged after delivery. Entries left by a
-//! crash or an unreachable peer are delivered again at start and every
-//! second.
+//! after the lock is released, one request per server for the whole group
+//! (each stamped with its forward edge's timestamp, so delivery is
+//! idempotent), and removed once delivered; the write is acknowledged
+//! after delivery. Entries left by a crash or an unreachable peer are
+//! delivered again at start and every second.
 //!
 //! **Traversal steps** ([`crate::client::Client::travel`] drives them): the
 //! step's frontier arrives through `Frontier`; `RunStep` reads each
@@ -233,7 +241,13 @@ struct Shared {
     placement: Placement,
     store: Store,
     clock: Clock,
+    /// Held by the group commit that is writing.
     write_lock: tokio::sync::Mutex<()>,
+    /// Writes waiting for the next group commit.
+    write_queue: Mutex<Vec<Queued>>,
+    /// Vertices whose partitions split now (outside the write lock), and
+    /// the writes of their edges that wait for it.
+    splitting: Mutex<HashMap<Vec<u8>, Vec<Queued>>>,
     split_lock: Mutex<()>,
     parts: Mutex<HashMap<Vec<u8>, Parts>>,
     peers: Vec<MetaClient<Channel>>,
@@ -246,6 +260,45 @@ struct Shared {
     instance: u64,
     counters: Counters,
     pending_seq: AtomicU64,
+}
+
+/// Where a write's answer goes.
+type Answer = tokio::sync::oneshot::Sender<Result<rpc::WriteReply, Status>>;
+
+/// A write waiting for a group commit, and where its answer goes.
+struct Queued {
+    req: rpc::WriteRequest,
+    reply: Answer,
+}
+
+/// What a group commit gathers before writing.
+#[derive(Default)]
+struct Staged {
+    batch: Batch,
+    /// Vertex types staged and not yet written (`None`: deleted), for the
+    /// type check.
+    types: HashMap<Vec<u8>, Option<String>>,
+    /// Partitions that grew: vertex, leaf, the request that grew it.
+    grown: Vec<(Vec<u8>, Node, usize)>,
+    /// Reverse edges: the request, the pending entry's id, the edge.
+    reverse: Vec<(usize, Vec<u8>, rpc::EdgePut)>,
+}
+
+/// A committed group: each request's answer and whether it waits (for
+/// its reverse edges or a split), the reverse edges (pending id, edge) and
+/// the splits to run, by vertex.
+struct Committed {
+    answers: Vec<(Answer, Result<rpc::WriteReply, Status>, bool)>,
+    reverse: Vec<(Vec<u8>, rpc::EdgePut)>,
+    splits: BTreeMap<Vec<u8>, SplitJob>,
+}
+
+/// Partitions of one vertex to split, and the requests (by their place in
+/// the group) that grew them.
+#[derive(Default)]
+struct SplitJob {
+    leaves: std::collections::BTreeSet<Node>,
+    requests: Vec<usize>,
 }
 
 /// A running server's handle: its address, and a way to stop it.
@@ -329,6 +382,8 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
         store,
         clock: Clock::default(),
         write_lock: tokio::sync::Mutex::new(()),
+        write_queue: Mutex::new(Vec::new()),
+        splitting: Mutex::new(HashMap::new()),
         split_lock: Mutex::new(()),
         parts: Mutex::new(HashMap::new()),
         travels: Mutex::new(HashMap::new()),
@@ -475,7 +530,7 @@ impl Shared {
     async fn call<Req, T, F>(
         &self,
         server: usize,
-        req: Req,
+        req: &Req,
         rpc: impl Fn(MetaClient<Channel>, Req) -> F,
     ) -> Result<T, Status>
     where
@@ -492,7 +547,7 @@ impl Shared {
         &self,
         server: usize,
         bytes: u64,
-        req: Req,
+        req: &Req,
         rpc: impl Fn(MetaClient<Channel>, Req) -> F,
     ) -> Result<T, Status>
     where
@@ -504,7 +559,7 @@ impl Shared {
         let peer = &self.peers[server];
         let mut result = rpc(peer.clone(), req.clone()).await;
         if result.as_ref().is_err_and(refused) {
-            result = rpc(peer.clone(), req).await;
+            result = rpc(peer.clone(), req.clone()).await;
         }
         result.map(Response::into_inner).map_err(|s| {
             Status::new(
@@ -537,7 +592,7 @@ impl Shared {
         counts.messages += 1;
         counts.bytes += bytes;
         let shared = self.clone();
-        calls.spawn(async move { shared.call_sized(server, bytes, req, rpc).await });
+        calls.spawn(async move { shared.call_sized(server, bytes, &req, rpc).await });
     }
 
     /// This server's view of `v`'s partitions, loaded on first use: the
@@ -553,7 +608,7 @@ impl Shared {
         } else {
             let req = rpc::GetSplitRequest { id: v.to_vec() };
             let reply = self
-                .call(home, req, |mut peer, req| async move {
+                .call(home, &req, |mut peer, req| async move {
                     peer.get_split(req).await
                 })
                 .await?;
@@ -667,8 +722,12 @@ impl Shared {
     /// Checks every op before any is applied.
     fn validate(&self, req: &rpc::WriteRequest) -> Result<(), Status> {
         self.check_session(req.session_ts)?;
-        self.check_session(req.reverse_ts)?;
         for op in &req.ops {
+            if req.reverse && !matches!(&op.op, Some(op::Op::Edge(e)) if e.ts != 0) {
+                return Err(invalid(
+                    "a reverse-edge delivery holds only edges, each with its timestamp",
+                ));
+            }
             match op.op.as_ref() {
                 None => return Err(invalid("an op names no operation")),
                 Some(op::Op::Vertex(v)) => {
@@ -684,6 +743,12 @@ impl Shared {
                     self.check_home(&v.id)?;
                 }
                 Some(op::Op::Edge(e)) => {
+                    if !req.reverse && e.ts != 0 {
+                        return Err(invalid(
+                            "an edge a client writes carries no timestamp: the server stamps it",
+                        ));
+                    }
+                    self.check_session(e.ts)?;
                     self.check_name("source id", &e.src)?;
                     self.check_name("destination id", &e.dst)?;
                     if self.config.schema.relation(&e.etype).is_none() {
@@ -719,120 +784,408 @@ impl Shared {
         Ok(())
     }
 
-    async fn write(&self, req: rpc::WriteRequest) -> Result<rpc::WriteReply, Status> {
+    /// Applies `req`: queued, then committed with every write queued
+    /// beside it (a group commit: one RocksDB batch under the write lock,
+    /// whose holder commits for everyone waiting), and acknowledged once its
+    /// reverse edges are delivered.
+    async fn write(self: &Arc<Self>, req: rpc::WriteRequest) -> Result<rpc::WriteReply, Status> {
         self.validate(&req)?;
-        let reverse_delivery = req.reverse_ts != 0;
-        let mut reply = rpc::WriteReply::default();
-        let mut reverse = Vec::new();
-        {
-            let _lock = self.write_lock.lock().await;
-            let ts = if reverse_delivery {
-                self.clock.stamp(req.reverse_ts - 1);
-                req.reverse_ts
-            } else {
-                self.clock.stamp(req.session_ts)
+        let (reply, mut replied) = tokio::sync::oneshot::channel();
+        self.write_queue
+            .lock()
+            .expect("write queue lock")
+            .push(Queued { req, reply });
+        // The answer may come from another request's commit while this one
+        // still waits for the lock.
+        let answer = tokio::select! {
+            biased;
+            answer = &mut replied => answer,
+            lock = self.write_lock.lock() => {
+                self.commit_queue().await;
+                drop(lock);
+                replied.await
+            }
+        };
+        answer.unwrap_or_else(|_| {
+            Err(Status::internal(
+                "the write's group commit ended without an answer",
+            ))
+        })
+    }
+
+    /// Commits every queued write as one group; the caller holds the write
+    /// lock. Answers come from a task of their own.
+    ///
+    /// Boxed: the answers' task may run splits, which commit the writes
+    /// that waited for them.
+    fn commit_queue(
+        self: &Arc<Self>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let group = std::mem::take(&mut *self.write_queue.lock().expect("write queue lock"));
+            if !group.is_empty() {
+                let committed = self.commit(group).await;
+                tokio::spawn(self.clone().acknowledge(committed));
+            }
+        })
+    }
+
+    /// Commits `group` in order (the caller holds the write lock): each
+    /// request's ops are staged whole or not at all, then written in one
+    /// batch (before a vertex delete, what was staged is written first,
+    /// so the delete sees every attribute). A request with an edge of a
+    /// vertex that is splitting waits for the split, outside the group.
+    /// Partitions that grew past the threshold are marked splitting; their
+    /// splits run after the lock is released.
+    async fn commit(&self, group: Vec<Queued>) -> Committed {
+        let mut staged = Staged::default();
+        let mut answers = Vec::with_capacity(group.len());
+        let mut results: Vec<Result<rpc::WriteReply, Status>> = Vec::with_capacity(group.len());
+        // Requests staged but not yet written: their results wait on the write.
+        let mut unwritten: Vec<usize> = Vec::new();
+        for q in group {
+            let Some(q) = self.unless_splitting(q) else {
+                continue;
             };
-            reply.ts = ts;
-            // Types first, so a batch may create a vertex and use it.
-            for op in &req.ops {
-                if let Some(op::Op::Vertex(v)) = &op.op {
-                    if let Some(old) = self.store.vertex_type(&v.id).map_err(internal)? {
-                        if old != v.vtype {
-                            return Err(invalid(format!(
-                                "vertex {} is a {old}; a put cannot make it a {}",
-                                printable(&v.id),
-                                v.vtype
-                            )));
-                        }
+            let deletes = q
+                .req
+                .ops
+                .iter()
+                .any(|o| matches!(o.op, Some(op::Op::DeleteVertex(_))));
+            if deletes && !unwritten.is_empty() {
+                self.write_staged(&mut staged, &mut unwritten, &mut results);
+            }
+            let result = self.stage(&q.req, results.len(), &mut staged).await;
+            if result.is_ok() {
+                unwritten.push(results.len());
+            }
+            results.push(result);
+            answers.push(q.reply);
+        }
+        self.write_staged(&mut staged, &mut unwritten, &mut results);
+        let Staged { grown, reverse, .. } = staged;
+        let mut waits = vec![false; answers.len()];
+        let mut splits: BTreeMap<Vec<u8>, SplitJob> = BTreeMap::new();
+        for (v, leaf, i) in grown {
+            if results[i].is_ok() && self.over_threshold(&v, leaf) {
+                let job = splits.entry(v).or_default();
+                job.leaves.insert(leaf);
+                job.requests.push(i);
+                waits[i] = true;
+            }
+        }
+        {
+            let mut splitting = self.splitting.lock().expect("splitting lock");
+            for v in splits.keys() {
+                splitting.insert(v.clone(), Vec::new());
+            }
+        }
+        let reverse = reverse
+            .into_iter()
+            .filter(|(i, _, _)| results[*i].is_ok())
+            .map(|(i, id, edge)| {
+                waits[i] = true;
+                (id, edge)
+            })
+            .collect();
+        Committed {
+            answers: answers
+                .into_iter()
+                .zip(results)
+                .zip(waits)
+                .map(|((reply, result), waits)| (reply, result, waits))
+                .collect(),
+            reverse,
+            splits,
+        }
+    }
+
+    /// `q`, unless it has an edge of a vertex that is splitting: then it
+    /// waits for that split, which queues it again.
+    fn unless_splitting(&self, q: Queued) -> Option<Queued> {
+        let mut splitting = self.splitting.lock().expect("splitting lock");
+        if splitting.is_empty() {
+            return Some(q);
+        }
+        let busy = q.req.ops.iter().find_map(|o| match &o.op {
+            Some(op::Op::Edge(e)) if splitting.contains_key(&e.src) => Some(e.src.clone()),
+            _ => None,
+        });
+        match busy {
+            Some(v) => {
+                splitting.get_mut(&v).expect("found above").push(q);
+                None
+            }
+            None => Some(q),
+        }
+    }
+
+    /// Whether partition `leaf` of `v` may hold more than the threshold
+    /// (its count is an upper bound) and can split.
+    fn over_threshold(&self, v: &[u8], leaf: Node) -> bool {
+        let parts = self.parts.lock().expect("parts lock");
+        let Some(p) = parts.get(v) else {
+            return false;
+        };
+        let count = p.counts.iter().find(|(n, _)| *n == leaf).map_or(0, |c| c.1);
+        !p.x.is_split(leaf)
+            && count > u64::from(self.config.threshold)
+            && self.placement.tree().right_child(leaf).is_some()
+    }
+
+    /// Runs `job`'s splits of `v`, then queues the writes that waited
+    /// for them and commits them.
+    async fn split_job(self: &Arc<Self>, v: &[u8], job: &SplitJob) -> Result<u32, Status> {
+        let mut splits = Ok(0);
+        for &leaf in &job.leaves {
+            match self.split_while_over(v, leaf).await {
+                Ok(n) => splits = splits.map(|s| s + n),
+                Err(status) => {
+                    splits = Err(status);
+                    break;
+                }
+            }
+        }
+        self.end_split(v);
+        splits
+    }
+
+    /// Ends `v`'s split: the writes that waited for it are queued again
+    /// and committed.
+    fn end_split(self: &Arc<Self>, v: &[u8]) {
+        let waiting = self
+            .splitting
+            .lock()
+            .expect("splitting lock")
+            .remove(v)
+            .unwrap_or_default();
+        if !waiting.is_empty() {
+            self.write_queue
+                .lock()
+                .expect("write queue lock")
+                .extend(waiting);
+            let shared = self.clone();
+            tokio::spawn(async move {
+                let _lock = shared.write_lock.lock().await;
+                shared.commit_queue().await;
+            });
+        }
+    }
+
+    /// Writes what `staged` holds; the requests in `unwritten` fail if the
+    /// write does.
+    fn write_staged(
+        &self,
+        staged: &mut Staged,
+        unwritten: &mut Vec<usize>,
+        results: &mut [Result<rpc::WriteReply, Status>],
+    ) {
+        let batch = std::mem::take(&mut staged.batch);
+        staged.types.clear();
+        let written = if batch.is_empty() {
+            Ok(())
+        } else {
+            self.store.write(batch).map_err(internal)
+        };
+        for i in unwritten.drain(..) {
+            if let Err(status) = &written {
+                results[i] = Err(status.clone());
+            }
+        }
+    }
+
+    /// Adds request `req` (number `i` of its group) to `staged`: all of its
+    /// ops, or, on an error, none.
+    async fn stage(
+        &self,
+        req: &rpc::WriteRequest,
+        i: usize,
+        staged: &mut Staged,
+    ) -> Result<rpc::WriteReply, Status> {
+        let mut reply = rpc::WriteReply::default();
+        let ts = if req.reverse {
+            let newest = req.ops.iter().filter_map(|o| match &o.op {
+                Some(op::Op::Edge(e)) => Some(e.ts),
+                _ => None,
+            });
+            let newest = newest.max().unwrap_or(0);
+            self.clock.stamp(newest.saturating_sub(1));
+            newest
+        } else {
+            self.clock.stamp(req.session_ts)
+        };
+        reply.ts = ts;
+        // Everything that can fail comes before the first op is staged:
+        // types (a batch may create a vertex and use it), partitions,
+        // the attributes a delete tombstones.
+        let mut live = Vec::new();
+        for op in &req.ops {
+            match op.op.as_ref().expect("validated") {
+                op::Op::Vertex(v) => {
+                    let old = match staged.types.get(&v.id) {
+                        Some(t) => t.clone(),
+                        None => self.store.vertex_type(&v.id).map_err(internal)?,
+                    };
+                    if let Some(old) = old.filter(|old| *old != v.vtype) {
+                        return Err(invalid(format!(
+                            "vertex {} is a {old}; a put cannot make it a {}",
+                            printable(&v.id),
+                            v.vtype
+                        )));
+                    }
+                }
+                op::Op::DeleteVertex(v) => {
+                    live.push(self.store.live_attrs(&v.id, ts).map_err(internal)?);
+                }
+                op::Op::Edge(e) => {
+                    if self.config.partitioner.splits() {
+                        self.load_parts(&e.src).await?;
                     }
                 }
             }
-            let mut batch = Batch::default();
-            let mut grown: Vec<(Vec<u8>, Node)> = Vec::new();
-            for (i, op) in req.ops.iter().enumerate() {
-                match op.op.as_ref().expect("validated") {
-                    op::Op::Vertex(v) => {
-                        batch.put_type(&v.id, &v.vtype, ts);
-                        for (name, value) in &v.attrs {
-                            let section = if self.config.schema.is_static(&v.vtype, name) {
-                                Section::Static
-                            } else {
-                                Section::User
+        }
+        let mut live = live.into_iter();
+        for (n, op) in req.ops.iter().enumerate() {
+            match op.op.as_ref().expect("validated") {
+                op::Op::Vertex(v) => {
+                    staged.batch.put_type(&v.id, &v.vtype, ts);
+                    staged.types.insert(v.id.clone(), Some(v.vtype.clone()));
+                    for (name, value) in &v.attrs {
+                        let section = if self.config.schema.is_static(&v.vtype, name) {
+                            Section::Static
+                        } else {
+                            Section::User
+                        };
+                        staged.batch.put_attr(&v.id, section, name, value, ts);
+                    }
+                }
+                op::Op::DeleteVertex(v) => {
+                    let live = live.next().expect("read above");
+                    staged.batch.delete_vertex(&v.id, &live, ts);
+                    staged.types.insert(v.id.clone(), None);
+                }
+                op::Op::Edge(e) => {
+                    if self.config.partitioner.splits() {
+                        let mut parts = self.parts.lock().expect("parts lock");
+                        let p = parts.get_mut(&e.src).expect("loaded above");
+                        let leaf = p
+                            .x
+                            .leaf_for(self.placement.tree(), self.placement.route(&e.src, &e.dst));
+                        if self.placement.node_server(&e.src, leaf) != self.me() {
+                            reply.stale.push(rpc::Stale {
+                                op: u32::try_from(n).expect("ops fit a message"),
+                                src: e.src.clone(),
+                                split: split_bytes(p.x),
+                            });
+                            continue;
+                        }
+                        // An upper bound (a new version of an edge counts
+                        // again); a split counts exactly before it runs.
+                        *p.count(leaf) += 1;
+                        staged.grown.push((e.src.clone(), leaf, i));
+                    }
+                    let version = if req.reverse { e.ts } else { ts };
+                    let props = (!e.remove).then_some(&e.props);
+                    staged
+                        .batch
+                        .put_edge(&e.src, &e.etype, &e.dst, props, version);
+                    if !req.reverse {
+                        if let Some(Some(rev)) = self.config.schema.relation(&e.etype) {
+                            let back = rpc::EdgePut {
+                                src: e.dst.clone(),
+                                etype: rev.to_string(),
+                                dst: e.src.clone(),
+                                props: e.props.clone(),
+                                node: 0,
+                                remove: e.remove,
+                                ts,
                             };
-                            batch.put_attr(&v.id, section, name, value, ts);
-                        }
-                    }
-                    op::Op::DeleteVertex(v) => {
-                        let live = self.store.live_attrs(&v.id, ts).map_err(internal)?;
-                        batch.delete_vertex(&v.id, &live, ts);
-                    }
-                    op::Op::Edge(e) => {
-                        if self.config.partitioner.splits() {
-                            self.load_parts(&e.src).await?;
-                            let mut parts = self.parts.lock().expect("parts lock");
-                            let p = parts.get_mut(&e.src).expect("loaded above");
-                            let leaf = p.x.leaf_for(
-                                self.placement.tree(),
-                                self.placement.route(&e.src, &e.dst),
+                            let mut id = ts.to_be_bytes().to_vec();
+                            id.extend_from_slice(
+                                &self
+                                    .pending_seq
+                                    .fetch_add(1, Ordering::Relaxed)
+                                    .to_be_bytes(),
                             );
-                            if self.placement.node_server(&e.src, leaf) != self.me() {
-                                reply.stale.push(rpc::Stale {
-                                    op: u32::try_from(i).expect("ops fit a message"),
-                                    src: e.src.clone(),
-                                    split: split_bytes(p.x),
-                                });
-                                continue;
-                            }
-                            // An upper bound (a new version of an edge counts
-                            // again); a split counts exactly before it runs.
-                            *p.count(leaf) += 1;
-                            grown.push((e.src.clone(), leaf));
-                        }
-                        let props = (!e.remove).then_some(BTreeMap::from_iter(e.props.clone()));
-                        batch.put_edge(&e.src, &e.etype, &e.dst, props.as_ref(), ts);
-                        if !reverse_delivery {
-                            if let Some(Some(rev)) = self.config.schema.relation(&e.etype) {
-                                let back = rpc::EdgePut {
-                                    src: e.dst.clone(),
-                                    etype: rev.to_string(),
-                                    dst: e.src.clone(),
-                                    props: e.props.clone(),
-                                    node: 0,
-                                    remove: e.remove,
-                                };
-                                let mut id = ts.to_be_bytes().to_vec();
-                                id.extend_from_slice(
-                                    &self
-                                        .pending_seq
-                                        .fetch_add(1, Ordering::Relaxed)
-                                        .to_be_bytes(),
-                                );
-                                batch.add_pending(&id, &back.encode_to_vec());
-                                reverse.push((id, back));
-                            }
+                            staged.batch.add_pending(id.clone(), back.encode_to_vec());
+                            staged.reverse.push((i, id, back));
                         }
                     }
                 }
             }
-            if !batch.is_empty() {
-                self.store.write(batch).map_err(internal)?;
-            }
-            self.counters
-                .writes
-                .fetch_add(req.ops.len() as u64, Ordering::Relaxed);
-            grown.sort();
-            grown.dedup();
-            for (v, leaf) in grown {
-                reply.splits += self.split_while_over(&v, leaf).await?;
-            }
         }
-        if !reverse.is_empty() {
-            self.deliver(reply.ts, reverse).await.map_err(|e| Status::unavailable(format!(
-                "the write is stored but its reverse edges wait for their server (delivered when it returns): {}",
-                quiver_run::chain(&e)
-            )))?;
-        }
+        self.counters
+            .writes
+            .fetch_add(req.ops.len() as u64, Ordering::Relaxed);
         Ok(reply)
+    }
+
+    /// Answers a committed group: at once where there is nothing to wait
+    /// for; after its reverse edges are delivered (one request per server
+    /// for the whole group) and the partitions it grew have split where
+    /// there is. Each split counts in the reply of the first request that
+    /// grew its vertex; a failed split fails every request that grew it.
+    async fn acknowledge(self: Arc<Self>, committed: Committed) {
+        let Committed {
+            answers,
+            reverse,
+            splits,
+        } = committed;
+        let mut waiting = Vec::new();
+        for (i, (reply, result, waits)) in answers.into_iter().enumerate() {
+            if waits {
+                waiting.push((i, reply, result));
+            } else {
+                let _ = reply.send(result);
+            }
+        }
+        if waiting.is_empty() {
+            return;
+        }
+        let delivering = async {
+            if reverse.is_empty() {
+                return Ok(());
+            }
+            self.deliver(reverse).await.map_err(|e| {
+                Status::unavailable(format!(
+                    "the write is stored but its reverse edges wait for their server (delivered when it returns): {}",
+                    quiver_run::chain(&e)
+                ))
+            })
+        };
+        let splitting = async {
+            let mut done = Vec::with_capacity(splits.len());
+            for (v, job) in &splits {
+                done.push((job, self.split_job(v, job).await));
+            }
+            done
+        };
+        let (delivered, split) = tokio::join!(delivering, splitting);
+        let mut results: BTreeMap<usize, Result<rpc::WriteReply, Status>> = waiting
+            .iter_mut()
+            .map(|(i, _, result)| (*i, std::mem::replace(result, Ok(Default::default()))))
+            .collect();
+        for (job, outcome) in split {
+            match outcome {
+                Ok(n) => {
+                    if let Some(Ok(reply)) = results.get_mut(&job.requests[0]) {
+                        reply.splits += n;
+                    }
+                }
+                Err(status) => {
+                    for i in &job.requests {
+                        results.insert(*i, Err(status.clone()));
+                    }
+                }
+            }
+        }
+        for (i, reply, _) in waiting {
+            let result = match (&delivered, results.remove(&i).expect("collected above")) {
+                (Err(status), Ok(_)) => Err(status.clone()),
+                (_, result) => result,
+            };
+            let _ = reply.send(result);
+        }
     }
 
     /// Splits `leaf` of `v`, and its halves in turn, while one holds more
@@ -843,12 +1196,10 @@ impl Shared {
         let mut splits = 0;
         let threshold = u64::from(self.config.threshold);
         while let Some(node) = todo.pop() {
-            let over = {
-                let mut parts = self.parts.lock().expect("parts lock");
-                let p = parts.get_mut(v).expect("loaded by the write");
-                !p.x.is_split(node) && *p.count(node) > threshold
-            };
-            let Some(right) = tree.right_child(node).filter(|_| over) else {
+            let Some(right) = tree
+                .right_child(node)
+                .filter(|_| self.over_threshold(v, node))
+            else {
                 continue;
             };
             let exact = self.count_edges(v, node)?;
@@ -907,11 +1258,9 @@ impl Shared {
                     })
                     .collect(),
             };
-            self.call(
-                target,
-                req,
-                |mut peer, req| async move { peer.adopt(req).await },
-            )
+            self.call(target, &req, |mut peer, req| async move {
+                peer.adopt(req).await
+            })
             .await?;
         }
         {
@@ -962,7 +1311,7 @@ impl Shared {
                 src: v.to_vec(),
                 node: node.index(),
             };
-            self.call(home, req, |mut peer, req| async move {
+            self.call(home, &req, |mut peer, req| async move {
                 peer.mark_split(req).await
             })
             .await
@@ -970,13 +1319,13 @@ impl Shared {
         }
     }
 
-    /// Delivers every pending reverse edge to its server, oldest first.
-    async fn deliver_pending(&self) -> Result<(), Error> {
+    /// Delivers every pending reverse edge to its server.
+    async fn deliver_pending(self: &Arc<Self>) -> Result<(), Error> {
         let store_error = |source| Error::Store {
             path: self.config.data.clone(),
             source,
         };
-        let mut by_ts: BTreeMap<u64, Vec<(Vec<u8>, rpc::EdgePut)>> = BTreeMap::new();
+        let mut pending = Vec::new();
         for (id, value) in self.store.pending().map_err(store_error)? {
             let corrupt = || store_error(crate::store::StoreError::Corrupt(id.clone()));
             let ts = u64::from_be_bytes(
@@ -985,25 +1334,28 @@ impl Shared {
                     .try_into()
                     .expect("8 bytes"),
             );
-            let edge = rpc::EdgePut::decode(value.as_slice()).map_err(|_| corrupt())?;
-            by_ts.entry(ts).or_default().push((id, edge));
+            let mut edge = rpc::EdgePut::decode(value.as_slice()).map_err(|_| corrupt())?;
+            // Its version is the one in its id (stores written before
+            // edges carried one hold 0 in the value).
+            edge.ts = ts;
+            pending.push((id, edge));
         }
-        for (ts, group) in by_ts {
-            self.deliver(ts, group).await?;
+        if pending.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        self.deliver(pending).await
     }
 
-    /// Writes reverse edges stamped `ts` on their servers, one request per
-    /// server, re-routing those that meet a split; then drops them from the
-    /// pending family.
-    async fn deliver(&self, ts: u64, group: Vec<(Vec<u8>, rpc::EdgePut)>) -> Result<(), Error> {
+    /// Writes reverse edges, each stamped with its own `ts`, on their
+    /// servers, one request per server, re-routing those that meet a
+    /// split; then drops them from the pending family.
+    async fn deliver(self: &Arc<Self>, group: Vec<(Vec<u8>, rpc::EdgePut)>) -> Result<(), Error> {
         let mut known: HashMap<Vec<u8>, SplitState> = HashMap::new();
-        let mut todo: Vec<rpc::EdgePut> = group.iter().map(|(_, e)| e.clone()).collect();
+        let (ids, mut todo): (Vec<Vec<u8>>, Vec<rpc::EdgePut>) = group.into_iter().unzip();
         for _ in 0..64 {
             if todo.is_empty() {
                 let mut batch = Batch::default();
-                for (id, _) in &group {
+                for id in ids {
                     batch.remove_pending(id);
                 }
                 return self.store.write(batch).map_err(|source| Error::Store {
@@ -1020,30 +1372,36 @@ impl Shared {
                     op: Some(op::Op::Edge(edge)),
                 });
             }
+            let mut calls = tokio::task::JoinSet::new();
             for (server, ops) in by_server {
                 let req = rpc::WriteRequest {
                     session_ts: 0,
                     ops,
-                    reverse_ts: ts,
+                    reverse: true,
                 };
-                let ops = req.ops.clone();
-                let reply = if server == self.me() {
-                    Box::pin(self.write(req)).await
-                } else {
-                    self.call(
-                        server,
-                        req,
-                        |mut peer, req| async move { peer.write(req).await },
-                    )
-                    .await
-                }
-                .map_err(|s| Error::rpc(&self.config.cluster[server], &s))?;
+                let shared = self.clone();
+                calls.spawn(async move {
+                    let reply = if server == shared.me() {
+                        shared.write(req.clone()).await
+                    } else {
+                        shared
+                            .call(server, &req, |mut peer, req| async move {
+                                peer.write(req).await
+                            })
+                            .await
+                    };
+                    (server, req.ops, reply)
+                });
+            }
+            while let Some(joined) = calls.join_next().await {
+                let (server, mut ops, reply) = joined.expect("deliveries do not panic");
+                let reply = reply.map_err(|s| Error::rpc(&self.config.cluster[server], &s))?;
                 for stale in reply.stale {
                     let x = split_from(&stale.split).unwrap_or_default();
                     let entry = known.entry(stale.src).or_default();
                     *entry = SplitState(entry.0 | x.0);
                     if let Some(op::Op::Edge(e)) =
-                        ops.get(stale.op as usize).and_then(|o| o.op.clone())
+                        ops.get_mut(stale.op as usize).and_then(|o| o.op.take())
                     {
                         todo.push(e);
                     }
@@ -1516,7 +1874,13 @@ impl Meta for Service {
         &self,
         req: Request<rpc::WriteRequest>,
     ) -> Result<Response<rpc::WriteReply>, Status> {
-        self.0.write(req.into_inner()).await.map(Response::new)
+        // In its own task: a client that gives up must not cancel a group
+        // commit that other requests wait on.
+        let shared = self.0.clone();
+        tokio::spawn(async move { shared.write(req.into_inner()).await })
+            .await
+            .map_err(|e| Status::internal(format!("the write failed: {e}")))?
+            .map(Response::new)
     }
 
     async fn read_vertex(
@@ -1531,7 +1895,7 @@ impl Meta for Service {
             Some(s) => rpc::ReadVertexReply {
                 found: true,
                 vtype: s.vtype,
-                attrs: s.attrs.into_iter().collect(),
+                attrs: s.attrs,
                 ts,
             },
             None => rpc::ReadVertexReply {
@@ -1562,7 +1926,7 @@ impl Meta for Service {
                 .map(|e| rpc::Edge {
                     etype: e.etype,
                     dst: e.dst,
-                    props: e.props.into_iter().collect(),
+                    props: e.props,
                     ts: e.ts,
                 })
                 .collect(),
@@ -1721,5 +2085,146 @@ mod tests {
         let status = peer.hello(rpc::HelloRequest {}).await.unwrap_err();
         assert!(refused(&status), "{status:?}");
         assert!(!refused(&Status::unavailable("reverse edges wait")));
+    }
+
+    fn vertex(id: &str, vtype: &str, attrs: &[(&str, &str)]) -> rpc::Op {
+        rpc::Op {
+            op: Some(op::Op::Vertex(rpc::VertexPut {
+                id: id.as_bytes().to_vec(),
+                vtype: vtype.into(),
+                attrs: attrs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                    .collect(),
+            })),
+        }
+    }
+
+    /// One group commit of requests that depend on each other: a delete
+    /// tombstones what an earlier request of the group put, a type
+    /// conflict with an earlier request refuses that request whole, and
+    /// the others are stored, each at its own timestamp.
+    #[tokio::test]
+    async fn a_group_commits_each_request_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ServerConfig {
+            cluster: vec!["127.0.0.1:1".into()],
+            data: dir.path().to_path_buf(),
+            ..ServerConfig::default()
+        };
+        let shared = open(config).unwrap().shared;
+        let delete = rpc::Op {
+            op: Some(op::Op::DeleteVertex(rpc::VertexDelete {
+                id: b"/x".to_vec(),
+            })),
+        };
+        let requests = [
+            vec![vertex("/x", "file", &[("owner", "ann")])],
+            vec![delete],
+            vec![vertex("/x", "job", &[])],
+            vec![vertex("/y", "file", &[])],
+            vec![
+                vertex("/z", "file", &[]),
+                vertex("/y", "job", &[("owner", "bob")]),
+            ],
+        ];
+        let mut group = Vec::new();
+        let mut answers = Vec::new();
+        for ops in requests {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let req = rpc::WriteRequest {
+                session_ts: 0,
+                ops,
+                reverse: false,
+            };
+            shared.validate(&req).unwrap();
+            group.push(Queued { req, reply });
+            answers.push(answer);
+        }
+        let committed = shared.commit(group).await;
+        tokio::spawn(shared.clone().acknowledge(committed));
+        let mut stamps = Vec::new();
+        for (i, answer) in answers.into_iter().enumerate() {
+            match answer.await.unwrap() {
+                Ok(reply) => stamps.push(reply.ts),
+                Err(status) => {
+                    assert_eq!(i, 4, "{status}");
+                    assert!(status.message().contains("/y is a file"), "{status}");
+                }
+            }
+        }
+        assert_eq!(stamps.len(), 4);
+        assert!(stamps.windows(2).all(|w| w[0] < w[1]), "{stamps:?}");
+        let now = shared.clock.read_time(0);
+        let x = shared.store.read_vertex(b"/x", now).unwrap().unwrap();
+        assert_eq!(x.vtype, "job");
+        assert!(x.attrs.is_empty(), "the delete missed {:?}", x.attrs);
+        let before_delete = shared.store.read_vertex(b"/x", stamps[0]).unwrap().unwrap();
+        assert_eq!(before_delete.attrs.len(), 1);
+        let y = shared.store.read_vertex(b"/y", now).unwrap().unwrap();
+        assert_eq!((y.vtype.as_str(), y.attrs.len()), ("file", 0));
+        assert_eq!(shared.store.read_vertex(b"/z", now).unwrap(), None);
+    }
+
+    /// A write with an edge of a vertex whose partition is splitting waits
+    /// outside the group until the split ends, then is committed; the rest
+    /// of the group is not held up.
+    #[tokio::test]
+    async fn an_edge_of_a_splitting_vertex_waits_for_the_split() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ServerConfig {
+            cluster: vec!["127.0.0.1:1".into()],
+            data: dir.path().to_path_buf(),
+            ..ServerConfig::default()
+        };
+        let shared = open(config).unwrap().shared;
+        shared
+            .splitting
+            .lock()
+            .unwrap()
+            .insert(b"job:1".to_vec(), Vec::new());
+        let edge = rpc::Op {
+            op: Some(op::Op::Edge(rpc::EdgePut {
+                src: b"job:1".to_vec(),
+                etype: "contains".into(),
+                dst: b"job:1/rank:0".to_vec(),
+                ..Default::default()
+            })),
+        };
+        let mut answers = Vec::new();
+        let mut group = Vec::new();
+        for ops in [vec![edge], vec![vertex("job:2", "job", &[])]] {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let req = rpc::WriteRequest {
+                session_ts: 0,
+                ops,
+                reverse: false,
+            };
+            group.push(Queued { req, reply });
+            answers.push(answer);
+        }
+        let committed = shared.commit(group).await;
+        tokio::spawn(shared.clone().acknowledge(committed));
+        let mut edge_answer = answers.remove(0);
+        answers.remove(0).await.unwrap().unwrap();
+        let edges = |shared: &Shared| {
+            shared
+                .store
+                .scan_edges(b"job:1", None, shared.clock.read_time(0))
+                .unwrap()
+                .len()
+        };
+        assert!(edge_answer.try_recv().is_err(), "answered during the split");
+        assert_eq!(edges(&shared), 0);
+        shared.end_split(b"job:1");
+        let reply = edge_answer.await.unwrap().unwrap();
+        assert!(reply.stale.is_empty());
+        assert_eq!(edges(&shared), 1);
+        // Its reverse edge was delivered (to this, the only server).
+        let back = shared
+            .store
+            .scan_edges(b"job:1/rank:0", None, shared.clock.read_time(0))
+            .unwrap();
+        assert_eq!(back.len(), 1);
     }
 }

@@ -147,6 +147,80 @@ proptest! {
     }
 }
 
+/// Writers at once while partitions split: 16 clients write edges from
+/// three jobs to forty files in small batches (the jobs' partitions split
+/// under the writes, and so do the files' reverse-edge partitions under
+/// the deliveries). Every edge and every reverse edge is stored once, on
+/// the partition its tree names, whatever a split was doing when it came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_and_splits_lose_nothing() {
+    for partitioner in [Partitioner::Dido, Partitioner::Giga] {
+        let cluster = Cluster::start(4, partitioner, 16, 2).await;
+        let c = &cluster.client;
+        let mut vertices = Vec::new();
+        for j in 0..3 {
+            vertices.push(Write::Vertex {
+                id: bytes(&format!("job:{j}")),
+                vtype: "job".into(),
+                attrs: BTreeMap::new(),
+            });
+        }
+        for f in 0..40 {
+            vertices.push(Write::Vertex {
+                id: bytes(&format!("/f{f}")),
+                vtype: "file".into(),
+                attrs: BTreeMap::new(),
+            });
+        }
+        c.write(&vertices).await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for writer in 0..16 {
+            let c = c.clone();
+            tasks.spawn(async move {
+                // Each writer's share of the 3 x 40 edges, 3 at a time.
+                let mine: Vec<Write> = (0..120)
+                    .filter(|e| e % 16 == writer)
+                    .map(|e| Write::Edge {
+                        src: bytes(&format!("job:{}", e % 3)),
+                        etype: "write".into(),
+                        dst: bytes(&format!("/f{}", e / 3)),
+                        props: BTreeMap::from([("n".to_string(), bytes(&e.to_string()))]),
+                    })
+                    .collect();
+                for batch in mine.chunks(3) {
+                    c.write(batch).await.unwrap();
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        for j in 0..3 {
+            let edges = c
+                .scan_edges(format!("job:{j}").as_bytes(), Some("write"), None)
+                .await
+                .unwrap();
+            let mut got: Vec<Vec<u8>> = edges.into_iter().map(|e| e.dst).collect();
+            got.sort();
+            let mut want: Vec<Vec<u8>> = (0..40).map(|f| bytes(&format!("/f{f}"))).collect();
+            want.sort();
+            assert_eq!(got, want, "job:{j} with {partitioner:?}");
+        }
+        for f in 0..40 {
+            let back = c
+                .scan_edges(format!("/f{f}").as_bytes(), Some("wasWrittenBy"), None)
+                .await
+                .unwrap();
+            let got: Vec<Vec<u8>> = back.into_iter().map(|e| e.dst).collect();
+            let want: Vec<Vec<u8>> = (0..3).map(|j| bytes(&format!("job:{j}"))).collect();
+            assert_eq!(got, want, "/f{f} with {partitioner:?}");
+        }
+        let splits: u64 = c.stats().await.unwrap().iter().map(|s| s.splits).sum();
+        assert!(splits > 3, "{partitioner:?} split {splits} times");
+        cluster.stop().await;
+    }
+}
+
 /// DIDO with threshold 4 on 4 servers: a vertex with 200 edges spreads over
 /// every server, each edge sits where its tree says, and splitting moved
 /// edges toward their destinations (the paper's Fig. 6 claim).
@@ -525,12 +599,21 @@ async fn bad_requests_are_refused_whole() {
             attrs: Default::default(),
         })),
     };
+    let reverse_edge = rpc::Op {
+        op: Some(rpc::op::Op::Edge(rpc::EdgePut {
+            src: bytes("/d"),
+            etype: "wasReadBy".into(),
+            dst: bytes("/ok"),
+            ts: future,
+            ..Default::default()
+        })),
+    };
     for mut raw in server::connect_lazy(c.servers()).unwrap() {
-        for (session_ts, reverse_ts) in [(future, 0), (0, future)] {
+        for (session_ts, op, reverse) in [(future, &put, false), (0, &reverse_edge, true)] {
             let request = rpc::WriteRequest {
                 session_ts,
-                ops: vec![put.clone()],
-                reverse_ts,
+                ops: vec![op.clone()],
+                reverse,
             };
             let status = raw.write(request).await.unwrap_err();
             assert!(status.message().contains("future"), "{status}");
@@ -621,7 +704,8 @@ proptest! {
                 rpc::Op { op: Some(rpc::op::Op::Edge(edge)) },
                 rpc::Op { op: None },
             ];
-            let _ = raw_client.write(rpc::WriteRequest { session_ts: ts, ops, reverse_ts: ts }).await;
+            let _ = raw_client.write(rpc::WriteRequest { session_ts: ts, ops: ops.clone(), reverse: false }).await;
+            let _ = raw_client.write(rpc::WriteRequest { session_ts: ts, ops, reverse: true }).await;
             let _ = raw_client.read_vertex(rpc::ReadVertexRequest { id: id.clone(), as_of: ts, session_ts: 0 }).await;
             let _ = raw_client.adopt(rpc::AdoptRequest { src: id.clone(), node, entries: vec![rpc::RawEntry { key: raw.clone(), value: raw.clone() }] }).await;
             let _ = raw_client.mark_split(rpc::MarkSplitRequest { src: id.clone(), node }).await;
