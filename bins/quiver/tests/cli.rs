@@ -1226,7 +1226,7 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
     let g = dir.path().join("rmat.qcsr");
     undirected_rmat(&g, 8, 8);
     let graph = quiver_csr::Graph::open(&g).unwrap();
-    let port = free_port();
+    let port = free_ports(3);
     // Requests go to node 1: node 0 is the one killed.
     let at = format!("127.0.0.1:{}", port + 1);
     let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
@@ -1291,6 +1291,27 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// The first of `n` consecutive ports that are free now, below the
+/// kernel's ephemeral range (32768 up), where the outgoing connections of
+/// the tests running beside this one take theirs: a job on `--port P`
+/// listens on P to P+n-1, and a port above P that is only likely free
+/// lost that race in CI.
+fn free_ports(n: u16) -> u16 {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let spread = (std::process::id() % 1000) as u16 * 12;
+    for _ in 0..1000 {
+        let step = NEXT.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        let base = 20000 + (spread + step) % 12000;
+        let held: Vec<_> = (base..base + n)
+            .map_while(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
+            .collect();
+        if held.len() == usize::from(n) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports below 32000");
 }
 
 /// Waits until every server of `cluster` listens and a query is answered

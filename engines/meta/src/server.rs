@@ -47,7 +47,7 @@
 //! **Asynchronous traversals** (`Flow`, `Progress`) are the `flow`
 //! module's.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -297,7 +297,7 @@ struct Committed {
 /// the group) that grew them.
 #[derive(Default)]
 struct SplitJob {
-    leaves: std::collections::BTreeSet<Node>,
+    leaves: BTreeSet<Node>,
     requests: Vec<usize>,
 }
 
@@ -786,8 +786,8 @@ impl Shared {
 
     /// Applies `req`: queued, then committed with every write queued
     /// beside it (a group commit: one RocksDB batch under the write lock,
-    /// whose holder commits for everyone waiting), and acknowledged once its
-    /// reverse edges are delivered.
+    /// whose holder commits for everyone waiting), and answered once its
+    /// reverse edges are delivered and the partitions it grew have split.
     async fn write(self: &Arc<Self>, req: rpc::WriteRequest) -> Result<rpc::WriteReply, Status> {
         self.validate(&req)?;
         let (reply, mut replied) = tokio::sync::oneshot::channel();
@@ -2100,12 +2100,9 @@ mod tests {
         }
     }
 
-    /// One group commit of requests that depend on each other: a delete
-    /// tombstones what an earlier request of the group put, a type
-    /// conflict with an earlier request refuses that request whole, and
-    /// the others are stored, each at its own timestamp.
-    #[tokio::test]
-    async fn a_group_commits_each_request_whole_and_in_order() {
+    /// A server alone in its cluster, not serving: its writes are called
+    /// directly.
+    fn one_server() -> (tempfile::TempDir, Arc<Shared>) {
         let dir = tempfile::tempdir().unwrap();
         let config = ServerConfig {
             cluster: vec!["127.0.0.1:1".into()],
@@ -2113,6 +2110,32 @@ mod tests {
             ..ServerConfig::default()
         };
         let shared = open(config).unwrap().shared;
+        (dir, shared)
+    }
+
+    /// `ops` as a client's write for a group, and where its answer comes.
+    fn queued(
+        ops: Vec<rpc::Op>,
+    ) -> (
+        Queued,
+        tokio::sync::oneshot::Receiver<Result<rpc::WriteReply, Status>>,
+    ) {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let req = rpc::WriteRequest {
+            session_ts: 0,
+            ops,
+            reverse: false,
+        };
+        (Queued { req, reply }, answer)
+    }
+
+    /// One group commit of requests that depend on each other: a delete
+    /// tombstones what an earlier request of the group put, a type
+    /// conflict with an earlier request refuses that request whole, and
+    /// the others are stored, each at its own timestamp.
+    #[tokio::test]
+    async fn a_group_commits_each_request_whole_and_in_order() {
+        let (_dir, shared) = one_server();
         let delete = rpc::Op {
             op: Some(op::Op::DeleteVertex(rpc::VertexDelete {
                 id: b"/x".to_vec(),
@@ -2128,18 +2151,9 @@ mod tests {
                 vertex("/y", "job", &[("owner", "bob")]),
             ],
         ];
-        let mut group = Vec::new();
-        let mut answers = Vec::new();
-        for ops in requests {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let req = rpc::WriteRequest {
-                session_ts: 0,
-                ops,
-                reverse: false,
-            };
-            shared.validate(&req).unwrap();
-            group.push(Queued { req, reply });
-            answers.push(answer);
+        let (group, answers): (Vec<_>, Vec<_>) = requests.into_iter().map(queued).unzip();
+        for q in &group {
+            shared.validate(&q.req).unwrap();
         }
         let committed = shared.commit(group).await;
         tokio::spawn(shared.clone().acknowledge(committed));
@@ -2171,13 +2185,7 @@ mod tests {
     /// of the group is not held up.
     #[tokio::test]
     async fn an_edge_of_a_splitting_vertex_waits_for_the_split() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = ServerConfig {
-            cluster: vec!["127.0.0.1:1".into()],
-            data: dir.path().to_path_buf(),
-            ..ServerConfig::default()
-        };
-        let shared = open(config).unwrap().shared;
+        let (_dir, shared) = one_server();
         shared
             .splitting
             .lock()
@@ -2191,18 +2199,11 @@ mod tests {
                 ..Default::default()
             })),
         };
-        let mut answers = Vec::new();
-        let mut group = Vec::new();
-        for ops in [vec![edge], vec![vertex("job:2", "job", &[])]] {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let req = rpc::WriteRequest {
-                session_ts: 0,
-                ops,
-                reverse: false,
-            };
-            group.push(Queued { req, reply });
-            answers.push(answer);
-        }
+        let (group, mut answers): (Vec<_>, Vec<_>) =
+            [vec![edge], vec![vertex("job:2", "job", &[])]]
+                .into_iter()
+                .map(queued)
+                .unzip();
         let committed = shared.commit(group).await;
         tokio::spawn(shared.clone().acknowledge(committed));
         let mut edge_answer = answers.remove(0);
