@@ -123,6 +123,9 @@ pub const MAX_VNODES: u32 = 4096;
 /// The longest vertex id, attribute name or relation accepted.
 pub const MAX_ID_BYTES: usize = 4096;
 
+/// The most reverse edges one delivery request carries (a few MB).
+const DELIVERY_OPS: usize = 8192;
+
 /// Failed redelivery attempts (one a second) between warnings while a
 /// peer stays unreachable.
 const REDELIVERY_WARN_EVERY: u64 = 30;
@@ -1373,7 +1376,17 @@ impl Shared {
                 });
             }
             let mut calls = tokio::task::JoinSet::new();
-            for (server, ops) in by_server {
+            // At most `DELIVERY_OPS` a request: a backlog redelivered after a
+            // long outage stays far below the message size limit.
+            let requests = by_server.into_iter().flat_map(|(server, mut ops)| {
+                let mut chunks = Vec::new();
+                while !ops.is_empty() {
+                    let rest = ops.split_off(ops.len().min(DELIVERY_OPS));
+                    chunks.push((server, std::mem::replace(&mut ops, rest)));
+                }
+                chunks
+            });
+            for (server, ops) in requests {
                 let req = rpc::WriteRequest {
                     session_ts: 0,
                     ops,

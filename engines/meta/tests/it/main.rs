@@ -221,6 +221,36 @@ async fn concurrent_writes_and_splits_lose_nothing() {
     }
 }
 
+/// One write of 9,000 edges on one server: their reverse edges go back in
+/// more than one delivery request, and every one arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_delivery_is_split_and_complete() {
+    let cluster = Cluster::start(1, Partitioner::EdgeCut, 16, 128).await;
+    let c = &cluster.client;
+    let edges: Vec<Write> = (0..9000)
+        .map(|i| Write::Edge {
+            src: bytes("job:big"),
+            etype: "write".into(),
+            dst: bytes(&format!("/f{i}")),
+            props: BTreeMap::new(),
+        })
+        .collect();
+    c.write(&edges).await.unwrap();
+    assert_eq!(
+        c.scan_edges(b"job:big", None, None).await.unwrap().len(),
+        9000
+    );
+    // Both sides of the split between requests, and every 250th.
+    for i in (0..9000).step_by(250).chain([8191, 8192, 8999]) {
+        let back = c
+            .scan_edges(format!("/f{i}").as_bytes(), None, None)
+            .await
+            .unwrap();
+        assert_eq!(back.len(), 1, "/f{i}");
+    }
+    cluster.stop().await;
+}
+
 /// DIDO with threshold 4 on 4 servers: a vertex with 200 edges spreads over
 /// every server, each edge sits where its tree says, and splitting moved
 /// edges toward their destinations (the paper's Fig. 6 claim).
