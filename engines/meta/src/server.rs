@@ -287,13 +287,22 @@ struct Staged {
     reverse: Vec<(usize, Vec<u8>, rpc::EdgePut)>,
 }
 
-/// A committed group: each request's answer and whether it waits (for
-/// its reverse edges or a split), the reverse edges (pending id, edge) and
-/// the splits to run, by vertex.
+/// A committed group: each request's outcome, the reverse edges (pending
+/// id, edge) and the splits to run, by vertex.
 struct Committed {
-    answers: Vec<(Answer, Result<rpc::WriteReply, Status>, bool)>,
+    outcomes: Vec<Outcome>,
     reverse: Vec<(Vec<u8>, rpc::EdgePut)>,
     splits: BTreeMap<Vec<u8>, SplitJob>,
+}
+
+/// A committed request's answer, until it is sent.
+struct Outcome {
+    reply: Answer,
+    result: Result<rpc::WriteReply, Status>,
+    /// Its reverse edges are being delivered.
+    delivers: bool,
+    /// A partition it grew is splitting.
+    splits: bool,
 }
 
 /// Partitions of one vertex to split, and the requests (by their place in
@@ -867,14 +876,23 @@ impl Shared {
         }
         self.write_staged(&mut staged, &mut unwritten, &mut results);
         let Staged { grown, reverse, .. } = staged;
-        let mut waits = vec![false; answers.len()];
+        let mut outcomes: Vec<Outcome> = answers
+            .into_iter()
+            .zip(results)
+            .map(|(reply, result)| Outcome {
+                reply,
+                result,
+                delivers: false,
+                splits: false,
+            })
+            .collect();
         let mut splits: BTreeMap<Vec<u8>, SplitJob> = BTreeMap::new();
         for (v, leaf, i) in grown {
-            if results[i].is_ok() && self.over_threshold(&v, leaf) {
+            if outcomes[i].result.is_ok() && self.over_threshold(&v, leaf) {
                 let job = splits.entry(v).or_default();
                 job.leaves.insert(leaf);
                 job.requests.push(i);
-                waits[i] = true;
+                outcomes[i].splits = true;
             }
         }
         {
@@ -883,22 +901,16 @@ impl Shared {
                 splitting.insert(v.clone(), Vec::new());
             }
         }
-        let reverse = reverse
-            .into_iter()
-            .filter(|(i, _, _)| results[*i].is_ok())
-            .map(|(i, id, edge)| {
-                waits[i] = true;
-                (id, edge)
-            })
-            .collect();
+        let mut to_deliver = Vec::with_capacity(reverse.len());
+        for (i, id, edge) in reverse {
+            if outcomes[i].result.is_ok() {
+                outcomes[i].delivers = true;
+                to_deliver.push((id, edge));
+            }
+        }
         Committed {
-            answers: answers
-                .into_iter()
-                .zip(results)
-                .zip(waits)
-                .map(|((reply, result), waits)| (reply, result, waits))
-                .collect(),
-            reverse,
+            outcomes,
+            reverse: to_deliver,
             splits,
         }
     }
@@ -1130,19 +1142,23 @@ impl Shared {
     /// grew its vertex; a failed split fails every request that grew it.
     async fn acknowledge(self: Arc<Self>, committed: Committed) {
         let Committed {
-            answers,
+            outcomes,
             reverse,
             splits,
         } = committed;
-        let mut waiting = Vec::new();
-        for (i, (reply, result, waits)) in answers.into_iter().enumerate() {
-            if waits {
-                waiting.push((i, reply, result));
-            } else {
-                let _ = reply.send(result);
-            }
-        }
-        if waiting.is_empty() {
+        // By place in the group: those still waiting.
+        let mut waiting: Vec<Option<Outcome>> = outcomes
+            .into_iter()
+            .map(|o| {
+                if o.delivers || o.splits {
+                    Some(o)
+                } else {
+                    let _ = o.reply.send(o.result);
+                    None
+                }
+            })
+            .collect();
+        if waiting.iter().all(Option::is_none) {
             return;
         }
         let delivering = async {
@@ -1164,30 +1180,31 @@ impl Shared {
             done
         };
         let (delivered, split) = tokio::join!(delivering, splitting);
-        let mut results: BTreeMap<usize, Result<rpc::WriteReply, Status>> = waiting
-            .iter_mut()
-            .map(|(i, _, result)| (*i, std::mem::replace(result, Ok(Default::default()))))
-            .collect();
         for (job, outcome) in split {
             match outcome {
                 Ok(n) => {
-                    if let Some(Ok(reply)) = results.get_mut(&job.requests[0]) {
+                    if let Some(Outcome {
+                        result: Ok(reply), ..
+                    }) = &mut waiting[job.requests[0]]
+                    {
                         reply.splits += n;
                     }
                 }
                 Err(status) => {
-                    for i in &job.requests {
-                        results.insert(*i, Err(status.clone()));
+                    for &i in &job.requests {
+                        if let Some(o) = &mut waiting[i] {
+                            o.result = Err(status.clone());
+                        }
                     }
                 }
             }
         }
-        for (i, reply, _) in waiting {
-            let result = match (&delivered, results.remove(&i).expect("collected above")) {
-                (Err(status), Ok(_)) => Err(status.clone()),
+        for o in waiting.into_iter().flatten() {
+            let result = match (&delivered, o.result) {
+                (Err(status), Ok(_)) if o.delivers => Err(status.clone()),
                 (_, result) => result,
             };
-            let _ = reply.send(result);
+            let _ = o.reply.send(result);
         }
     }
 
