@@ -1049,7 +1049,7 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
         .unwrap();
     let vertices = graph.num_vertices().to_string();
     let (v_text, start) = (v.to_string(), v.to_string());
-    let port = free_port().to_string();
+    let port = free_ports(1).to_string();
     let at = format!("127.0.0.1:{port}");
     let serve_two = [
         "kv",
@@ -1285,14 +1285,6 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
     assert!(stderr(&out).contains("node 0 failed"), "{}", stderr(&out));
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The first of `n` consecutive ports that are free now, below the
 /// kernel's ephemeral range (32768 up), where the outgoing connections of
 /// the tests running beside this one take theirs: a job on `--port P`
@@ -1347,7 +1339,7 @@ fn meta_load(cluster: &str, args: &[&str]) -> serde_json::Value {
 fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .map(|_| format!("127.0.0.1:{}", free_ports(1)))
         .collect();
     let cluster = dir.path().join("cluster");
     std::fs::write(&cluster, addrs.join("\n")).unwrap();

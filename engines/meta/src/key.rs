@@ -57,25 +57,38 @@ pub fn put_component(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&[ESCAPE, END]);
 }
 
-/// Reads one component from the front of `key`, returning it and the rest.
-fn take_component(key: &[u8]) -> Option<(Vec<u8>, &[u8])> {
-    let mut out = Vec::new();
+/// The length of the component at the front of `key`, terminator
+/// included, or `None` if `key` holds no whole, well-escaped one.
+fn component_len(key: &[u8]) -> Option<usize> {
     let mut i = 0;
     while i < key.len() {
-        let b = key[i];
-        if b == ESCAPE {
+        if key[i] == ESCAPE {
             match *key.get(i + 1)? {
-                ESCAPED_ZERO => out.push(ESCAPE),
-                END => return Some((out, &key[i + 2..])),
+                ESCAPED_ZERO => {}
+                END => return Some(i + 2),
                 _ => return None,
             }
             i += 2;
         } else {
-            out.push(b);
             i += 1;
         }
     }
     None
+}
+
+/// Reads one component from the front of `key`, returning it and the rest.
+fn take_component(key: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let len = component_len(key)?;
+    let mut out = Vec::with_capacity(len - 2);
+    let mut escaped = false;
+    for &b in &key[..len - 2] {
+        // An escape's second byte is ESCAPED_ZERO (checked above): skip it.
+        if !std::mem::take(&mut escaped) {
+            out.push(b);
+            escaped = b == ESCAPE;
+        }
+    }
+    Some((out, &key[len..]))
 }
 
 /// `u64::MAX - ts`, big-endian: newer versions sort first.
@@ -95,18 +108,7 @@ pub fn vertex_prefix(vertex: &[u8]) -> Vec<u8> {
 /// component. RocksDB's prefix extractor, so that a vertex's entries hash
 /// together in the memtable and its scans use the prefix filters.
 pub fn vertex_part(key: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    while i + 1 < key.len() {
-        if key[i] == ESCAPE {
-            if key[i + 1] == END {
-                return Some(i + 2);
-            }
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    None
+    component_len(key)
 }
 
 /// The prefix of `vertex`'s entries in `section`.

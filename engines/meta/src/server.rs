@@ -187,6 +187,14 @@ struct Parts {
 }
 
 impl Parts {
+    /// The edges counted in partition `node`.
+    fn counted(&self, node: Node) -> u64 {
+        self.counts
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map_or(0, |c| c.1)
+    }
+
     fn count(&mut self, node: Node) -> &mut u64 {
         let i = match self.counts.iter().position(|(n, _)| *n == node) {
             Some(i) => i,
@@ -851,8 +859,7 @@ impl Shared {
     /// splits run after the lock is released.
     async fn commit(&self, group: Vec<Queued>) -> Committed {
         let mut staged = Staged::default();
-        let mut answers = Vec::with_capacity(group.len());
-        let mut results: Vec<Result<rpc::WriteReply, Status>> = Vec::with_capacity(group.len());
+        let mut outcomes: Vec<Outcome> = Vec::with_capacity(group.len());
         // Requests staged but not yet written: their results wait on the write.
         let mut unwritten: Vec<usize> = Vec::new();
         for q in group {
@@ -865,34 +872,37 @@ impl Shared {
                 .iter()
                 .any(|o| matches!(o.op, Some(op::Op::DeleteVertex(_))));
             if deletes && !unwritten.is_empty() {
-                self.write_staged(&mut staged, &mut unwritten, &mut results);
+                self.write_staged(&mut staged, &mut unwritten, &mut outcomes);
             }
-            let result = self.stage(&q.req, results.len(), &mut staged).await;
+            let result = self.stage(&q.req, outcomes.len(), &mut staged).await;
             if result.is_ok() {
-                unwritten.push(results.len());
+                unwritten.push(outcomes.len());
             }
-            results.push(result);
-            answers.push(q.reply);
-        }
-        self.write_staged(&mut staged, &mut unwritten, &mut results);
-        let Staged { grown, reverse, .. } = staged;
-        let mut outcomes: Vec<Outcome> = answers
-            .into_iter()
-            .zip(results)
-            .map(|(reply, result)| Outcome {
-                reply,
+            outcomes.push(Outcome {
+                reply: q.reply,
                 result,
                 delivers: false,
                 splits: false,
-            })
-            .collect();
+            });
+        }
+        self.write_staged(&mut staged, &mut unwritten, &mut outcomes);
+        let Staged {
+            mut grown, reverse, ..
+        } = staged;
+        // One entry per edge staged: each partition is checked once.
+        grown.sort_unstable();
+        grown.dedup();
         let mut splits: BTreeMap<Vec<u8>, SplitJob> = BTreeMap::new();
-        for (v, leaf, i) in grown {
-            if outcomes[i].result.is_ok() && self.over_threshold(&v, leaf) {
-                let job = splits.entry(v).or_default();
-                job.leaves.insert(leaf);
-                job.requests.push(i);
-                outcomes[i].splits = true;
+        let mut over = false;
+        for (k, (v, leaf, i)) in grown.iter().enumerate() {
+            if k == 0 || (&grown[k - 1].0, grown[k - 1].1) != (v, *leaf) {
+                over = self.over_threshold(v, *leaf);
+            }
+            if over && outcomes[*i].result.is_ok() {
+                let job = splits.entry(v.clone()).or_default();
+                job.leaves.insert(*leaf);
+                job.requests.push(*i);
+                outcomes[*i].splits = true;
             }
         }
         {
@@ -942,25 +952,22 @@ impl Shared {
         let Some(p) = parts.get(v) else {
             return false;
         };
-        let count = p.counts.iter().find(|(n, _)| *n == leaf).map_or(0, |c| c.1);
         !p.x.is_split(leaf)
-            && count > u64::from(self.config.threshold)
+            && p.counted(leaf) > u64::from(self.config.threshold)
             && self.placement.tree().right_child(leaf).is_some()
     }
 
     /// Runs `job`'s splits of `v`, then queues the writes that waited
     /// for them and commits them.
     async fn split_job(self: &Arc<Self>, v: &[u8], job: &SplitJob) -> Result<u32, Status> {
-        let mut splits = Ok(0);
-        for &leaf in &job.leaves {
-            match self.split_while_over(v, leaf).await {
-                Ok(n) => splits = splits.map(|s| s + n),
-                Err(status) => {
-                    splits = Err(status);
-                    break;
-                }
+        let splits = async {
+            let mut splits = 0;
+            for &leaf in &job.leaves {
+                splits += self.split_while_over(v, leaf).await?;
             }
+            Ok(splits)
         }
+        .await;
         self.end_split(v);
         splits
     }
@@ -993,7 +1000,7 @@ impl Shared {
         &self,
         staged: &mut Staged,
         unwritten: &mut Vec<usize>,
-        results: &mut [Result<rpc::WriteReply, Status>],
+        outcomes: &mut [Outcome],
     ) {
         let batch = std::mem::take(&mut staged.batch);
         staged.types.clear();
@@ -1004,7 +1011,7 @@ impl Shared {
         };
         for i in unwritten.drain(..) {
             if let Err(status) = &written {
-                results[i] = Err(status.clone());
+                outcomes[i].result = Err(status.clone());
             }
         }
     }

@@ -53,7 +53,7 @@ pub enum StoreError {
     Corrupt(Vec<u8>),
 }
 
-fn vertex_prefix(key: &[u8]) -> &[u8] {
+fn key_vertex(key: &[u8]) -> &[u8] {
     &key[..key::vertex_part(key).unwrap_or(key.len())]
 }
 
@@ -251,7 +251,7 @@ impl Store {
         graph.set_block_based_table_factory(&table);
         graph.set_prefix_extractor(SliceTransform::create(
             "quiver-meta-vertex",
-            vertex_prefix,
+            key_vertex,
             Some(has_vertex_prefix),
         ));
         graph.set_memtable_factory(MemtableFactory::HashSkipList {

@@ -106,6 +106,15 @@ fn bytes(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
+/// A vertex put with no attributes.
+fn vertex(id: &str, vtype: &str) -> Write {
+    Write::Vertex {
+        id: bytes(id),
+        vtype: vtype.into(),
+        attrs: BTreeMap::new(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
@@ -157,22 +166,11 @@ async fn concurrent_writes_and_splits_lose_nothing() {
     for partitioner in [Partitioner::Dido, Partitioner::Giga] {
         let cluster = Cluster::start(4, partitioner, 16, 2).await;
         let c = &cluster.client;
-        let mut vertices = Vec::new();
-        for j in 0..3 {
-            vertices.push(Write::Vertex {
-                id: bytes(&format!("job:{j}")),
-                vtype: "job".into(),
-                attrs: BTreeMap::new(),
-            });
-        }
-        for f in 0..40 {
-            vertices.push(Write::Vertex {
-                id: bytes(&format!("/f{f}")),
-                vtype: "file".into(),
-                attrs: BTreeMap::new(),
-            });
-        }
-        c.write(&vertices).await.unwrap();
+        let jobs = (0..3).map(|j| vertex(&format!("job:{j}"), "job"));
+        let files = (0..40).map(|f| vertex(&format!("/f{f}"), "file"));
+        c.write(&jobs.chain(files).collect::<Vec<_>>())
+            .await
+            .unwrap();
         let mut tasks = tokio::task::JoinSet::new();
         for writer in 0..16 {
             let c = c.clone();
@@ -258,18 +256,8 @@ async fn a_large_delivery_is_split_and_complete() {
 async fn a_hub_splits_toward_its_destinations() {
     let cluster = Cluster::start(4, Partitioner::Dido, 16, 4).await;
     let c = &cluster.client;
-    let mut writes = vec![Write::Vertex {
-        id: bytes("job:hub"),
-        vtype: "job".into(),
-        attrs: BTreeMap::new(),
-    }];
-    for i in 0..200 {
-        writes.push(Write::Vertex {
-            id: bytes(&format!("/f{i}")),
-            vtype: "file".into(),
-            attrs: BTreeMap::new(),
-        });
-    }
+    let mut writes = vec![vertex("job:hub", "job")];
+    writes.extend((0..200).map(|i| vertex(&format!("/f{i}"), "file")));
     c.write(&writes).await.unwrap();
     let mut splits = 0;
     for chunk in (0..200).collect::<Vec<_>>().chunks(10) {
