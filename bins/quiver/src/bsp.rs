@@ -17,7 +17,7 @@ use quiver_io::ReadOptions;
 use serde::Serialize;
 
 use crate::commands::UsageError;
-use crate::job::JobArgs;
+use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
 use crate::units::seconds;
 
@@ -229,7 +229,12 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             algorithm,
             config,
         };
-        let Some(parts) = run.job.job()?.run::<BspTask>(&job).with_context(what)? else {
+        let Some(parts) = run
+            .job
+            .job(LOCAL_NODES)?
+            .run::<BspTask>(&job)
+            .with_context(what)?
+        else {
             // Another member of the job prints.
             return Ok(());
         };

@@ -13,6 +13,10 @@ use quiver_verbs::CostModel;
 use crate::commands::UsageError;
 use crate::units::parse_duration;
 
+/// Nodes a job runs on this machine when neither the command nor --nodes
+/// says how many: two, the fewest a distributed run needs.
+pub const LOCAL_NODES: u32 = 2;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FabricArg {
     /// Nodes are threads of this process; remote memory is shared memory.
@@ -28,9 +32,11 @@ pub enum FabricArg {
 /// How to form the job.
 #[derive(Debug, Args, Clone)]
 pub struct JobArgs {
-    /// The fabric.
-    #[arg(long, value_enum, default_value_t = FabricArg::Tcp)]
-    pub fabric: FabricArg,
+    /// The fabric [default: tcp]. Naming one asks for a job: without --nodes, and outside a
+    /// launcher and --rank/--size/--coordinator, the command's default number of nodes runs on
+    /// this machine.
+    #[arg(long, value_enum)]
+    pub fabric: Option<FabricArg>,
     /// Run this many nodes on this machine: processes on 127.0.0.1 spawned by this command
     /// (loopback: threads). Omit it under srun or mpirun, or with --rank/--size, where this
     /// process is one node of the job.
@@ -56,22 +62,27 @@ pub struct JobArgs {
 
 impl JobArgs {
     /// Whether these flags (or a launcher's environment) ask for a job of
-    /// several nodes rather than one process: a node count, a rank, size or
-    /// coordinator, a fabric other than the default, or a launcher's rank
-    /// variable.
+    /// several nodes rather than one process: a fabric, a node count, a
+    /// rank, size or coordinator, or a launcher's rank variable.
     pub fn wants_job(&self) -> bool {
-        self.nodes.is_some()
-            || self.rank.is_some()
+        self.fabric.is_some() || self.nodes.is_some() || self.joins()
+    }
+
+    /// Whether this process is one member of a job formed elsewhere: a
+    /// rank, size or coordinator given, or a launcher's rank variable.
+    fn joins(&self) -> bool {
+        self.rank.is_some()
             || self.size.is_some()
             || self.coordinator.is_some()
-            || self.fabric != FabricArg::Tcp
             || quiver_verbs::cluster::launched()
     }
 
     /// The job these flags describe; its local nodes re-execute this program
-    /// through [`crate::NODE_ENTRY`].
-    pub fn job(&self) -> Result<Job> {
-        if self.cost_model && self.fabric != FabricArg::Loopback {
+    /// through [`crate::NODE_ENTRY`]. Without --nodes, a job this process
+    /// does not join runs `local_nodes` nodes on this machine.
+    pub fn job(&self, local_nodes: u32) -> Result<Job> {
+        let fabric_arg = self.fabric.unwrap_or(FabricArg::Tcp);
+        if self.cost_model && fabric_arg != FabricArg::Loopback {
             bail!(UsageError(
                 "--cost-model applies to --fabric loopback only".into()
             ));
@@ -81,7 +92,7 @@ impl JobArgs {
                 "--nodes spawns a local job; --rank/--size join an existing one".into()
             ));
         }
-        let fabric = match self.fabric {
+        let fabric = match fabric_arg {
             FabricArg::Loopback => Fabric::Loopback {
                 cost: self.cost_model.then(CostModel::default),
             },
@@ -89,14 +100,15 @@ impl JobArgs {
             FabricArg::Mpi => Fabric::Mpi,
             FabricArg::Ibverbs => Fabric::Ibverbs,
         };
-        let nodes = match (self.fabric, self.nodes) {
-            (FabricArg::Loopback, nodes) => Nodes::Local(nodes.unwrap_or(2)),
+        let nodes = match (fabric_arg, self.nodes) {
             (_, Some(nodes)) => Nodes::Local(nodes),
-            (_, None) => Nodes::Member {
+            (FabricArg::Loopback, None) => Nodes::Local(local_nodes),
+            (_, None) if self.joins() => Nodes::Member {
                 rank: self.rank,
                 size: self.size,
                 coordinator: self.coordinator.clone(),
             },
+            (_, None) => Nodes::Local(local_nodes),
         };
         Ok(Job {
             fabric,

@@ -451,14 +451,13 @@ fn ask(at: &AtArgs, on: Option<u32>, vertex: u32, request: &Request, json: bool)
 /// nodes with the cost model.
 fn job_or_loopback(args: &JobArgs, nodes: u32) -> Result<Job> {
     if args.wants_job() {
-        return args.job();
+        return args.job(nodes);
     }
     Ok(Job {
         fabric: Fabric::Loopback {
             cost: Some(CostModel::default()),
         },
-        nodes: Nodes::Local(nodes),
-        ..args.job()?
+        ..args.job(nodes)?
     })
 }
 

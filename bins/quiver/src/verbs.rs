@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use quiver_verbs::bench::{self, Bench};
 use quiver_verbs::conformance::{NodeReport, Suite};
 
-use crate::job::JobArgs;
+use crate::job::{JobArgs, LOCAL_NODES};
 
 #[derive(Debug, Subcommand)]
 pub enum VerbsCommand {
@@ -39,13 +39,13 @@ pub struct BenchArgs {
 /// `quiver verbs ...` as typed by the user. Only rank 0 of a job prints.
 pub fn verbs(command: VerbsCommand, json: bool) -> Result<()> {
     match command {
-        VerbsCommand::Check(args) => match args.job()?.run::<Suite>(&())? {
+        VerbsCommand::Check(args) => match args.job(LOCAL_NODES)?.run::<Suite>(&())? {
             Some(reports) => print_check(&reports, json),
             None => Ok(()),
         },
         VerbsCommand::Bench(args) => {
             let config = bench::Config { ops: args.ops };
-            match args.job.job()?.run::<Bench>(&config)? {
+            match args.job.job(LOCAL_NODES)?.run::<Bench>(&config)? {
                 Some(reports) => print_bench(&reports[0], json),
                 None => Ok(()),
             }

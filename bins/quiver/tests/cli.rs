@@ -430,6 +430,35 @@ fn verbs_check_spawns_a_local_job_and_collects_every_node() {
     );
 }
 
+/// Naming a fabric asks for a job on it: without --nodes (and outside a
+/// launcher) the command's own number of nodes runs on this machine.
+/// `--fabric tcp`, the default's name, used to run kv's loopback threads,
+/// and `verbs check` without flags used to stop for want of a rank.
+#[test]
+fn a_fabric_without_a_node_count_runs_a_local_job_on_it() {
+    let report = json(&quiver(&["verbs", "check", "--json"]));
+    assert_eq!(report["passed"], true, "{report}");
+    assert_eq!(report["nodes"].as_array().unwrap().len(), 2, "{report}");
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("rmat.qcsr");
+    undirected_rmat(&g, 10, 8);
+    let report = json(&quiver(&[
+        "--json",
+        "kv",
+        "bench",
+        path(&g),
+        "--fabric",
+        "tcp",
+        "--duration",
+        "2s",
+        "--interval",
+        "1s",
+    ]));
+    assert_eq!(report["fabric"], "tcp", "{report}");
+    assert_eq!(report["nodes"], 8, "{report}");
+    assert!(report["queries"].as_u64().unwrap() > 0, "{report}");
+}
+
 #[test]
 fn verbs_mistakes_are_named() {
     // (arguments after `verbs check`, exit code, what stderr must say)
