@@ -35,9 +35,9 @@ enum Event {
         invoked: u64,
         returned: u64,
     },
-    /// Saw `seen` ids appended to the original list.
+    /// Read `list`.
     Get {
-        seen: usize,
+        list: Vec<u32>,
         invoked: u64,
         returned: u64,
     },
@@ -76,17 +76,22 @@ fn check(original: &[u32], last: &[u32], events: &[Event]) -> Result<(), String>
             }
         }
     }
-    let gets: Vec<(usize, u64, u64)> = events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Get {
-                seen,
-                invoked,
-                returned,
-            } => Some((seen, invoked, returned)),
-            Event::Put { .. } => None,
-        })
-        .collect();
+    let mut gets: Vec<(usize, u64, u64)> = Vec::new();
+    for event in events {
+        if let Event::Get {
+            list,
+            invoked,
+            returned,
+        } = event
+        {
+            // A torn read, or one of a block that held something else,
+            // returns a list that was never the key's.
+            if list.len() < original.len() || !last.starts_with(list) {
+                return Err(format!("a get read {list:?}, never the key's list"));
+            }
+            gets.push((list.len() - original.len(), *invoked, *returned));
+        }
+    }
     for &(seen, g_in, g_out) in &gets {
         for &(at, p_in, p_out) in &puts {
             if p_out < g_in && at >= seen {
@@ -118,8 +123,8 @@ fn the_checker_catches_lost_stale_and_reordered_operations() {
         invoked,
         returned,
     };
-    let get = |seen, invoked, returned| Event::Get {
-        seen,
+    let get = |list: &[u32], invoked, returned| Event::Get {
+        list: list.to_vec(),
         invoked,
         returned,
     };
@@ -127,9 +132,9 @@ fn the_checker_catches_lost_stale_and_reordered_operations() {
     let good = [
         put(7, 0, 5),
         put(8, 6, 9),
-        get(1, 5, 7),
-        get(2, 10, 11),
-        get(1, 6, 10),
+        get(&[1, 2, 7], 5, 7),
+        get(&[1, 2, 7, 8], 10, 11),
+        get(&[1, 2, 7], 6, 10),
     ];
     assert_eq!(check(&original, &[1, 2, 7, 8], &good), Ok(()));
     // Lost: an acknowledged put is missing.
@@ -137,14 +142,19 @@ fn the_checker_catches_lost_stale_and_reordered_operations() {
     // Reordered: 8 began after 7 ended but took effect first.
     assert!(check(&original, &[1, 2, 8, 7], &good).is_err());
     // Stale: a get after the second put ended saw only the first.
-    let stale = [put(7, 0, 5), put(8, 6, 9), get(1, 10, 11)];
+    let stale = [put(7, 0, 5), put(8, 6, 9), get(&[1, 2, 7], 10, 11)];
     assert!(check(&original, &[1, 2, 7, 8], &stale).is_err());
     // New then old: two gets in real-time order going backwards.
-    let backwards = [put(7, 0, 10), get(1, 1, 2), get(0, 3, 4)];
+    let backwards = [put(7, 0, 10), get(&[1, 2, 7], 1, 2), get(&[1, 2], 3, 4)];
     assert!(check(&original, &[1, 2, 7], &backwards).is_err());
     // From the future: a get saw a put that began after it ended.
-    let future = [get(1, 0, 1), put(7, 2, 3)];
+    let future = [get(&[1, 2, 7], 0, 1), put(7, 2, 3)];
     assert!(check(&original, &[1, 2, 7], &future).is_err());
+    // Torn or misread: a list the key never had, in time order otherwise.
+    for list in [&[1, 9, 7][..], &[1, 2, 8], &[1]] {
+        let torn = [put(7, 0, 5), put(8, 6, 9), get(list, 10, 11)];
+        assert!(check(&original, &[1, 2, 7, 8], &torn).is_err(), "{list:?}");
+    }
 }
 
 /// Three nodes, two workers each, doing random Gets and Puts on a few keys
@@ -219,21 +229,19 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                                 }
                             } else {
                                 let list = session.get(key, u64::MAX).unwrap().ids;
-                                let seen = list.len() - graph.neighbors(key).len();
                                 Event::Get {
-                                    seen,
+                                    list,
                                     invoked,
                                     returned: tick(),
                                 }
                             };
                             history.lock().unwrap().push((key, event));
                         }
+                        session.tally().retries
                     })
                 })
                 .collect();
-            for worker in workers {
-                worker.join().unwrap();
-            }
+            let retries: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
             node.barrier().unwrap();
             done.store(true, Ordering::Relaxed);
             let moves = migrator.join().unwrap();
@@ -274,6 +282,7 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                 store.counts().migrations,
                 store.used_words(),
                 held,
+                retries,
             )
         })
     });
@@ -294,7 +303,12 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
     }
     let migrations: u64 = finals.iter().map(|f| f.2).sum();
     assert!(migrations > 10, "values moved {migrations} times");
-    for (rank, (.., used, held)) in finals.iter().enumerate() {
+    // Reads raced the migrations' invalidations, were refused by the size
+    // word and went round again (and the check above says none returned a
+    // list the key never had).
+    let retries: u64 = finals.iter().map(|f| f.5).sum();
+    assert!(retries > 0, "no read was refused and retried");
+    for (rank, (.., used, held, _)) in finals.iter().enumerate() {
         assert_eq!(
             used, held,
             "node {rank}: blocks in use are exactly the live values"
