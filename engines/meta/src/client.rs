@@ -676,6 +676,25 @@ impl Client {
     /// it and sent the next step's frontier.
     pub async fn travel(&self, travel: &Travel, options: TravelOptions) -> Result<TravelResult> {
         travel.validate()?;
+        // A misspelt relation would otherwise match no edge and answer
+        // nothing.
+        let schema = &self.0.schema;
+        if let Some(hop) = travel
+            .hops
+            .iter()
+            .find(|h| schema.relation(&h.etype).is_none())
+        {
+            let known: Vec<&str> = schema.relations.keys().map(String::as_str).collect();
+            return Err(InvalidArgument::new(
+                "travel",
+                format!(
+                    "e({}) names an unknown relation; the schema has {}",
+                    hop.etype,
+                    known.join(", ")
+                ),
+            )
+            .into());
+        }
         let started = Instant::now();
         let as_of = options
             .as_of

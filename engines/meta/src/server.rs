@@ -30,7 +30,7 @@
 //! **Reverse edges** (`read` gets `wasReadBy`, …) are written in the forward
 //! edge's batch as pending entries in their own column family, delivered
 //! after the lock is released, one request per server for the whole group
-//! (each stamped with its forward edge's timestamp, so delivery is
+//! (at most 8,192 edges a request; each stamped with its forward edge's timestamp, so delivery is
 //! idempotent), and removed once delivered; the write is acknowledged
 //! after delivery. Entries left by a crash or an unreachable peer are
 //! delivered again at start and every second.
@@ -1144,7 +1144,7 @@ impl Shared {
 
     /// Answers a committed group: at once where there is nothing to wait
     /// for; after its reverse edges are delivered (one request per server
-    /// for the whole group) and the partitions it grew have split where
+    /// for the whole group, [`DELIVERY_OPS`] edges at most) and the partitions it grew have split where
     /// there is. Each split counts in the reply of the first request that
     /// grew its vertex; a failed split fails every request that grew it.
     async fn acknowledge(self: Arc<Self>, committed: Committed) {
@@ -1374,7 +1374,8 @@ impl Shared {
     }
 
     /// Writes reverse edges, each stamped with its own `ts`, on their
-    /// servers, one request per server, re-routing those that meet a
+    /// servers, one request per server ([`DELIVERY_OPS`] edges at most
+    /// each), re-routing those that meet a
     /// split; then drops them from the pending family.
     async fn deliver(self: &Arc<Self>, group: Vec<(Vec<u8>, rpc::EdgePut)>) -> Result<(), Error> {
         let mut known: HashMap<Vec<u8>, SplitState> = HashMap::new();
@@ -2008,6 +2009,12 @@ impl Meta for Service {
             let Some(parsed) = parsed else {
                 return Err(invalid("an adopted entry is not an edge of the vertex"));
             };
+            if crate::store::decode_edge_value(&e.value).is_none() {
+                return Err(invalid(format!(
+                    "the adopted edge {} has a value that is not an edge version",
+                    printable(&e.key)
+                )));
+            }
             groups.insert((parsed.name, parsed.dst));
             batch.put_raw(&e.key, &e.value);
         }

@@ -126,6 +126,25 @@ fn decode_props(bytes: &[u8]) -> Option<BTreeMap<String, Vec<u8>>> {
     Some(props)
 }
 
+/// What an edge version's value holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EdgeValue {
+    /// A live edge with its properties.
+    Live(BTreeMap<String, Vec<u8>>),
+    /// A deleted edge.
+    Tombstone,
+}
+
+/// Decodes an edge version's value; `None` if it is not in this crate's
+/// format.
+pub fn decode_edge_value(value: &[u8]) -> Option<EdgeValue> {
+    match value.split_first()? {
+        (&LIVE, props) => decode_props(props).map(EdgeValue::Live),
+        (&TOMBSTONE, []) => Some(EdgeValue::Tombstone),
+        _ => None,
+    }
+}
+
 /// Writes gathered to be applied at once.
 #[derive(Default)]
 pub struct Batch {
@@ -412,21 +431,15 @@ impl Store {
             if p.ts > as_of || last.as_ref() == Some(&group) {
                 return true;
             }
-            match v.split_first() {
-                Some((&LIVE, _)) => match decode_props(&v[1..]) {
-                    Some(props) => out.push(EdgeVersion {
-                        etype: String::from_utf8_lossy(&group.0).into_owned(),
-                        dst: group.1.clone(),
-                        props,
-                        ts: p.ts,
-                    }),
-                    None => {
-                        corrupt = Some(k.to_vec());
-                        return false;
-                    }
-                },
-                Some((&TOMBSTONE, _)) => {}
-                _ => {
+            match decode_edge_value(v) {
+                Some(EdgeValue::Live(props)) => out.push(EdgeVersion {
+                    etype: String::from_utf8_lossy(&group.0).into_owned(),
+                    dst: group.1.clone(),
+                    props,
+                    ts: p.ts,
+                }),
+                Some(EdgeValue::Tombstone) => {}
+                None => {
                     corrupt = Some(k.to_vec());
                     return false;
                 }
@@ -633,7 +646,18 @@ mod tests {
             ("k".to_string(), vec![0u8, 1, 2]),
             (String::new(), Vec::new()),
         ]);
-        assert_eq!(decode_props(&encode_props(&props)[1..]), Some(props));
+        assert_eq!(
+            decode_props(&encode_props(&props)[1..]),
+            Some(props.clone())
+        );
         assert_eq!(decode_props(&[9, 0, 0, 0, b'x']), None);
+        assert_eq!(
+            decode_edge_value(&encode_props(&props)),
+            Some(EdgeValue::Live(props))
+        );
+        assert_eq!(decode_edge_value(&[TOMBSTONE]), Some(EdgeValue::Tombstone));
+        for garbage in [&[][..], &[TOMBSTONE, 1], &[7], &[LIVE, 9, 0, 0, 0]] {
+            assert_eq!(decode_edge_value(garbage), None, "{garbage:?}");
+        }
     }
 }

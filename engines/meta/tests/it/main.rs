@@ -637,6 +637,82 @@ async fn bad_requests_are_refused_whole() {
             assert!(status.message().contains("future"), "{status}");
         }
     }
+    // The same refusals from the servers themselves, to a raw request that
+    // no client checked first, on every server (each checks before it looks
+    // at where the vertex lives). An edge entry adopted with a value that
+    // is not an edge version is refused too.
+    let vertex = |id: &str, vtype: &str, attrs: BTreeMap<String, Vec<u8>>| rpc::Op {
+        op: Some(rpc::op::Op::Vertex(rpc::VertexPut {
+            id: bytes(id),
+            vtype: vtype.into(),
+            attrs,
+        })),
+    };
+    let raw_cases = [
+        (
+            vertex("/b", "planet", BTreeMap::new()),
+            "unknown vertex type \"planet\"",
+        ),
+        (
+            rpc::Op {
+                op: Some(rpc::op::Op::Edge(rpc::EdgePut {
+                    src: bytes("/ok"),
+                    etype: "likes".into(),
+                    dst: bytes("/ok"),
+                    ..Default::default()
+                })),
+            },
+            "unknown relation \"likes\"",
+        ),
+        (
+            vertex(
+                "/c",
+                "file",
+                BTreeMap::from([("blob".into(), vec![0; 70_000])]),
+            ),
+            "has 70000 bytes; the limit is 65536",
+        ),
+        (
+            vertex("", "file", BTreeMap::new()),
+            "vertex id must have 1 to 4096 bytes, not 0",
+        ),
+    ];
+    let mut adopt_refusals = Vec::new();
+    for mut raw in server::connect_lazy(c.servers()).unwrap() {
+        for (op, want) in &raw_cases {
+            let request = rpc::WriteRequest {
+                session_ts: 0,
+                ops: vec![op.clone()],
+                reverse: false,
+            };
+            let status = raw.write(request).await.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+            assert!(status.message().contains(want), "{status}");
+        }
+        let entry = rpc::RawEntry {
+            key: quiver_meta::key::edge_key(b"/ok", b"has", b"/e", 1),
+            value: vec![7, 7, 7],
+        };
+        let status = raw
+            .adopt(rpc::AdoptRequest {
+                src: bytes("/ok"),
+                node: 2,
+                entries: vec![entry],
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+        adopt_refusals.push(status.message().to_string());
+    }
+    // The partition is one server's; the other refuses it as not its own.
+    assert_eq!(
+        adopt_refusals
+            .iter()
+            .filter(|m| m.contains("not an edge version"))
+            .count(),
+        1,
+        "{adopt_refusals:?}"
+    );
     for id in ["/a", "/b", "/c", "/d"] {
         assert_eq!(
             c.read_vertex(id.as_bytes(), None).await.unwrap(),
@@ -673,6 +749,15 @@ async fn bad_requests_are_refused_whole() {
         .await
         .unwrap_err();
     assert!(quiver_run::is_invalid_argument(&err), "{err}");
+    let err = c
+        .travel(&GTravel::v(["/ok"]).e("wrote"), TravelOptions::default())
+        .await
+        .unwrap_err();
+    assert!(quiver_run::is_invalid_argument(&err), "{err}");
+    assert!(
+        quiver_run::chain(&err).contains("e(wrote) names an unknown relation"),
+        "{err}"
+    );
     cluster.stop().await;
 }
 
