@@ -314,7 +314,8 @@ impl Config {
 pub struct Point {
     /// Seconds since the workers started, at the tick's end.
     pub t_s: f64,
-    /// Queries and Puts per second during the tick.
+    /// Queries and Puts per second during the tick (ideal: times the
+    /// nodes asked for, as in the report).
     pub ops_per_s: f64,
     /// The same per second of modelled time (each node's ops over its
     /// workers' mean modelled time).
@@ -1109,14 +1110,14 @@ pub struct Steady {
 }
 
 impl Steady {
-    fn of(points: &[Point], scale: f64) -> Steady {
+    fn of(points: &[Point]) -> Steady {
         #[allow(clippy::cast_precision_loss)]
         let n = points.len().max(1) as f64;
         let mean = |f: fn(&Point) -> f64| points.iter().map(f).sum::<f64>() / n;
         Steady {
             ticks: points.len(),
-            ops_per_s: mean(|p| p.ops_per_s) * scale,
-            modelled_ops_per_s: mean(|p| p.modelled_ops_per_s) * scale,
+            ops_per_s: mean(|p| p.ops_per_s),
+            modelled_ops_per_s: mean(|p| p.modelled_ops_per_s),
             remote_share: mean(|p| p.remote_share),
         }
     }
@@ -1167,9 +1168,19 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
             a as f64 / b as f64
         }
     };
-    let series = reports
+    // Ideal's one node stands for all of them, in its series too.
+    let series: Vec<Point> = reports
         .first()
-        .map(|r| r.series.clone())
+        .map(|r| {
+            r.series
+                .iter()
+                .map(|p| Point {
+                    ops_per_s: p.ops_per_s * scale,
+                    modelled_ops_per_s: p.modelled_ops_per_s * scale,
+                    ..p.clone()
+                })
+                .collect()
+        })
         .unwrap_or_default();
     let last = usize::try_from(config.ticks_per_interval())
         .unwrap_or(usize::MAX)
@@ -1201,7 +1212,7 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
         read_retries: tally.retries,
         latency: Latency::of(&latency),
         modelled_latency: Latency::of(&modelled),
-        last_interval: Steady::of(&series[series.len() - last..], scale),
+        last_interval: Steady::of(&series[series.len() - last..]),
         series,
         summary,
     }
@@ -1210,6 +1221,52 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ideal runs on one node and stands for `nodes` of them: its rates,
+    /// in the summary, the last interval and every point of the series,
+    /// are that node's times `nodes`; another policy's are as measured.
+    #[test]
+    fn ideal_scales_its_rates_everywhere_and_no_other_policy_does() {
+        let point = |ops| Point {
+            t_s: 1.0,
+            ops_per_s: ops,
+            modelled_ops_per_s: 2.0 * ops,
+            remote_share: 0.25,
+            ..Point::default()
+        };
+        let node = NodeReport {
+            run_ns: 1_000_000_000,
+            queries: 90,
+            puts: 10,
+            modelled_ops_per_s: 200.0,
+            series: vec![point(100.0), point(300.0)],
+            ..NodeReport::default()
+        };
+        for (policy, scale) in [(Policy::Ideal, 8.0), (Policy::SplitCache, 1.0)] {
+            let config = Config {
+                policy,
+                ..Config::default()
+            };
+            let report = join(std::slice::from_ref(&node), &config, 8, 1000);
+            assert_eq!(report.ops_per_s, 100.0 * scale, "{policy:?}");
+            assert_eq!(report.modelled_ops_per_s, 200.0 * scale, "{policy:?}");
+            let series: Vec<(f64, f64, f64)> = report
+                .series
+                .iter()
+                .map(|p| (p.ops_per_s, p.modelled_ops_per_s, p.remote_share))
+                .collect();
+            assert_eq!(
+                series,
+                [
+                    (100.0 * scale, 200.0 * scale, 0.25),
+                    (300.0 * scale, 600.0 * scale, 0.25)
+                ],
+                "{policy:?}"
+            );
+            assert_eq!(report.last_interval.ops_per_s, 200.0 * scale, "{policy:?}");
+            assert_eq!(report.last_interval.remote_share, 0.25, "{policy:?}");
+        }
+    }
 
     #[test]
     fn the_default_value_room_grows_with_the_puts() {
