@@ -166,6 +166,34 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
     );
 }
 
+/// The policies and the mix the test above does not run: `cache` keeps
+/// locations and moves nothing, `split` moves values and caches no
+/// location, and the 50/50 mix puts as often as it queries.
+#[test]
+fn cache_alone_split_alone_and_the_update_heavy_mix_do_what_they_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sparse_file(&dir);
+    let with = |policy, queries| {
+        let config = Config {
+            policy,
+            mix: Mix { queries },
+            ..sparse_config()
+        };
+        run(&path, &config, 4)
+    };
+    let cache = with(Policy::Cache, 99);
+    assert_eq!(cache.keys_moved, 0, "{cache:?}");
+    assert!(cache.cache_hit_rate > 0.5, "{cache:?}");
+    let split = with(Policy::Split, 99);
+    assert!(split.keys_moved > 0, "{split:?}");
+    assert_eq!(split.cache_hit_rate, 0.0, "{split:?}");
+    assert!(split.one_sided_ops_per_migration <= 5.0, "{split:?}");
+    let half = with(Policy::SplitCache, 50);
+    #[allow(clippy::cast_precision_loss)]
+    let put_share = half.puts as f64 / (half.queries + half.puts) as f64;
+    assert!((0.4..0.6).contains(&put_share), "{half:?}");
+}
+
 #[test]
 fn the_deferred_plan_moves_values_once_their_homes_counted_to_an_interval_end() {
     let dir = tempfile::tempdir().unwrap();
