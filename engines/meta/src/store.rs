@@ -297,10 +297,7 @@ impl Store {
             pending_puts,
             pending_deletes,
         } = batch;
-        let pending = self
-            .db
-            .cf_handle(PENDING)
-            .expect("opened with the pending family");
+        let pending = self.pending_family();
         for (k, v) in pending_puts {
             batch.put_cf(pending, k, v);
         }
@@ -313,10 +310,7 @@ impl Store {
 
     /// Reverse edges not yet delivered, in the order they were written.
     pub fn pending(&self) -> Result<Vec<RawEntry>> {
-        let pending = self
-            .db
-            .cf_handle(PENDING)
-            .expect("opened with the pending family");
+        let pending = self.pending_family();
         let mut out = Vec::new();
         for entry in self.db.iterator_cf(pending, rocksdb::IteratorMode::Start) {
             let (k, v) = entry?;
@@ -514,9 +508,17 @@ impl Store {
         }
     }
 
-    /// Flushes the memtables to disk (on a graceful shutdown).
+    fn pending_family(&self) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(PENDING)
+            .expect("opened with the pending family")
+    }
+
+    /// Flushes both families' memtables to tables (on a graceful
+    /// shutdown), so that nothing needs the log any more.
     pub fn flush(&self) -> Result<()> {
         self.db.flush()?;
+        self.db.flush_cf(self.pending_family())?;
         Ok(())
     }
 }
@@ -638,6 +640,32 @@ mod tests {
             }
             }
         }
+    }
+
+    /// After a flush the store needs no log: with every log file deleted,
+    /// it reopens with the graph's entries and the pending reverse edges.
+    #[test]
+    fn a_flushed_store_needs_no_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), false).unwrap();
+        let mut batch = Batch::default();
+        batch.put_type(&id(1), "file", 5);
+        batch.add_pending(b"p1".to_vec(), b"reverse".to_vec());
+        store.write(batch).unwrap();
+        store.flush().unwrap();
+        drop(store);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        let store = Store::open(dir.path(), false).unwrap();
+        assert_eq!(store.vertex_type(&id(1)).unwrap().as_deref(), Some("file"));
+        assert_eq!(
+            store.pending().unwrap(),
+            [(b"p1".to_vec(), b"reverse".to_vec())]
+        );
     }
 
     #[test]
