@@ -551,6 +551,65 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
 }
 
 /// Bad requests get an error that names the problem and store nothing.
+/// A cluster whose schema adds a vertex type and a relation with its
+/// reverse: the new type is stored with its attributes, the new relation's
+/// reverse edge is written with it on the destination's server, and a
+/// traversal follows it; a type still unknown is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_types_and_relations_are_stored_reversed_and_followed() {
+    let schema = quiver_meta::schema::Schema::with_additions(
+        r#"{"types": {"workflow": ["name"]}, "relations": {"partOf": "hasPart"}}"#,
+    )
+    .unwrap();
+    let base = ServerConfig {
+        schema,
+        ..ServerConfig::default()
+    };
+    let cluster = Cluster::start_with(2, base).await;
+    let c = &cluster.client;
+    let attrs = BTreeMap::from([("name".to_string(), b"nightly".to_vec())]);
+    let writes = [
+        Write::Vertex {
+            id: bytes("wf:1"),
+            vtype: "workflow".into(),
+            attrs: attrs.clone(),
+        },
+        Write::Vertex {
+            id: bytes("job:1"),
+            vtype: "job".into(),
+            attrs: BTreeMap::new(),
+        },
+        Write::Edge {
+            src: bytes("job:1"),
+            etype: "partOf".into(),
+            dst: bytes("wf:1"),
+            props: BTreeMap::new(),
+        },
+    ];
+    c.write(&writes).await.unwrap();
+    let wf = c.read_vertex(b"wf:1", None).await.unwrap().unwrap();
+    assert_eq!((wf.vtype.as_str(), &wf.attrs), ("workflow", &attrs));
+    let reverse = c.scan_edges(b"wf:1", Some("hasPart"), None).await.unwrap();
+    assert_eq!(reverse.len(), 1, "{reverse:?}");
+    assert_eq!(reverse[0].dst, bytes("job:1"));
+    let t = c
+        .travel(
+            &GTravel::v(["wf:1"]).e("hasPart").e("partOf"),
+            TravelOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.vertices(), [bytes("wf:1")]);
+    let planet = Write::Vertex {
+        id: bytes("p:1"),
+        vtype: "planet".into(),
+        attrs: BTreeMap::new(),
+    };
+    let err = quiver_run::chain(&c.write(&[planet]).await.unwrap_err());
+    assert!(err.contains("unknown vertex type \"planet\""), "{err}");
+    cluster.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_whole() {
     use quiver_meta::rpc;
