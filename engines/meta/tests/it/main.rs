@@ -871,6 +871,11 @@ proptest! {
             let _ = raw_client.read_vertex(rpc::ReadVertexRequest { id: id.clone(), as_of: ts, session_ts: 0 }).await;
             let _ = raw_client.adopt(rpc::AdoptRequest { src: id.clone(), node, entries: vec![rpc::RawEntry { key: raw.clone(), value: raw.clone() }] }).await;
             let _ = raw_client.mark_split(rpc::MarkSplitRequest { src: id.clone(), node }).await;
+            // Whatever was taken left nothing unreadable behind.
+            if !id.is_empty() {
+                cluster.client.read_vertex(&id, None).await.unwrap();
+                cluster.client.scan_edges(&id, None, None).await.unwrap();
+            }
             // Still serving, and still right.
             let w = Write::Vertex { id: b"/after".to_vec(), vtype: "file".into(), attrs: BTreeMap::new() };
             cluster.client.write(std::slice::from_ref(&w)).await.unwrap();
