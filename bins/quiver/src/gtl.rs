@@ -13,7 +13,9 @@ use quiver_gtl::updates::{self, Config as UpdatesConfig};
 use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdatePath};
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
+use quiver_run::InvalidArgument;
 
+use crate::commands::UsageError;
 use crate::units::{parse_fraction, seconds, ByteSize};
 use serde::Serialize;
 
@@ -54,10 +56,54 @@ pub enum AppArg {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PathArg {
-    /// Records in the delta graph, flushed per 16 KiB and merged at the end.
+    /// Records appended to the delta graph, merged into the pages later.
     Delta,
     /// Each command a read-modify-write of its lists' pages.
     Direct,
+}
+
+/// What a reading command reads: exactly one of a graph and an image.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct InputArgs {
+    /// The .qcsr graph, written onto a fresh simulated device.
+    graph: Option<PathBuf>,
+    /// A device image (from `quiver gtl init`), mounted with its updates.
+    #[arg(long = "device", value_name = "IMAGE")]
+    image: Option<PathBuf>,
+}
+
+/// [`InputArgs`] opened.
+enum Input<'a> {
+    Graph(Box<Graph>),
+    Image(&'a Path),
+}
+
+impl InputArgs {
+    /// The path given: the graph's or the image's.
+    fn path(&self) -> &Path {
+        // clap's group requires one of the two.
+        self.image
+            .as_deref()
+            .or(self.graph.as_deref())
+            .expect("a graph or an image")
+    }
+
+    /// The image, or the graph opened (refused if it is an image).
+    fn open(&self) -> Result<Input<'_>> {
+        if let Some(image) = &self.image {
+            return Ok(Input::Image(image));
+        }
+        let path = self.path();
+        if is_image(path) {
+            bail!(UsageError(format!(
+                "{} is a device image: name it with --device",
+                path.display()
+            )));
+        }
+        let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
+        Ok(Input::Graph(Box::new(graph)))
+    }
 }
 
 /// The device and host flags every reading command takes.
@@ -67,8 +113,9 @@ pub struct DeviceArgs {
     #[arg(long, default_value_t = ByteSize(RunConfig::default().cache_bytes))]
     pub cache: ByteSize,
     /// The fraction of each graph page left free by GraphInitialize
-    /// (0.05 or 5%).
-    #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
+    /// (0.05 or 5%); not with --device: an image keeps the slack `quiver
+    /// gtl init` laid it out with.
+    #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction, conflicts_with = "image")]
     pub slack: f64,
 }
 
@@ -150,24 +197,26 @@ impl From<AppArg> for App {
 #[derive(Debug, Subcommand)]
 pub enum GtlCommand {
     /// Run an application on a fresh simulated device holding the graph, or on a device image.
+    // clap would show the graph-or-image group before APP (here and in bench).
+    #[command(override_usage = "quiver gtl run [OPTIONS] <APP> <GRAPH|--device <IMAGE>>")]
     #[command(after_help = "Examples:
   quiver gtl run bfs g.qcsr --source 0 --depth-fraction 0.33
   quiver gtl run cc g.qcsr --backend csr --cache 16MiB
   quiver gtl run rw g.qcsr --walks 100000 --steps 10 --seed 7 --json
   quiver gtl run random-reads g.qcsr --requests 1000000 --cache 2MiB
-  quiver gtl run pagerank dev.img
+  quiver gtl run pagerank --device dev.img --backend csr --cache 64MiB
 
 On a .qcsr graph the device is simulated in memory and written at every
-run (load time); on a device image (quiver gtl init) it is mounted, with
-its updates (the CSR backend refuses an updated image: its file holds
-the graph as first written). Pages read and modelled time count the
-application alone.")]
+run (load time); a device image (--device, from quiver gtl init) is
+mounted, with its updates (the CSR backend refuses an updated image: its
+file holds the graph as first written). Pages read and modelled time
+count the application alone.")]
     Run {
         /// The application.
         #[arg(value_enum)]
         app: AppArg,
-        /// The .qcsr graph, or a device image.
-        graph: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         /// Which layout to read: GraphSSD's GTL or the CSR baseline.
         #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
         backend: BackendArg,
@@ -177,9 +226,11 @@ application alone.")]
         options: AppArgs,
     },
     /// Run an application on both layouts, side by side, with the ratios.
+    #[command(override_usage = "quiver gtl bench [OPTIONS] <APP> <GRAPH|--device <IMAGE>>")]
     #[command(after_help = "Examples:
   quiver gtl bench random-reads g.qcsr --cache 2MiB
   quiver gtl bench bfs g.qcsr --depth-fraction 0.66 --json
+  quiver gtl bench cc --device dev.img
 
 The same application, graph, cache and seed on GraphSSD's GTL and on the
 CSR baseline, each on a fresh simulated device (or the device image,
@@ -189,8 +240,8 @@ of the baseline over GraphSSD's (above 1: GraphSSD is ahead).")]
         /// The application.
         #[arg(value_enum)]
         app: AppArg,
-        /// The .qcsr graph, or a device image (not updated since init).
-        graph: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         #[command(flatten)]
         device: DeviceArgs,
         #[command(flatten)]
@@ -211,7 +262,8 @@ vertices and 550K new edges on 1M and 4.4M.")]
     Updates {
         /// The .qcsr graph.
         graph: PathBuf,
-        /// How updates reach the graph pages.
+        /// How updates reach the graph pages (delta: batched 16 KiB at a
+        /// time, merged at the end).
         #[arg(long, value_enum, default_value_t = PathArg::Delta)]
         path: PathArg,
         /// The fraction of each graph page left free by GraphInitialize
@@ -277,7 +329,8 @@ On an undirected graph the edge is added both ways.")]
         /// Its weight (ignored on an unweighted graph).
         #[arg(long, default_value_t = 1.0)]
         weight: f32,
-        /// How the update reaches the graph pages.
+        /// How the update reaches the graph pages (delta: written at once,
+        /// merged by `quiver gtl merge`).
         #[arg(long, value_enum, default_value_t = PathArg::Delta)]
         path: PathArg,
     },
@@ -292,7 +345,8 @@ On an undirected graph the edge is added both ways.")]
         source: u32,
         /// The edge's target.
         target: u32,
-        /// How the update reaches the graph pages.
+        /// How the update reaches the graph pages (delta: written at once,
+        /// merged by `quiver gtl merge`).
         #[arg(long, value_enum, default_value_t = PathArg::Delta)]
         path: PathArg,
     },
@@ -337,16 +391,19 @@ through io_uring and through pread. Wall time, no model: the disk's own.")]
         seed: u64,
     },
     /// GetAdjacencyList of one vertex, with its pages read and modelled time.
-    #[command(after_help = "Examples:
+    #[command(
+        after_help = "Examples:
   quiver gtl get g.qcsr 17
   quiver gtl get g.qcsr 17 --backend csr --json
-  quiver gtl get dev.img 17
+  quiver gtl get --device dev.img 17
 
-On a .qcsr graph the device is written fresh; on a device image (from
-`quiver gtl init`) the list is read as updated, through no host cache.")]
+On a .qcsr graph the device is written fresh; on a device image (--device,
+from `quiver gtl init`) the list is read as updated, through no host cache.",
+        allow_missing_positional = true
+    )]
     Get {
-        /// A .qcsr graph or a device image.
-        graph: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         /// The vertex (dense id).
         vertex: u32,
         /// Which layout to read: GraphSSD's GTL or the CSR baseline.
@@ -387,8 +444,9 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = quiver_gtl::Config {
                 slack,
-                ..quiver_gtl::Config::with_geometry(geometry)?
+                ..flagged(quiver_gtl::Config::with_geometry(geometry))?
             };
+            flagged(config.validate())?;
             let what = || format!("laying {} out on {}", path.display(), device.display());
             let mut ssd = Ssd::new(&config).with_context(what)?;
             let layout = ssd.graph_initialize(&graph).with_context(what)?;
@@ -447,10 +505,10 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
         ),
         GtlCommand::Bench {
             app,
-            graph: path,
+            input,
             device,
             options,
-        } => bench(&path, app.into(), &options, &device, json, hidden),
+        } => bench(&input, app.into(), &options, &device, json, hidden),
         GtlCommand::File {
             graph: path,
             gtl,
@@ -486,27 +544,30 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             Ok(())
         }
         GtlCommand::Get {
-            graph: path,
+            input,
             vertex,
             backend,
             device,
         } => {
             let config = device.config(backend);
+            flagged(config.validate())?;
+            let path = input.path();
             let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
-            let (mut source, _) = if is_image(&path) {
-                let (ssd, mount_ns) = Ssd::open(&path).with_context(what)?;
-                attach(ssd, config.backend, config.cache_bytes, mount_ns).with_context(what)?
-            } else {
-                let graph =
-                    Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                open(&graph, &config.device, config.backend, config.cache_bytes)
-                    .with_context(what)?
+            let (mut source, _) = match input.open()? {
+                Input::Image(image) => {
+                    let (ssd, mount_ns) = Ssd::open(image).with_context(what)?;
+                    attach(ssd, config.backend, config.cache_bytes, mount_ns).with_context(what)?
+                }
+                Input::Graph(graph) => {
+                    open(&graph, &config.device, config.backend, config.cache_bytes)
+                        .with_context(what)?
+                }
             };
             let list = source.get(vertex).with_context(what)?;
             let counters = source.counters();
             let (pages_read, modelled_ns) = (counters.pages_read, counters.modelled_ns);
             let report = GetReport {
-                graph: &path,
+                graph: path,
                 backend: config.backend,
                 vertex,
                 neighbours: &list,
@@ -538,8 +599,6 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             queries,
             seed,
         } => {
-            let graph =
-                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let config = UpdatesConfig {
                 path: update_path.into(),
                 slack,
@@ -550,6 +609,9 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 seed,
                 ..UpdatesConfig::default()
             };
+            flagged(config.validate())?;
+            let graph =
+                Graph::open(&path).with_context(|| format!("opening {}", path.display()))?;
             let Some(report) = reported(json, hidden, |bar| {
                 updates::run(&graph, &config, bar)
                     .with_context(|| format!("the update benchmark on {}", path.display()))
@@ -608,20 +670,21 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
         }
         GtlCommand::Run {
             app,
-            graph: path,
+            input,
             backend,
             device,
             options,
         } => {
             let config = options.config(backend, &device);
+            flagged(config.validate())?;
             let app = App::from(app);
-            let Some(report) = reported(json, hidden, |bar| run_app(&path, app, &config, bar))?
+            let Some(report) = reported(json, hidden, |bar| run_app(&input, app, &config, bar))?
             else {
                 return Ok(());
             };
             println!(
                 "app        {app:?} on {} ({})",
-                path.display(),
+                input.path().display(),
                 report.backend
             );
             println!(
@@ -661,19 +724,30 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
     }
 }
 
-/// Runs `app` with `config` on the graph or device image at `path`.
-fn run_app(path: &Path, app: App, config: &RunConfig, bar: &Bar) -> Result<Report> {
-    let what = || format!("{app:?} on {}", path.display());
-    if is_image(path) {
-        return quiver_gtl::run_image(path, app, config, bar).with_context(what);
+/// `checked`, a setting taken from a flag refused as a usage error named
+/// by the flag. Each flag is its setting's name in kebab case (the
+/// library's `depth_fraction` is `--depth-fraction`); the settings that no
+/// flag sets keep defaults the library accepts.
+fn flagged<T>(checked: Result<T, InvalidArgument>) -> Result<T> {
+    checked.map_err(|e| {
+        let flag = e.parameter.replace('_', "-");
+        UsageError(format!("--{flag}: {}", e.reason)).into()
+    })
+}
+
+/// Runs `app` with `config` on the graph or device image of `input`.
+fn run_app(input: &InputArgs, app: App, config: &RunConfig, bar: &Bar) -> Result<Report> {
+    let what = || format!("{app:?} on {}", input.path().display());
+    match input.open()? {
+        Input::Image(image) => quiver_gtl::run_image(image, app, config, bar),
+        Input::Graph(graph) => quiver_gtl::run(&graph, app, config, bar),
     }
-    let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
-    quiver_gtl::run(&graph, app, config, bar).with_context(what)
+    .with_context(what)
 }
 
 /// `quiver gtl bench`: `app` on both layouts, and the ratios.
 fn bench(
-    path: &Path,
+    input: &InputArgs,
     app: App,
     options: &AppArgs,
     device: &DeviceArgs,
@@ -685,8 +759,9 @@ fn bench(
     let mut reports = Vec::new();
     for backend in [BackendArg::Csr, BackendArg::Gtl] {
         let config = options.config(backend, device);
+        flagged(config.validate())?;
         let bar = Bar::new(json || hidden);
-        reports.push(run_app(path, app, &config, &bar)?);
+        reports.push(run_app(input, app, &config, &bar)?);
     }
     reports.reverse();
     let (gtl, csr) = (&reports[0], &reports[1]);
@@ -708,7 +783,7 @@ fn bench(
     }
     println!(
         "{app:?} on {}: {} vertices, {} edges",
-        path.display(),
+        input.path().display(),
         gtl.vertices,
         gtl.edges
     );

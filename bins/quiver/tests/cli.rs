@@ -926,7 +926,16 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         "2x2x64x32",
     ]);
     let cc = |backend: &str| {
-        let out = quiver(&["--json", "gtl", "run", "cc", img, "--backend", backend]);
+        let out = quiver(&[
+            "--json",
+            "gtl",
+            "run",
+            "cc",
+            "--device",
+            img,
+            "--backend",
+            backend,
+        ]);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         (out, report["result"].clone())
     };
@@ -936,7 +945,7 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
     let out = quiver(&["gtl", "init", path(&g), "--device", img]);
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     let list = |v: &str| -> Vec<u64> {
-        let out = run(&["--json", "gtl", "get", img, v]);
+        let out = run(&["--json", "gtl", "get", "--device", img, v]);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         report["neighbours"]
             .as_array()
@@ -957,7 +966,9 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         report["result"].clone()
     };
-    let bfs = reached(run(&["--json", "gtl", "run", "bfs", img, "--source", "3"]));
+    let bfs = reached(run(&[
+        "--json", "gtl", "run", "bfs", "--device", img, "--source", "3",
+    ]));
     assert!(bfs["reached"].as_u64().unwrap() > 1, "{bfs}");
     run(&["gtl", "delete-edge", img, "3", "200"]);
     let out = quiver(&["gtl", "delete-edge", img, "3", "200"]);
@@ -996,6 +1007,85 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The form of the gtl commands: an image named by --device, on
+/// either backend, and mistakes named: neither or both of a graph and an
+/// image, an image given as a graph, --slack on an image (its slack is the
+/// one init laid it out with), settings out of range by their flags, and a
+/// file that is not an image given as one.
+#[test]
+fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, img) = (dir.path().join("g.qcsr"), dir.path().join("dev.img"));
+    undirected_rmat(&g, 6, 4);
+    let (g, img) = (path(&g), path(&img));
+    let out = quiver(&["gtl", "init", g, "--device", img, "--geometry", "2x2x64x32"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut results = Vec::new();
+    for backend in ["gtl", "csr"] {
+        let args = [
+            "--json",
+            "gtl",
+            "run",
+            "cc",
+            "--device",
+            img,
+            "--backend",
+            backend,
+        ];
+        let report = json(&quiver(&[&args[..], &["--cache", "64MiB"]].concat()));
+        results.push(report["result"].clone());
+    }
+    assert_eq!(results[0], results[1]);
+    let on_graph = json(&quiver(&["--json", "gtl", "get", g, "3"]));
+    let on_image = json(&quiver(&["--json", "gtl", "get", "--device", img, "3"]));
+    assert_eq!(on_graph["neighbours"], on_image["neighbours"]);
+    for (args, want) in [
+        (&["gtl", "run", "cc"][..], "<GRAPH|--device <IMAGE>>"),
+        (
+            &["gtl", "run", "cc", g, "--device", img],
+            "cannot be used with",
+        ),
+        (
+            &["gtl", "get", "--device", img, "3", "--slack", "10%"],
+            "cannot be used with '--slack",
+        ),
+        (
+            &["gtl", "run", "cc", img],
+            "is a device image: name it with --device",
+        ),
+        (
+            &["gtl", "run", "bfs", g, "--depth-fraction", "2"],
+            "--depth-fraction: must be in (0, 1]",
+        ),
+        (
+            &["gtl", "bench", "bfs", "--device", img, "--batch", "0"],
+            "--batch: must be at least 1",
+        ),
+        (
+            &["gtl", "updates", g, "--new-vertices", "1"],
+            "--new-vertices: ",
+        ),
+        (&["gtl", "updates", g, "--slack", "0.9999"], "--slack: "),
+    ] {
+        let out = quiver(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    for args in [
+        &["gtl", "run", "cc", "--device", g][..],
+        &["gtl", "get", "--device", g, "3"],
+    ] {
+        let out = quiver(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not a quiver gtl device image")
+                && !stderr(&out).contains("not a .qcsr graph"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 /// A metadata server process on a port of its own, killed with SIGKILL
@@ -1296,14 +1386,7 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
         let named = format!("node 0 at 127.0.0.1:{port} does not answer");
         assert!(stderr(&out).contains(&named), "{}", stderr(&out));
         assert!(ask(&["stop"]).status.success());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while serve.try_wait().unwrap().is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the job outlived stop"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        exit_within_a_minute(&mut serve, "the job outlived stop");
     }));
     if let Err(panic) = checked {
         let _ = serve.kill();
@@ -1333,6 +1416,22 @@ fn free_ports(n: u16) -> u16 {
         }
     }
     panic!("no {n} consecutive free ports below 32000");
+}
+
+/// Waits for `child` to exit and returns how; fails the test, saying
+/// `what`, if it runs for over a minute.
+fn exit_within_a_minute(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("{what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// Waits until every server of `cluster` listens and a query is answered
@@ -1399,7 +1498,7 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
 
     // A second load runs while server 1 is killed: it fails, naming the
     // server, instead of hanging.
-    let load = Command::new(env!("CARGO_BIN_EXE_quiver"))
+    let mut load = Command::new(env!("CARGO_BIN_EXE_quiver"))
         .args([
             "meta",
             "load",
@@ -1419,6 +1518,7 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     s1.0.kill().unwrap();
     s1.0.wait().unwrap();
+    exit_within_a_minute(&mut load, "the load hung on its killed server");
     let out = load.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains(&addrs[1]), "{}", stderr(&out));
@@ -1641,17 +1741,7 @@ fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
         .status()
         .unwrap()
         .success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = up.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "cluster up outlived SIGTERM"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let status = exit_within_a_minute(&mut up.0, "cluster up outlived SIGTERM");
     let mut err = String::new();
     std::io::Read::read_to_string(&mut up.0.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "{err}");

@@ -95,6 +95,13 @@ pub struct Adjacency {
 }
 
 impl Adjacency {
+    /// The weight of the first edge to `target` (GetEdgeWeight), `None`
+    /// if there is none; the list must carry its weights.
+    pub fn weight(&self, target: u32) -> Option<f32> {
+        let i = self.targets.iter().position(|&t| t == target)?;
+        Some(self.weights[i])
+    }
+
     /// Applies `edit`; false, changing nothing, if it names an edge the
     /// list does not have.
     pub fn apply(&mut self, edit: Edit, weighted: bool) -> bool {

@@ -3,15 +3,19 @@
 //! update logger ([`UpdateLogger`]). A read merges the device's pages
 //! (through the cache), its delta chains and the host's log; an update is
 //! answered at once (presence against the device and the log) and reaches
-//! the device with its batch.
+//! the device with its batch. GetEdgeWeight is merged with the log as a
+//! read is. Every call that reaches the device first flushes a log whose
+//! timer ran out ([`UpdateLogger::flush_due`]), so an idle log does not
+//! wait for the next update.
 //!
 //! Requests go through queues as the paper's host library does (§4.3): a
-//! request (a read or an update) is submitted ([`GraphSsd::submit`]) and
+//! request (a read, a weight or an update) is submitted ([`GraphSsd::submit`]) and
 //! nothing moves until the queue is sent ([`GraphSsd::complete`]). The
 //! requests then run in submission order: each run of reads between
 //! updates is in flight at once, its completions in the order they
 //! completed in modelled time; an update is answered by the log (its
-//! presence check may read the device) when the reads before it are done.
+//! presence check may read the device) and a weight through the log, each
+//! alone, when the reads before it are done.
 //! Every completion carries its request's tag and its own result; the
 //! first failure stops the queue, leaving the requests after it queued.
 //! [`GraphSsd::get_many`] is a run of reads, its answers in request order.
@@ -29,6 +33,13 @@ use crate::{
 pub enum Request {
     /// GetAdjacencyList of the vertex.
     Get(u32),
+    /// GetEdgeWeight of the first `source -> target`.
+    GetEdgeWeight {
+        /// The edge's source.
+        source: u32,
+        /// Its target.
+        target: u32,
+    },
     /// An update command, to the log.
     Update(Update),
 }
@@ -38,6 +49,8 @@ pub enum Request {
 pub enum Answer {
     /// A read's out-list.
     List(Vec<u32>),
+    /// A weight (`None`: no such edge).
+    Weight(Option<f32>),
     /// Whether an update applied (see [`UpdateLogger::log`]).
     Applied(bool),
 }
@@ -87,81 +100,99 @@ impl GraphSsd {
 
     /// Sends the queued requests, in submission order, until one fails,
     /// and returns their completions: each run of reads in the order they
-    /// completed (ties by tag), the runs and updates in submission order.
-    /// A request that fails (a vertex that does not exist, an update the
-    /// log refuses, a device error) completes with its error and stops the
-    /// queue: the requests after it stay queued for the next call.
+    /// completed (ties by tag), the runs, weights and updates in
+    /// submission order. A request that fails (a vertex that does not
+    /// exist, an update the log refuses, a device error) completes with its
+    /// error and stops the queue: the requests after it stay queued for the
+    /// next call.
     pub fn complete(&mut self) -> Vec<Completion> {
         let mut queued: VecDeque<(u64, Request)> = std::mem::take(&mut self.queue).into();
         let mut completions = Vec::new();
         while let Some((tag, request)) = queued.pop_front() {
-            let now = self.ssd().now();
-            let first = match request {
-                Request::Get(vertex) => vertex,
-                Request::Update(update) => {
-                    let answer = self.update(&update).map(Answer::Applied);
-                    let failed = answer.is_err();
-                    completions.push(Completion {
-                        tag,
-                        request: Request::Update(update),
-                        answer,
-                        done: self.ssd().now(),
-                    });
-                    if failed {
-                        break;
+            let answer = match request {
+                Request::Get(first) => {
+                    if self.read_run(tag, first, &mut queued, &mut completions) {
+                        continue;
                     }
-                    continue;
+                    break;
                 }
+                Request::GetEdgeWeight { source, target } => {
+                    self.edge_weight(source, target).map(Answer::Weight)
+                }
+                Request::Update(ref update) => self.update(update).map(Answer::Applied),
             };
-            let failed = |e| Completion {
+            let failed = answer.is_err();
+            completions.push(Completion {
                 tag,
-                request: Request::Get(first),
-                answer: Err(e),
-                done: now,
-            };
-            if let Err(e) = self.check_exists(first) {
-                completions.push(failed(e));
+                request,
+                answer,
+                done: self.ssd().now(),
+            });
+            if failed {
                 break;
-            }
-            // The run: this read and the next ones, up to the first of a
-            // vertex that does not exist (which fails on its own).
-            let mut reads = vec![(tag, first)];
-            while let Some(&(tag, Request::Get(v))) = queued.front() {
-                if self.check_exists(v).is_err() {
-                    break;
-                }
-                reads.push((tag, v));
-                queued.pop_front();
-            }
-            let vertices: Vec<u32> = reads.iter().map(|&(_, v)| v).collect();
-            match self.fetch(&vertices) {
-                Ok(lists) => {
-                    let mut run: Vec<Completion> = reads
-                        .into_iter()
-                        .zip(lists)
-                        .map(|((tag, vertex), c)| Completion {
-                            tag,
-                            request: Request::Get(vertex),
-                            answer: Ok(Answer::List(c.list)),
-                            done: c.done,
-                        })
-                        .collect();
-                    run.sort_by_key(|c| (c.done, c.tag));
-                    completions.append(&mut run);
-                }
-                Err(e) => {
-                    // A device error: the run's first read carries it, the
-                    // others stay queued.
-                    for &(tag, v) in reads[1..].iter().rev() {
-                        queued.push_front((tag, Request::Get(v)));
-                    }
-                    completions.push(failed(e));
-                    break;
-                }
             }
         }
         self.queue = queued.into();
         completions
+    }
+
+    /// Sends the read `(tag, first)` with the reads queued after it as one
+    /// run, up to the first of a vertex that does not exist (which fails
+    /// on its own), and adds their completions in completion order;
+    /// whether none failed.
+    fn read_run(
+        &mut self,
+        tag: u64,
+        first: u32,
+        queued: &mut VecDeque<(u64, Request)>,
+        completions: &mut Vec<Completion>,
+    ) -> bool {
+        let now = self.ssd().now();
+        let failed = |e| Completion {
+            tag,
+            request: Request::Get(first),
+            answer: Err(e),
+            done: now,
+        };
+        if let Err(e) = self.check_exists(first) {
+            completions.push(failed(e));
+            return false;
+        }
+        let mut reads = vec![(tag, first)];
+        while let Some(&(tag, Request::Get(v))) = queued.front() {
+            if self.check_exists(v).is_err() {
+                break;
+            }
+            reads.push((tag, v));
+            queued.pop_front();
+        }
+        let vertices: Vec<u32> = reads.iter().map(|&(_, v)| v).collect();
+        match self.fetch(&vertices) {
+            Ok(lists) => {
+                let mut run: Vec<Completion> = reads
+                    .into_iter()
+                    .zip(lists)
+                    .map(|((tag, vertex), c)| Completion {
+                        tag,
+                        request: Request::Get(vertex),
+                        answer: Ok(Answer::List(c.list)),
+                        done: c.done,
+                    })
+                    .collect();
+                run.sort_by_key(|c| (c.done, c.tag));
+                completions.append(&mut run);
+                true
+            }
+            Err(e) => {
+                // A device error: the run's first read carries it, the
+                // others stay queued.
+                for &(tag, v) in reads[1..].iter().rev() {
+                    queued.push_front((tag, Request::Get(v)));
+                }
+                completions.push(failed(e));
+                false
+            }
+        }
     }
 
     /// Whether `vertex` exists: on the device, or added in the log.
@@ -183,6 +214,7 @@ impl GraphSsd {
     /// [`GraphSsd::get_many`] with each request's completion time (a list
     /// only the log holds completes at once).
     fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
+        self.logger.flush_due(self.source.ssd_mut())?;
         let n = self.source.vertices();
         let now = self.source.ssd().now();
         // Every vertex exists before anything is read.
@@ -216,6 +248,14 @@ impl GraphSsd {
             .expect("one list per request"))
     }
 
+    /// GetEdgeWeight(`source`, `target`) with the log's updates (see
+    /// [`UpdateLogger::edge_weight`]): `None` if there is no such edge, an
+    /// error on an unweighted graph or for a vertex that does not exist.
+    pub fn edge_weight(&mut self, source: u32, target: u32) -> Result<Option<f32>> {
+        self.logger
+            .edge_weight(self.source.ssd_mut(), source, target)
+    }
+
     /// Logs `update`; whether it applies (see [`UpdateLogger::log`]).
     pub fn update(&mut self, update: &Update) -> Result<bool> {
         self.logger.log(self.source.ssd_mut(), update)
@@ -227,8 +267,9 @@ impl GraphSsd {
     }
 
     /// Merges the device's delta graph (at most `limit` groups); the log
-    /// stays in host memory until it is flushed.
+    /// stays in host memory until it is flushed (or its timer runs out).
     pub fn merge(&mut self, limit: Option<usize>) -> Result<Merged> {
+        self.logger.flush_due(self.source.ssd_mut())?;
         self.source.ssd_mut().merge(limit)
     }
 

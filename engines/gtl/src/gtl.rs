@@ -699,14 +699,8 @@ impl Gtl {
         let pages = self.pages_of(source)?;
         if pages.iter().any(GttEntry::dirty) {
             let fetched = self.read_list(flash, ListId::out(source), true, at)?;
-            let list = fetched.value;
-            let weight = list
-                .targets
-                .iter()
-                .position(|&t| t == target)
-                .map(|i| list.weights[i]);
             return Ok(Fetched {
-                value: weight,
+                value: fetched.value.weight(target),
                 pages_read: fetched.pages_read,
                 submitted: at,
                 done: fetched.done,

@@ -24,7 +24,7 @@
 //! updates a page (or 100 ms) at a time, answers presence checks against
 //! the device and its log, and merges its log into reads; a [`GraphSsd`]
 //! is the whole host side in one handle, with submission and completion
-//! queues for its reads and updates. [`updates`] is
+//! queues for its reads (lists and edge weights) and updates. [`updates`] is
 //! the paper's update benchmark. The [`file`](mod@file) device lays the same pages
 //! and GTT on a real file, read through io_uring with `O_DIRECT`.
 //!
@@ -135,6 +135,12 @@
 //!   bytes per entry), the same policy for both backends; the GTL caches
 //!   graph pages by physical page, the baseline file pages by LBA. The
 //!   host's GTT copy and the baseline's file metadata are not charged.
+//! - **Update logger timer.** Wall-clock time, as a host's DRAM log would
+//!   keep it (not the modelled device time, which stands still while the
+//!   host is idle), looked at by every host call that reaches the device
+//!   or the log, so an idle log is flushed by the next read, not held until
+//!   the next update. The update benchmark's stream has no wall clock and
+//!   runs without the timer.
 //! - **Device image.** [`Ssd::save`] and [`Ssd::open`] keep a device in a
 //!   file between commands: its programmed pages (only those, so a mostly
 //!   empty 128 GiB device is a small file), block counts and settings,

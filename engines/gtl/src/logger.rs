@@ -2,6 +2,12 @@
 //! and reach the device as one batch when a page's worth of records has
 //! gathered (16 KiB) or the oldest has waited a timer's length (100 ms).
 //!
+//! The timer runs on the host's wall clock and is checked first by every
+//! call that reaches the device ([`UpdateLogger::flush_due`]; a host that
+//! merges its own reads with [`UpdateLogger::overlay`] calls it before
+//! them): a log whose timer ran out is flushed by the next read as well as
+//! by the next update, so an idle log is not held until more updates come.
+//!
 //! Each update's presence check is answered when it is logged, against
 //! the device's lists with the log's earlier updates applied (so an edge
 //! that exists only in the log is found), and reads through the logger
@@ -94,14 +100,11 @@ impl UpdateLogger {
     /// delete or update of an edge or vertex that is not there, in the
     /// device or the log). Flushes as the module docs say.
     pub fn log(&mut self, ssd: &mut Ssd, update: &Update) -> Result<bool> {
+        self.flush_due(ssd)?;
         let per_page = Deltas::per_page(self.config.flush_bytes);
-        let timed_out = self
-            .oldest
-            .zip(self.config.timer)
-            .is_some_and(|(t, limit)| t.elapsed() >= limit);
         let undirected = ssd.gtl().is_some_and(crate::gtl::Gtl::undirected);
         let known = records(update, undirected);
-        if timed_out || known.is_some_and(|r| self.records() + r > per_page) {
+        if known.is_some_and(|r| self.records() + r > per_page) {
             self.flush(ssd)?;
         }
         let mut batch = match self.batch.take() {
@@ -116,6 +119,19 @@ impl UpdateLogger {
             self.flush(ssd)?;
         }
         Ok(applied)
+    }
+
+    /// Sends the log to the device if its oldest update has waited the
+    /// timer's length (nothing otherwise).
+    pub fn flush_due(&mut self, ssd: &mut Ssd) -> Result<()> {
+        let due = self
+            .oldest
+            .zip(self.config.timer)
+            .is_some_and(|(t, limit)| t.elapsed() >= limit);
+        if due {
+            self.flush(ssd)?;
+        }
+        Ok(())
     }
 
     /// Sends the log to the device as one batch (nothing if it is empty).
@@ -149,9 +165,22 @@ impl UpdateLogger {
 
     /// `vertex`'s list and weights: the device's, with the log's updates.
     pub fn get(&mut self, ssd: &mut Ssd, vertex: u32) -> Result<Adjacency> {
+        self.flush_due(ssd)?;
         match &mut self.batch {
             Some(batch) => ssd.staged_list(batch, vertex),
             None => Ok(ssd.read_list(vertex)?.value),
+        }
+    }
+
+    /// GetEdgeWeight(`source`, `target`) with the log's updates: the
+    /// device's command on an empty log, else the weight of the first
+    /// `source -> target` in the list as the log sees it (see
+    /// [`Ssd::staged_weight`]). `None` if there is no such edge.
+    pub fn edge_weight(&mut self, ssd: &mut Ssd, source: u32, target: u32) -> Result<Option<f32>> {
+        self.flush_due(ssd)?;
+        match &mut self.batch {
+            Some(batch) => ssd.staged_weight(batch, source, target),
+            None => Ok(ssd.get_edge_weight(source, target)?.value),
         }
     }
 }

@@ -449,13 +449,26 @@ mod tests {
         for backend in [Backend::Gtl, Backend::Csr] {
             let graph = karate(true);
             let (mut source, _) = open(&graph, &Config::default(), backend, 1 << 20).unwrap();
+            let host_bytes = |s: &dyn GraphSource| s.ssd().flash().counters().host_bytes;
+            let page_bytes = u64::from(source.ssd().flash().geometry().page_bytes);
+            let loaded = host_bytes(source.as_ref());
             assert_eq!(source.get(0).unwrap(), graph.neighbors(0));
             let first = source.counters();
             assert!(first.pages_read > 0 && first.modelled_ns > 0, "{backend}");
+            assert_eq!(
+                host_bytes(source.as_ref()) - loaded,
+                first.cache_misses * page_bytes,
+                "{backend}: a whole page crosses the host link per miss"
+            );
             assert_eq!(source.get(1).unwrap(), graph.neighbors(1));
             let second = source.counters();
             assert_eq!(second.pages_read, first.pages_read, "{backend}");
             assert_eq!(second.modelled_ns, first.modelled_ns, "{backend}");
+            assert_eq!(
+                host_bytes(source.as_ref()) - loaded,
+                first.cache_misses * page_bytes,
+                "{backend}: a hit moves nothing"
+            );
             assert!(second.cache_hits > first.cache_hits);
             assert!(source.cache_bytes() <= 1 << 20);
             assert!(matches!(

@@ -234,6 +234,29 @@ impl Ssd {
         list
     }
 
+    /// GetEdgeWeight(`source`, `target`) as `batch` sees it: the weight of
+    /// the first `source -> target` in the source's list (read now, the
+    /// first time, as [`Ssd::staged_list`] does), `None` if there is none.
+    pub fn staged_weight(
+        &mut self,
+        batch: &mut Batch,
+        source: u32,
+        target: u32,
+    ) -> Result<Option<f32>> {
+        if !batch.weighted {
+            return Err(Error::Unweighted);
+        }
+        for vertex in [target, source] {
+            if vertex >= batch.vertices {
+                return Err(Error::VertexOutOfRange {
+                    vertex,
+                    vertices: batch.vertices,
+                });
+            }
+        }
+        Ok(self.staged_list(batch, source)?.weight(target))
+    }
+
     /// Writes `batch` by `path`: on the delta path its records as one
     /// unit of delta pages; on the direct path the same records, then each
     /// changed list's group of pages rewritten.

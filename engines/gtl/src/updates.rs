@@ -107,7 +107,12 @@ impl Config {
             timer: None,
         }
         .validate()?;
-        Ok(())
+        // The device is the default one, sized to the graph, on this slack.
+        crate::Config {
+            slack: self.slack,
+            ..crate::Config::default()
+        }
+        .validate()
     }
 }
 

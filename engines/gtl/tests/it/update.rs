@@ -5,7 +5,7 @@
 //! device, and through the host library's cache, equals the model's.
 
 use proptest::prelude::*;
-use quiver_csr::testing::{arb_graph, karate, Shape};
+use quiver_csr::testing::{arb_graph, build, karate, Shape};
 use quiver_csr::Graph;
 use quiver_gtl::gtl::GtlCounters;
 use quiver_gtl::{
@@ -697,6 +697,24 @@ proptest! {
                 prop_assert_eq!(list, want, "list of {} after {:?}", v, step);
             }
             prop_assert!(host.get(model.n()).is_err(), "no vertex beyond |V|");
+            // GetEdgeWeight through the cache, chains and log: every
+            // target's first weight, none for a vertex not pointed to.
+            for v in 0..model.n() {
+                let list = &model.lists[v as usize];
+                if !model.weighted {
+                    prop_assert!(matches!(host.edge_weight(v, 0), Err(Error::Unweighted)));
+                    continue;
+                }
+                for (i, &(target, weight)) in list.iter().enumerate() {
+                    if list[..i].iter().all(|e| e.0 != target) {
+                        let got = host.edge_weight(v, target).unwrap();
+                        prop_assert_eq!(got, Some(weight), "weight of {} -> {} after {:?}", v, target, step);
+                    }
+                }
+                if let Some(absent) = (0..model.n()).find(|&u| list.iter().all(|e| e.0 != u)) {
+                    prop_assert_eq!(host.edge_weight(v, absent).unwrap(), None);
+                }
+            }
             // The same through the queues: all lists, an AddEdge, all lists
             // again. Every tag once, in completion order, none before the
             // queue was sent, a list the log alone holds at once; the reads
@@ -822,4 +840,147 @@ fn a_failed_request_stops_the_queue_and_leaves_the_rest_queued() {
         ]
     );
     assert!(host.complete().is_empty());
+}
+
+#[test]
+fn an_idle_log_is_flushed_by_a_read_once_its_timer_ran_out() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    // Long enough for the read just after the update to come well before it.
+    let timer = std::time::Duration::from_millis(1500);
+    let logger = LoggerConfig {
+        timer: Some(timer),
+        ..LoggerConfig::default()
+    };
+    let mut host = GraphSsd::new(ssd, 64 * 64, logger).unwrap();
+    let programs = |host: &GraphSsd| host.ssd().flash().counters().programs;
+    let before = programs(&host);
+    let add = Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    };
+    assert!(host.update(&add).unwrap());
+    assert!(host.get(9).unwrap().contains(&0), "the log answers at once");
+    assert_eq!(programs(&host), before, "within its timer the log keeps it");
+    assert_eq!(host.ssd().gtl().unwrap().chained(), 0);
+    std::thread::sleep(timer);
+    // No update comes: the next read sends the log.
+    host.submit(Request::Get(9));
+    let completions = host.complete();
+    let Ok(Answer::List(list)) = &completions[0].answer else {
+        panic!("a list: {completions:?}")
+    };
+    assert!(list.contains(&0));
+    assert!(programs(&host) > before, "the read flushed the log");
+    assert_eq!(
+        host.ssd().gtl().unwrap().chained(),
+        2,
+        "both ends' lists have the edge in a chain on the device"
+    );
+}
+
+#[test]
+fn get_edge_weight_merges_the_log_and_answers_none_for_an_absent_edge() {
+    // The paper's Fig. 2 (0-based): directed, weighted.
+    let edges = vec![
+        (0, 1, 4.0),
+        (2, 0, 8.0),
+        (2, 1, 4.0),
+        (5, 0, 3.0),
+        (5, 1, 5.0),
+        (5, 2, 3.0),
+        (5, 3, 2.0),
+        (5, 4, 1.0),
+    ];
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&build(6, edges, true, false)).unwrap();
+    let logger = LoggerConfig {
+        timer: None,
+        ..LoggerConfig::default()
+    };
+    let mut host = GraphSsd::new(ssd, 64 * 64, logger).unwrap();
+    for update in [
+        Update::AddEdge {
+            source: 1,
+            target: 3,
+            weight: 7.5,
+        },
+        Update::UpdateEdge {
+            source: 5,
+            target: 3,
+            weight: 9.0,
+        },
+        Update::DeleteEdge {
+            source: 2,
+            target: 0,
+        },
+        Update::AddVertex {
+            edges: vec![(0, 2.5)],
+        },
+    ] {
+        assert!(host.update(&update).unwrap(), "{update}");
+    }
+    let programs = host.ssd().flash().counters().programs;
+    let weights = [
+        ((0, 1), Some(4.0)),
+        ((5, 4), Some(1.0)),
+        // Only the log holds these: an added edge, a new weight, a new
+        // vertex's edge, and a deleted edge.
+        ((1, 3), Some(7.5)),
+        ((5, 3), Some(9.0)),
+        ((6, 0), Some(2.5)),
+        ((2, 0), None),
+        // Never there.
+        ((1, 0), None),
+        ((0, 6), None),
+    ];
+    for flushed in [false, true] {
+        for ((source, target), want) in weights {
+            let got = host.edge_weight(source, target).unwrap();
+            assert_eq!(got, want, "{source} -> {target}, flushed: {flushed}");
+        }
+        assert!(matches!(
+            host.edge_weight(0, 7),
+            Err(Error::VertexOutOfRange {
+                vertex: 7,
+                vertices: 7
+            })
+        ));
+        assert_eq!(
+            host.ssd().flash().counters().programs > programs,
+            flushed,
+            "the log reaches the device only when flushed"
+        );
+        host.flush().unwrap();
+    }
+    // Through the queue: a weight is an answer; a vertex that does not
+    // exist stops the queue.
+    let tags: Vec<u64> = [(1, 3), (3, 1), (9, 0)]
+        .into_iter()
+        .map(|(source, target)| host.submit(Request::GetEdgeWeight { source, target }))
+        .collect();
+    let completions = host.complete();
+    let order: Vec<u64> = completions.iter().map(|c| c.tag).collect();
+    assert_eq!(order, tags);
+    let answer = |i: usize| completions[i].answer.as_ref().unwrap();
+    assert_eq!(answer(0), &Answer::Weight(Some(7.5)));
+    assert_eq!(answer(1), &Answer::Weight(None));
+    assert!(matches!(
+        completions[2].answer,
+        Err(Error::VertexOutOfRange { vertex: 9, .. })
+    ));
+    // An unweighted graph has no weights, in the log or on the device.
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&karate(true)).unwrap();
+    let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
+    assert!(matches!(host.edge_weight(0, 1), Err(Error::Unweighted)));
+    host.update(&Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    })
+    .unwrap();
+    assert!(matches!(host.edge_weight(0, 9), Err(Error::Unweighted)));
 }
