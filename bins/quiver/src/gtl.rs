@@ -117,6 +117,11 @@ pub struct DeviceArgs {
     /// gtl init` laid it out with.
     #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction, conflicts_with = "image")]
     pub slack: f64,
+    /// Keep the simulated NAND's pages in this sparse file (created, or emptied) instead of
+    /// memory, for a device larger than memory: the file is as long as the device but takes
+    /// disk space only for programmed pages. Not with --device (an image mounts in memory).
+    #[arg(long, value_name = "FILE", conflicts_with = "image")]
+    pub flash_file: Option<PathBuf>,
 }
 
 impl DeviceArgs {
@@ -127,6 +132,7 @@ impl DeviceArgs {
             ..RunConfig::default()
         };
         config.device.slack = self.slack;
+        config.device.flash_file.clone_from(&self.flash_file);
         config
     }
 }

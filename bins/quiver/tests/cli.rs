@@ -1038,6 +1038,14 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
         results.push(report["result"].clone());
     }
     assert_eq!(results[0], results[1]);
+    // The NAND on a sparse file instead of memory: the same answer.
+    let flash = dir.path().join("nand");
+    let cc = |extra: &[&str]| {
+        let args = [&["--json", "gtl", "run", "cc", g][..], extra].concat();
+        json(&quiver(&args))["result"].clone()
+    };
+    assert_eq!(cc(&["--flash-file", path(&flash)]), cc(&[]));
+    assert!(flash.exists());
     let on_graph = json(&quiver(&["--json", "gtl", "get", g, "3"]));
     let on_image = json(&quiver(&["--json", "gtl", "get", "--device", img, "3"]));
     assert_eq!(on_graph["neighbours"], on_image["neighbours"]);
@@ -1046,6 +1054,18 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
         (
             &["gtl", "run", "cc", g, "--device", img],
             "cannot be used with",
+        ),
+        (
+            &[
+                "gtl",
+                "run",
+                "cc",
+                "--device",
+                img,
+                "--flash-file",
+                path(&flash),
+            ],
+            "cannot be used with '--flash-file",
         ),
         (
             &["gtl", "get", "--device", img, "3", "--slack", "10%"],

@@ -1,6 +1,7 @@
 //! Quiver's one door to the disk: aligned buffers, positioned reads through
 //! io_uring or `pread` (with `O_DIRECT` when the filesystem allows it),
-//! positioned writes, I/O counters, and the workspace's only `mmap`.
+//! positioned writes, I/O counters, and the workspace's only `mmap`s (a
+//! read-only map, and [`SparseFile`]'s writable one).
 //!
 //! Invariants:
 //! - This is one of the two crates allowed to use `unsafe`; every block has a
@@ -30,6 +31,8 @@ mod buf;
 #[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod read;
 pub mod size;
+#[allow(unsafe_code)] // a writable mapping and hole punching, argued at each block
+mod sparse;
 mod stats;
 #[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod uring;
@@ -43,6 +46,7 @@ use std::path::PathBuf;
 pub use buf::{advise_huge_pages, AlignedBuf};
 pub use memmap2::Mmap;
 pub use read::{Backend, BackendChoice, ReadFile, ReadOptions, ReadRequest};
+pub use sparse::SparseFile;
 pub use stats::{IoCounters, IoStats};
 pub use write::WriteFile;
 
@@ -206,7 +210,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Maps `file` read-only into memory.
 ///
-/// This is the only place in the workspace that calls `mmap`. The caller must
+/// With [`SparseFile::create`], one of the two places in the workspace that
+/// call `mmap`. The caller must
 /// ensure the file is not truncated (or written) while the map lives: pages
 /// beyond a shrunken end of file raise `SIGBUS` when touched, which kills the
 /// process, and writes by others show through the `&[u8]`. Callers document

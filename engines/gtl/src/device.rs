@@ -31,6 +31,11 @@ pub struct Config {
     pub over_provisioning: f64,
     /// The fraction of each graph page left free for growth (default 5%).
     pub slack: f64,
+    /// Keep the NAND's pages in this sparse file instead of memory
+    /// ([`Flash::on_file`]; default: memory). Not part of an image: an
+    /// opened image is mounted in memory.
+    #[serde(skip)]
+    pub flash_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -42,6 +47,7 @@ impl Default for Config {
             timing: Timing::default(),
             over_provisioning: Ftl::DEFAULT_OVER_PROVISIONING,
             slack: 0.05,
+            flash_file: None,
         }
     }
 }
@@ -132,7 +138,11 @@ impl Ssd {
     /// An erased device.
     pub fn new(config: &Config) -> Result<Ssd> {
         config.validate()?;
-        let flash = Flash::new(config.geometry.clone(), config.timing.clone())?;
+        let (geometry, timing) = (config.geometry.clone(), config.timing.clone());
+        let flash = match &config.flash_file {
+            None => Flash::new(geometry, timing)?,
+            Some(path) => Flash::on_file(geometry, timing, path)?,
+        };
         Ssd::with_flash(config, flash, None)
     }
 

@@ -1,12 +1,18 @@
 //! Simulated NAND flash: geometry, physics, a timing model and counters.
 //!
 //! Pages live in memory, sparsely (a map from physical page number to its
-//! bytes), so a big geometry costs only what is written. Dies are numbered
+//! bytes), so a big geometry costs only what is written; or, for a device
+//! larger than memory, in a sparse file as long as the device
+//! ([`Flash::on_file`], through quiver-io's [`SparseFile`]), where an
+//! erase punches its block out. Dies are numbered
 //! channel first: die `d` sits on channel `d % channels`, way
 //! `d / channels`, so consecutive dies are on different channels and
 //! striping over dies spreads over channels first.
 
 use std::collections::HashMap;
+use std::path::Path;
+
+use quiver_io::SparseFile;
 
 use quiver_run::InvalidArgument;
 
@@ -271,7 +277,7 @@ pub struct Flash {
     geometry: Geometry,
     timing: Timing,
     page_len: usize,
-    pages: HashMap<u64, Box<[u8]>>,
+    pages: Pages,
     written: Vec<u32>,
     erase_counts: Vec<u32>,
     die_busy: Vec<Nanos>,
@@ -281,9 +287,79 @@ pub struct Flash {
     power_cut_after: Option<u64>,
 }
 
+/// Where a device's programmed pages keep their bytes (whether a page is
+/// programmed is the device's block counts' business, not theirs).
+#[derive(Debug)]
+enum Pages {
+    /// Each programmed page in its own allocation.
+    Memory(HashMap<u64, Box<[u8]>>),
+    /// A sparse file, page `ppn` at `ppn * page_len`.
+    File(SparseFile),
+}
+
+impl Pages {
+    /// Page `ppn`'s bytes (it must have been put since its block was
+    /// discarded).
+    fn get(&self, ppn: u64, page_len: usize) -> &[u8] {
+        match self {
+            Pages::Memory(pages) => &pages[&ppn],
+            Pages::File(file) => &file.bytes()[offset(ppn, page_len)..][..page_len],
+        }
+    }
+
+    fn put(&mut self, ppn: u64, page_len: usize, bytes: &[u8]) {
+        match self {
+            Pages::Memory(pages) => {
+                pages.insert(ppn, bytes.into());
+            }
+            Pages::File(file) => {
+                file.bytes_mut()[offset(ppn, page_len)..][..page_len].copy_from_slice(bytes);
+            }
+        }
+    }
+
+    /// Forgets the `count` pages from `first` (an erased block): the file
+    /// gets a hole there, so an erased block takes no disk space.
+    fn discard(&mut self, first: u64, count: u64, page_len: usize) -> Result<()> {
+        match self {
+            Pages::Memory(pages) => {
+                for ppn in first..first + count {
+                    pages.remove(&ppn);
+                }
+            }
+            Pages::File(file) => {
+                let len = page_len as u64;
+                file.punch(first * len..(first + count) * len)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where page `ppn` starts in a file of pages.
+fn offset(ppn: u64, page_len: usize) -> usize {
+    usize::try_from(ppn).expect("a device's pages fit the address space") * page_len
+}
+
 impl Flash {
-    /// An erased device of `geometry` with `timing`.
+    /// An erased device of `geometry` with `timing`, its pages in memory.
     pub fn new(geometry: Geometry, timing: Timing) -> Result<Flash> {
+        Flash::with_pages(geometry, timing, Pages::Memory(HashMap::new()))
+    }
+
+    /// An erased device of `geometry` with `timing`, its pages in the
+    /// sparse file `path` (created, or emptied): page `ppn`'s data and
+    /// spare bytes at `ppn` times their length, so the file is as long as
+    /// the whole device but takes disk space only for programmed pages (an
+    /// erase punches its block out). For devices larger than memory.
+    pub fn on_file(geometry: Geometry, timing: Timing, path: &Path) -> Result<Flash> {
+        geometry.validate()?;
+        let page_len = u64::from(geometry.page_bytes + geometry.spare_bytes);
+        let file = SparseFile::create(path, geometry.pages() * page_len)?;
+        Flash::with_pages(geometry, timing, Pages::File(file))
+    }
+
+    fn with_pages(geometry: Geometry, timing: Timing, pages: Pages) -> Result<Flash> {
         geometry.validate()?;
         timing.validate()?;
         let blocks = usize::try_from(geometry.blocks()).expect("validated: blocks fit u32");
@@ -295,7 +371,7 @@ impl Flash {
             die_busy: vec![0; dies],
             channel_busy: vec![0; geometry.channels as usize],
             host_busy: 0,
-            pages: HashMap::new(),
+            pages,
             counters: FlashCounters::default(),
             power_cut_after: None,
             geometry,
@@ -369,7 +445,7 @@ impl Flash {
                 )
                 .into());
             }
-            flash.pages.insert(ppn, bytes);
+            flash.pages.put(ppn, flash.page_len, &bytes);
         }
         flash.written = written;
         flash.erase_counts = erase_counts;
@@ -378,14 +454,20 @@ impl Flash {
 
     /// The programmed pages, in order.
     pub fn programmed_pages(&self) -> Vec<u64> {
-        let mut pages: Vec<u64> = self.pages.keys().copied().collect();
-        pages.sort_unstable();
-        pages
+        let ppb = u64::from(self.geometry.pages_per_block);
+        (0u64..)
+            .zip(&self.written)
+            .flat_map(|(block, &w)| (0..u64::from(w)).map(move |page| block * ppb + page))
+            .collect()
     }
 
     /// A programmed page's data and spare bytes (empty if erased).
     pub fn raw(&self, ppn: u64) -> &[u8] {
-        self.pages.get(&ppn).map_or(&[], |p| p)
+        if self.is_programmed(Ppn(ppn)) {
+            self.pages.get(ppn, self.page_len)
+        } else {
+            &[]
+        }
     }
 
     /// Pages programmed in each block since its erase.
@@ -418,9 +500,14 @@ impl Flash {
         Ok((to_index(block.0), page))
     }
 
-    /// Whether `ppn` holds programmed data.
+    /// Whether `ppn` holds programmed data: its block has been programmed
+    /// past it since its erase.
     pub fn is_programmed(&self, ppn: Ppn) -> bool {
-        self.pages.contains_key(&ppn.0)
+        if ppn.0 >= self.geometry.pages() {
+            return false;
+        }
+        let (block, page) = self.geometry.block_of(ppn);
+        page < self.written[to_index(block.0)]
     }
 
     /// Pages of `block` programmed since its last erase.
@@ -436,16 +523,14 @@ impl Flash {
     /// The data bytes of `ppn` without a modelled read (for tests and
     /// invariant checks; nothing is counted).
     pub fn peek(&self, ppn: Ppn) -> Option<&[u8]> {
-        self.pages
-            .get(&ppn.0)
-            .map(|p| &p[..self.geometry.page_bytes as usize])
+        self.is_programmed(ppn)
+            .then(|| &self.pages.get(ppn.0, self.page_len)[..self.geometry.page_bytes as usize])
     }
 
     /// The spare bytes of `ppn` without a modelled read.
     pub fn peek_spare(&self, ppn: Ppn) -> Option<&[u8]> {
-        self.pages
-            .get(&ppn.0)
-            .map(|p| &p[self.geometry.page_bytes as usize..])
+        self.is_programmed(ppn)
+            .then(|| &self.pages.get(ppn.0, self.page_len)[self.geometry.page_bytes as usize..])
     }
 
     fn finish(&mut self, done: Nanos) -> Nanos {
@@ -458,7 +543,7 @@ impl Flash {
     /// the die stays busy until its page register is emptied.
     pub fn read(&mut self, ppn: Ppn, at: Nanos) -> Result<PageRead<'_>> {
         self.check_ppn(ppn)?;
-        if !self.pages.contains_key(&ppn.0) {
+        if !self.is_programmed(ppn) {
             return Err(Error::ReadErased { ppn: ppn.0 });
         }
         let die = self.geometry.die_of(self.geometry.block_of(ppn).0);
@@ -475,7 +560,7 @@ impl Flash {
         self.die_busy[die] = done;
         self.counters.page_reads += 1;
         self.finish(done);
-        let bytes = &self.pages[&ppn.0];
+        let bytes = self.pages.get(ppn.0, self.page_len);
         let (data, spare) = bytes.split_at(self.geometry.page_bytes as usize);
         Ok(PageRead { data, spare, done })
     }
@@ -523,10 +608,10 @@ impl Flash {
         let done = moved + self.timing.program_ns;
         self.channel_busy[channel] = moved;
         self.die_busy[die] = done;
-        let mut bytes = vec![0u8; self.page_len].into_boxed_slice();
+        let mut bytes = vec![0u8; self.page_len];
         bytes[..data.len()].copy_from_slice(data);
         bytes[data.len()..data.len() + spare.len()].copy_from_slice(spare);
-        self.pages.insert(ppn.0, bytes);
+        self.pages.put(ppn.0, self.page_len, &bytes);
         self.written[block] = expected + 1;
         self.counters.programs += 1;
         Ok(self.finish(done))
@@ -544,10 +629,8 @@ impl Flash {
             });
         }
         let index = to_index(block.0);
-        let first = block.0 * u64::from(self.geometry.pages_per_block);
-        for page in 0..u64::from(self.written[index]) {
-            self.pages.remove(&(first + page));
-        }
+        let ppb = u64::from(self.geometry.pages_per_block);
+        self.pages.discard(block.0 * ppb, ppb, self.page_len)?;
         self.written[index] = 0;
         self.erase_counts[index] += 1;
         let die = self.geometry.die_of(block) as usize;

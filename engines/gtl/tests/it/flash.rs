@@ -171,3 +171,92 @@ fn programs_and_erases_hold_their_die() {
         "the erase waits for the program on its die"
     );
 }
+
+/// One step of a random flash workload.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Program the next page of the block with this byte.
+    Program(u64, u8),
+    Erase(u64),
+    Read(u64),
+}
+
+fn step(g: &Geometry) -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    let (blocks, pages) = (g.blocks(), g.pages());
+    prop_oneof![
+        3 => (0..blocks, any::<u8>()).prop_map(|(b, v)| Step::Program(b, v)),
+        1 => (0..blocks).prop_map(Step::Erase),
+        2 => (0..pages).prop_map(Step::Read),
+    ]
+}
+
+proptest::proptest! {
+    /// A device whose pages live in a sparse file behaves exactly as one
+    /// in memory: every program, erase and read answers the same (bytes,
+    /// errors, times), the same pages are programmed after each step, and
+    /// erased blocks give their disk space back.
+    #[test]
+    fn a_device_on_a_sparse_file_behaves_as_one_in_memory(
+        steps in proptest::collection::vec(step(&geometry()), 1..60)
+    ) {
+        let g = geometry();
+        let dir = tempfile::tempdir().unwrap();
+        let mut memory = Flash::new(g.clone(), Timing::default()).unwrap();
+        let mut file = Flash::on_file(g.clone(), Timing::default(), &dir.path().join("nand")).unwrap();
+        let ppb = u64::from(g.pages_per_block);
+        for (at, step) in (0u64..).zip(&steps) {
+            let now = at * 1000;
+            match *step {
+                Step::Program(block, byte) => {
+                    let ppn = Ppn(block * ppb + u64::from(memory.written_pages(BlockId(block))));
+                    let spare = [byte, 1, 2];
+                    let a = memory.program(ppn, &page(byte), &spare, now);
+                    let b = file.program(ppn, &page(byte), &spare, now);
+                    proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                }
+                Step::Erase(block) => {
+                    let a = memory.erase(BlockId(block), now);
+                    let b = file.erase(BlockId(block), now);
+                    proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                }
+                Step::Read(ppn) => {
+                    let a = memory.read(Ppn(ppn), now).map(|r| (r.data.to_vec(), r.spare.to_vec(), r.done));
+                    let b = file.read(Ppn(ppn), now).map(|r| (r.data.to_vec(), r.spare.to_vec(), r.done));
+                    proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                }
+            }
+            proptest::prop_assert_eq!(memory.programmed_pages(), file.programmed_pages());
+        }
+        for ppn in 0..g.pages() {
+            proptest::prop_assert_eq!(memory.raw(ppn), file.raw(ppn));
+        }
+    }
+}
+
+/// The sparse file takes disk space for programmed pages only: a full
+/// block's worth after programming it, and none once it is erased.
+#[test]
+fn an_erased_block_gives_its_disk_space_back() {
+    let g = geometry();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nand");
+    let mut flash = Flash::on_file(g.clone(), Timing::default(), &path).unwrap();
+    let taken = || std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&path).unwrap()) * 512;
+    let page_len = u64::from(g.page_bytes + g.spare_bytes);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        g.pages() * page_len
+    );
+    let empty = taken();
+    for i in 0..g.pages_per_block {
+        flash.program(g.ppn(0, 1, i), &page(7), &[], 0).unwrap();
+    }
+    let full = taken();
+    assert!(
+        full >= empty + u64::from(g.pages_per_block) * u64::from(g.page_bytes),
+        "{empty} then {full}"
+    );
+    flash.erase(g.block_of(g.ppn(0, 1, 0)).0, 0).unwrap();
+    assert!(taken() < full, "{} after the erase, {full} before", taken());
+}
