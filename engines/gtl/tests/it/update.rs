@@ -378,10 +378,10 @@ fn gc_moves_a_directed_graphs_in_list_pages_too() {
     gc_under_a_long_stream(&karate(false));
 }
 
-/// Karate's edges under a long stream of edits on a small device: delta
-/// pages hold two records, so GC must run and move pages still in use.
-fn gc_under_a_long_stream(graph: &Graph) {
-    let steps: Vec<Step> = (0..480)
+/// A long stream of single edits by both paths, with partial merges: on a
+/// small device ([`gc_config`]) GC must run and move pages still in use.
+pub(crate) fn long_stream() -> Vec<Step> {
+    (0..480)
         .map(|i| {
             let raw = if i % 3 == 2 {
                 Raw::Delete(i * 7, i, true)
@@ -394,17 +394,25 @@ fn gc_under_a_long_stream(graph: &Graph) {
                 Step::Batch(vec![raw], i % 2 == 0)
             }
         })
-        .collect();
-    // Six graph blocks per die, 192 pages, 72 of them GC's reserve (twelve
-    // for a directed graph, whose in-lists double its pages and records):
-    // GC must move pages still in use. The host caches every page, so a
-    // page it kept from an erased block would be read again if GC did not
-    // say.
-    let config = Config {
-        ftl_blocks_per_die: if graph.is_undirected() { 26 } else { 20 },
+        .collect()
+}
+
+/// Six graph blocks per die, 192 pages, 72 of them GC's reserve (twelve
+/// for a directed graph, whose in-lists double its pages and records).
+pub(crate) fn gc_config(undirected: bool) -> Config {
+    Config {
+        ftl_blocks_per_die: if undirected { 26 } else { 20 },
         ..small_config()
-    };
-    let did = run_steps(graph, &steps, &config, 1024);
+    }
+}
+
+/// Karate's edges under [`long_stream`] on [`gc_config`]'s device: delta
+/// pages hold two records, so GC must run and move pages still in use.
+fn gc_under_a_long_stream(graph: &Graph) {
+    // The host caches every page, so a page it kept from an erased block
+    // would be read again if GC did not say.
+    let config = gc_config(graph.is_undirected());
+    let did = run_steps(graph, &long_stream(), &config, 1024);
     assert!(did.gc_runs > 0 && did.relocated > 0, "GC ran: {did:?}");
     assert!(
         did.splits > 0 && did.delta_pages > 0,
