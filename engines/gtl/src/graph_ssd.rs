@@ -21,11 +21,14 @@
 //! [`GraphSsd::get_many`] is a run of reads, its answers in request order.
 
 use std::collections::VecDeque;
+use std::path::Path;
+
+use quiver_csr::Graph;
 
 use crate::gtl::Merged;
 use crate::{
-    Completed, GraphSource, GtlSource, LoggerConfig, Nanos, Result, SourceCounters, Ssd, Update,
-    UpdateLogger,
+    Completed, Config, GraphSource, GtlSource, LoggerConfig, Nanos, Result, SourceCounters, Ssd,
+    Update, UpdateLogger,
 };
 
 /// A request to the host library's queue.
@@ -88,6 +91,33 @@ impl GraphSsd {
             queue: Vec::new(),
             next_tag: 0,
         })
+    }
+
+    /// A fresh device of `config` holding `graph` (GraphInitialize), and
+    /// its host side as [`GraphSsd::new`] makes it.
+    pub fn initialize(
+        config: &Config,
+        graph: &Graph,
+        cache_bytes: u64,
+        logger: LoggerConfig,
+    ) -> Result<GraphSsd> {
+        let mut ssd = Ssd::new(config)?;
+        ssd.graph_initialize(graph)?;
+        GraphSsd::new(ssd, cache_bytes, logger)
+    }
+
+    /// The device image at `path` mounted (as after a power cut: see
+    /// [`Ssd::open`]), and its host side as [`GraphSsd::new`] makes it.
+    pub fn open(path: &Path, cache_bytes: u64, logger: LoggerConfig) -> Result<GraphSsd> {
+        let (ssd, _mount_ns) = Ssd::open(path)?;
+        GraphSsd::new(ssd, cache_bytes, logger)
+    }
+
+    /// Flushes the log and writes the device to the image `path` (see
+    /// [`Ssd::save`]): every update logged so far is in it.
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        self.flush()?;
+        self.source.ssd().save(path)
     }
 
     /// Queues `request`; returns its tag.

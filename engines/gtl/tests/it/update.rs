@@ -992,3 +992,41 @@ fn get_edge_weight_merges_the_log_and_answers_none_for_an_absent_edge() {
     .unwrap();
     assert!(matches!(host.edge_weight(0, 9), Err(Error::Unweighted)));
 }
+
+/// The handle's own life cycle: initialized on a fresh device, updated
+/// through its log (nothing flushed yet), saved, and opened again with
+/// every logged update in the image.
+#[test]
+fn a_handle_initializes_saves_its_log_and_opens_again() {
+    let graph = karate(true);
+    let logger = LoggerConfig {
+        timer: None,
+        ..LoggerConfig::default()
+    };
+    let mut host = GraphSsd::initialize(&small_config(), &graph, 64 * 64, logger.clone()).unwrap();
+    let add = Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    };
+    assert!(host.update(&add).unwrap());
+    assert_eq!(host.ssd().gtl().unwrap().chained(), 0, "still in the log");
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("dev.img");
+    host.save(&image).unwrap();
+    let mut again = GraphSsd::open(&image, 64 * 64, logger).unwrap();
+    for v in 0..graph.num_vertices() {
+        let mut want = graph.neighbors(v).to_vec();
+        match v {
+            0 => want.push(9),
+            9 => want.push(0),
+            _ => {}
+        }
+        let mut got = again.get(v).unwrap();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "vertex {v}");
+    }
+    let err = GraphSsd::open(&dir.path().join("missing.img"), 0, LoggerConfig::default());
+    assert!(err.is_err());
+}
