@@ -5,8 +5,9 @@
 //! after the migrations), with the remote share, keys moved and one-sided
 //! operations per migration and the latency during a migration wave; then
 //! the uniform and the dynamic workloads, raw migration speed (one thread,
-//! values under 4 KiB, loopback and tcp) and tcp with 4 processes (wall
-//! clock). The throughput over time goes to `kv.svg`, with the migrations
+//! values under 4 KiB, loopback and tcp) and every policy again on tcp
+//! with 4 processes (do they come in loopback's order by wall-clock
+//! throughput?). The throughput over time goes to `kv.svg`, with the migrations
 //! marked.
 
 use std::ffi::OsString;
@@ -318,16 +319,48 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             num(report, "/messages")?,
         ));
     }
-    // tcp, 4 processes: the same ordering in wall-clock throughput.
+    // tcp, 4 processes: every policy, and whether they come in the same
+    // order by wall-clock throughput as on loopback by modelled.
     let tcp = ["--fabric", "tcp", "--nodes", "4"];
-    let tcp_orig = bench("orig", &tcp, LEASES)?;
-    let tcp_pragh = bench("split+cache", &tcp, LEASES)?;
+    let mut tcp_runs = serde_json::Map::new();
+    for policy in runs.keys() {
+        tcp_runs.insert(policy.clone(), bench(policy, &tcp, LEASES)?);
+    }
+    let wall = |report: &Value| num(report, "/last_interval/ops_per_s");
     rows.push(Row::compare(
         "kv",
         "tcp, 4 processes: split+cache / orig, queries and puts per s wall (last interval)",
-        num(&tcp_pragh, "/last_interval/ops_per_s")?,
-        num(&tcp_orig, "/last_interval/ops_per_s")?,
+        wall(&tcp_runs["split+cache"])?,
+        wall(&tcp_runs["orig"])?,
         Some(Target::AtLeast(1.0)),
+    ));
+    let mut pairs = 0;
+    let mut same = 0;
+    let policies: Vec<&String> = runs.keys().collect();
+    for (i, a) in policies.iter().enumerate() {
+        for b in &policies[i + 1..] {
+            pairs += 1;
+            let on_loopback = steady(&runs[*a])? > steady(&runs[*b])?;
+            let on_tcp = wall(&tcp_runs[*a])? > wall(&tcp_runs[*b])?;
+            same += usize::from(on_loopback == on_tcp);
+        }
+    }
+    #[allow(clippy::cast_precision_loss)] // at most 15 pairs
+    let (same, pairs) = (same as f64, pairs as f64);
+    rows.push(Row::compare(
+        "kv",
+        "tcp, 4 processes: pairs of policies in loopback's order (wall on tcp, modelled on loopback), of all pairs",
+        same,
+        pairs,
+        Some(Target::AtLeast(1.0)),
+    ));
+    let mut order = Vec::new();
+    for (policy, report) in &tcp_runs {
+        order.push(format!("{policy} {:.0}", wall(report)?));
+    }
+    notes.push(format!(
+        "kv: tcp, 4 processes, queries and puts per s wall (last interval): {}",
+        order.join(", ")
     ));
     let svg = cx.out.join("kv.svg");
     fs::write(&svg, plot(&runs)?).with_context(|| format!("writing {}", svg.display()))?;
@@ -350,7 +383,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "mix_50_50": { "orig": half_orig, "split+cache": half },
         "dynamic": dynamic,
         "migration_speed": { "loopback": speed_loopback, "loopback_serial": speed_serial, "tcp": speed_tcp },
-        "tcp": { "orig": tcp_orig, "split+cache": tcp_pragh },
+        "tcp": tcp_runs,
         "rows": rows,
         "summary_notes": notes,
     }))
