@@ -1517,7 +1517,8 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     assert!(!before["paths"].as_array().unwrap().is_empty(), "{before}");
 
     // A second load runs while server 1 is killed: it fails, naming the
-    // server, instead of hanging.
+    // server and how many of its writes were acknowledged, instead of
+    // hanging. One client, so those are exactly its first writes.
     let mut load = Command::new(env!("CARGO_BIN_EXE_quiver"))
         .args([
             "meta",
@@ -1530,6 +1531,10 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
             "200000",
             "--seed",
             "9",
+            "--clients",
+            "1",
+            "--batch",
+            "64",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1542,6 +1547,13 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     let out = load.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains(&addrs[1]), "{}", stderr(&out));
+    let acknowledged: usize = stderr(&out)
+        .split("the load stopped after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of acknowledged writes: {}", stderr(&out)));
+    assert!(acknowledged > 0, "{}", stderr(&out));
     let out = quiver(&["meta", "query", "--cluster", c, &travel]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("Unavailable"), "{}", stderr(&out));
@@ -1571,6 +1583,47 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
     let after = json(&after);
     assert_eq!(before["paths"], after["paths"]);
     assert_eq!(before["marked"], after["marked"]);
+    // The interrupted load's acknowledged writes are there too: its
+    // vertices (every one, asked for a hundred at a time) and a sample of
+    // its edges, each followed from its source.
+    let writes = quiver_meta::darshan::generate(200_000, 9);
+    let (mut vertices, mut edges) = (Vec::new(), Vec::new());
+    for w in &writes[..acknowledged] {
+        match w {
+            quiver_meta::Write::Vertex { id, .. } => vertices.push(String::from_utf8_lossy(id)),
+            quiver_meta::Write::Edge {
+                src, etype, dst, ..
+            } => edges.push((
+                String::from_utf8_lossy(src),
+                etype,
+                String::from_utf8_lossy(dst),
+            )),
+            _ => {}
+        }
+    }
+    let found = |text: &str| {
+        let out = quiver(&["meta", "query", "--cluster", c, text, "--json"]);
+        assert!(out.status.success(), "{text}: {}", stderr(&out));
+        json(&out)["marked"]
+            .as_array()
+            .unwrap()
+            .last()
+            .map(|step| step[1].clone())
+            .unwrap_or_default()
+    };
+    for chunk in vertices.chunks(100) {
+        let ids: Vec<String> = chunk.iter().map(|v| format!("{v:?}")).collect();
+        let got = found(&format!("v({})", ids.join(", ")));
+        assert_eq!(got.as_array().map(Vec::len), Some(chunk.len()), "{got}");
+    }
+    let stride = (edges.len() / 20).max(1);
+    for (src, etype, dst) in edges.iter().step_by(stride) {
+        let got = found(&format!("v({src:?}).e({etype})"));
+        assert!(
+            got.as_array().unwrap().iter().any(|v| v == dst.as_ref()),
+            "{src} -{etype}-> {dst}: {got}"
+        );
+    }
     let more = meta_load(
         c,
         &["--generate", "darshan", "--vertices", "500", "--seed", "3"],

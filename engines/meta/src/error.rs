@@ -53,6 +53,17 @@ pub enum Error {
     /// The servers of a cluster disagree, or a cluster file is wrong.
     #[error("cluster: {0}")]
     Cluster(String),
+    /// A load stopped on an error after the servers had acknowledged
+    /// `acknowledged` of its writes (those are stored; with several
+    /// clients, writes others had in flight may be stored too).
+    #[error("the load stopped after {acknowledged} acknowledged writes")]
+    Interrupted {
+        /// Writes acknowledged before the error.
+        acknowledged: u64,
+        /// The error.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 /// What this crate's operations return.

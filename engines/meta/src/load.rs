@@ -79,6 +79,11 @@ pub struct LoadReport {
 /// Writes `writes` with `config.clients` clients at once, each taking the
 /// next batch in order, so a vertex's batch is written no later than the
 /// batches after it.
+///
+/// # Errors
+/// The first write error stops every client; it comes back inside
+/// [`crate::Error::Interrupted`], which counts the writes acknowledged
+/// before it (with one client, exactly the first that many).
 pub async fn load(
     client: &Client,
     writes: Arc<Vec<Write>>,
@@ -117,13 +122,30 @@ pub async fn load(
     }
     drop(tx);
     let mut report = LoadReport::default();
+    let mut acknowledged = 0;
     loop {
         tokio::select! {
-            Some(n) = rx.recv() => progress.advance(n),
+            Some(n) = rx.recv() => {
+                acknowledged += n;
+                progress.advance(n);
+            }
             joined = tasks.join_next() => match joined {
                 None => break,
                 Some(done) => {
-                    let part = done.expect("load tasks do not panic")?;
+                    let part = match done.expect("load tasks do not panic") {
+                        Ok(part) => part,
+                        Err(source) => {
+                            // The other clients stop with the join set;
+                            // what they had acknowledged is counted.
+                            while let Ok(n) = rx.try_recv() {
+                                acknowledged += n;
+                            }
+                            return Err(crate::Error::Interrupted {
+                                acknowledged,
+                                source: Box::new(source),
+                            });
+                        }
+                    };
                     report.vertices += part.vertices;
                     report.edges += part.edges;
                     report.splits += part.splits;
