@@ -813,3 +813,41 @@ fn a_home_counts_its_own_reads_as_its_plan_says() {
         });
     }
 }
+
+/// Keys down an overflow chain are found by one READ a bucket hop. Loaded
+/// at 3/4 of a bucket's data slots on average, some main buckets overflow:
+/// with no location cache, each Get from node 0 of a key homed on node 1
+/// READs its chain's buckets up to the key's, then the value, and every
+/// list is right.
+#[test]
+fn keys_down_an_overflow_chain_are_found_one_read_a_hop() {
+    let n = 4_000u32;
+    let edges: Vec<(u32, u32, f32)> = (0..n).map(|v| (v, (v * 7 + 1) % n, 1.0)).collect();
+    let graph = Graph::from_edges(n, &edges, false, false).unwrap();
+    let config = StoreConfig {
+        serve_cache: false,
+        ..StoreConfig::default()
+    };
+    let placement = quiver_kv::layout::Placement::new(n, 2);
+    let hops = on_stores(&graph, 2, &config, &Clock::manual(), |_, store| {
+        let mut ops = Vec::new();
+        if store.rank() == 0 {
+            let mut session = store.session();
+            for v in (0..n).filter(|&v| placement.home_node(v) == 1) {
+                let before = session.tally().one_sided;
+                assert_eq!(session.get(v, u64::MAX).unwrap(), Edges::of(&graph, v));
+                ops.push(session.tally().one_sided - before);
+            }
+        }
+        ops
+    });
+    let ops = &hops[0];
+    // A key in its main bucket: that bucket's READ and the value's.
+    assert_eq!(ops.iter().min(), Some(&2), "{ops:?}");
+    let chained = ops.iter().filter(|&&o| o > 2).count();
+    assert!(chained > 0, "no key lay down a chain");
+    assert!(
+        ops.iter().all(|&o| o <= 4),
+        "chains longer than expected: {ops:?}"
+    );
+}
