@@ -117,9 +117,10 @@ pub struct DeviceArgs {
     /// gtl init` laid it out with.
     #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction, conflicts_with = "image")]
     pub slack: f64,
-    /// Keep the simulated NAND's pages in this sparse file (created, or emptied) instead of
-    /// memory, for a device larger than memory: the file is as long as the device but takes
-    /// disk space only for programmed pages. Not with --device (an image mounts in memory).
+    /// Keep the simulated NAND's pages in this sparse file instead of memory, for a device
+    /// larger than memory: made fresh (nothing may be there yet) and removed after the run, as
+    /// long as the device but taking disk space only for programmed pages. Not with --device
+    /// (an image mounts in memory).
     #[arg(long, value_name = "FILE", conflicts_with = "image")]
     pub flash_file: Option<PathBuf>,
 }

@@ -32,9 +32,9 @@ pub enum FabricArg {
 /// How to form the job.
 #[derive(Debug, Args, Clone)]
 pub struct JobArgs {
-    /// The fabric [default: tcp]. Naming one asks for a job: without --nodes, and outside a
-    /// launcher and --rank/--size/--coordinator, the command's default number of nodes runs on
-    /// this machine.
+    /// The fabric [default: tcp]. Naming one asks for a job: on loopback, or on tcp outside a
+    /// launcher and without --rank/--size/--coordinator, the command's default number of nodes
+    /// runs on this machine unless --nodes says how many.
     #[arg(long, value_enum)]
     pub fabric: Option<FabricArg>,
     /// Run this many nodes on this machine: processes on 127.0.0.1 spawned by this command
@@ -78,8 +78,9 @@ impl JobArgs {
     }
 
     /// The job these flags describe; its local nodes re-execute this program
-    /// through [`crate::NODE_ENTRY`]. Without --nodes, a job this process
-    /// does not join runs `local_nodes` nodes on this machine.
+    /// through [`crate::NODE_ENTRY`]. Without --nodes, a loopback job, or a
+    /// tcp job this process does not join, runs `local_nodes` nodes on this
+    /// machine.
     pub fn job(&self, local_nodes: u32) -> Result<Job> {
         let fabric_arg = self.fabric.unwrap_or(FabricArg::Tcp);
         if self.cost_model && fabric_arg != FabricArg::Loopback {
@@ -103,12 +104,13 @@ impl JobArgs {
         let nodes = match (fabric_arg, self.nodes) {
             (_, Some(nodes)) => Nodes::Local(nodes),
             (FabricArg::Loopback, None) => Nodes::Local(local_nodes),
-            (_, None) if self.joins() => Nodes::Member {
+            (FabricArg::Tcp, None) if !self.joins() => Nodes::Local(local_nodes),
+            // mpi and ibverbs nodes are started by a launcher.
+            (_, None) => Nodes::Member {
                 rank: self.rank,
                 size: self.size,
                 coordinator: self.coordinator.clone(),
             },
-            (_, None) => Nodes::Local(local_nodes),
         };
         Ok(Job {
             fabric,

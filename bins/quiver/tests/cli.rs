@@ -1029,7 +1029,13 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
         json(&quiver(&args))["result"].clone()
     };
     assert_eq!(cc(&["--flash-file", path(&flash)]), cc(&[]));
-    assert!(flash.exists());
+    assert!(!flash.exists(), "the flash file is scratch space");
+    // Never made over an existing file: the graph given by mistake is kept.
+    let before = std::fs::read(g).unwrap();
+    let out = quiver(&["gtl", "run", "cc", g, "--flash-file", g]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(g).unwrap(), before);
     let on_graph = json(&quiver(&["--json", "gtl", "get", g, "3"]));
     let on_image = json(&quiver(&["--json", "gtl", "get", "--device", img, "3"]));
     assert_eq!(on_graph["neighbours"], on_image["neighbours"]);

@@ -179,6 +179,35 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A flash file ([`SparseFile`]) already exists: one is always made
+    /// fresh, so no file given by mistake is ever truncated.
+    #[error("{} already exists: a sparse file is made fresh (remove it, or name another)", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Mapping a sparse file for writing failed.
+    #[error("failed to map {} for writing", path.display())]
+    MapWritable {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Giving a range of a sparse file's space back failed.
+    #[error("failed to punch {len} bytes at offset {offset} out of {}", path.display())]
+    Punch {
+        /// The file.
+        path: PathBuf,
+        /// Where the range starts.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
     /// Memory-mapping a file failed.
     #[error("failed to map file descriptor {fd} read-only")]
     Map {

@@ -1,7 +1,8 @@
 //! A sparse file mapped for reading and writing: the backing store of a
 //! simulated device larger than memory. The file is as long as the device
 //! but takes disk space only where it was written; [`SparseFile::punch`]
-//! gives a range's space back.
+//! gives a range's space back. It is scratch space: made fresh (never over
+//! an existing file) and removed when dropped.
 
 use std::fs::{File, OpenOptions};
 use std::ops::Range;
@@ -15,9 +16,9 @@ use crate::{Error, Result};
 
 /// A file of a fixed length, mapped whole, holes where never written.
 ///
-/// Invariant: this value is the file's only user while it lives (it
-/// creates or empties the file, and nothing else of this process opens
-/// it), so the mapping's bytes change only through [`SparseFile::bytes_mut`].
+/// Invariant: this value made the file (no file existed at its path) and
+/// is its only user in this process, so the mapping's bytes change only
+/// through [`SparseFile::bytes_mut`]; the file is removed on drop.
 #[derive(Debug)]
 pub struct SparseFile {
     path: PathBuf,
@@ -26,37 +27,51 @@ pub struct SparseFile {
 }
 
 impl SparseFile {
-    /// Creates `path` (or empties it) as a file of `len` bytes that reads
-    /// as zeros and takes no disk space until written, and maps it.
+    /// Creates `path`, which must not exist, as a file of `len` bytes that
+    /// reads as zeros and takes no disk space until written, and maps it.
     ///
     /// # Errors
+    /// [`Error::Exists`] if something is at `path` already,
     /// [`Error::Create`] if the file cannot be made that long, and
-    /// [`Error::Map`] if it cannot be mapped (`len` 0 included).
+    /// [`Error::MapWritable`] if it cannot be mapped.
     pub fn create(path: &Path, len: u64) -> Result<SparseFile> {
-        let create = |source| Error::Create {
-            path: path.to_owned(),
-            source,
-        };
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(path)
-            .map_err(create)?;
-        file.set_len(len).map_err(create)?;
-        // SAFETY: the mapping aliases the file, so it is sound only while
-        // nobody else truncates or writes it. The file was just created or
-        // emptied here and is held for the map's lifetime; the type's
-        // invariant makes this value its only user.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|source| Error::Map {
-            fd: file.as_raw_fd(),
-            source,
-        })?;
-        Ok(SparseFile {
-            path: path.to_owned(),
-            file,
-            map,
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::AlreadyExists => Error::Exists {
+                    path: path.to_owned(),
+                },
+                _ => Error::Create {
+                    path: path.to_owned(),
+                    source,
+                },
+            })?;
+        // From here on the file is ours: removed if making it fails.
+        let made = |file: File| -> Result<SparseFile> {
+            file.set_len(len).map_err(|source| Error::Create {
+                path: path.to_owned(),
+                source,
+            })?;
+            // SAFETY: the mapping aliases the file, so it is sound only
+            // while nobody truncates or writes the file other than through
+            // it. The file was created just now (`create_new`: nothing of
+            // anyone else's was at the path), and this value, its only user
+            // in the process, holds it for the map's lifetime.
+            let map = unsafe { MmapMut::map_mut(&file) }.map_err(|source| Error::MapWritable {
+                path: path.to_owned(),
+                source,
+            })?;
+            Ok(SparseFile {
+                path: path.to_owned(),
+                file,
+                map,
+            })
+        };
+        made(file).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
         })
     }
 
@@ -73,7 +88,7 @@ impl SparseFile {
     /// Gives `range`'s disk space back: it reads as zeros again.
     ///
     /// # Errors
-    /// [`Error::Write`] if the file system cannot punch holes.
+    /// [`Error::Punch`] if the file system cannot punch holes.
     ///
     /// # Panics
     /// If `range` does not lie inside the file.
@@ -82,16 +97,18 @@ impl SparseFile {
             range.start <= range.end && range.end <= self.map.len() as u64,
             "the range to punch lies outside the file"
         );
-        let failed = |source| Error::Write {
+        let len = range.end - range.start;
+        let failed = |source| Error::Punch {
             path: self.path.clone(),
             offset: range.start,
-            len: usize::try_from(range.end - range.start).unwrap_or(usize::MAX),
+            len,
             source,
         };
-        let at = i64::try_from(range.start)
-            .map_err(|_| failed(std::io::ErrorKind::InvalidInput.into()))?;
-        let len = i64::try_from(range.end - range.start)
-            .map_err(|_| failed(std::io::ErrorKind::InvalidInput.into()))?;
+        // Inside a mapped file, so below isize::MAX.
+        let (at, count) = (
+            i64::try_from(range.start).expect("inside a mapped file"),
+            i64::try_from(len).expect("inside a mapped file"),
+        );
         // SAFETY: fallocate on a descriptor this value owns, with a range
         // inside the file (asserted above); punching keeps the file's
         // length, so the mapping stays valid and the range reads as zeros.
@@ -100,7 +117,7 @@ impl SparseFile {
                 self.file.as_raw_fd(),
                 libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
                 at,
-                len,
+                count,
             )
         };
         if punched != 0 {
@@ -122,6 +139,13 @@ impl SparseFile {
     }
 }
 
+impl Drop for SparseFile {
+    fn drop(&mut self) {
+        // Scratch space: nothing in it outlives the device.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,8 +153,9 @@ mod tests {
     #[test]
     fn written_ranges_take_space_and_punched_ones_give_it_back() {
         let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("flash");
         let len = 64 << 20;
-        let mut file = SparseFile::create(&dir.path().join("flash"), len).unwrap();
+        let mut file = SparseFile::create(&path, len).unwrap();
         assert_eq!(file.bytes().len() as u64, len);
         let empty = file.allocated_bytes().unwrap();
         assert!(empty < 1 << 20, "{empty} bytes taken by an unwritten file");
@@ -143,5 +168,18 @@ mod tests {
         // Written again after the punch, it reads back.
         file.bytes_mut()[(1 << 20) + 5] = 9;
         assert_eq!(file.bytes()[(1 << 20) + 5], 9);
+        drop(file);
+        assert!(!path.exists(), "scratch space is removed");
+    }
+
+    #[test]
+    fn an_existing_file_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.qcsr");
+        std::fs::write(&path, b"not scratch").unwrap();
+        let err = SparseFile::create(&path, 1 << 20).unwrap_err();
+        assert!(matches!(err, Error::Exists { .. }), "{err}");
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"not scratch");
     }
 }

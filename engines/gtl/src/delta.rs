@@ -95,11 +95,11 @@ pub struct Adjacency {
 }
 
 impl Adjacency {
-    /// The weight of the first edge to `target` (GetEdgeWeight), `None`
-    /// if there is none; the list must carry its weights.
+    /// The weight of the first edge to `target` (GetEdgeWeight); `None`
+    /// if there is none, or if the list carries no weights.
     pub fn weight(&self, target: u32) -> Option<f32> {
         let i = self.targets.iter().position(|&t| t == target)?;
-        Some(self.weights[i])
+        self.weights.get(i).copied()
     }
 
     /// Applies `edit`; false, changing nothing, if it names an edge the

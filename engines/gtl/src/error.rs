@@ -151,9 +151,10 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// The sparse file holding a device's pages cannot be made or used.
-    #[error("the flash file")]
-    FlashFile(#[from] quiver_io::Error),
+    /// The sparse file holding the simulated NAND's pages
+    /// ([`crate::Config::flash_file`]) cannot be made or used.
+    #[error("the simulated NAND's flash file")]
+    FlashFile(#[source] quiver_io::Error),
     /// A graph page whose footer does not decode.
     #[error("physical page {ppn} is not a valid graph page: {reason}")]
     CorruptPage {

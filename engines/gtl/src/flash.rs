@@ -270,8 +270,9 @@ pub struct PageRead<'a> {
 /// The simulated NAND device.
 ///
 /// Invariants: a block's pages `0..written[block]` are programmed and the
-/// rest erased; a page's bytes are stored exactly when it is programmed;
-/// busy-until times never decrease.
+/// rest erased; a programmed page's bytes are what it was programmed with
+/// (in memory, only programmed pages are kept; on a flash file, an erased
+/// block is a hole); busy-until times never decrease.
 #[derive(Debug)]
 pub struct Flash {
     geometry: Geometry,
@@ -307,13 +308,13 @@ impl Pages {
         }
     }
 
-    fn put(&mut self, ppn: u64, page_len: usize, bytes: &[u8]) {
+    fn put(&mut self, ppn: u64, page_len: usize, bytes: Box<[u8]>) {
         match self {
             Pages::Memory(pages) => {
-                pages.insert(ppn, bytes.into());
+                pages.insert(ppn, bytes);
             }
             Pages::File(file) => {
-                file.bytes_mut()[offset(ppn, page_len)..][..page_len].copy_from_slice(bytes);
+                file.bytes_mut()[offset(ppn, page_len)..][..page_len].copy_from_slice(&bytes);
             }
         }
     }
@@ -329,7 +330,8 @@ impl Pages {
             }
             Pages::File(file) => {
                 let len = page_len as u64;
-                file.punch(first * len..(first + count) * len)?;
+                file.punch(first * len..(first + count) * len)
+                    .map_err(Error::FlashFile)?;
             }
         }
         Ok(())
@@ -344,27 +346,35 @@ fn offset(ppn: u64, page_len: usize) -> usize {
 impl Flash {
     /// An erased device of `geometry` with `timing`, its pages in memory.
     pub fn new(geometry: Geometry, timing: Timing) -> Result<Flash> {
-        Flash::with_pages(geometry, timing, Pages::Memory(HashMap::new()))
+        geometry.validate()?;
+        timing.validate()?;
+        Ok(Flash::with_pages(
+            geometry,
+            timing,
+            Pages::Memory(HashMap::new()),
+        ))
     }
 
     /// An erased device of `geometry` with `timing`, its pages in the
-    /// sparse file `path` (created, or emptied): page `ppn`'s data and
-    /// spare bytes at `ppn` times their length, so the file is as long as
-    /// the whole device but takes disk space only for programmed pages (an
+    /// sparse file `path`, made fresh (nothing may be there yet) and
+    /// removed when the device is dropped: page `ppn`'s data and spare
+    /// bytes at `ppn` times their length, so the file is as long as the
+    /// whole device but takes disk space only for programmed pages (an
     /// erase punches its block out). For devices larger than memory.
     pub fn on_file(geometry: Geometry, timing: Timing, path: &Path) -> Result<Flash> {
         geometry.validate()?;
+        timing.validate()?;
         let page_len = u64::from(geometry.page_bytes + geometry.spare_bytes);
-        let file = SparseFile::create(path, geometry.pages() * page_len)?;
-        Flash::with_pages(geometry, timing, Pages::File(file))
+        let file =
+            SparseFile::create(path, geometry.pages() * page_len).map_err(Error::FlashFile)?;
+        Ok(Flash::with_pages(geometry, timing, Pages::File(file)))
     }
 
-    fn with_pages(geometry: Geometry, timing: Timing, pages: Pages) -> Result<Flash> {
-        geometry.validate()?;
-        timing.validate()?;
+    /// An erased device of a validated `geometry` and `timing` on `pages`.
+    fn with_pages(geometry: Geometry, timing: Timing, pages: Pages) -> Flash {
         let blocks = usize::try_from(geometry.blocks()).expect("validated: blocks fit u32");
         let dies = geometry.dies() as usize;
-        Ok(Flash {
+        Flash {
             page_len: (geometry.page_bytes + geometry.spare_bytes) as usize,
             written: vec![0; blocks],
             erase_counts: vec![0; blocks],
@@ -376,7 +386,7 @@ impl Flash {
             power_cut_after: None,
             geometry,
             timing,
-        })
+        }
     }
 
     /// The device's geometry.
@@ -445,7 +455,7 @@ impl Flash {
                 )
                 .into());
             }
-            flash.pages.put(ppn, flash.page_len, &bytes);
+            flash.pages.put(ppn, flash.page_len, bytes);
         }
         flash.written = written;
         flash.erase_counts = erase_counts;
@@ -608,10 +618,10 @@ impl Flash {
         let done = moved + self.timing.program_ns;
         self.channel_busy[channel] = moved;
         self.die_busy[die] = done;
-        let mut bytes = vec![0u8; self.page_len];
+        let mut bytes = vec![0u8; self.page_len].into_boxed_slice();
         bytes[..data.len()].copy_from_slice(data);
         bytes[data.len()..data.len() + spare.len()].copy_from_slice(spare);
-        self.pages.put(ppn.0, self.page_len, &bytes);
+        self.pages.put(ppn.0, self.page_len, bytes);
         self.written[block] = expected + 1;
         self.counters.programs += 1;
         Ok(self.finish(done))

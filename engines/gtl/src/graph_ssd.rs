@@ -3,8 +3,9 @@
 //! update logger ([`UpdateLogger`]). A read merges the device's pages
 //! (through the cache), its delta chains and the host's log; an update is
 //! answered at once (presence against the device and the log) and reaches
-//! the device with its batch. GetEdgeWeight is merged with the log as a
-//! read is. Every call that reaches the device first flushes a log whose
+//! the device with its batch. GetEdgeWeight is the device's command
+//! merged with the log (not through the page cache, and not counted in
+//! [`GraphSsd::counters`], which are the reads'). Every call that reaches the device first flushes a log whose
 //! timer ran out ([`UpdateLogger::flush_due`]), so an idle log does not
 //! wait for the next update.
 //!

@@ -135,12 +135,15 @@ impl UpdateLogger {
     }
 
     /// Sends the log to the device as one batch (nothing if it is empty).
+    /// A flush the device refuses (a full graph area, say) keeps the log
+    /// as it was: no acknowledged update is lost.
     pub fn flush(&mut self, ssd: &mut Ssd) -> Result<()> {
-        self.oldest = None;
-        if let Some(batch) = self.batch.take().filter(|b| !b.is_empty()) {
+        if let Some(batch) = self.batch.as_ref().filter(|b| !b.is_empty()) {
             ssd.commit(batch, self.config.path)?;
             self.flushes += 1;
         }
+        self.batch = None;
+        self.oldest = None;
         Ok(())
     }
 

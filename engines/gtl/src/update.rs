@@ -188,7 +188,7 @@ impl Ssd {
             .iter()
             .map(|u| self.stage(&mut batch, u))
             .collect::<Result<Vec<bool>>>()?;
-        self.commit(batch, path)?;
+        self.commit(&batch, path)?;
         Ok(applied)
     }
 
@@ -260,7 +260,7 @@ impl Ssd {
     /// Writes `batch` by `path`: on the delta path its records as one
     /// unit of delta pages; on the direct path the same records, then each
     /// changed list's group of pages rewritten.
-    pub fn commit(&mut self, batch: Batch, path: UpdatePath) -> Result<()> {
+    pub fn commit(&mut self, batch: &Batch, path: UpdatePath) -> Result<()> {
         if batch.edits.is_empty() {
             return Ok(());
         }

@@ -54,8 +54,9 @@ pub enum Error {
     #[error("cluster: {0}")]
     Cluster(String),
     /// A load stopped on an error after the servers had acknowledged
-    /// `acknowledged` of its writes (those are stored; with several
-    /// clients, writes others had in flight may be stored too).
+    /// `acknowledged` of its writes. Those are stored; so may be some of
+    /// the writes in flight when it stopped (the failed batch in part, and
+    /// with several clients the others' batches).
     #[error("the load stopped after {acknowledged} acknowledged writes")]
     Interrupted {
         /// Writes acknowledged before the error.
@@ -82,12 +83,15 @@ impl Error {
     /// Whether the failure was the server being unreachable (worth a retry
     /// once it is back), not the request.
     pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
-            Error::Rpc {
-                code: tonic::Code::Unavailable | tonic::Code::DeadlineExceeded,
-                ..
+        match self {
+            Error::Rpc { code, .. } => {
+                matches!(
+                    code,
+                    tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+                )
             }
-        )
+            Error::Interrupted { source, .. } => source.is_unavailable(),
+            _ => false,
+        }
     }
 }

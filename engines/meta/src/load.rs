@@ -83,7 +83,7 @@ pub struct LoadReport {
 /// # Errors
 /// The first write error stops every client; it comes back inside
 /// [`crate::Error::Interrupted`], which counts the writes acknowledged
-/// before it (with one client, exactly the first that many).
+/// before it (with one client, the first that many).
 pub async fn load(
     client: &Client,
     writes: Arc<Vec<Write>>,

@@ -793,6 +793,23 @@ impl Shared {
         Ok(())
     }
 
+    /// Refuses a traversal hop along a relation the schema does not have
+    /// (it would match no edge and answer nothing).
+    fn check_hops<'a>(
+        &self,
+        hops: impl IntoIterator<Item = &'a Option<rpc::Hop>>,
+    ) -> Result<(), Status> {
+        for hop in hops.into_iter().flatten() {
+            if self.config.schema.relation(&hop.etype).is_none() {
+                return Err(invalid(format!(
+                    "a traversal follows unknown relation {:?}",
+                    hop.etype
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn check_home(&self, id: &[u8]) -> Result<(), Status> {
         let home = self.placement.home(id);
         if home != self.me() {
@@ -1806,6 +1823,7 @@ impl Shared {
         req: rpc::RunStepRequest,
     ) -> Result<rpc::RunStepReply, Status> {
         self.check_session(req.as_of)?;
+        self.check_hops([&req.hop, &req.next_hop])?;
         let state = self.travel(req.travel);
         let mut counts = self.counts(req.step);
         counts.prefetched = match state.stop_prefetch() {

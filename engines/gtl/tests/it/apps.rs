@@ -144,7 +144,8 @@ fn hits_cost_no_reads_and_a_cacheless_source_rereads() {
 /// On the default device (8 channels x 4 ways x 1024 blocks x 256 pages
 /// of 16 KiB: 137 GB), its pages kept in a sparse file, every application
 /// answers as in memory with the same counts and modelled time, while the
-/// file takes disk space only for the pages written.
+/// file takes disk space only for the pages written (and is removed with
+/// its device).
 #[test]
 fn a_device_on_a_sparse_file_runs_every_application_as_in_memory() {
     let graph = karate(true);
@@ -166,12 +167,20 @@ fn a_device_on_a_sparse_file_runs_every_application_as_in_memory() {
             assert_eq!(counts(&on_file), counts(&in_memory), "{app:?} {backend}");
         }
     }
+    // While a device lives its file is as long as the device and takes
+    // space only for what it wrote; then it is gone.
+    let mut device = RunConfig::default().device;
+    device.flash_file = Some(file.clone());
+    let mut ssd = quiver_gtl::Ssd::new(&device).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
     let meta = std::fs::metadata(&file).unwrap();
-    let device = RunConfig::default().device.geometry;
-    let page_len = u64::from(device.page_bytes + device.spare_bytes);
-    assert_eq!(meta.len(), device.pages() * page_len);
+    let geometry = &device.geometry;
+    let page_len = u64::from(geometry.page_bytes + geometry.spare_bytes);
+    assert_eq!(meta.len(), geometry.pages() * page_len);
     let taken = std::os::unix::fs::MetadataExt::blocks(&meta) * 512;
     assert!(taken < 64 << 20, "{taken} bytes on disk");
+    drop(ssd);
+    assert!(!file.exists(), "the flash file is scratch space");
 }
 
 #[test]

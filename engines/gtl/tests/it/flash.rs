@@ -192,6 +192,8 @@ fn step(g: &Geometry) -> impl proptest::strategy::Strategy<Value = Step> {
 }
 
 proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
     /// A device whose pages live in a sparse file behaves exactly as one
     /// in memory: every program, erase and read answers the same (bytes,
     /// errors, times), the same pages are programmed after each step, and

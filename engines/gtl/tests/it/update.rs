@@ -705,7 +705,7 @@ proptest! {
                 prop_assert_eq!(list, want, "list of {} after {:?}", v, step);
             }
             prop_assert!(host.get(model.n()).is_err(), "no vertex beyond |V|");
-            // GetEdgeWeight through the cache, chains and log: every
+            // GetEdgeWeight through the device and the log: every
             // target's first weight, none for a vertex not pointed to.
             for v in 0..model.n() {
                 let list = &model.lists[v as usize];
@@ -1029,4 +1029,35 @@ fn a_handle_initializes_saves_its_log_and_opens_again() {
     }
     let err = GraphSsd::open(&dir.path().join("missing.img"), 0, LoggerConfig::default());
     assert!(err.is_err());
+}
+
+/// A flush the device refuses keeps the log: with power cut before its
+/// first program the flush fails, the update is still logged and still
+/// read; with power back, the next flush delivers it.
+#[test]
+fn a_refused_flush_keeps_the_log() {
+    let graph = karate(true);
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&graph).unwrap();
+    let mut logger = UpdateLogger::new(LoggerConfig {
+        timer: None,
+        ..LoggerConfig::default()
+    })
+    .unwrap();
+    let add = Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    };
+    assert!(logger.log(&mut ssd, &add).unwrap());
+    let logged = logger.records();
+    ssd.cut_power_after(ssd.flash().counters().programs);
+    let err = logger.flush(&mut ssd).unwrap_err();
+    assert!(matches!(err, Error::PowerCut { .. }), "{err}");
+    assert_eq!(logger.records(), logged, "the log is kept");
+    assert!(logger.get(&mut ssd, 9).unwrap().targets.contains(&0));
+    ssd.power_cycle().unwrap();
+    logger.flush(&mut ssd).unwrap();
+    assert_eq!(logger.records(), 0);
+    assert!(ssd.read_list(9).unwrap().value.targets.contains(&0));
 }

@@ -120,6 +120,7 @@ impl Shared {
     /// is not running.
     pub(super) fn enqueue(self: &Arc<Self>, req: rpc::FlowRequest) -> Result<(), Status> {
         self.check_session(req.as_of)?;
+        self.check_hops(req.plan.iter().map(|spec| &spec.hop))?;
         let Some(spec) = req.plan.get(req.step as usize) else {
             return Err(invalid(format!(
                 "step {} is past the plan's {} steps",

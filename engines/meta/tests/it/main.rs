@@ -550,7 +550,6 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
     cluster.stop().await;
 }
 
-/// Bad requests get an error that names the problem and store nothing.
 /// A cluster whose schema adds a vertex type and a relation with its
 /// reverse: the new type is stored with its attributes, the new relation's
 /// reverse edge is written with it on the destination's server, and a
@@ -610,6 +609,7 @@ async fn added_types_and_relations_are_stored_reversed_and_followed() {
     cluster.stop().await;
 }
 
+/// Bad requests get an error that names the problem and store nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_whole() {
     use quiver_meta::rpc;
@@ -762,6 +762,44 @@ async fn bad_requests_are_refused_whole() {
             .unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
         adopt_refusals.push(status.message().to_string());
+    }
+    // A traversal step along an unknown relation, sent raw to every server
+    // (by either engine), is refused too.
+    for mut raw in server::connect_lazy(c.servers()).unwrap() {
+        let hop = Some(rpc::Hop {
+            etype: "likes".into(),
+            edge_filters: Vec::new(),
+        });
+        let step = rpc::RunStepRequest {
+            travel: 7,
+            hop: hop.clone(),
+            ..Default::default()
+        };
+        let status = raw.run_step(step).await.unwrap_err();
+        assert!(
+            status.message().contains("unknown relation \"likes\""),
+            "{status}"
+        );
+        let first = rpc::StepSpec {
+            vertex_filters: Vec::new(),
+            hop,
+            keep: false,
+        };
+        let last = rpc::StepSpec {
+            hop: None,
+            keep: true,
+            ..first.clone()
+        };
+        let flow = rpc::FlowRequest {
+            travel: 8,
+            plan: vec![first, last],
+            ..Default::default()
+        };
+        let status = raw.flow(flow).await.unwrap_err();
+        assert!(
+            status.message().contains("unknown relation \"likes\""),
+            "{status}"
+        );
     }
     // The partition is one server's; the other refuses it as not its own.
     assert_eq!(
