@@ -338,6 +338,9 @@ pub struct Point {
     pub p99_ns: u64,
     /// Their 99.9th percentile.
     pub p999_ns: u64,
+    /// The 99.9th percentile of the tick's Gets (each hop of a query),
+    /// wall clock: what a migration wave must not inflate.
+    pub get_p999_ns: u64,
 }
 
 /// What one node gathers to the others every tick.
@@ -358,6 +361,7 @@ struct Tick {
     /// The node's migration counts so far.
     counts: StoreCounts,
     latency: Histogram,
+    get_latency: Histogram,
 }
 
 /// What one node reports.
@@ -485,6 +489,7 @@ struct Live {
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
     latency: Mutex<Histogram>,
+    get_latency: Mutex<Histogram>,
 }
 
 /// Holds a node's workers between operations while shards move.
@@ -728,6 +733,8 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
         .map_err(|e| Error::invalid("zipf", e.to_string()))?;
     let mut session = store.session();
     let mut result = WorkerResult::default();
+    // The Gets of the operation running, wall clock.
+    let mut gets: Vec<u64> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         pause.between_operations();
         let shift = config.shift_every.map_or(0, |every| {
@@ -749,7 +756,13 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
         let began = Instant::now();
         let before = session.tally().clone();
         if rng.random_range(0..100) < config.mix.queries {
-            session.two_hop(start, config.neighbours, |_| {})?;
+            // Each hop's Get ends where the next begins.
+            let mut last = began;
+            session.two_hop(start, config.neighbours, |_| {
+                let now = Instant::now();
+                gets.push(nanos(now - last));
+                last = now;
+            })?;
             result.queries += 1;
         } else {
             let target = rng.random_range(0..store.vertices());
@@ -777,6 +790,13 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .record(took);
+        let mut get_latency = live
+            .get_latency
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for get in gets.drain(..) {
+            get_latency.record(get);
+        }
     }
     result.tally = session.tally().clone();
     Ok(result)
@@ -851,12 +871,14 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         } else {
             Vec::new()
         };
-        let latency = std::mem::take(
-            &mut *live
-                .latency
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let take = |histogram: &Mutex<Histogram>| {
+            std::mem::take(
+                &mut *histogram
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            )
+        };
+        let (latency, get_latency) = (take(&live.latency), take(&live.get_latency));
         let shard_accesses = if config.policy == Policy::Shard && ends_interval {
             store.harvest_shards()
         } else {
@@ -874,6 +896,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
             cache_misses: live.cache_misses.swap(0, Ordering::Relaxed),
             counts: store.counts(),
             latency,
+            get_latency,
         };
         let bytes = serde_json::to_vec(&mine).expect("a tick serializes");
         let gathered = node.all_gather(&bytes).map_err(Error::Verbs)?;
@@ -919,7 +942,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         };
         let (mut gets, mut remote, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
         let mut moved = Moved::default();
-        let mut latency = Histogram::default();
+        let (mut latency, mut get_latency) = (Histogram::default(), Histogram::default());
         for t in &reports {
             #[allow(clippy::cast_precision_loss)]
             {
@@ -935,6 +958,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
             misses += t.cache_misses;
             moved.add(&t.counts);
             latency.merge(&t.latency);
+            get_latency.merge(&t.get_latency);
         }
         #[allow(clippy::cast_precision_loss)]
         {
@@ -958,6 +982,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         point.p50_ns = latency.quantile(0.5);
         point.p99_ns = latency.quantile(0.99);
         point.p999_ns = latency.quantile(0.999);
+        point.get_p999_ns = get_latency.quantile(0.999);
         series.push(point);
     }
     Ok(Controlled {

@@ -171,7 +171,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     match migration_latency(pragh) {
         Some((wave, calm)) => rows.push(Row::compare(
             "kv",
-            "split+cache p99.9 latency, ticks with a migration wave / ticks without (wall)",
+            "split+cache p99.9 Get latency, ticks with a migration wave / ticks without (wall)",
             wave,
             calm,
             Some(Target::AtMost(6.0)),
@@ -422,8 +422,8 @@ fn recovery(report: &Value, change: f64) -> Option<f64> {
         .map(|p| p.0 - change)
 }
 
-/// The largest p99.9 latency of the ticks that migrated 1,000 values or
-/// more (a wave), and the median p99.9 of the ticks that migrated fewer
+/// The largest p99.9 Get latency of the ticks that migrated 1,000 values
+/// or more (a wave), and the median p99.9 of the ticks that migrated fewer
 /// than 10; `None` without ticks of both kinds.
 fn migration_latency(report: &Value) -> Option<(f64, f64)> {
     let points = report["series"].as_array().cloned().unwrap_or_default();
@@ -431,12 +431,12 @@ fn migration_latency(report: &Value) -> Option<(f64, f64)> {
     let wave = points
         .iter()
         .filter(|p| get(p, "migrations") >= 1000.0)
-        .map(|p| get(p, "p999_ns"))
+        .map(|p| get(p, "get_p999_ns"))
         .max_by(f64::total_cmp)?;
     let mut calm: Vec<f64> = points
         .iter()
         .filter(|p| get(p, "migrations") < 10.0)
-        .map(|p| get(p, "p999_ns"))
+        .map(|p| get(p, "get_p999_ns"))
         .collect();
     calm.sort_by(f64::total_cmp);
     Some((wave, *calm.get(calm.len() / 2)?))

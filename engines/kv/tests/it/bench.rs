@@ -120,6 +120,8 @@ fn migration_makes_reads_local_and_orig_stays_remote() {
     // the run's totals, which cannot tear).
     for p in split.series.iter().chain(&orig.series) {
         assert!(p.p50_ns <= p.p99_ns && p.p99_ns <= p.p999_ns, "{p:?}");
+        // Every tick ran queries, whose hops are timed one Get at a time.
+        assert!(p.get_p999_ns > 0, "{p:?}");
         assert_eq!(
             p.one_sided_per_migration.is_some(),
             p.migrations > 0,
