@@ -695,13 +695,13 @@ fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
         report.summary.peak_mem_bytes
     );
     println!(
-        "series     t(s)   ops/s  modelled  remote%  hit%  moved  ops/move  p50(us)  p99(us)  p99.9(us)"
+        "series     t(s)   ops/s  modelled  remote%  hit%  moved  ops/move  p50(us)  p99(us)  p99.9(us)  get p99.9(us)"
     );
     let maybe =
         |x: Option<f64>, scale: f64| x.map_or("-".to_string(), |x| format!("{:.1}", x * scale));
     for point in &report.series {
         println!(
-            "           {:>5.1} {:>8.0} {:>9.0} {:>8.1} {:>5} {:>6} {:>9} {:>8.1} {:>8.1} {:>10.1}",
+            "           {:>5.1} {:>8.0} {:>9.0} {:>8.1} {:>5} {:>6} {:>9} {:>8.1} {:>8.1} {:>10.1} {:>14.1}",
             point.t_s,
             point.ops_per_s,
             point.modelled_ops_per_s,
@@ -711,7 +711,8 @@ fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
             maybe(point.one_sided_per_migration, 1.0),
             micros(point.p50_ns),
             micros(point.p99_ns),
-            micros(point.p999_ns)
+            micros(point.p999_ns),
+            micros(point.get_p999_ns)
         );
     }
 }
