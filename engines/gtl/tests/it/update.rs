@@ -616,11 +616,11 @@ fn a_full_area_refuses_a_write_and_keeps_every_list() {
     }
 }
 
-#[test]
-fn a_refused_add_vertex_leaves_the_log_as_it_was() {
-    let graph = karate(true);
+/// Karate on a fresh device, and a logger (no timer) holding the edge
+/// 0 -> 9, not yet flushed.
+fn karate_with_a_logged_edge() -> (Ssd, UpdateLogger) {
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&karate(true)).unwrap();
     let mut logger = UpdateLogger::new(LoggerConfig {
         timer: None,
         ..LoggerConfig::default()
@@ -632,6 +632,12 @@ fn a_refused_add_vertex_leaves_the_log_as_it_was() {
         weight: 1.0,
     };
     assert!(logger.log(&mut ssd, &add).unwrap());
+    (ssd, logger)
+}
+
+#[test]
+fn a_refused_add_vertex_leaves_the_log_as_it_was() {
+    let (mut ssd, mut logger) = karate_with_a_logged_edge();
     let bad = Update::AddVertex {
         edges: vec![(999, 1.0)],
     };
@@ -1036,20 +1042,7 @@ fn a_handle_initializes_saves_its_log_and_opens_again() {
 /// read; with power back, the next flush delivers it.
 #[test]
 fn a_refused_flush_keeps_the_log() {
-    let graph = karate(true);
-    let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
-    let mut logger = UpdateLogger::new(LoggerConfig {
-        timer: None,
-        ..LoggerConfig::default()
-    })
-    .unwrap();
-    let add = Update::AddEdge {
-        source: 0,
-        target: 9,
-        weight: 1.0,
-    };
-    assert!(logger.log(&mut ssd, &add).unwrap());
+    let (mut ssd, mut logger) = karate_with_a_logged_edge();
     let logged = logger.records();
     ssd.cut_power_after(ssd.flash().counters().programs);
     let err = logger.flush(&mut ssd).unwrap_err();
