@@ -412,6 +412,7 @@ from `quiver gtl init`) the list is read as updated, through no host cache.",
         #[command(flatten)]
         input: InputArgs,
         /// The vertex (dense id).
+        #[arg(value_parser = parse_vertex)]
         vertex: u32,
         /// Which layout to read: GraphSSD's GTL or the CSR baseline.
         #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
@@ -729,6 +730,14 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `get`'s VERTEX, which comes alone after `--device IMAGE`: a path there
+/// is a graph whose vertex was left out.
+fn parse_vertex(text: &str) -> Result<u32, String> {
+    text.parse().map_err(|_| {
+        "not a vertex id: give the graph, then the vertex (`quiver gtl get g.qcsr 17`), or the image by --device (`quiver gtl get --device dev.img 17`)".to_string()
+    })
 }
 
 /// `checked`, a setting taken from a flag refused as a usage error named

@@ -1042,6 +1042,10 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
     for (args, want) in [
         (&["gtl", "run", "cc"][..], "<GRAPH|--device <IMAGE>>"),
         (
+            &["gtl", "get", g],
+            "not a vertex id: give the graph, then the vertex",
+        ),
+        (
             &["gtl", "run", "cc", g, "--device", img],
             "cannot be used with",
         ),

@@ -157,7 +157,7 @@ pub enum Error {
         vertices: u32,
     },
     /// A value that an address word cannot name.
-    #[error("vertex {vertex}'s value is too large")]
+    #[error("vertex {vertex}'s value is too large{}", in_bytes(.source))]
     TooLarge {
         /// The vertex.
         vertex: u32,
@@ -213,5 +213,36 @@ impl Error {
     }
 }
 
+/// A value's size beside the largest an address word names, in bytes
+/// (the word counts 8-byte words); nothing for another field.
+fn in_bytes(source: &addr::DoesNotFit) -> String {
+    if source.field == "size" {
+        format!(
+            ": {} bytes, where an address names at most {} bytes",
+            source.value * 8,
+            source.max * 8
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value too large to migrate says so in bytes: 32 MiB is the most a
+    /// remote address word names.
+    #[test]
+    fn a_value_too_large_is_named_in_bytes() {
+        let source = addr::Addr::at(0, 1, 1 << 22, 0).unwrap_err();
+        let err = Error::TooLarge { vertex: 5, source };
+        assert_eq!(
+            err.to_string(),
+            "vertex 5's value is too large: 33554432 bytes, where an address names at most 33554424 bytes"
+        );
+    }
+}
