@@ -854,3 +854,41 @@ fn print_bench(r: &BenchReport) {
         r.totals.splits, r.totals.edges_moved, r.totals.messages, r.totals.bytes
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--as-of` takes nanoseconds as they are, an age back from now in
+    /// each unit, and refuses anything else by naming the forms it takes.
+    #[test]
+    fn as_of_reads_nanoseconds_and_ages() {
+        assert_eq!(
+            parse_as_of("1795842621169812556").unwrap(),
+            1_795_842_621_169_812_556
+        );
+        for (age, back_s) in [
+            ("-30s", 30.0),
+            ("-5m", 300.0),
+            ("-2h", 7200.0),
+            ("-1d", 86_400.0),
+            ("-1500ms", 1.5),
+            ("-0.5h", 1800.0),
+        ] {
+            let before = quiver_meta::clock::wall_ns();
+            let at = parse_as_of(age).unwrap();
+            let after = quiver_meta::clock::wall_ns();
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            // ages of a day at most
+            let back = (back_s * 1e9) as u64;
+            assert!(at >= before - back && at <= after - back, "{age}: {at}");
+        }
+        for bad in ["-5y", "yesterday", "-", "--5m", "-inf", "5m"] {
+            let err = parse_as_of(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("give nanoseconds since the epoch or an age"),
+                "{bad}: {err}"
+            );
+        }
+    }
+}
