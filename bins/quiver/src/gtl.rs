@@ -686,7 +686,10 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let config = options.config(backend, &device);
             flagged(config.validate())?;
             let app = App::from(app);
-            let Some(report) = reported(json, hidden, |bar| run_app(&input, app, &config, bar))?
+            let opened = input.open()?;
+            let Some(report) = reported(json, hidden, |bar| {
+                run_app(&input, &opened, app, &config, bar)
+            })?
             else {
                 return Ok(());
             };
@@ -751,12 +754,18 @@ fn flagged<T>(checked: Result<T, InvalidArgument>) -> Result<T> {
     })
 }
 
-/// Runs `app` with `config` on the graph or device image of `input`.
-fn run_app(input: &InputArgs, app: App, config: &RunConfig, bar: &Bar) -> Result<Report> {
+/// Runs `app` with `config` on `input`'s graph or device image, `opened`.
+fn run_app(
+    input: &InputArgs,
+    opened: &Input,
+    app: App,
+    config: &RunConfig,
+    bar: &Bar,
+) -> Result<Report> {
     let what = || format!("{app:?} on {}", input.path().display());
-    match input.open()? {
+    match opened {
         Input::Image(image) => quiver_gtl::run_image(image, app, config, bar),
-        Input::Graph(graph) => quiver_gtl::run(&graph, app, config, bar),
+        Input::Graph(graph) => quiver_gtl::run(graph, app, config, bar),
     }
     .with_context(what)
 }
@@ -772,12 +781,17 @@ fn bench(
 ) -> Result<()> {
     // The baseline first: on an image updated since init it is refused
     // before any work.
-    let mut reports = Vec::new();
+    let mut configs = Vec::new();
     for backend in [BackendArg::Csr, BackendArg::Gtl] {
         let config = options.config(backend, device);
         flagged(config.validate())?;
+        configs.push(config);
+    }
+    let opened = input.open()?;
+    let mut reports = Vec::new();
+    for config in &configs {
         let bar = Bar::new(json || hidden);
-        reports.push(run_app(input, app, &config, &bar)?);
+        reports.push(run_app(input, &opened, app, config, &bar)?);
     }
     reports.reverse();
     let (gtl, csr) = (&reports[0], &reports[1]);

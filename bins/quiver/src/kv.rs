@@ -19,7 +19,7 @@ use quiver_verbs::CostModel;
 use serde::Serialize;
 
 use crate::commands::UsageError;
-use crate::job::JobArgs;
+use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
 use crate::units::{parse_duration, seconds, ByteSize};
 
@@ -462,7 +462,7 @@ fn job_or_loopback(args: &JobArgs, nodes: u32) -> Result<Job> {
 }
 
 fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
-    let job = job_or_loopback(&args.job, 2)?;
+    let job = job_or_loopback(&args.job, LOCAL_NODES)?;
     let fabric = job.fabric.name();
     let config = SpeedConfig {
         graph: std::path::absolute(&args.graph)

@@ -85,7 +85,8 @@ impl SparseFile {
         &mut self.map
     }
 
-    /// Gives `range`'s disk space back: it reads as zeros again.
+    /// Gives `range`'s disk space back: it reads as zeros again (an empty
+    /// range does nothing).
     ///
     /// # Errors
     /// [`Error::Punch`] if the file system cannot punch holes.
@@ -98,6 +99,10 @@ impl SparseFile {
             "the range to punch lies outside the file"
         );
         let len = range.end - range.start;
+        if len == 0 {
+            // fallocate refuses an empty range; there is nothing to give back.
+            return Ok(());
+        }
         let failed = |source| Error::Punch {
             path: self.path.clone(),
             offset: range.start,

@@ -319,8 +319,9 @@ impl Pages {
         }
     }
 
-    /// Forgets the `count` pages from `first` (an erased block): the file
-    /// gets a hole there, so an erased block takes no disk space.
+    /// Forgets the `count` pages from `first` (an erased block's written
+    /// ones): the file gets a hole there, so an erased block takes no disk
+    /// space.
     fn discard(&mut self, first: u64, count: u64, page_len: usize) -> Result<()> {
         match self {
             Pages::Memory(pages) => {
@@ -640,7 +641,9 @@ impl Flash {
         }
         let index = to_index(block.0);
         let ppb = u64::from(self.geometry.pages_per_block);
-        self.pages.discard(block.0 * ppb, ppb, self.page_len)?;
+        // Only the pages written since the last erase hold anything.
+        let written = u64::from(self.written[index]);
+        self.pages.discard(block.0 * ppb, written, self.page_len)?;
         self.written[index] = 0;
         self.erase_counts[index] += 1;
         let die = self.geometry.die_of(block) as usize;

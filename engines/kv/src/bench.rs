@@ -488,8 +488,14 @@ struct Live {
     remote_gets: AtomicU64,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
-    latency: Mutex<Histogram>,
-    get_latency: Mutex<Histogram>,
+    latency: Mutex<Latencies>,
+}
+
+/// A tick's latencies, wall clock: whole operations and their Gets.
+#[derive(Debug, Default)]
+struct Latencies {
+    ops: Histogram,
+    gets: Histogram,
 }
 
 /// Holds a node's workers between operations while shards move.
@@ -733,7 +739,9 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
         .map_err(|e| Error::invalid("zipf", e.to_string()))?;
     let mut session = store.session();
     let mut result = WorkerResult::default();
-    // The Gets of the operation running, wall clock.
+    // The Gets of the operation running, wall clock (a buffer kept across
+    // operations: a fresh histogram each time would allocate its tree
+    // again).
     let mut gets: Vec<u64> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         pause.between_operations();
@@ -786,16 +794,13 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
             .fetch_add(tally.cache_hits - before.cache_hits, Ordering::Relaxed);
         live.cache_misses
             .fetch_add(tally.cache_misses - before.cache_misses, Ordering::Relaxed);
-        live.latency
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .record(took);
-        let mut get_latency = live
-            .get_latency
+        let mut latency = live
+            .latency
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        latency.ops.record(took);
         for get in gets.drain(..) {
-            get_latency.record(get);
+            latency.gets.record(get);
         }
     }
     result.tally = session.tally().clone();
@@ -871,14 +876,15 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         } else {
             Vec::new()
         };
-        let take = |histogram: &Mutex<Histogram>| {
-            std::mem::take(
-                &mut *histogram
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            )
-        };
-        let (latency, get_latency) = (take(&live.latency), take(&live.get_latency));
+        let Latencies {
+            ops: latency,
+            gets: get_latency,
+        } = std::mem::take(
+            &mut *live
+                .latency
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         let shard_accesses = if config.policy == Policy::Shard && ends_interval {
             store.harvest_shards()
         } else {

@@ -80,12 +80,12 @@ fn component_len(key: &[u8]) -> Option<usize> {
 fn take_component(key: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     let len = component_len(key)?;
     let mut out = Vec::with_capacity(len - 2);
-    let mut escaped = false;
-    for &b in &key[..len - 2] {
-        // An escape's second byte is ESCAPED_ZERO (checked above): skip it.
-        if !std::mem::take(&mut escaped) {
-            out.push(b);
-            escaped = b == ESCAPE;
+    let mut bytes = key[..len - 2].iter();
+    while let Some(&b) = bytes.next() {
+        out.push(b);
+        if b == ESCAPE {
+            // Its second byte is ESCAPED_ZERO (checked above).
+            bytes.next();
         }
     }
     Some((out, &key[len..]))
