@@ -126,14 +126,17 @@ pub const MAX_ID_BYTES: usize = 4096;
 /// The most reverse edges one delivery request carries (a few MB).
 const DELIVERY_OPS: usize = 8192;
 
-/// `ops` in requests of at most [`DELIVERY_OPS`], in order.
-fn delivery_chunks(ops: Vec<rpc::Op>) -> Vec<Vec<rpc::Op>> {
-    let mut ops = ops.into_iter();
-    std::iter::from_fn(|| {
-        let chunk: Vec<rpc::Op> = ops.by_ref().take(DELIVERY_OPS).collect();
-        (!chunk.is_empty()).then_some(chunk)
-    })
-    .collect()
+/// `ops` in requests of at most [`DELIVERY_OPS`], in order. Cut from the
+/// end, so each op moves at most once and a delivery that fits is sent as
+/// it is.
+fn delivery_chunks(mut ops: Vec<rpc::Op>) -> Vec<Vec<rpc::Op>> {
+    let mut chunks = Vec::new();
+    while !ops.is_empty() {
+        let last = (ops.len() - 1) / DELIVERY_OPS * DELIVERY_OPS;
+        chunks.push(ops.split_off(last));
+    }
+    chunks.reverse();
+    chunks
 }
 
 /// Failed redelivery attempts (one a second) between warnings while a
