@@ -61,17 +61,35 @@ pub struct Placement {
 
 impl Placement {
     /// Placement of `vertices` keys on `nodes` nodes.
+    ///
+    /// Each table has as many overflow buckets as the fullest shard's
+    /// chains take, counted here with one hash a key, so a load always
+    /// fits: a fixed share of the main buckets was too few for the hash
+    /// skew of some shards (2^16 keys on 8 nodes).
     pub fn new(vertices: u32, nodes: u32) -> Placement {
         let nodes = nodes.max(1);
         let per_shard = f64::from(vertices) / f64::from(nodes * SHARDS_PER_NODE);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let table_main = (per_shard / ((SLOTS - 1) as f64 * LOAD)).ceil() as u64 + 1;
-        Placement {
+        let mut placement = Placement {
             nodes,
             table_main,
-            // A quarter more for overflow, plus some for small shards.
-            table_buckets: table_main + table_main / 4 + 2,
+            table_buckets: table_main,
+        };
+        let main = usize::try_from(table_main).expect("a table's main buckets fit usize");
+        let mut keys = vec![0u32; placement.shards() as usize * main];
+        // Tables without overflow yet: a main bucket's number is its index.
+        for key in 0..vertices {
+            let (_, bucket) = placement.locate(key);
+            keys[usize::try_from(bucket).expect("below the vector's length")] += 1;
         }
+        let overflow = keys
+            .chunks(main)
+            .map(|table| table.iter().map(|&k| overflow_buckets(k)).sum::<u64>())
+            .max()
+            .unwrap_or(0);
+        placement.table_buckets = table_main + overflow;
+        placement
     }
 
     /// Shards of the job.
@@ -116,6 +134,15 @@ impl Placement {
     pub fn home_node(&self, key: u32) -> u32 {
         self.first_home(self.locate(key).0)
     }
+}
+
+/// Overflow buckets a chain of `keys` keys takes beyond its main bucket:
+/// each bucket holds `SLOTS - 1` keys and links on with its last slot.
+fn overflow_buckets(keys: u32) -> u64 {
+    let data_slots = SLOTS as u64 - 1;
+    u64::from(keys)
+        .saturating_sub(data_slots)
+        .div_ceil(data_slots)
 }
 
 /// SplitMix64's finaliser: consecutive ids land on unrelated nodes.

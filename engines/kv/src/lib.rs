@@ -42,7 +42,8 @@
 //!   machine:7 | offset:34` remote, in 8-byte units; 0 means no value.
 //! - **Key region**: 8-slot buckets of 16-byte slots (key + 1, address
 //!   word), the last slot a link to an overflow bucket; main buckets sized
-//!   for 3/4 of 7 keys each, overflow a quarter of that. Keys are loaded
+//!   for 3/4 of 7 keys each, overflow as many as the fullest shard's chains
+//!   take (counted at placement, one hash a key). Keys are loaded
 //!   once and never added or removed; AddVertex is not an operation. Keys
 //!   hash to 100 shards per node (the `shard` baseline's unit, the paper's
 //!   100 per machine), shard `s` loaded on node `s mod N`, and each shard
@@ -179,16 +180,6 @@ pub enum Error {
         used: u64,
         /// Words of the region.
         capacity: u64,
-    },
-    /// Too many keys of one shard collided for its table's overflow buckets.
-    #[error("shard {shard}'s key table on node {node} is full ({buckets} buckets)")]
-    KeyRegionFull {
-        /// The node.
-        node: u32,
-        /// The shard.
-        shard: u32,
-        /// Buckets of the shard's table.
-        buckets: u64,
     },
     /// Something another node should have done did not happen in time.
     #[error("{0}")]

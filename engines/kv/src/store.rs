@@ -429,7 +429,7 @@ impl Store {
                 let (first, _) = self.placement.table(shard);
                 first + self.placement.table_main()
             });
-            self.insert(v, bucket, word, next)?;
+            self.insert(v, bucket, word, next);
         }
         Ok(())
     }
@@ -437,7 +437,7 @@ impl Store {
     /// Puts `key` with `word` into the chain from `bucket`, taking overflow
     /// buckets of its shard's table from `next_overflow` (load time only:
     /// keys are never added later, and move only with their whole table).
-    fn insert(&self, key: u32, bucket: u64, word: u64, next_overflow: &mut u64) -> Result<()> {
+    fn insert(&self, key: u32, bucket: u64, word: u64, next_overflow: &mut u64) {
         let shard = self.placement.locate(key).0;
         let (table_first, table_buckets) = self.placement.table(shard);
         let mut bucket = bucket;
@@ -449,7 +449,7 @@ impl Store {
                     // The address first: a reader that sees the key sees it.
                     self.region.store(at + 8, word);
                     self.region.store(at, u64::from(key) + 1);
-                    return Ok(());
+                    return;
                 }
             }
             let link = self.byte(base + ((SLOTS - 1) * SLOT_BYTES) as u64);
@@ -457,13 +457,10 @@ impl Store {
                 bucket = self.region.load(link + 8);
                 continue;
             }
-            if *next_overflow == table_first + table_buckets {
-                return Err(Error::KeyRegionFull {
-                    node: self.rank,
-                    shard,
-                    buckets: table_buckets,
-                });
-            }
+            assert!(
+                *next_overflow < table_first + table_buckets,
+                "shard {shard}'s table has room for its chains, as Placement counted them"
+            );
             self.region.store(link + 8, *next_overflow);
             self.region.store(link, LINK);
             bucket = *next_overflow;
