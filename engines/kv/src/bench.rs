@@ -717,6 +717,42 @@ struct Shared<'a> {
     pause: &'a Pause,
 }
 
+/// How workers draw start vertices: Zipf over the scope (uniform at
+/// exponent 0), the scope moved on to the next disjoint range of the
+/// starts every `shift_every` (the dynamic workload).
+struct Draw<'a> {
+    starts: &'a [u32],
+    scope: usize,
+    zipf: Zipf<f64>,
+    shift_every: Option<Duration>,
+}
+
+impl<'a> Draw<'a> {
+    fn new(starts: &'a [u32], config: &Config) -> Result<Draw<'a>> {
+        let scope = config
+            .scope
+            .min(u32::try_from(starts.len()).unwrap_or(u32::MAX));
+        let zipf = Zipf::new(f64::from(scope), config.zipf)
+            .map_err(|e| Error::invalid("zipf", e.to_string()))?;
+        Ok(Draw {
+            starts,
+            scope: scope as usize,
+            zipf,
+            shift_every: config.shift_every,
+        })
+    }
+
+    /// A start vertex for an operation `elapsed` into the run.
+    fn start(&self, rng: &mut Pcg64, elapsed: Duration) -> u32 {
+        let shift = self.shift_every.map_or(0, |every| {
+            usize::try_from(elapsed.as_nanos() / every.as_nanos()).unwrap_or(0) * self.scope
+        });
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let rank = self.zipf.sample(rng) as usize - 1;
+        self.starts[(shift + rank) % self.starts.len()]
+    }
+}
+
 /// A worker: operations until told to stop.
 fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
     let Shared {
@@ -732,11 +768,7 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
     let mut rng = Pcg64::seed_from_u64(
         config.seed ^ (u64::from(rank) << 32) ^ (worker as u64).wrapping_mul(0x9e37_79b9),
     );
-    let scope = config
-        .scope
-        .min(u32::try_from(starts.len()).unwrap_or(u32::MAX));
-    let zipf = Zipf::new(f64::from(scope), config.zipf)
-        .map_err(|e| Error::invalid("zipf", e.to_string()))?;
+    let draw = Draw::new(starts, config)?;
     let mut session = store.session();
     let mut result = WorkerResult::default();
     // The Gets of the operation running, wall clock (a buffer kept across
@@ -745,16 +777,11 @@ fn work(shared: Shared<'_>, worker: usize) -> Result<WorkerResult> {
     let mut gets: Vec<u64> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         pause.between_operations();
-        let shift = config.shift_every.map_or(0, |every| {
-            usize::try_from(begun.elapsed().as_nanos() / every.as_nanos()).unwrap_or(0)
-                * scope as usize
-        });
         // Draws until a start homed here comes up; a node that homes none
         // of the scope's starts (a small graph, many nodes) idles.
+        let elapsed = begun.elapsed();
         let drawn = (0..64 * store.node().size()).find_map(|_| {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let rank_drawn = zipf.sample(&mut rng) as usize - 1;
-            let v = starts[(shift + rank_drawn) % starts.len()];
+            let v = draw.start(&mut rng, elapsed);
             (store.home_node(v) == rank).then_some(v)
         });
         let Some(start) = drawn else {
@@ -1308,5 +1335,67 @@ mod tests {
         assert_eq!(room("94/6"), 2 * base);
         assert_eq!(room("50/50"), 10 * base);
         assert_eq!(room("0/100"), 20 * base);
+    }
+
+    /// Draws `n` starts `elapsed` into the run, counted by start.
+    fn drawn(config: &Config, starts: &[u32], elapsed: Duration, n: usize) -> Vec<usize> {
+        let draw = Draw::new(starts, config).unwrap();
+        let mut rng = Pcg64::seed_from_u64(3);
+        let mut counts = vec![0; starts.len()];
+        for _ in 0..n {
+            let v = draw.start(&mut rng, elapsed);
+            counts[starts.iter().position(|&s| s == v).unwrap()] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn zipf_0_draws_the_scope_evenly_and_0_99_favours_its_first() {
+        // Starts are ids with a neighbour, so not 0..64 in general.
+        let starts: Vec<u32> = (0..128).map(|i| i * 3 + 1).collect();
+        let config = |zipf| Config {
+            zipf,
+            scope: 64,
+            ..Config::default()
+        };
+        let uniform = drawn(&config(0.0), &starts, Duration::ZERO, 64_000);
+        assert!(uniform[64..].iter().all(|&c| c == 0), "outside the scope");
+        // 1,000 each on average; 5 standard deviations is about 160.
+        assert!(
+            uniform[..64].iter().all(|&c| (840..1_160).contains(&c)),
+            "{uniform:?}"
+        );
+        let skewed = drawn(&config(0.99), &starts, Duration::ZERO, 64_000);
+        assert!(skewed[64..].iter().all(|&c| c == 0), "outside the scope");
+        // Rank 1 against rank 64: 64^0.99, about 61 times as often.
+        assert!(skewed[0] > 40 * skewed[63].max(1), "{skewed:?}");
+    }
+
+    #[test]
+    fn the_dynamic_scope_moves_to_the_next_disjoint_range_each_period() {
+        let starts: Vec<u32> = (0..96).map(|i| i * 2).collect();
+        let config = Config {
+            zipf: 0.0,
+            scope: 32,
+            shift_every: Some(Duration::from_secs(2)),
+            ..Config::default()
+        };
+        let in_range = |elapsed_ms, range: std::ops::Range<usize>| {
+            let counts = drawn(&config, &starts, Duration::from_millis(elapsed_ms), 3_200);
+            let outside: usize = counts
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !range.contains(i))
+                .map(|(_, c)| c)
+                .sum();
+            assert_eq!(outside, 0, "at {elapsed_ms} ms: {counts:?}");
+            assert!(counts[range].iter().all(|&c| c > 0), "at {elapsed_ms} ms");
+        };
+        in_range(0, 0..32);
+        in_range(1_999, 0..32);
+        in_range(2_000, 32..64);
+        in_range(5_000, 64..96);
+        // Past the starts kept, the scope wraps round to the first range.
+        in_range(6_500, 0..32);
     }
 }

@@ -226,6 +226,28 @@ fn the_deferred_plan_moves_values_once_their_homes_counted_to_an_interval_end() 
     assert!(deferred.one_sided_ops_per_migration <= 5.0);
 }
 
+/// Before the first interval ends, only the monitor's instant reports can
+/// move values: a pair read past `instant_rate` times a second is reported
+/// at the tick's end and moves; with a rate no pair reaches, nothing does.
+#[test]
+fn a_pair_past_the_instant_rate_moves_before_any_interval_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sparse_file(&dir);
+    let with = |instant_rate| {
+        let config = Config {
+            // Longer than the run: no interval ends in it.
+            interval: Duration::from_secs(2),
+            instant_rate,
+            ..sparse_config()
+        };
+        run(&path, &config, 4)
+    };
+    let instant = with(10);
+    assert!(instant.keys_moved > 0, "{instant:?}");
+    let never = with(1_000_000);
+    assert_eq!(never.keys_moved, 0, "{never:?}");
+}
+
 #[test]
 fn nonsense_parameters_are_named() {
     let bad = [
