@@ -32,13 +32,23 @@ struct Item {
     recent: u32,
 }
 
-/// A cached location: the address word and the key's slot at its home.
+/// A key's location: the address word, the key's slot at its home, and
+/// when the word was known to be the home's.
+///
+/// A block is reclaimed no sooner than a reclaim lease after the word
+/// naming it was replaced, and the cache lease is never longer, so a read
+/// through this word that ends within a cache lease of `since` read the
+/// block it named, not memory given to another value since
+/// ([`Store`](crate::Store) checks it after every read it trusts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Location {
     /// The address word.
     pub word: u64,
     /// Byte offset of the key's address word in its home's region.
     pub slot: u64,
+    /// When the word was read from the home (or written there), on the
+    /// store's clock.
+    pub since: u64,
 }
 
 /// The cache of one node, shared by its threads.
@@ -83,25 +93,27 @@ impl LocationCache {
         (self.serve && fresh).then_some(Location {
             word: item.word,
             slot: item.slot,
+            since: item.cached_at,
         })
     }
 
-    /// Stores `key`'s location as of `now`. A new item replaces the least
-    /// frequently used of its set and starts with one access.
-    pub fn fill(&self, key: u32, location: Location, now: u64) {
+    /// Stores `key`'s location, whose lease runs from `location.since`. A
+    /// new item replaces the least frequently used of its set and starts
+    /// with one access.
+    pub fn fill(&self, key: u32, location: Location) {
         let tag = u64::from(key) + 1;
         let mut set = self.set(key);
         if let Some(item) = set.iter_mut().find(|item| item.key == tag) {
             item.word = location.word;
             item.slot = location.slot;
-            item.cached_at = now;
+            item.cached_at = location.since;
             return;
         }
         *least_used(&mut set) = Item {
             key: tag,
             word: location.word,
             slot: location.slot,
-            cached_at: now,
+            cached_at: location.since,
             hits: 1,
             window: 1,
             recent: 1,
@@ -189,16 +201,25 @@ fn least_used(set: &mut [Item; WAYS]) -> &mut Item {
 mod tests {
     use super::*;
 
-    const AT: Location = Location { word: 7, slot: 16 };
+    /// A location known at `since`.
+    const fn at(since: u64) -> Location {
+        Location {
+            word: 7,
+            slot: 16,
+            since,
+        }
+    }
+
+    const AT: Location = at(0);
 
     #[test]
     fn a_location_serves_until_its_lease_ends() {
         let cache = LocationCache::new(1 << 16, 100, true);
         assert_eq!(cache.access(5, 0), None);
-        cache.fill(5, AT, 10);
-        assert_eq!(cache.access(5, 109), Some(AT));
+        cache.fill(5, at(10));
+        assert_eq!(cache.access(5, 109), Some(at(10)));
         assert_eq!(cache.access(5, 110), None);
-        cache.fill(5, AT, 110);
+        cache.fill(5, at(110));
         cache.forget(5);
         assert_eq!(cache.access(5, 111), None);
         // Every access to an item counted, served or not: the fill and three
@@ -221,7 +242,7 @@ mod tests {
     #[test]
     fn a_monitor_counts_but_never_serves() {
         let cache = LocationCache::new(1 << 16, u64::MAX, false);
-        cache.fill(3, AT, 0);
+        cache.fill(3, AT);
         for _ in 0..9 {
             assert_eq!(cache.access(3, 1), None);
         }
@@ -233,12 +254,12 @@ mod tests {
         // One set of 8 ways.
         let cache = LocationCache::new(ITEM_BYTES * WAYS, u64::MAX, true);
         for key in 0..8 {
-            cache.fill(key, AT, 0);
+            cache.fill(key, AT);
             for _ in 0..=key {
                 cache.access(key, 0);
             }
         }
-        cache.fill(100, AT, 0);
+        cache.fill(100, AT);
         assert_eq!(cache.access(0, 0), None, "the least used key went");
         for key in 1..8 {
             assert_eq!(cache.access(key, 0), Some(AT));

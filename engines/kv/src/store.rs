@@ -28,10 +28,6 @@ use crate::policy::Plan;
 use crate::server::Message;
 use crate::{Error, Result};
 
-/// Stripes of the lock that orders a migration's invalidation before the
-/// next Put on the migrated value (footnote 10 of the paper).
-const PUT_STRIPES: usize = 1024;
-
 /// How the store is set up on every node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoreConfig {
@@ -298,7 +294,6 @@ pub struct Store {
     candidates: Vec<AtomicU64>,
     clock: Clock,
     config: StoreConfig,
-    put_locks: Vec<Mutex<()>>,
     reclaim: Mutex<Reclaim>,
     rings: Mutex<Vec<RingCursor>>,
     next_request: AtomicU64,
@@ -390,7 +385,6 @@ impl Store {
             candidates: (0..candidate_words).map(|_| AtomicU64::new(0)).collect(),
             clock,
             config: config.clone(),
-            put_locks: (0..PUT_STRIPES).map(|_| Mutex::new(())).collect(),
             reclaim: Mutex::new(Reclaim {
                 local: VecDeque::new(),
                 rings: vec![(0, VecDeque::new()); node.size() as usize],
@@ -731,6 +725,7 @@ impl Store {
     /// Looks `key` up in this node's own key region.
     fn local_lookup(&self, key: u32, bucket: u64) -> Option<Location> {
         let tag = u64::from(key) + 1;
+        let since = self.clock.now_ns();
         let mut bucket = bucket;
         loop {
             let base = self.layout.bucket(bucket);
@@ -740,6 +735,7 @@ impl Store {
                     return Some(Location {
                         word: self.region.load(self.byte(at + 8)),
                         slot: at + 8,
+                        since,
                     });
                 }
             }
@@ -766,13 +762,42 @@ impl Store {
     /// key is homed here and needs no cache.
     fn published(&self, key: u32, home: u32, slot: u64, word: u64) {
         if home != self.rank {
-            self.cache
-                .fill(key, Location { word, slot }, self.clock.now_ns());
+            self.cache.fill(
+                key,
+                Location {
+                    word,
+                    slot,
+                    since: self.clock.now_ns(),
+                },
+            );
         }
     }
 
-    fn put_lock(&self, key: u32) -> MutexGuard<'_, ()> {
-        lock(&self.put_locks[key as usize % PUT_STRIPES])
+    /// Whether a read through `location` that ended before now read the
+    /// block its word named: it is within a cache lease of when the word
+    /// was the home's, so the block has not been reclaimed since (see
+    /// [`Location`]). Past that, the memory may hold another value, or an
+    /// older copy of this one.
+    fn within_lease(&self, location: &Location) -> bool {
+        self.clock.now_ns()
+            < location
+                .since
+                .saturating_add(nanos(self.config.cache_lease))
+    }
+
+    /// Writes a migration's copy of a block at `offset` with its size word
+    /// 0: dark, so that nothing reads, copies or updates it until
+    /// [`Store::light`] (see [`Session::migrate`]).
+    fn write_dark(&self, offset: u64, block: &[u8]) {
+        let at = self.byte(self.layout.value(offset));
+        self.region.store(at, 0);
+        self.region.write(at + 8, &block[8..]);
+    }
+
+    /// Makes the dark copy of `words` words at `offset` readable.
+    fn light(&self, offset: u64, words: u64) {
+        self.region
+            .store(self.byte(self.layout.value(offset)), words);
     }
 
     /// Waits for the reply to forwarded Put `request`.
@@ -875,11 +900,12 @@ impl Session<'_> {
     /// Looks `key` up at its home `home` (one READ per bucket of the chain).
     fn remote_lookup(&mut self, key: u32, home: u32, bucket: u64) -> Result<Option<Location>> {
         let layout = self.store.layout;
+        let since = self.store.clock.now_ns();
         let mut bucket = bucket;
         loop {
             let base = layout.bucket(bucket);
             let bytes = self.read(home, base, BUCKET_BYTES)?;
-            if let Some(location) = find_in_bucket(key, base, &bytes) {
+            if let Some(location) = find_in_bucket(key, base, &bytes, since) {
                 return Ok(Some(location));
             }
             match chained(&bytes) {
@@ -907,7 +933,7 @@ impl Session<'_> {
                     self.tally.cache_misses += u64::from(store.config.serve_cache);
                     let found = self.remote_lookup(key, home, bucket)?;
                     if let Some(location) = found {
-                        store.cache.fill(key, location, now);
+                        store.cache.fill(key, location);
                     }
                     found
                 }
@@ -957,7 +983,9 @@ impl Session<'_> {
             }
             let len = prefix_bytes(addr, limit, store.weighted);
             let bytes = self.read_block(holder, addr, len)?;
-            if let Some(edges) = decode_block(addr, &bytes, store.weighted) {
+            let read = decode_block(addr, &bytes, store.weighted)
+                .filter(|_| store.within_lease(&location));
+            if let Some(edges) = read {
                 self.tally.remote_values += u64::from(holder != store.rank);
                 break edges;
             }
@@ -1078,7 +1106,14 @@ impl Session<'_> {
     pub(crate) fn execute_put(&mut self, key: u32, update: Update) -> Result<PutOutcome> {
         let store = self.store;
         let home = store.home_node(key);
+        let started = Instant::now();
         loop {
+            if started.elapsed() > store.node.timeout() {
+                return Err(Error::Stalled(format!(
+                    "vertex {key}'s value stayed invalid for {:?}",
+                    store.node.timeout()
+                )));
+            }
             let location = self.locate(key, true)?;
             let addr = Addr::decode(location.word)
                 .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
@@ -1086,9 +1121,6 @@ impl Session<'_> {
                 store.cache.forget(key);
                 return Ok(PutOutcome::Forward(addr.holder(home)));
             }
-            // A migration to this node holds the lock until it has
-            // invalidated the copy it moved (footnote 10).
-            let _guard = store.put_lock(key);
             let old_at = store.byte(store.layout.value(addr.offset()));
             let mut bytes = vec![0; usize::try_from(addr.size() * 8).expect("a block fits memory")];
             store.region.read(old_at, &mut bytes);
@@ -1113,6 +1145,13 @@ impl Session<'_> {
             store
                 .region
                 .write(store.byte(store.layout.value(offset)), &block);
+            // Past the lease the old block may be another value's by now
+            // (and what was read of it, too): zero nothing, read again.
+            if !store.within_lease(&location) {
+                store.release(offset, words);
+                store.cache.forget(key);
+                continue;
+            }
             store.region.store(old_at, 0);
             let previous = self.compare_swap(home, location.slot, location.word, new)?;
             if previous != location.word {
@@ -1141,9 +1180,18 @@ impl Session<'_> {
     /// WRITE the old address into the holder's reclaim ring. Returns the
     /// one-sided operations it posted (0 if the value was already here).
     ///
+    /// The copy is written dark (size word 0) and lit only once the old
+    /// block's invalidation has landed: until then every Get, Put and
+    /// migration that reaches it retries, so the value takes no Put and
+    /// moves on nowhere while an older copy is still valid (the paper's
+    /// footnote 10, for Puts at the target, and the same for a migration
+    /// away from it or back home, which no lock at the target would stop).
+    ///
     /// # Errors
     /// [`Error::TooLarge`] for a value over 32 MiB (a remote address word
-    /// cannot name it); [`Error::ValueRegionFull`]; verbs errors.
+    /// cannot name it); [`Error::ValueRegionFull`]; [`Error::Stalled`] when
+    /// the holder's reclaim ring stays full (the old block is invalidated
+    /// all the same, and leaks); verbs errors.
     pub fn migrate(&mut self, key: u32) -> Result<u64> {
         self.store.check_vertex(key)?;
         let store = self.store;
@@ -1183,13 +1231,12 @@ impl Session<'_> {
                     .fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            store
-                .region
-                .write(store.byte(store.layout.value(offset)), &bytes);
-            let guard = store.put_lock(key);
-            let previous = self.compare_swap(home, location.slot, location.word, new)?;
-            if previous != location.word {
-                drop(guard);
+            store.write_dark(offset, &bytes);
+            // Past the lease the copy may be of memory given to another
+            // value since, and the slot may hold the same word again.
+            let won = store.within_lease(&location)
+                && self.compare_swap(home, location.slot, location.word, new)? == location.word;
+            if !won {
                 store.release(offset, size);
                 store.cache.forget(key);
                 store
@@ -1199,8 +1246,11 @@ impl Session<'_> {
                 continue;
             }
             store.published(key, home, location.slot, new);
-            self.retire(source, addr)?;
-            drop(guard);
+            // However the retirement ends, the old block is invalid or
+            // gone with its node: the copy may be lit.
+            let retired = self.retire(source, addr);
+            store.light(offset, size);
+            retired?;
             let ops = self.tally.one_sided - before;
             let counts = &store.counts;
             counts.migrations.fetch_add(1, Ordering::Relaxed);
@@ -1232,6 +1282,7 @@ impl Session<'_> {
         // Stage 1: where each value is (cached, local, or one bucket READ).
         let mut located: Vec<(u32, Location)> = Vec::with_capacity(keys.len());
         let mut lookups = Vec::new();
+        let since = store.clock.now_ns();
         for &key in &keys {
             let (home, bucket) = store.home(key);
             let known = if home == store.rank {
@@ -1261,9 +1312,9 @@ impl Session<'_> {
                 unreachable!("a READ completes with data")
             };
             let base = store.layout.bucket(store.placement.locate(key).1);
-            match find_in_bucket(key, base, &bytes) {
+            match find_in_bucket(key, base, &bytes, since) {
                 Some(location) => {
-                    store.cache.fill(key, location, store.clock.now_ns());
+                    store.cache.fill(key, location);
                     located.push((key, location));
                 }
                 None => alone.push(key),
@@ -1304,21 +1355,16 @@ impl Session<'_> {
                 unreachable!("a READ completes with data")
             };
             if decode_block(addr, &bytes, store.weighted).is_some() {
-                store
-                    .region
-                    .write(store.byte(store.layout.value(offset)), &bytes);
+                store.write_dark(offset, &bytes);
                 valid[i] = true;
             }
         }
-        let mut stripes: Vec<usize> = keys.iter().map(|&k| k as usize % PUT_STRIPES).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let guards: Vec<_> = stripes.iter().map(|&i| lock(&store.put_locks[i])).collect();
         let mut news = vec![0; copies.len()];
         let mut won = vec![false; copies.len()];
         let mut swaps = Vec::new();
         for (i, &(key, home, location, addr, _, offset)) in copies.iter().enumerate() {
-            if !valid[i] {
+            // Past the lease, as in `migrate`: not swapped, moved again alone.
+            if !valid[i] || !store.within_lease(&location) {
                 continue;
             }
             news[i] = Addr::at(home, store.rank, addr.size(), offset)
@@ -1349,14 +1395,20 @@ impl Session<'_> {
             };
             won[i] = previous == copies[i].2.word;
         }
-        // Stage 4: retire the blocks the CASes replaced.
-        let mut next_entry = vec![0; store.node.size() as usize];
+        // Stage 4: retire the blocks the CASes replaced, and light the
+        // copies (as in `migrate`: a source whose ring stays full still has
+        // its blocks invalidated).
+        let mut next_entry: Vec<Option<u64>> = vec![None; store.node.size() as usize];
+        let mut full = None;
         for source in 0..store.node.size() {
             let n = (0..copies.len())
                 .filter(|&i| won[i] && copies[i].4 == source)
                 .count() as u64;
             if n > 0 {
-                next_entry[source as usize] = self.reserve_ring(source, n)?;
+                match self.reserve_ring(source, n) {
+                    Ok(first) => next_entry[source as usize] = Some(first),
+                    Err(e) => full = full.or(Some(e)),
+                }
             }
         }
         let mut retirements = Vec::new();
@@ -1375,14 +1427,26 @@ impl Session<'_> {
                 continue;
             }
             store.published(key, home, location.slot, news[i]);
-            let index = next_entry[source as usize];
-            next_entry[source as usize] += 1;
-            retirements.extend(self.retirement(source, addr, index, i as u64));
+            match &mut next_entry[source as usize] {
+                Some(index) => {
+                    retirements.extend(self.retirement(source, addr, *index, i as u64));
+                    *index += 1;
+                }
+                None => retirements.push(self.invalidation(source, addr, i as u64)),
+            }
             moved += 1;
             words += addr.size();
         }
-        self.post_all(retirements)?;
-        drop(guards);
+        let retired = self.post_all(retirements);
+        for (i, &(_, _, _, addr, _, offset)) in copies.iter().enumerate() {
+            if won[i] {
+                store.light(offset, addr.size());
+            }
+        }
+        retired?;
+        if let Some(full) = full {
+            return Err(full);
+        }
         // Counted together, once the batch is done, so that a monitor
         // reading them meanwhile sees the moves with their operations.
         let counts = &store.counts;
@@ -1502,11 +1566,22 @@ impl Session<'_> {
 
     /// Invalidates the block `addr` on `source` and enters it in
     /// `source`'s reclaim ring for this node: two WRITEs posted together
-    /// after the CAS completed, so neither overtakes it.
+    /// after the CAS completed, so neither overtakes it. A ring that stays
+    /// full is an error, but the block is invalidated all the same (and
+    /// leaks): when this returns, the block is invalid or its node is lost,
+    /// so the copy that replaced it may be lit.
     fn retire(&mut self, source: u32, addr: Addr) -> Result<()> {
-        let index = self.reserve_ring(source, 1)?;
-        let wrs = self.retirement(source, addr, index, 0);
-        self.post_all(wrs.to_vec()).map(drop)
+        match self.reserve_ring(source, 1) {
+            Ok(index) => {
+                let wrs = self.retirement(source, addr, index, 0);
+                self.post_all(wrs.to_vec()).map(drop)
+            }
+            Err(full) => {
+                let invalidation = self.invalidation(source, addr, 0);
+                self.post_all(vec![invalidation])?;
+                Err(full)
+            }
+        }
     }
 
     /// Reserves `n` consecutive entries of `source`'s reclaim ring for this
@@ -1539,21 +1614,27 @@ impl Session<'_> {
         Ok(cursor.tail - n)
     }
 
+    /// The WRITE that invalidates block `addr` on `source`: its size word
+    /// zeroed.
+    fn invalidation(&self, source: u32, addr: Addr, wr_id: u64) -> WorkRequest {
+        WorkRequest::new(
+            wr_id,
+            Op::Write {
+                remote: self.remote(source),
+                offset: self.store.layout.value(addr.offset()),
+                data: 0u64.to_le_bytes().to_vec(),
+            },
+        )
+    }
+
     /// The two WRITEs that retire block `addr` on `source` into ring entry
-    /// `index`: zero its size word, enter its address.
+    /// `index`: its [`Session::invalidation`], and its address entered.
     fn retirement(&self, source: u32, addr: Addr, index: u64, wr_id: u64) -> [WorkRequest; 2] {
         let layout = self.store.layout;
         let remote = self.remote(source);
         let word = addr.encode().expect("a decoded address encodes");
         [
-            WorkRequest::new(
-                wr_id,
-                Op::Write {
-                    remote,
-                    offset: layout.value(addr.offset()),
-                    data: 0u64.to_le_bytes().to_vec(),
-                },
-            ),
+            self.invalidation(source, addr, wr_id),
             WorkRequest::new(
                 wr_id,
                 Op::Write {
@@ -1631,13 +1712,14 @@ const SHARD_READS: usize = 256;
 pub const MAX_MIGRATED_WORDS: u64 = (1 << REMOTE_SIZE_BITS) - 1;
 
 /// `key`'s location if the bucket read at byte `base` holds it.
-fn find_in_bucket(key: u32, base: u64, bytes: &[u8]) -> Option<Location> {
+fn find_in_bucket(key: u32, base: u64, bytes: &[u8], since: u64) -> Option<Location> {
     let tag = u64::from(key) + 1;
     (0..SLOTS - 1)
         .find(|&slot| word(bytes, 2 * slot) == tag)
         .map(|slot| Location {
             word: word(bytes, 2 * slot + 1),
             slot: base + (slot * SLOT_BYTES) as u64 + 8,
+            since,
         })
 }
 

@@ -160,8 +160,11 @@ fn the_checker_catches_lost_stale_and_reordered_operations() {
 /// Three nodes, two workers each, doing random Gets and Puts on a few keys
 /// while every node's migrator pulls random keys to itself (moves,
 /// migrate-backs, CAS races with Puts) and reclaims under a short lease on
-/// a shared manual clock. Every key's history must be linearizable, and
-/// every block must be accounted for at the end.
+/// a shared manual clock. Every key's history must be linearizable. The
+/// run stops at [`CHECKPOINTS`] points, where every node must name the
+/// same holder of every key and read the same list, and, once the
+/// replaced blocks' leases are out, every node's blocks in use must be
+/// exactly the live values it holds: one holder a value, no copy left.
 #[test]
 fn gets_and_puts_stay_linearizable_while_values_migrate() {
     let graph = &karate(true);
@@ -180,114 +183,107 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
     let history: Mutex<Vec<(u32, Event)>> = Mutex::new(Vec::new());
     let next_id = AtomicU64::new(10_000);
     let finals = on_stores(graph, nodes, &config, &clock, |node, store| {
-        let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let server = scope.spawn(|| store.serve());
             node.barrier().unwrap();
-            let migrator = scope.spawn(|| {
-                let mut session = store.session();
-                let mut rng = Pcg64::seed_from_u64(u64::from(store.rank()));
-                let mut moves = 0;
-                while !done.load(Ordering::Relaxed) {
-                    // One key, or a few with the stages pipelined.
-                    if rng.random_bool(0.5) {
-                        session
-                            .migrate(keys[rng.random_range(0..keys.len())])
-                            .unwrap();
-                    } else {
-                        let batch: Vec<u32> = (0..3)
-                            .map(|_| keys[rng.random_range(0..keys.len())])
-                            .collect();
-                        session.migrate_batch(&batch).unwrap();
-                    }
-                    store.reclaim();
-                    if store.rank() == 0 {
-                        clock.advance(1);
-                    }
-                    moves += 1;
-                    std::thread::yield_now();
-                }
-                moves
-            });
-            let workers: Vec<_> = (0..2u64)
-                .map(|w| {
-                    let (keys, history, next_id) = (&keys, &history, &next_id);
-                    scope.spawn(move || {
+            let mut retries = 0;
+            let mut checkpoints = Vec::new();
+            for round in 0..CHECKPOINTS as u64 {
+                let done = AtomicBool::new(false);
+                std::thread::scope(|scope| {
+                    let migrator = scope.spawn(|| {
                         let mut session = store.session();
-                        let mut rng = Pcg64::seed_from_u64(u64::from(store.rank()) * 10 + w);
-                        for _ in 0..300 {
-                            let key = keys[rng.random_range(0..keys.len())];
-                            let invoked = tick();
-                            let event = if rng.random_bool(0.4) {
-                                let id =
-                                    u32::try_from(next_id.fetch_add(1, Ordering::SeqCst)).unwrap();
-                                session.put(key, Update::AddEdge(id)).unwrap();
-                                Event::Put {
-                                    id,
-                                    invoked,
-                                    returned: tick(),
-                                }
+                        let mut rng = Pcg64::seed_from_u64(u64::from(store.rank()) * 100 + round);
+                        while !done.load(Ordering::Relaxed) {
+                            // One key, or a few with the stages pipelined.
+                            if rng.random_bool(0.5) {
+                                session
+                                    .migrate(keys[rng.random_range(0..keys.len())])
+                                    .unwrap();
                             } else {
-                                let list = session.get(key, u64::MAX).unwrap().ids;
-                                Event::Get {
-                                    list,
-                                    invoked,
-                                    returned: tick(),
-                                }
-                            };
-                            history.lock().unwrap().push((key, event));
+                                let batch: Vec<u32> = (0..3)
+                                    .map(|_| keys[rng.random_range(0..keys.len())])
+                                    .collect();
+                                session.migrate_batch(&batch).unwrap();
+                            }
+                            store.reclaim();
+                            if store.rank() == 0 {
+                                clock.advance(1);
+                            }
+                            std::thread::yield_now();
                         }
-                        session.tally().retries
-                    })
-                })
-                .collect();
-            let retries: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
-            node.barrier().unwrap();
-            done.store(true, Ordering::Relaxed);
-            let moves = migrator.join().unwrap();
-            node.barrier().unwrap();
-            let mut session = store.session();
-            let lists: Vec<Vec<u32>> = keys
-                .iter()
-                .map(|&k| session.get(k, u64::MAX).unwrap().ids)
-                .collect();
-            node.barrier().unwrap();
-            session.stop_server().unwrap();
-            server.join().unwrap().unwrap();
-            // After one more lease every replaced block is free: what is in
-            // use is exactly the live values homed or held here.
-            node.barrier().unwrap();
-            // Ring entries' leases start when their owner first sees them:
-            // one pass to see them all, a lease, and one to free them.
-            store.reclaim();
-            node.barrier().unwrap();
-            if store.rank() == 0 {
-                clock.advance(1_000);
+                    });
+                    let workers: Vec<_> = (0..2u64)
+                        .map(|w| {
+                            let (keys, history, next_id) = (&keys, &history, &next_id);
+                            scope.spawn(move || {
+                                let mut session = store.session();
+                                let mut rng = Pcg64::seed_from_u64(
+                                    u64::from(store.rank()) * 100 + round * 10 + w,
+                                );
+                                for _ in 0..OPS_PER_ROUND {
+                                    let key = keys[rng.random_range(0..keys.len())];
+                                    let invoked = tick();
+                                    let event = if rng.random_bool(0.4) {
+                                        let id =
+                                            u32::try_from(next_id.fetch_add(1, Ordering::SeqCst))
+                                                .unwrap();
+                                        session.put(key, Update::AddEdge(id)).unwrap();
+                                        Event::Put {
+                                            id,
+                                            invoked,
+                                            returned: tick(),
+                                        }
+                                    } else {
+                                        let list = session.get(key, u64::MAX).unwrap().ids;
+                                        Event::Get {
+                                            list,
+                                            invoked,
+                                            returned: tick(),
+                                        }
+                                    };
+                                    history.lock().unwrap().push((key, event));
+                                }
+                                session.tally().retries
+                            })
+                        })
+                        .collect();
+                    retries += workers.into_iter().map(|w| w.join().unwrap()).sum::<u64>();
+                    node.barrier().unwrap();
+                    done.store(true, Ordering::Relaxed);
+                    migrator.join().unwrap();
+                });
+                node.barrier().unwrap();
+                checkpoints.push(checkpoint(node, store, graph, &keys, &clock));
             }
             node.barrier().unwrap();
-            store.reclaim();
-            let held: u64 = keys
-                .iter()
-                .zip(&lists)
-                .filter(|(&k, _)| session.holder(k).unwrap() == store.rank())
-                .map(|(_, list)| block_words(list.len() as u64, graph.is_weighted()))
-                .sum::<u64>()
-                + (0..graph.num_vertices())
-                    .filter(|v| !keys.contains(v) && placement.home_node(*v) == store.rank())
-                    .map(|v| block_words(graph.degree(v), graph.is_weighted()))
-                    .sum::<u64>();
-            (
-                lists,
-                moves,
-                store.counts().migrations,
-                store.used_words(),
-                held,
-                retries,
-            )
+            store.session().stop_server().unwrap();
+            server.join().unwrap().unwrap();
+            (checkpoints, store.counts().migrations, retries)
         })
     });
     let history = history.into_inner().unwrap();
-    let lists = &finals[0].0;
+    for round in 0..CHECKPOINTS {
+        let at = |rank: usize| &finals[rank].0[round];
+        for rank in 0..nodes as usize {
+            assert_eq!(
+                at(rank).holders,
+                at(0).holders,
+                "checkpoint {round}: node {rank} names other holders than node 0"
+            );
+            assert_eq!(
+                at(rank).lists,
+                at(0).lists,
+                "checkpoint {round}: node {rank} reads other lists than node 0"
+            );
+            assert_eq!(
+                at(rank).used,
+                at(rank).held,
+                "checkpoint {round}: node {rank}'s blocks in use are not exactly its live values"
+            );
+        }
+    }
+    let lists = &finals[0].0[CHECKPOINTS - 1].lists;
     for (i, &key) in keys.iter().enumerate() {
         let events: Vec<Event> = history
             .iter()
@@ -297,21 +293,87 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
         if let Err(why) = check(graph.neighbors(key), &lists[i], &events) {
             panic!("vertex {key}: {why}\n{events:?}\nfinal {:?}", lists[i]);
         }
-        for (other, ..) in &finals {
-            assert_eq!(&other[i], &lists[i], "every node reads the same final list");
-        }
     }
-    let migrations: u64 = finals.iter().map(|f| f.2).sum();
+    let migrations: u64 = finals.iter().map(|f| f.1).sum();
     assert!(migrations > 10, "values moved {migrations} times");
+    // The checkpoints saw values away from their homes.
+    assert!(
+        finals[0].0.iter().any(|at| keys
+            .iter()
+            .zip(&at.holders)
+            .any(|(&k, &holder)| holder != placement.home_node(k))),
+        "every checkpoint found every value at home"
+    );
     // Reads raced the migrations' invalidations, were refused by the size
     // word and went round again (and the check above says none returned a
     // list the key never had).
-    let retries: u64 = finals.iter().map(|f| f.5).sum();
+    let retries: u64 = finals.iter().map(|f| f.2).sum();
     assert!(retries > 0, "no read was refused and retried");
-    for (rank, (.., used, held, _)) in finals.iter().enumerate() {
-        assert_eq!(
-            used, held,
-            "node {rank}: blocks in use are exactly the live values"
-        );
+}
+
+/// Quiet points of the concurrent run, and operations a worker does
+/// between two.
+const CHECKPOINTS: usize = 8;
+const OPS_PER_ROUND: usize = 150;
+
+/// What one node sees of the keys at a checkpoint.
+struct Checkpoint {
+    /// Each key's holder, as the home's address word names it.
+    holders: Vec<u32>,
+    /// Each key's list.
+    lists: Vec<Vec<u32>>,
+    /// Words of this node's value region in use, once every replaced
+    /// block's lease is out.
+    used: u64,
+    /// Words of the live values this node holds.
+    held: u64,
+}
+
+/// Reads every key's holder and list from this node, then lets every
+/// replaced block's lease run out and counts the words in use here
+/// against the live values held here. Every node must call it: it waits
+/// for the others at barriers.
+fn checkpoint(
+    node: &quiver_verbs::Node,
+    store: &quiver_kv::Store,
+    graph: &quiver_csr::Graph,
+    keys: &[u32],
+    clock: &Clock,
+) -> Checkpoint {
+    let mut session = store.session();
+    let holders: Vec<u32> = keys.iter().map(|&k| session.holder(k).unwrap()).collect();
+    let lists: Vec<Vec<u32>> = keys
+        .iter()
+        .map(|&k| session.get(k, u64::MAX).unwrap().ids)
+        .collect();
+    node.barrier().unwrap();
+    // Ring entries' leases start when their owner first sees them: one
+    // pass to see them all, a lease, and one to free them.
+    store.reclaim();
+    node.barrier().unwrap();
+    if store.rank() == 0 {
+        clock.advance(1_000);
+    }
+    node.barrier().unwrap();
+    store.reclaim();
+    let held = keys
+        .iter()
+        .zip(&holders)
+        .zip(&lists)
+        .filter(|((_, &holder), _)| holder == store.rank())
+        .map(|(_, list)| block_words(list.len() as u64, graph.is_weighted()))
+        .sum::<u64>()
+        + (0..graph.num_vertices())
+            .filter(|v| !keys.contains(v) && store.home_node(*v) == store.rank())
+            .map(|v| block_words(graph.degree(v), graph.is_weighted()))
+            .sum::<u64>();
+    let used = store.used_words();
+    // No node reads or moves again until every node has counted.
+    node.barrier().unwrap();
+    Checkpoint {
+        holders,
+        lists,
+        used,
+        held,
     }
 }
