@@ -457,6 +457,18 @@ fn a_fabric_without_a_node_count_runs_a_local_job_on_it() {
     assert_eq!(report["fabric"], "tcp", "{report}");
     assert_eq!(report["nodes"], 8, "{report}");
     assert!(report["queries"].as_u64().unwrap() > 0, "{report}");
+    // The report's fields by the names the issue gives them.
+    let number = |field: &str| {
+        report[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {field}: {report}"))
+    };
+    assert!(number("ops_per_s") > 0.0 && number("modelled_ops_per_s") > 0.0);
+    assert!((0.0..=1.0).contains(&number("remote_share")), "{report}");
+    for field in ["keys_moved", "one_sided_ops_per_migration"] {
+        number(field);
+    }
+    assert!(!report["series"].as_array().unwrap().is_empty(), "{report}");
 }
 
 #[test]

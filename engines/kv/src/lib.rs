@@ -20,6 +20,8 @@
 //! one-sided operations: READ key (skipped on a location-cache hit), local
 //! allocation, READ value, CAS of the home's address word, WRITE 0 over the
 //! old size word, WRITE of the old address into the source's reclaim ring.
+//! (A key down an overflow chain costs one READ more a hop, as its Get
+//! does: 2% of keys at the load factor, 45 of 2,021 in the chain test.)
 //! The location cache ([`cache::LocationCache`]) keeps remote keys'
 //! addresses under a lease and its counters are the hotness monitor; the
 //! coordinator ([`policy`]) approves a migration when the applicant reads a

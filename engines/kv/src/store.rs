@@ -1175,10 +1175,12 @@ impl Session<'_> {
     }
 
     /// Moves `key`'s value to this node with the unilateral protocol: READ
-    /// the key (skipped on a location-cache hit), allocate, READ the value,
-    /// CAS the address word at the home, WRITE 0 over the old size word and
-    /// WRITE the old address into the holder's reclaim ring. Returns the
-    /// one-sided operations it posted (0 if the value was already here).
+    /// the key (skipped on a location-cache hit; one READ more for each
+    /// overflow bucket its chain passes), allocate, READ the value, CAS the
+    /// address word at the home, WRITE 0 over the old size word and WRITE
+    /// the old address into the holder's reclaim ring: 5 one-sided
+    /// operations for a key in its main bucket. Returns the one-sided
+    /// operations it posted (0 if the value was already here).
     ///
     /// The copy is written dark (size word 0) and lit only once the old
     /// block's invalidation has landed: until then every Get, Put and
@@ -1262,11 +1264,12 @@ impl Session<'_> {
 
     /// Moves the values of `keys` to this node like [`Session::migrate`],
     /// with the protocol's stages pipelined across the keys (Pragh §4.7):
-    /// the key READs of all of them posted together, then the value READs,
-    /// then the CASes, then the invalidations and ring entries; each key's
-    /// stages stay in order. A key whose CAS loses a race, whose copy was
-    /// invalid or whose slot lies down a bucket chain is migrated again on
-    /// its own. Returns the one-sided operations posted.
+    /// the key READs of all of them posted together (a key down a bucket
+    /// chain then follows it, one READ a hop), then the value READs, then
+    /// the CASes, then the invalidations and ring entries; each key's
+    /// stages stay in order. A key whose CAS loses a race or whose copy was
+    /// invalid is migrated again on its own. Returns the one-sided
+    /// operations posted.
     ///
     /// # Errors
     /// As [`Session::migrate`].
@@ -1312,7 +1315,16 @@ impl Session<'_> {
                 unreachable!("a READ completes with data")
             };
             let base = store.layout.bucket(store.placement.locate(key).1);
-            match find_in_bucket(key, base, &bytes, since) {
+            let found = match find_in_bucket(key, base, &bytes, since) {
+                Some(location) => Some(location),
+                // Down the bucket's chain: on from the next bucket, one
+                // READ a hop, as a lookup of its own would.
+                None => match chained(&bytes) {
+                    Some(next) => self.remote_lookup(key, store.home_node(key), next)?,
+                    None => None,
+                },
+            };
+            match found {
                 Some(location) => {
                     store.cache.fill(key, location);
                     located.push((key, location));

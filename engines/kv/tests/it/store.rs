@@ -814,13 +814,13 @@ fn a_home_counts_its_own_reads_as_its_plan_says() {
     }
 }
 
-/// Keys down an overflow chain are found by one READ a bucket hop. Loaded
-/// at 3/4 of a bucket's data slots on average, some main buckets overflow:
-/// with no location cache, each Get from node 0 of a key homed on node 1
-/// READs its chain's buckets up to the key's, then the value, and every
-/// list is right.
+/// Keys past their main bucket: with no location cache, a Get of a key
+/// homed elsewhere READs its chain's buckets up to the key's, then the
+/// value, and every list is right; a migration costs the same lookup plus
+/// the protocol's other 4 operations, alone or pipelined (5 for a key in
+/// its main bucket, one more a hop down its chain).
 #[test]
-fn keys_down_an_overflow_chain_are_found_one_read_a_hop() {
+fn keys_down_an_overflow_chain_cost_one_read_a_hop_to_get_and_to_migrate() {
     let n = 4_000u32;
     let edges: Vec<(u32, u32, f32)> = (0..n).map(|v| (v, (v * 7 + 1) % n, 1.0)).collect();
     let graph = Graph::from_edges(n, &edges, false, false).unwrap();
@@ -829,19 +829,38 @@ fn keys_down_an_overflow_chain_are_found_one_read_a_hop() {
         ..StoreConfig::default()
     };
     let placement = quiver_kv::layout::Placement::new(n, 2);
-    let hops = on_stores(&graph, 2, &config, &Clock::manual(), |_, store| {
-        let mut ops = Vec::new();
+    let costs = on_stores(&graph, 2, &config, &Clock::manual(), |_, store| {
+        let mut costs = Vec::new();
         if store.rank() == 0 {
             let mut session = store.session();
-            for v in (0..n).filter(|&v| placement.home_node(v) == 1) {
+            let keys: Vec<u32> = (0..n).filter(|&v| placement.home_node(v) == 1).collect();
+            for &v in &keys {
                 let before = session.tally().one_sided;
                 assert_eq!(session.get(v, u64::MAX).unwrap(), Edges::of(&graph, v));
-                ops.push(session.tally().one_sided - before);
+                costs.push((v, session.tally().one_sided - before));
+            }
+            // Every other key alone, the rest pipelined in eights.
+            let (alone, batched): (Vec<u32>, Vec<u32>) = keys.iter().partition(|&&v| v % 2 == 0);
+            for (v, get) in costs.iter_mut().filter(|(v, _)| alone.contains(v)) {
+                let migrated = session.migrate(*v).unwrap();
+                assert_eq!(migrated, *get + 3, "vertex {v}: a Get took {get}");
+            }
+            for chunk in batched.chunks(8) {
+                let gets: u64 = costs
+                    .iter()
+                    .filter(|(v, _)| chunk.contains(v))
+                    .map(|(_, get)| get)
+                    .sum();
+                let migrated = session.migrate_batch(chunk).unwrap();
+                assert_eq!(migrated, gets + 3 * chunk.len() as u64, "{chunk:?}");
+            }
+            for &v in &keys {
+                assert_eq!(session.holder(v).unwrap(), 0, "vertex {v} moved");
             }
         }
-        ops
+        costs
     });
-    let ops = &hops[0];
+    let ops: Vec<u64> = costs[0].iter().map(|&(_, get)| get).collect();
     // A key in its main bucket: that bucket's READ and the value's.
     assert_eq!(ops.iter().min(), Some(&2), "{ops:?}");
     let chained = ops.iter().filter(|&&o| o > 2).count();
