@@ -245,7 +245,7 @@ impl GraphSsd {
     /// [`GraphSsd::get_many`] with each request's completion time (a list
     /// only the log holds completes at once).
     fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
-        self.logger.flush_due(self.source.ssd_mut())?;
+        self.logger.flush_due(self.source.ssd_mut());
         let n = self.source.vertices();
         let now = self.source.ssd().now();
         // Every vertex exists before anything is read.
@@ -300,7 +300,7 @@ impl GraphSsd {
     /// Merges the device's delta graph (at most `limit` groups); the log
     /// stays in host memory until it is flushed (or its timer runs out).
     pub fn merge(&mut self, limit: Option<usize>) -> Result<Merged> {
-        self.logger.flush_due(self.source.ssd_mut())?;
+        self.logger.flush_due(self.source.ssd_mut());
         self.source.ssd_mut().merge(limit)
     }
 

@@ -7,6 +7,12 @@
 //! merges its own reads with [`UpdateLogger::overlay`] calls it before
 //! them): a log whose timer ran out is flushed by the next read as well as
 //! by the next update, so an idle log is not held until more updates come.
+//! Such a flush, and one a full page starts after an update was logged, is
+//! on the way to something else: if the device refuses it, the log keeps
+//! its updates, the read or update goes ahead and the refusal is counted
+//! ([`UpdateLogger::refused_flushes`]). An update that finds the log full
+//! flushes it first and is refused with the device's error if that fails;
+//! [`UpdateLogger::flush`] always reports.
 //!
 //! Each update's presence check is answered when it is logged, against
 //! the device's lists with the log's earlier updates applied (so an edge
@@ -72,6 +78,7 @@ pub struct UpdateLogger {
     batch: Option<Batch>,
     oldest: Option<Instant>,
     flushes: u64,
+    refused: u64,
 }
 
 impl UpdateLogger {
@@ -83,12 +90,20 @@ impl UpdateLogger {
             batch: None,
             oldest: None,
             flushes: 0,
+            refused: 0,
         })
     }
 
     /// Batches sent to the device so far.
     pub fn flushes(&self) -> u64 {
         self.flushes
+    }
+
+    /// Flushes the device refused that no caller was told of: those the
+    /// timer or a full page started on the way to a read or an update
+    /// that went ahead (see [`UpdateLogger::flush_due`]).
+    pub fn refused_flushes(&self) -> u64 {
+        self.refused
     }
 
     /// Records waiting in the log.
@@ -100,11 +115,13 @@ impl UpdateLogger {
     /// delete or update of an edge or vertex that is not there, in the
     /// device or the log). Flushes as the module docs say.
     pub fn log(&mut self, ssd: &mut Ssd, update: &Update) -> Result<bool> {
-        self.flush_due(ssd)?;
+        self.flush_due(ssd);
         let per_page = Deltas::per_page(self.config.flush_bytes);
         let undirected = ssd.gtl().is_some_and(crate::gtl::Gtl::undirected);
         let known = records(update, undirected);
-        if known.is_some_and(|r| self.records() + r > per_page) {
+        // A full log (its last flush refused) or one this update would
+        // overfill goes first; if the device refuses it, so is the update.
+        if self.records() >= per_page || known.is_some_and(|r| self.records() + r > per_page) {
             self.flush(ssd)?;
         }
         let mut batch = match self.batch.take() {
@@ -115,23 +132,34 @@ impl UpdateLogger {
         self.batch = Some(batch);
         let applied = applied?;
         self.oldest = self.oldest.or_else(|| applied.then(Instant::now));
+        // The update is in the log now, and acknowledged: a refused flush
+        // keeps it there for the next one.
         if self.records() >= per_page {
-            self.flush(ssd)?;
+            self.try_flush(ssd);
         }
         Ok(applied)
     }
 
     /// Sends the log to the device if its oldest update has waited the
-    /// timer's length (nothing otherwise).
-    pub fn flush_due(&mut self, ssd: &mut Ssd) -> Result<()> {
+    /// timer's length (nothing otherwise). A read or update it goes before
+    /// is answered from the device and the log either way, so a refusal
+    /// keeps the log for the next flush and is counted, not returned.
+    pub fn flush_due(&mut self, ssd: &mut Ssd) {
         let due = self
             .oldest
             .zip(self.config.timer)
             .is_some_and(|(t, limit)| t.elapsed() >= limit);
         if due {
-            self.flush(ssd)?;
+            self.try_flush(ssd);
         }
-        Ok(())
+    }
+
+    /// [`UpdateLogger::flush`], a refusal counted in
+    /// [`UpdateLogger::refused_flushes`].
+    fn try_flush(&mut self, ssd: &mut Ssd) {
+        if self.flush(ssd).is_err() {
+            self.refused += 1;
+        }
     }
 
     /// Sends the log to the device as one batch (nothing if it is empty).
@@ -168,7 +196,7 @@ impl UpdateLogger {
 
     /// `vertex`'s list and weights: the device's, with the log's updates.
     pub fn get(&mut self, ssd: &mut Ssd, vertex: u32) -> Result<Adjacency> {
-        self.flush_due(ssd)?;
+        self.flush_due(ssd);
         match &mut self.batch {
             Some(batch) => ssd.staged_list(batch, vertex),
             None => Ok(ssd.read_list(vertex)?.value),
@@ -180,7 +208,7 @@ impl UpdateLogger {
     /// `source -> target` in the list as the log sees it (see
     /// [`Ssd::staged_weight`]). `None` if there is no such edge.
     pub fn edge_weight(&mut self, ssd: &mut Ssd, source: u32, target: u32) -> Result<Option<f32>> {
-        self.flush_due(ssd)?;
+        self.flush_due(ssd);
         match &mut self.batch {
             Some(batch) => ssd.staged_weight(batch, source, target),
             None => Ok(ssd.get_edge_weight(source, target)?.value),

@@ -1040,6 +1040,104 @@ fn a_handle_initializes_saves_its_log_and_opens_again() {
 /// A flush the device refuses keeps the log: with power cut before its
 /// first program the flush fails, the update is still logged and still
 /// read; with power back, the next flush delivers it.
+/// A flush the timer starts on the way to a read is refused (power is
+/// cut): the read is answered from the device and the log all the same,
+/// the log is kept and the refusal counted; the next flush sends it.
+#[test]
+fn a_read_goes_ahead_when_its_timed_flush_is_refused() {
+    let mut ssd = Ssd::new(&small_config()).unwrap();
+    ssd.graph_initialize(&karate(true)).unwrap();
+    let mut logger = UpdateLogger::new(LoggerConfig {
+        timer: Some(std::time::Duration::ZERO),
+        ..LoggerConfig::default()
+    })
+    .unwrap();
+    let add = Update::AddEdge {
+        source: 0,
+        target: 9,
+        weight: 1.0,
+    };
+    assert!(logger.log(&mut ssd, &add).unwrap());
+    ssd.cut_power_after(ssd.flash().counters().programs);
+    let list = logger.get(&mut ssd, 9).unwrap();
+    assert!(list.targets.contains(&0), "the log's edge is read");
+    assert_eq!(logger.refused_flushes(), 1);
+    assert!(logger.records() > 0, "the log is kept");
+    ssd.power_cycle().unwrap();
+    logger.get(&mut ssd, 9).unwrap();
+    assert_eq!((logger.records(), logger.refused_flushes()), (0, 1));
+    assert!(ssd.read_list(9).unwrap().value.targets.contains(&0));
+}
+
+/// A full page's flush refused right after an update was logged: the
+/// update is acknowledged and kept; the next update finds the log full,
+/// tries to flush it first and is refused, not logged.
+#[test]
+fn an_update_in_the_log_is_acknowledged_even_if_its_page_is_refused() {
+    let config = LoggerConfig {
+        timer: None,
+        ..LoggerConfig::default()
+    };
+    let add = |source: u32| Update::AddEdge {
+        source,
+        target: 33 - source % 30,
+        weight: 1.0,
+    };
+    let start = || {
+        let mut ssd = Ssd::new(&small_config()).unwrap();
+        ssd.graph_initialize(&karate(true)).unwrap();
+        (ssd, UpdateLogger::new(config.clone()).unwrap())
+    };
+    // How many of these updates it takes to fill a page: a dry run to the
+    // first flush.
+    let (mut ssd, mut logger) = start();
+    let fill = (0..)
+        .find(|&i| {
+            logger.log(&mut ssd, &add(i % 30)).unwrap();
+            logger.flushes() == 1
+        })
+        .unwrap();
+    let (mut ssd, mut logger) = start();
+    for i in 0..fill {
+        assert!(logger.log(&mut ssd, &add(i % 30)).unwrap());
+    }
+    assert_eq!(logger.flushes(), 0);
+    let source = fill;
+    ssd.cut_power_after(ssd.flash().counters().programs);
+    let last = add(source % 30);
+    assert!(
+        logger.log(&mut ssd, &last).unwrap(),
+        "in the log: acknowledged"
+    );
+    assert_eq!(logger.refused_flushes(), 1);
+    let full = logger.records();
+    // An edge karate and the updates above do not have.
+    let never = Update::AddEdge {
+        source: 16,
+        target: 25,
+        weight: 1.0,
+    };
+    let refused = logger.log(&mut ssd, &never).unwrap_err();
+    assert!(matches!(refused, Error::PowerCut { .. }), "{refused}");
+    // So is one whose records are known only once its list is read.
+    let unknown = Update::DeleteVertex { vertex: 16 };
+    let refused = logger.log(&mut ssd, &unknown).unwrap_err();
+    assert!(matches!(refused, Error::PowerCut { .. }), "{refused}");
+    assert_eq!(logger.records(), full, "the refused updates are not logged");
+    ssd.power_cycle().unwrap();
+    logger.flush(&mut ssd).unwrap();
+    let Update::AddEdge { source, target, .. } = last else {
+        unreachable!()
+    };
+    assert!(ssd
+        .read_list(source)
+        .unwrap()
+        .value
+        .targets
+        .contains(&target));
+    assert!(!ssd.read_list(16).unwrap().value.targets.contains(&25));
+}
+
 #[test]
 fn a_refused_flush_keeps_the_log() {
     let (mut ssd, mut logger) = karate_with_a_logged_edge();
