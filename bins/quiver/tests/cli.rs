@@ -1748,9 +1748,23 @@ fn meta_bench_insert_mdtest_and_traverse_report_their_counts() {
 
 /// `quiver meta cluster up` starts servers and prints its cluster file; a
 /// graph loaded with `meta load --graph` answers queries edge for edge;
-/// SIGTERM stops every server and keeps the data.
+/// SIGTERM stops every server gracefully (each flushes its store) and
+/// keeps the data.
 #[test]
-fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
+fn meta_cluster_up_serves_a_loaded_graph_until_sigterm() {
+    cluster_up_serves_a_loaded_graph_until("TERM");
+}
+
+/// The same with SIGINT (Ctrl-C), sent to `cluster up` alone (a terminal
+/// sends it to the servers too): it stops them itself.
+#[test]
+fn meta_cluster_up_serves_a_loaded_graph_until_sigint() {
+    cluster_up_serves_a_loaded_graph_until("INT");
+}
+
+/// `meta cluster up`, loaded and asked as above, then stopped with
+/// `signal` (a name `kill -s` takes).
+fn cluster_up_serves_a_loaded_graph_until(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let g = dir.path().join("karate.qcsr");
     let karate = Path::new(concat!(
@@ -1816,15 +1830,23 @@ fn meta_cluster_up_serves_a_loaded_graph_until_stopped() {
 
     let pid = up.0.id().to_string();
     assert!(Command::new("kill")
-        .args(["-TERM", &pid])
+        .args(["-s", signal, &pid])
         .status()
         .unwrap()
         .success());
-    let status = exit_within_a_minute(&mut up.0, "cluster up outlived SIGTERM");
+    let status = exit_within_a_minute(&mut up.0, &format!("cluster up outlived SIG{signal}"));
+    // The servers' own messages come through `cluster up`'s stderr.
     let mut err = String::new();
     std::io::Read::read_to_string(&mut up.0.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{err}");
+    assert!(status.success(), "SIG{signal}: {status}\n{err}");
     assert!(err.contains("cluster stopped"), "{err}");
+    for i in 0..2 {
+        let stopped = format!("server {i} stopped; its store is flushed");
+        assert!(
+            err.contains(&stopped),
+            "SIG{signal}: no {stopped:?} in\n{err}"
+        );
+    }
     let text = std::fs::read_to_string(&cluster).unwrap();
     for addr in text.lines().filter(|l| !l.trim().is_empty()) {
         assert!(

@@ -3,6 +3,8 @@
 //! every version written.
 
 mod model;
+mod placement;
+mod recovery;
 
 use std::collections::BTreeMap;
 
@@ -123,6 +125,17 @@ fn edge(src: &str, etype: &str, dst: &str) -> Write {
         dst: bytes(dst),
         props: BTreeMap::new(),
     }
+}
+
+/// The first `n` of the ids `{prefix}0`, `{prefix}1`, ... whose home is
+/// `server` (a cluster's placement depends on its servers' ports, so a
+/// test that needs a vertex on a given server picks it this way).
+fn homed_on(client: &Client, prefix: &str, server: usize, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|id| client.placement().home(id.as_bytes()) == server)
+        .take(n)
+        .collect()
 }
 
 proptest! {
