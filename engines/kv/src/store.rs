@@ -997,6 +997,9 @@ impl Session<'_> {
                     store.node.timeout()
                 )));
             }
+            // The block is being replaced or lit: let the thread doing it
+            // run (nodes can outnumber cores).
+            std::thread::yield_now();
         };
         self.tally.gets += 1;
         self.tally.modelled_ns += store.config.local_ns;
