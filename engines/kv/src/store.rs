@@ -1110,13 +1110,19 @@ impl Session<'_> {
         let store = self.store;
         let home = store.home_node(key);
         let started = Instant::now();
+        let mut again = false;
         loop {
-            if started.elapsed() > store.node.timeout() {
-                return Err(Error::Stalled(format!(
-                    "vertex {key}'s value stayed invalid for {:?}",
-                    store.node.timeout()
-                )));
+            if again {
+                if started.elapsed() > store.node.timeout() {
+                    return Err(Error::Stalled(format!(
+                        "vertex {key}'s value stayed invalid for {:?}",
+                        store.node.timeout()
+                    )));
+                }
+                // As in `get`: let the thread replacing or lighting it run.
+                std::thread::yield_now();
             }
+            again = true;
             let location = self.locate(key, true)?;
             let addr = Addr::decode(location.word)
                 .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
