@@ -430,6 +430,38 @@ async fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// `n` ports on 127.0.0.1, free now, for servers about to start: below the
+/// kernel's range for outgoing connections' local ports
+/// (`ip_local_port_range`), from a place that differs between runs. A port
+/// the kernel calls free (a bind to port 0) lies in that range, and a
+/// 32-server cluster's own connections took one between the probe and its
+/// server's bind ("Address already in use").
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    const FIRST: u16 = 10_000;
+    let outgoing = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let span = outgoing.saturating_sub(FIRST);
+    let stir = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos())
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    let start = u16::try_from(stir % u32::from(span.max(1))).expect("below a u16");
+    let ports: Vec<u16> = (0..span)
+        .map(|k| FIRST + (start + k) % span)
+        .filter(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .take(n)
+        .collect();
+    if ports.len() < n {
+        bail!(UsageError(format!(
+            "found {} free ports of the {n} wanted between {FIRST} and {outgoing} (where outgoing connections' ports begin); name them with --base-port",
+            ports.len()
+        )));
+    }
+    Ok(ports)
+}
+
 /// Servers running as child processes of this one; dropping it kills them.
 struct LocalCluster {
     children: Vec<Child>,
@@ -450,23 +482,21 @@ impl LocalCluster {
             bail!(UsageError("--servers must be at least 1".into()));
         }
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut addrs = Vec::new();
-        for i in 0..n {
-            let port = if base_port == 0 {
-                // A port the system says is free now; the server binds it a moment later.
-                let probe =
-                    std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-                probe.local_addr()?.port()
-            } else {
-                let offset = u16::try_from(i).ok().and_then(|i| base_port.checked_add(i));
-                offset.ok_or_else(|| {
-                    UsageError(format!(
-                        "--base-port {base_port} leaves no room for {n} servers"
-                    ))
-                })?
-            };
-            addrs.push(format!("127.0.0.1:{port}"));
-        }
+        let ports = if base_port == 0 {
+            free_ports(n)?
+        } else {
+            (0..n)
+                .map(|i| {
+                    let offset = u16::try_from(i).ok().and_then(|i| base_port.checked_add(i));
+                    offset.ok_or_else(|| {
+                        UsageError(format!(
+                            "--base-port {base_port} leaves no room for {n} servers"
+                        ))
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let file = dir.join("cluster");
         let temp = dir.join("cluster.tmp");
         std::fs::write(&temp, addrs.join("\n") + "\n")
