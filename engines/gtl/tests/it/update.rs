@@ -616,13 +616,13 @@ fn a_full_area_refuses_a_write_and_keeps_every_list() {
     }
 }
 
-/// Karate on a fresh device, and a logger (no timer) holding the edge
+/// Karate on a fresh device, and a logger with `timer` holding the edge
 /// 0 -> 9, not yet flushed.
-fn karate_with_a_logged_edge() -> (Ssd, UpdateLogger) {
+fn karate_with_a_logged_edge(timer: Option<std::time::Duration>) -> (Ssd, UpdateLogger) {
     let mut ssd = Ssd::new(&small_config()).unwrap();
     ssd.graph_initialize(&karate(true)).unwrap();
     let mut logger = UpdateLogger::new(LoggerConfig {
-        timer: None,
+        timer,
         ..LoggerConfig::default()
     })
     .unwrap();
@@ -637,7 +637,7 @@ fn karate_with_a_logged_edge() -> (Ssd, UpdateLogger) {
 
 #[test]
 fn a_refused_add_vertex_leaves_the_log_as_it_was() {
-    let (mut ssd, mut logger) = karate_with_a_logged_edge();
+    let (mut ssd, mut logger) = karate_with_a_logged_edge(None);
     let bad = Update::AddVertex {
         edges: vec![(999, 1.0)],
     };
@@ -1037,27 +1037,12 @@ fn a_handle_initializes_saves_its_log_and_opens_again() {
     assert!(err.is_err());
 }
 
-/// A flush the device refuses keeps the log: with power cut before its
-/// first program the flush fails, the update is still logged and still
-/// read; with power back, the next flush delivers it.
 /// A flush the timer starts on the way to a read is refused (power is
 /// cut): the read is answered from the device and the log all the same,
 /// the log is kept and the refusal counted; the next flush sends it.
 #[test]
 fn a_read_goes_ahead_when_its_timed_flush_is_refused() {
-    let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&karate(true)).unwrap();
-    let mut logger = UpdateLogger::new(LoggerConfig {
-        timer: Some(std::time::Duration::ZERO),
-        ..LoggerConfig::default()
-    })
-    .unwrap();
-    let add = Update::AddEdge {
-        source: 0,
-        target: 9,
-        weight: 1.0,
-    };
-    assert!(logger.log(&mut ssd, &add).unwrap());
+    let (mut ssd, mut logger) = karate_with_a_logged_edge(Some(std::time::Duration::ZERO));
     ssd.cut_power_after(ssd.flash().counters().programs);
     let list = logger.get(&mut ssd, 9).unwrap();
     assert!(list.targets.contains(&0), "the log's edge is read");
@@ -1138,9 +1123,12 @@ fn an_update_in_the_log_is_acknowledged_even_if_its_page_is_refused() {
     assert!(!ssd.read_list(16).unwrap().value.targets.contains(&25));
 }
 
+/// A flush the device refuses keeps the log: with power cut before its
+/// first program the flush fails, the update is still logged and still
+/// read; with power back, the next flush delivers it.
 #[test]
 fn a_refused_flush_keeps_the_log() {
-    let (mut ssd, mut logger) = karate_with_a_logged_edge();
+    let (mut ssd, mut logger) = karate_with_a_logged_edge(None);
     let logged = logger.records();
     ssd.cut_power_after(ssd.flash().counters().programs);
     let err = logger.flush(&mut ssd).unwrap_err();
