@@ -83,13 +83,35 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     // The targets, with the batching they allow: requests of BIG_BATCH
     // writes, on 4 servers and on 1.
     let batched = |workload: &str, servers: &str| {
-        bench(&[workload, "--servers", servers, "--partitioner", "dido", "--vertices", INSERT_VERTICES, "--batch", BIG_BATCH])
+        bench(&[
+            workload,
+            "--servers",
+            servers,
+            "--partitioner",
+            "dido",
+            "--vertices",
+            INSERT_VERTICES,
+            "--batch",
+            BIG_BATCH,
+        ])
     };
     let (four, one) = (batched("insert", "4")?, batched("insert", "1")?);
     rows.push(Row::compare("meta", &format!("insert, 4 servers, dido, batches of {BIG_BATCH}: acknowledged writes/s / the 200K/s target"), rate(&four)?, 200_000.0, Some(Target::AtLeast(1.0))));
-    rows.push(Row::compare("meta", &format!("insert writes/s, batches of {BIG_BATCH}, 4 servers / 1 server"), rate(&four)?, rate(&one)?, None));
+    rows.push(Row::compare(
+        "meta",
+        &format!("insert writes/s, batches of {BIG_BATCH}, 4 servers / 1 server"),
+        rate(&four)?,
+        rate(&one)?,
+        None,
+    ));
     let mdtest = batched("mdtest", "4")?;
-    rows.push(Row::compare("meta", &format!("mdtest, 4 servers, batches of {BIG_BATCH}: creates/s / the 150K/s target"), num(&mdtest, "/creates_per_s")?, 150_000.0, Some(Target::AtLeast(1.0))));
+    rows.push(Row::compare(
+        "meta",
+        &format!("mdtest, 4 servers, batches of {BIG_BATCH}: creates/s / the 150K/s target"),
+        num(&mdtest, "/creates_per_s")?,
+        150_000.0,
+        Some(Target::AtLeast(1.0)),
+    ));
     runs.insert("insert_4_dido_batched".into(), four);
     runs.insert("insert_1_dido_batched".into(), one);
     runs.insert("mdtest_4_dido_batched".into(), mdtest);
