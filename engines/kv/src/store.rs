@@ -785,6 +785,21 @@ impl Store {
                 .saturating_add(nanos(self.config.cache_lease))
     }
 
+    /// Before a Get or Put of `key` started at `started` reads its invalid
+    /// block's address again: [`Error::Stalled`] once the node's timeout
+    /// has passed, else a yield, so the thread replacing or lighting the
+    /// block can run (nodes can outnumber cores).
+    fn before_retry(&self, key: u32, started: Instant) -> Result<()> {
+        if started.elapsed() > self.node.timeout() {
+            return Err(Error::Stalled(format!(
+                "vertex {key}'s value stayed invalid for {:?}",
+                self.node.timeout()
+            )));
+        }
+        std::thread::yield_now();
+        Ok(())
+    }
+
     /// Writes a migration's copy of a block at `offset` with its size word
     /// 0: dark, so that nothing reads, copies or updates it until
     /// [`Store::light`] (see [`Session::migrate`]).
@@ -991,15 +1006,7 @@ impl Session<'_> {
             }
             self.tally.retries += 1;
             store.cache.forget(key);
-            if started.elapsed() > store.node.timeout() {
-                return Err(Error::Stalled(format!(
-                    "vertex {key}'s value stayed invalid for {:?}",
-                    store.node.timeout()
-                )));
-            }
-            // The block is being replaced or lit: let the thread doing it
-            // run (nodes can outnumber cores).
-            std::thread::yield_now();
+            store.before_retry(key, started)?;
         };
         self.tally.gets += 1;
         self.tally.modelled_ns += store.config.local_ns;
@@ -1113,14 +1120,7 @@ impl Session<'_> {
         let mut again = false;
         loop {
             if again {
-                if started.elapsed() > store.node.timeout() {
-                    return Err(Error::Stalled(format!(
-                        "vertex {key}'s value stayed invalid for {:?}",
-                        store.node.timeout()
-                    )));
-                }
-                // As in `get`: let the thread replacing or lighting it run.
-                std::thread::yield_now();
+                store.before_retry(key, started)?;
             }
             again = true;
             let location = self.locate(key, true)?;
