@@ -152,7 +152,9 @@ error.")]
     /// environment the job set, from the registry in main.rs.
     #[command(name = crate::NODE_ENTRY, hide = true)]
     Node,
-    /// Generate a small graph, round-trip it through an edge list, and show it; no set-up needed.
+    /// Every engine once, in under a minute, with nothing to start by hand: generate and convert,
+    /// an out-of-core walk, bsp PageRank on 2 processes, kv with migration, gtl on a simulated
+    /// SSD, a meta cluster's provenance query. Each step prints the command that does it by hand.
     Demo(DemoArgs),
 }
 
@@ -353,7 +355,94 @@ pub struct DemoArgs {
     /// Keep the demo's files in this directory instead of a temporary one.
     #[arg(long)]
     pub keep: Option<PathBuf>,
-    /// R-MAT scale of the demo graph.
+    /// R-MAT scale of the demo graph (every step but meta's runs on it).
     #[arg(long, default_value_t = 14)]
     pub scale: u32,
+    /// How long the kv step's benchmark runs.
+    #[arg(long, default_value = "4s", value_parser = crate::units::parse_duration)]
+    pub kv_duration: std::time::Duration,
+    /// Vertices of the meta step's Darshan-like graph.
+    #[arg(long, default_value_t = 20_000)]
+    pub meta_vertices: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// A shown shell command cut into words: quotes kept together, a `#`
+    /// comment dropped, `|`, `&`, `&&` and `;` as words of their own.
+    fn shell_words(command: &str) -> Vec<String> {
+        let (mut words, mut word, mut quote) = (Vec::new(), String::new(), None);
+        for c in command.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.push(c),
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '#') if word.is_empty() => break,
+                (None, c) if c.is_whitespace() => {
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                (None, c) => word.push(c),
+            }
+        }
+        assert!(quote.is_none(), "unbalanced quotes in {command:?}");
+        if !word.is_empty() {
+            words.push(word);
+        }
+        words
+    }
+
+    /// The doc gate: every `quiver` command the README shows (after `$ `,
+    /// under a launcher or in a pipe too) parses with today's flags.
+    #[test]
+    fn every_command_the_readme_shows_parses() {
+        let readme = include_str!("../../../README.md");
+        let mut lines = readme.lines();
+        let mut checked = 0;
+        while let Some(line) = lines.next() {
+            let Some(shown) = line.strip_prefix("$ ") else {
+                continue;
+            };
+            let mut command = shown.to_string();
+            while command.ends_with('\\') {
+                command.pop();
+                command.push_str(lines.next().expect("a continued line goes on"));
+            }
+            let words = shell_words(&command);
+            for segment in words.split(|w| matches!(w.as_str(), "|" | "&" | "&&" | ";")) {
+                let Some(start) = segment.iter().position(|w| w == "quiver") else {
+                    continue;
+                };
+                if let Err(err) = Cli::try_parse_from(&segment[start..]) {
+                    panic!("README shows `{command}`, which no longer parses:\n{err}");
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 40, "only {checked} commands found in the README");
+    }
+
+    #[test]
+    fn shell_words_keep_quotes_and_drop_comments() {
+        assert_eq!(
+            shell_words(r#"quiver meta query 'v("a b").e(run)' --limit 3   # three"#),
+            [
+                "quiver",
+                "meta",
+                "query",
+                r#"v("a b").e(run)"#,
+                "--limit",
+                "3"
+            ]
+        );
+        assert_eq!(
+            shell_words("zcat x.gz | quiver convert - -o y.qcsr &"),
+            ["zcat", "x.gz", "|", "quiver", "convert", "-", "-o", "y.qcsr", "&"]
+        );
+    }
 }

@@ -12,7 +12,7 @@ use quiver_csr::{
 use serde::Serialize;
 
 use crate::cli::{
-    Cli, Command, ConvertArgs, DemoArgs, ExportArgs, GenerateCommon, InfoArgs, Model, ShapeArgs,
+    Cli, Command, ConvertArgs, ExportArgs, GenerateCommon, InfoArgs, Model, ShapeArgs,
 };
 use crate::progress::Bar;
 use quiver_io::size::{format_byte_amount, format_bytes};
@@ -33,7 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Convert(args) => convert(args, json),
         Command::Export(args) => export(args, json),
         Command::Info(args) => info(&args, json),
-        Command::Demo(args) => demo(&args, json),
+        Command::Demo(args) => crate::demo::demo(&args, json),
         Command::Verbs { task } => crate::verbs::verbs(task, json),
         Command::Node => Ok(quiver_verbs::job::serve(crate::TASKS)?),
         Command::Walk { app } => crate::walk::walk(app, json, !std::io::stderr().is_terminal()),
@@ -457,164 +457,6 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
     }
     if report.verified {
         println!("verified   checksums and targets (at open), distinct targets and finite weights");
-    }
-    Ok(())
-}
-
-#[derive(Serialize)]
-struct DemoReport {
-    dir: PathBuf,
-    generated: SortStats,
-    converted: ConvertReport,
-    round_trip_identical: bool,
-    vertices: u32,
-    edges: u64,
-    degrees: DegreeSummary,
-    blocks: usize,
-    ppr_graphwalker_bytes_read: u64,
-    ppr_iteration_bytes_read: u64,
-}
-
-fn demo(args: &DemoArgs, json: bool) -> Result<()> {
-    let temp;
-    let dir = match &args.keep {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            dir.clone()
-        }
-        None => {
-            temp = tempfile::tempdir().context("creating a temporary directory for the demo")?;
-            temp.path().to_owned()
-        }
-    };
-    let say = |text: String| {
-        if !json {
-            println!("{text}");
-        }
-    };
-    let spec = GraphSpec::Rmat {
-        scale: args.scale,
-        edge_factor: 16,
-        probabilities: quiver_csr::GRAPH500,
-        permute: true,
-    };
-    let generated_path = dir.join("rmat.qcsr");
-    let options = SortOptions {
-        undirected: true,
-        dedupe: true,
-        drop_self_loops: true,
-        ..SortOptions::default()
-    };
-    let generated =
-        quiver_csr::generate_to_file(&spec, 42, None, &options, &generated_path, &bar(json))
-            .context("generating the demo graph")?;
-    say(format!(
-        "1. generated an undirected R-MAT graph (scale {}, Graph500 parameters, seed 42): {} vertices, {} edges -> {}",
-        args.scale,
-        generated.vertices,
-        generated.edges_out,
-        generated_path.display()
-    ));
-    let graph = open_graph(&generated_path)?;
-    let text_path = dir.join("rmat.txt");
-    let text_bytes =
-        quiver_csr::export_file(&graph, &text_path, ExportOptions::new(EdgeFormat::Snap))
-            .map(|exported| exported.bytes)
-            .context("exporting the demo graph")?;
-    say(format!(
-        "2. exported it as a text edge list: {} ({})",
-        text_path.display(),
-        format_bytes(text_bytes)
-    ));
-    let converted_path = dir.join("converted.qcsr");
-    let convert_options = ConvertOptions {
-        min_vertices: u64::from(graph.num_vertices()),
-        sort: SortOptions {
-            mem_budget: quiver_csr::MIN_MEM_BUDGET,
-            ..SortOptions::default()
-        },
-        ..ConvertOptions::default()
-    };
-    let converted = quiver_csr::convert(&text_path, &converted_path, &convert_options, &bar(json))
-        .context("converting the demo edge list")?;
-    say(format!(
-        "3. converted it back with a {} memory budget: {} sorted runs spilled and merged in {:.2} s",
-        format_bytes(quiver_csr::MIN_MEM_BUDGET),
-        converted.sort.runs_spilled,
-        seconds(converted.wall_ns)
-    ));
-    say(format!(
-        "   (the same as: quiver convert {} -o {} --vertices {} --mem 1MiB)",
-        text_path.display(),
-        converted_path.display(),
-        graph.num_vertices()
-    ));
-    let again = open_graph(&converted_path)?;
-    again.verify().context("verifying the converted graph")?;
-    let identical = again.offsets() == graph.offsets() && again.targets() == graph.targets();
-    if !identical {
-        anyhow::bail!("the round trip changed the graph: this is a bug in quiver-csr");
-    }
-    let blocks = Blocks::by_bytes(&again, 256 << 10)?;
-    let degrees = again.degree_summary();
-    say(format!(
-        "4. verified: the converted graph is identical to the generated one; out-degree median {}, max {}; {} blocks of at most 256 KiB",
-        degrees.median,
-        degrees.max,
-        blocks.len()
-    ));
-    // The walker: personalized PageRank with a budget of a quarter of the
-    // graph, GraphWalker's scheduling against DrunkardMob's iterations.
-    let budget = (again.layout().file_len() / 4).max(1 << 20);
-    let ppr = quiver_walker::apps::VisitFrequency::ppr(1, 2000, 10, 0.15, 3);
-    let walk = |mode| -> Result<quiver_walker::Report<quiver_walker::apps::FrequencyOutput>> {
-        let config = quiver_walker::Config {
-            mode,
-            mem_budget: budget,
-            block_size: Some(64 << 10),
-            adaptive: false,
-            work_dir: dir.clone(),
-            ..quiver_walker::Config::default()
-        };
-        quiver_walker::run(&converted_path, &config, &ppr).context("running the demo's walks")
-    };
-    let graphwalker = walk(quiver_walker::Mode::GraphWalker)?;
-    let iteration = walk(quiver_walker::Mode::Iteration)?;
-    let top: Vec<String> = graphwalker
-        .result
-        .top
-        .iter()
-        .map(|r| format!("{} ({:.3})", r.vertex, r.frequency))
-        .collect();
-    say(format!(
-        "5. personalized PageRank from vertex 1 (2,000 walks, --mem {}): top vertices {}; GraphWalker read {} in {} block and {} vertex loads, DrunkardMob-style iteration read {} in {} block loads ({:.1}x more)",
-        format_bytes(budget),
-        top.join(", "),
-        format_bytes(graphwalker.summary.bytes_read),
-        graphwalker.blocks_loaded,
-        graphwalker.vertex_loads,
-        format_bytes(iteration.summary.bytes_read),
-        iteration.blocks_loaded,
-        iteration.summary.bytes_read as f64 / graphwalker.summary.bytes_read.max(1) as f64
-    ));
-    if json {
-        return print_json(&DemoReport {
-            dir,
-            generated,
-            converted,
-            round_trip_identical: identical,
-            vertices: again.num_vertices(),
-            edges: again.num_edges(),
-            degrees,
-            blocks: blocks.len(),
-            ppr_graphwalker_bytes_read: graphwalker.summary.bytes_read,
-            ppr_iteration_bytes_read: iteration.summary.bytes_read,
-        });
-    }
-    if args.keep.is_none() {
-        say(
-            "(the demo's files were in a temporary directory; pass --keep DIR to keep them)".into(),
-        );
     }
     Ok(())
 }

@@ -61,6 +61,19 @@ pub struct JobArgs {
 }
 
 impl JobArgs {
+    /// `nodes` nodes on this machine over `fabric`, as `--fabric F --nodes N` asks.
+    pub fn local(fabric: FabricArg, nodes: u32, cost_model: bool) -> JobArgs {
+        JobArgs {
+            fabric: Some(fabric),
+            nodes: Some(nodes),
+            rank: None,
+            size: None,
+            coordinator: None,
+            timeout: Duration::from_secs(30),
+            cost_model,
+        }
+    }
+
     /// Whether these flags (or a launcher's environment) ask for a job of
     /// several nodes rather than one process: a fabric, a node count, a
     /// rank, size or coordinator, or a launcher's rank variable.

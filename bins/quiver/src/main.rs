@@ -7,6 +7,7 @@
 mod bsp;
 mod cli;
 mod commands;
+mod demo;
 mod gtl;
 mod job;
 mod kv;
@@ -41,6 +42,10 @@ fn main() -> ExitCode {
     init_logging(cli.global.verbose);
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(_) if progress::interrupted() => {
+            eprintln!("interrupted: stopped, and removed what the run had made");
+            ExitCode::from(130)
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             if is_usage_error(&err) {

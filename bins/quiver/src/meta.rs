@@ -107,6 +107,20 @@ pub struct PlacementArgs {
     pub sync: bool,
 }
 
+impl Default for PlacementArgs {
+    /// What `quiver meta cluster up` uses without placement flags.
+    fn default() -> PlacementArgs {
+        let defaults = ServerConfig::default();
+        PlacementArgs {
+            partitioner: defaults.partitioner,
+            vnodes: defaults.vnodes,
+            threshold: defaults.threshold,
+            schema: None,
+            sync: defaults.sync,
+        }
+    }
+}
+
 fn parse_engine(text: &str) -> Result<Engine, String> {
     text.parse()
 }
@@ -463,7 +477,7 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
 }
 
 /// Servers running as child processes of this one; dropping it kills them.
-struct LocalCluster {
+pub struct LocalCluster {
     children: Vec<Child>,
     file: PathBuf,
     addrs: Vec<String>,
@@ -471,12 +485,14 @@ struct LocalCluster {
 
 impl LocalCluster {
     /// Starts `n` servers with data under `dir` and waits until they all
-    /// answer.
-    async fn spawn(
+    /// answer. `quiet` servers write their messages to `server{i}.log`
+    /// under `dir` instead of this process's stderr.
+    pub async fn spawn(
         n: usize,
         dir: &Path,
         base_port: u16,
         placement: &PlacementArgs,
+        quiet: bool,
     ) -> Result<(LocalCluster, Client)> {
         if n == 0 {
             bail!(UsageError("--servers must be at least 1".into()));
@@ -516,6 +532,12 @@ impl LocalCluster {
                 .arg("--data")
                 .arg(&data)
                 .args(placement.to_args());
+            if quiet {
+                let log = dir.join(format!("server{i}.log"));
+                let file = std::fs::File::create(&log)
+                    .with_context(|| format!("creating {}", log.display()))?;
+                cmd.stderr(file);
+            }
             quiver_verbs::cluster::die_with_parent(&mut cmd);
             cluster.children.push(
                 cmd.spawn()
@@ -526,8 +548,15 @@ impl LocalCluster {
         loop {
             for (i, child) in cluster.children.iter_mut().enumerate() {
                 if let Some(status) = child.try_wait()? {
+                    let log = if quiet {
+                        let log = dir.join(format!("server{i}.log"));
+                        let text = std::fs::read_to_string(&log).unwrap_or_default();
+                        format!("it said: {}", text.trim())
+                    } else {
+                        "its error is above".into()
+                    };
                     bail!(
-                        "server {i} ({}) exited at start with {status}; its error is above",
+                        "server {i} ({}) exited at start with {status}; {log}",
                         addrs[i]
                     );
                 }
@@ -544,7 +573,7 @@ impl LocalCluster {
 
     /// Asks every server to stop (SIGTERM: they finish requests and flush)
     /// and waits up to 10 s before killing what is left.
-    fn stop(&mut self) {
+    pub fn stop(&mut self) {
         for child in &self.children {
             // Best effort: `kill` is how a safe program sends SIGTERM.
             let _ = Command::new("kill")
@@ -573,8 +602,14 @@ impl Drop for LocalCluster {
 }
 
 async fn up(args: UpArgs) -> Result<()> {
-    let (mut cluster, _) =
-        LocalCluster::spawn(args.servers, &args.data, args.base_port, &args.placement).await?;
+    let (mut cluster, _) = LocalCluster::spawn(
+        args.servers,
+        &args.data,
+        args.base_port,
+        &args.placement,
+        false,
+    )
+    .await?;
     eprintln!(
         "quiver meta: {} servers up ({}), cluster file {}; Ctrl-C stops them",
         args.servers,
@@ -815,8 +850,14 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
         }
         _ => None,
     };
-    let (mut cluster, client) =
-        LocalCluster::spawn(args.servers, &dir.join("servers"), 0, &args.placement).await?;
+    let (mut cluster, client) = LocalCluster::spawn(
+        args.servers,
+        &dir.join("servers"),
+        0,
+        &args.placement,
+        false,
+    )
+    .await?;
     let report = quiver_meta::bench::run(&client, workload, graph.as_ref(), &config, &bar).await?;
     drop(bar);
     cluster.stop();

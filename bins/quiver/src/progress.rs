@@ -1,9 +1,78 @@
-//! Progress bars for long work, drawn on stderr only when it is a terminal.
+//! Progress bars for long work, drawn on stderr only when it is a terminal,
+//! and the run's interruption: once [`catch_interrupts`] is called, Ctrl-C
+//! (or SIGTERM) makes every bar say its run is cancelled, so the engine
+//! stops at its next report and what the command made is dropped and
+//! removed on the way out; a second one ends the process at once.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quiver_run::{Progress, Unit};
+
+/// Set by the first Ctrl-C or SIGTERM once [`catch_interrupts`] was called.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The run was interrupted (Ctrl-C or SIGTERM).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// Whether Ctrl-C or SIGTERM arrived since [`catch_interrupts`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// `Err(Interrupted)` once Ctrl-C or SIGTERM arrived: for the points
+/// between a command's steps.
+pub fn check_interrupted() -> Result<(), Interrupted> {
+    if interrupted() {
+        Err(Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Turns Ctrl-C and SIGTERM into a request to stop (see the module docs),
+/// from now on. A thread of its own waits for them.
+pub fn catch_interrupts() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (ready, listening) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("interrupts".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build();
+            let runtime = match runtime {
+                Ok(runtime) => runtime,
+                Err(err) => return ready.send(Err(err)).unwrap_or(()),
+            };
+            runtime.block_on(async move {
+                let handlers = signal(SignalKind::interrupt())
+                    .and_then(|int| Ok((int, signal(SignalKind::terminate())?)));
+                let (mut int, mut term) = match handlers {
+                    Ok(handlers) => handlers,
+                    Err(err) => return ready.send(Err(err)).unwrap_or(()),
+                };
+                // The caller goes on once the handlers are in place.
+                let _ = ready.send(Ok(()));
+                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+                INTERRUPTED.store(true, Ordering::Relaxed);
+                eprintln!("\ninterrupted: stopping and cleaning up (again to quit at once)");
+                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+                std::process::exit(130);
+            });
+        })
+        .map_err(anyhow::Error::from)
+        .and_then(|_| {
+            listening
+                .recv()
+                .map_err(anyhow::Error::from)?
+                .map_err(anyhow::Error::from)
+        })
+        .map_err(|err| err.context("listening for Ctrl-C"))
+}
 
 /// Draws one bar per phase reported through [`Progress`], for every library.
 #[derive(Debug)]
@@ -66,5 +135,9 @@ impl Progress for Bar {
 
     fn note(&self, note: &str) {
         self.bar.set_message(note.to_owned());
+    }
+
+    fn cancelled(&self) -> bool {
+        interrupted()
     }
 }

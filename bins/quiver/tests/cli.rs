@@ -260,14 +260,138 @@ fn a_bad_line_is_reported_with_file_and_line_and_leaves_no_output() {
     assert!(!g.exists());
 }
 
+/// The demo's arguments for a quick run: a small graph, a short kv run, a
+/// small meta load.
+const QUICK_DEMO: &[&str] = &[
+    "demo",
+    "--scale",
+    "10",
+    "--kv-duration",
+    "2s",
+    "--meta-vertices",
+    "3000",
+];
+
+/// Processes whose command line names `dir`: the servers and nodes a run
+/// started with files there.
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(path(dir)) {
+                found.push(cmdline);
+            }
+        }
+    }
+    found
+}
+
 #[test]
-fn demo_runs_with_no_arguments() {
-    let out = quiver(&["demo", "--scale", "10"]);
+fn demo_runs_every_engine_and_checks_each_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = QUICK_DEMO.to_vec();
+    args.push("--json");
+    let out = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(&args)
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("identical"));
-    let report = json(&quiver(&["demo", "--scale", "10", "--json"]));
-    assert_eq!(report["round_trip_identical"], true);
-    assert_eq!(report["vertices"], 1024);
+    let steps: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON report a line"))
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["generate", "convert", "walk", "bsp", "kv", "gtl", "meta"]
+    );
+    for step in &steps {
+        assert!(
+            step["by_hand"].as_str().unwrap().starts_with("quiver "),
+            "{step}"
+        );
+    }
+    let result = |name: &str| &steps.iter().find(|s| s["name"] == name).unwrap()["result"];
+    assert_eq!(result("generate")["vertices"], 1024);
+    assert_eq!(result("convert")["identical"], true);
+    let walk = result("walk");
+    assert!(
+        walk["graphwalker_bytes_read"].as_u64().unwrap() > 0,
+        "{walk}"
+    );
+    assert!(
+        walk["iteration_bytes_read"].as_u64() >= walk["graphwalker_bytes_read"].as_u64(),
+        "{walk}"
+    );
+    let bsp = result("bsp");
+    assert_eq!(bsp["nodes"], 2);
+    assert!(bsp["max_difference_from_reference"].as_f64().unwrap() < 1e-9);
+    let kv = result("kv");
+    assert!(
+        kv["remote_share_last_interval"].as_f64() < kv["remote_share_first_tick"].as_f64(),
+        "migration did not make Gets local: {kv}"
+    );
+    assert!(kv["keys_moved"].as_u64().unwrap() > 0, "{kv}");
+    let gtl = result("gtl");
+    assert_eq!(gtl["requests"], 20_000);
+    assert!(gtl["gtl_pages_read"].as_u64().unwrap() > 0, "{gtl}");
+    assert!(gtl["csr_pages_read"].as_u64().unwrap() > 0, "{gtl}");
+    let meta = result("meta");
+    assert!(meta["files_now"].as_u64().unwrap() > 0, "{meta}");
+    assert_eq!(meta["files_before_load"], 0);
+    // Nothing left behind: no file, no server.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "the demo left {left:?}");
+    assert!(processes_naming(tmp.path()).is_empty());
+}
+
+#[test]
+fn demo_interrupted_at_any_step_leaves_no_file_and_no_server() {
+    use std::io::BufRead;
+    // Interrupted as the walk starts, as bsp's nodes and kv's run, and
+    // as meta's servers start or load.
+    for after in 2..=6 {
+        let tmp = tempfile::tempdir().unwrap();
+        // A meta load long enough to be interrupted.
+        let mut args = QUICK_DEMO[..QUICK_DEMO.len() - 2].to_vec();
+        args.extend(["--json", "--meta-vertices", "100000"]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        for _ in 0..after {
+            lines.next().unwrap().unwrap();
+        }
+        // Into the next step.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let killed = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "after step {after}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert!(left.is_empty(), "after step {after} the demo left {left:?}");
+        assert!(
+            processes_naming(tmp.path()).is_empty(),
+            "after step {after}: {:?}",
+            processes_naming(tmp.path())
+        );
+    }
 }
 
 #[test]

@@ -50,6 +50,9 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The caller asked the work to stop (its `Progress` said cancelled).
+    #[error("stopped")]
+    Cancelled(#[from] quiver_run::Cancelled),
     /// The servers of a cluster disagree, or a cluster file is wrong.
     #[error("cluster: {0}")]
     Cluster(String),

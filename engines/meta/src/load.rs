@@ -83,7 +83,8 @@ pub struct LoadReport {
 /// # Errors
 /// The first write error stops every client; it comes back inside
 /// [`crate::Error::Interrupted`], which counts the writes acknowledged
-/// before it (with one client, the first that many).
+/// before it (with one client, the first that many). So does the caller's
+/// request to stop (`progress` says cancelled), as [`crate::Error::Cancelled`].
 pub async fn load(
     client: &Client,
     writes: Arc<Vec<Write>>,
@@ -128,6 +129,13 @@ pub async fn load(
             Some(n) = rx.recv() => {
                 acknowledged += n;
                 progress.advance(n);
+                if let Err(cancelled) = progress.check() {
+                    // Dropping the join set stops the other clients.
+                    return Err(crate::Error::Interrupted {
+                        acknowledged,
+                        source: Box::new(cancelled.into()),
+                    });
+                }
             }
             joined = tasks.join_next() => match joined {
                 None => break,

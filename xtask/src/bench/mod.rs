@@ -24,7 +24,7 @@ use quiver_io::size::parse_bytes;
 use serde_json::Value;
 
 use crate::report;
-use crate::{cargo, workspace_root};
+use crate::{cargo, target_dir, workspace_root};
 
 /// An array of command-line arguments as `OsString`s, from strings and paths alike.
 macro_rules! argv {
@@ -212,25 +212,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         out.join("ratios.svg").display()
     );
     Ok(())
-}
-
-fn target_dir(root: &Path) -> Result<PathBuf> {
-    let out = cargo()
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(root)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running cargo metadata")?;
-    ensure!(
-        out.status.success(),
-        "cargo metadata failed ({})",
-        out.status
-    );
-    let meta: Value = serde_json::from_slice(&out.stdout).context("parsing cargo metadata")?;
-    let dir = meta["target_directory"]
-        .as_str()
-        .context("cargo metadata names no target_directory")?;
-    Ok(PathBuf::from(dir))
 }
 
 /// The release binaries the benchmarks run.
