@@ -15,7 +15,7 @@ use quiver_walker::apps::{self, RawWalks, SimRank, VisitFrequency};
 use tempfile::TempPath;
 
 use crate::error::{error, invalid};
-use crate::options::{vertex, walk_spec, SortArgs, WalkerArgs};
+use crate::options::{count, vertex, walk_spec, SortArgs, WalkerArgs};
 use crate::run::run;
 
 /// A directed graph in a `.qcsr` file (checksummed CSR), opened and
@@ -229,6 +229,32 @@ impl Graph {
     }
 }
 
+/// Vertex ids given as an array (or anything numpy makes one of) as
+/// `int64`: floats must be whole numbers, where numpy's cast would turn
+/// 0.5 into 0 without a word.
+fn whole_numbers<'py>(
+    ids: &Bound<'py, PyAny>,
+    parameter: &'static str,
+) -> PyResult<PyArrayLike1<'py, i64, AllowTypeChange>> {
+    let array = ids.py().import("numpy")?.call_method1("asarray", (ids,))?;
+    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+    if kind == "f" {
+        let floats: PyArrayLike1<'py, f64, AllowTypeChange> = array.extract()?;
+        if let Some((i, x)) = floats
+            .as_array()
+            .iter()
+            .enumerate()
+            .find(|(_, x)| x.fract() != 0.0 || !x.is_finite())
+        {
+            return Err(invalid(
+                parameter,
+                format!("{parameter}[{i}] = {x} is not a whole number, so not a vertex id"),
+            ));
+        }
+    }
+    array.extract()
+}
+
 /// `counts` over `total`, one entry per vertex.
 #[allow(clippy::cast_precision_loss)] // frequencies, not counts
 fn dense_frequencies(counts: &HashMap<u32, u64>, total: u64, num_vertices: u32) -> Vec<f64> {
@@ -273,8 +299,8 @@ impl Graph {
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn from_edges<'py>(
         py: Python<'py>,
-        src: PyArrayLike1<'py, i64, AllowTypeChange>,
-        dst: PyArrayLike1<'py, i64, AllowTypeChange>,
+        src: &Bound<'py, PyAny>,
+        dst: &Bound<'py, PyAny>,
         weights: Option<PyArrayLike1<'py, f32, AllowTypeChange>>,
         num_vertices: Option<u64>,
         undirected: bool,
@@ -291,6 +317,7 @@ impl Graph {
             mem,
             work_dir,
         };
+        let (src, dst) = (whole_numbers(src, "src")?, whole_numbers(dst, "dst")?);
         let src = src.as_slice().map_err(|e| invalid("src", e.to_string()))?;
         let dst = dst.as_slice().map_err(|e| invalid("dst", e.to_string()))?;
         let weights = match &weights {
@@ -493,8 +520,8 @@ impl Graph {
     fn walks<'py>(
         &self,
         py: Python<'py>,
-        walks_per_vertex: u64,
-        length: u32,
+        walks_per_vertex: i64,
+        length: i64,
         p: f64,
         q: f64,
         weighted: bool,
@@ -512,8 +539,12 @@ impl Graph {
             mode,
             work_dir,
         };
-        let (spec, config, max_bytes) =
-            Graph::corpus_args(length, (p, q, weighted, dead_end), &walker)?;
+        let walks_per_vertex: u64 = count(walks_per_vertex, "walks_per_vertex")?;
+        let (spec, config, max_bytes) = Graph::corpus_args(
+            count(length, "length")?,
+            (p, q, weighted, dead_end),
+            &walker,
+        )?;
         let report = run(py, |progress| {
             apps::collect_walks(
                 &self.path,
@@ -542,8 +573,8 @@ impl Graph {
         &self,
         py: Python<'py>,
         path: PathBuf,
-        walks_per_vertex: u64,
-        length: u32,
+        walks_per_vertex: i64,
+        length: i64,
         p: f64,
         q: f64,
         weighted: bool,
@@ -561,8 +592,12 @@ impl Graph {
             mode,
             work_dir,
         };
-        let (spec, config, max_bytes) =
-            Graph::corpus_args(length, (p, q, weighted, dead_end), &walker)?;
+        let walks_per_vertex: u64 = count(walks_per_vertex, "walks_per_vertex")?;
+        let (spec, config, max_bytes) = Graph::corpus_args(
+            count(length, "length")?,
+            (p, q, weighted, dead_end),
+            &walker,
+        )?;
         let report = run(py, |progress| {
             apps::write_corpus(
                 &self.path,
@@ -588,8 +623,8 @@ impl Graph {
         &self,
         py: Python<'py>,
         source: i64,
-        walks: u64,
-        length: u32,
+        walks: i64,
+        length: i64,
         stop: f64,
         weighted: bool,
         seed: Option<u64>,
@@ -598,7 +633,13 @@ impl Graph {
         mode: Option<&str>,
         work_dir: Option<PathBuf>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let mut app = VisitFrequency::ppr(self.vertex(source, "source")?, walks, length, stop, 0);
+        let mut app = VisitFrequency::ppr(
+            self.vertex(source, "source")?,
+            count(walks, "walks")?,
+            count(length, "length")?,
+            stop,
+            0,
+        );
         app.spec = walk_spec(app.spec, 1.0, 1.0, weighted, "stop")?;
         let walker = WalkerArgs {
             seed,
@@ -620,8 +661,8 @@ impl Graph {
         &self,
         py: Python<'py>,
         source: i64,
-        walks: u64,
-        length: u32,
+        walks: i64,
+        length: i64,
         restart: f64,
         weighted: bool,
         seed: Option<u64>,
@@ -630,8 +671,13 @@ impl Graph {
         mode: Option<&str>,
         work_dir: Option<PathBuf>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let mut app =
-            VisitFrequency::rwr(self.vertex(source, "source")?, walks, length, restart, 0);
+        let mut app = VisitFrequency::rwr(
+            self.vertex(source, "source")?,
+            count(walks, "walks")?,
+            count(length, "length")?,
+            restart,
+            0,
+        );
         app.spec = walk_spec(app.spec, 1.0, 1.0, weighted, "restart")?;
         let walker = WalkerArgs {
             seed,
@@ -653,8 +699,8 @@ impl Graph {
         py: Python<'py>,
         a: i64,
         b: i64,
-        walks: u64,
-        length: u32,
+        walks: i64,
+        length: i64,
         decay: f64,
         seed: Option<u64>,
         mem: Option<&Bound<'py, PyAny>>,
@@ -665,8 +711,8 @@ impl Graph {
         let app = SimRank::new(
             self.vertex(a, "a")?,
             self.vertex(b, "b")?,
-            walks,
-            length,
+            count(walks, "walks")?,
+            count(length, "length")?,
             decay,
         );
         let config = WalkerArgs {

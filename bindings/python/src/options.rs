@@ -10,6 +10,19 @@ use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, WalkSpec};
 
 use crate::error::invalid;
 
+/// A count given from Python (walks, steps): an `int` of 0 or more that
+/// fits `T`, or a `ValueError` naming `parameter` (pyo3's own conversion
+/// to an unsigned type raises `OverflowError` for -1).
+pub fn count<T: TryFrom<i64>>(n: i64, parameter: &'static str) -> PyResult<T> {
+    T::try_from(n).map_err(|_| {
+        let bits = 8 * std::mem::size_of::<T>();
+        invalid(
+            parameter,
+            format!("{n} is not a count: give a whole number from 0 to 2**{bits} - 1"),
+        )
+    })
+}
+
 /// A size in bytes: an `int`, or a string such as `"512MiB"` as the
 /// driver's flags take.
 pub fn bytes(value: Option<&Bound<'_, PyAny>>, parameter: &'static str) -> PyResult<Option<u64>> {

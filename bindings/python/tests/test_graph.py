@@ -66,11 +66,33 @@ def test_from_edges_keeps_weights_and_writes_a_path(tmp_path):
         ([0, 5], [1, 2], {"num_vertices": 5}, "src[1] = 5 is not a vertex id below 5"),
         ([0], [1], {"mem": "lots"}, "mem"),
         ([0], [1], {"mem": 1000}, "mem_budget"),
+        (np.array([0.5, 2.9]), [1, 2], {}, "src[0] = 0.5 is not a whole number"),
+        ([0, 1], np.array([1.0, float("nan")]), {}, "dst[1] = NaN is not a whole number"),
     ],
 )
 def test_from_edges_refuses_bad_arguments(src, dst, kwargs, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         quiver.Graph.from_edges(src, dst, **kwargs)
+
+
+def test_from_edges_takes_whole_floats_as_ids():
+    g = quiver.Graph.from_edges(np.array([0.0, 1.0]), np.array([1.0, 2.0]))
+    assert (len(g), g.num_edges) == (3, 2)
+
+
+def test_negative_counts_are_value_errors(karate):
+    for call, parameter in [
+        (lambda: karate.walks(walks_per_vertex=1, length=-1), "length"),
+        (lambda: karate.walks(walks_per_vertex=-1, length=5), "walks_per_vertex"),
+        (lambda: karate.ppr(0, walks=-5), "walks"),
+        (lambda: karate.simrank(0, 1, length=-2), "length"),
+    ]:
+        with pytest.raises(ValueError, match=parameter):
+            call()
+
+
+def test_the_package_exports_only_its_names():
+    assert not [name for name in dir(quiver) if not name.startswith("_") and name not in quiver.__all__]
 
 
 def test_vertices_out_of_range_are_value_errors(karate):
