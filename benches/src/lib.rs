@@ -24,7 +24,7 @@ pub fn fill_word(seed: u64, index: u64) -> u64 {
 /// [`fill_word`]s. `offset` and `chunk.len()` must be multiples of 8.
 pub fn fill(seed: u64, offset: u64, chunk: &mut [u8]) {
     assert!(
-        offset % 8 == 0 && chunk.len() % 8 == 0,
+        offset.is_multiple_of(8) && chunk.len().is_multiple_of(8),
         "fill works on whole words"
     );
     let first = offset / 8;

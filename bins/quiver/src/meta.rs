@@ -13,9 +13,12 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::{Graph, GraphSpec, SortOptions};
 use quiver_meta::bench::{BenchConfig, BenchReport, Workload};
 use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
+use quiver_meta::membership::DataLock;
 use quiver_meta::schema::Schema;
 use quiver_meta::server::ServerConfig;
-use quiver_meta::{Client, Engine, Partitioner, Travel, TravelOptions, TravelResult};
+use quiver_meta::{
+    Client, Engine, Identity, Member, Membership, Partitioner, Travel, TravelOptions, TravelResult,
+};
 use serde::Serialize;
 
 use crate::commands::UsageError;
@@ -132,7 +135,7 @@ fn parse_partitioner(text: &str) -> Result<Partitioner, String> {
 impl PlacementArgs {
     fn server_config(
         &self,
-        cluster: Vec<String>,
+        cluster: Membership,
         index: usize,
         data: PathBuf,
     ) -> Result<ServerConfig> {
@@ -358,39 +361,8 @@ pub fn meta(command: MetaCommand, json: bool, quiet: bool) -> Result<()> {
     }
 }
 
-/// Reads a cluster file: one `host:port` a line; blank lines and `#`
-/// comments are skipped.
-fn read_cluster(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the cluster file {}", path.display()))?;
-    let servers: Vec<String> = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    if servers.is_empty() {
-        bail!(UsageError(format!(
-            "the cluster file {} names no server",
-            path.display()
-        )));
-    }
-    for s in &servers {
-        if s.rsplit_once(':')
-            .and_then(|(_, port)| port.parse::<u16>().ok())
-            .is_none()
-        {
-            bail!(UsageError(format!(
-                "{}: {s:?} is not host:port",
-                path.display()
-            )));
-        }
-    }
-    Ok(servers)
-}
-
 async fn connect(path: &Path) -> Result<Client> {
-    let cluster = read_cluster(path)?;
+    let cluster = Membership::read(path)?;
     Client::connect(&cluster)
         .await
         .with_context(|| format!("connecting to the cluster {}", path.display()))
@@ -409,21 +381,33 @@ async fn stop_signal() -> Result<()> {
 async fn serve(args: ServeArgs) -> Result<()> {
     let listen = args.listen.to_string();
     let (cluster, index) = match &args.cluster {
-        None => (vec![listen.clone()], 0),
+        // A cluster of this one server: the one its data belongs to, or a
+        // new one.
+        None => match Identity::read(&args.data)? {
+            Some(identity) => (
+                Membership {
+                    id: identity.cluster,
+                    servers: vec![Member {
+                        id: identity.server,
+                        addr: listen.clone(),
+                    }],
+                },
+                0,
+            ),
+            None => (Membership::fresh(std::slice::from_ref(&listen), 0), 0),
+        },
         Some(path) => {
-            let cluster = read_cluster(path)?;
-            let Some(index) = cluster.iter().position(|s| *s == listen) else {
-                bail!(UsageError(format!(
-                    "--listen {listen} is not a line of the cluster file {}",
-                    path.display()
-                )));
-            };
+            let cluster = Membership::read(path)?;
+            let index = cluster
+                .index_of(&args.data, &listen)
+                .with_context(|| format!("the cluster file {}", path.display()))?;
             (cluster, index)
         }
     };
+    let servers = cluster.servers.len();
     let config = args
         .placement
-        .server_config(cluster.clone(), index, args.data.clone())?;
+        .server_config(cluster, index, args.data.clone())?;
     // The store opens (and replays) before the port is bound: a server
     // that listens is ready.
     let opened = quiver_meta::server::open(config)?;
@@ -432,8 +416,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_context(|| format!("listening on {listen}"))?;
     let running = opened.serve(listener).await?;
     eprintln!(
-        "quiver meta: server {index} of {} serving on {} ({}, data in {}); Ctrl-C stops it",
-        cluster.len(),
+        "quiver meta: server {index} of {servers} serving on {} ({}, data in {}); Ctrl-C stops it",
         running.addr,
         args.placement.partitioner.name(),
         args.data.display()
@@ -476,17 +459,26 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
     Ok(ports)
 }
 
-/// Servers running as child processes of this one; dropping it kills them.
+/// Servers running as child processes of this one; dropping it kills them
+/// (and removes a cluster file still being started).
 pub struct LocalCluster {
     children: Vec<Child>,
     file: PathBuf,
     addrs: Vec<String>,
+    /// The cluster file the servers were started with, renamed to `file`
+    /// once every one of them answered; removed if they did not.
+    starting: Option<PathBuf>,
 }
 
 impl LocalCluster {
-    /// Starts `n` servers with data under `dir` and waits until they all
-    /// answer. `quiet` servers write their messages to `server{i}.log`
-    /// under `dir` instead of this process's stderr.
+    /// Starts `n` servers with data under `dir` and waits until each has
+    /// answered as the server the cluster file names. The data's cluster
+    /// comes back on its own ids at new ports; a new directory gets a new
+    /// cluster. Everything is checked before anything is written: no data
+    /// directory in use, the same number of servers as the data holds,
+    /// free ports. On any failure the existing cluster file is left as it
+    /// was and the servers started are stopped. `quiet` servers write
+    /// their messages to `server{i}.log` under `dir`, not to stderr.
     pub async fn spawn(
         n: usize,
         dir: &Path,
@@ -497,11 +489,41 @@ impl LocalCluster {
         if n == 0 {
             bail!(UsageError("--servers must be at least 1".into()));
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let file = dir.join("cluster");
+        let data = |i: usize| dir.join(format!("server{i}"));
+        let existing = if file.exists() {
+            Some(Membership::read(&file)?)
+        } else {
+            None
+        };
+        if let Some(existing) = &existing {
+            let k = existing.servers.len();
+            if k != n {
+                bail!(UsageError(format!(
+                    "{} holds a cluster of {k} servers (see {}); start it with --servers {k}",
+                    dir.display(),
+                    file.display()
+                )));
+            }
+        } else if let Some(i) = (0..n).find(|&i| data(i).join("CURRENT").exists()) {
+            bail!(
+                "{} holds a server's data but there is no cluster file {} naming its cluster",
+                data(i).display(),
+                file.display()
+            );
+        }
+        if let Some(i) = (0..n).find(|&i| DataLock::in_use(&data(i))) {
+            bail!(
+                "a cluster is already up on {}: server {i}'s data directory {} is in use (its cluster file: {}); stop it first",
+                dir.display(),
+                data(i).display(),
+                file.display()
+            );
+        }
         let ports = if base_port == 0 {
             free_ports(n)?
         } else {
-            (0..n)
+            let ports: Vec<u16> = (0..n)
                 .map(|i| {
                     let offset = u16::try_from(i).ok().and_then(|i| base_port.checked_add(i));
                     offset.ok_or_else(|| {
@@ -510,27 +532,36 @@ impl LocalCluster {
                         ))
                     })
                 })
-                .collect::<Result<_, _>>()?
+                .collect::<Result<_, _>>()?;
+            if let Some(port) = ports
+                .iter()
+                .find(|&&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_err())
+            {
+                bail!("port {port} on 127.0.0.1 is in use; choose another --base-port, or 0 for free ports");
+            }
+            ports
         };
         let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let file = dir.join("cluster");
-        let temp = dir.join("cluster.tmp");
-        std::fs::write(&temp, addrs.join("\n") + "\n")
-            .with_context(|| format!("writing {}", temp.display()))?;
-        std::fs::rename(&temp, &file).with_context(|| format!("writing {}", file.display()))?;
+        let membership = match &existing {
+            Some(existing) => existing.moved_to(&addrs),
+            None => Membership::fresh(&addrs, u64::from(base_port)),
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let starting = dir.join("cluster.starting");
+        membership.write(&starting)?;
         let exe = std::env::current_exe().context("finding this program to start servers")?;
         let mut cluster = LocalCluster {
             children: Vec::new(),
             file: file.clone(),
             addrs: addrs.clone(),
+            starting: Some(starting.clone()),
         };
         for (i, addr) in addrs.iter().enumerate() {
-            let data = dir.join(format!("server{i}"));
             let mut cmd = Command::new(&exe);
             cmd.args(["meta", "serve", "--listen", addr, "--cluster"])
-                .arg(&file)
+                .arg(&starting)
                 .arg("--data")
-                .arg(&data)
+                .arg(data(i))
                 .args(placement.to_args());
             if quiet {
                 let log = dir.join(format!("server{i}.log"));
@@ -545,10 +576,10 @@ impl LocalCluster {
             );
         }
         let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let client = loop {
             for (i, child) in cluster.children.iter_mut().enumerate() {
                 if let Some(status) = child.try_wait()? {
-                    let log = if quiet {
+                    let said = if quiet {
                         let log = dir.join(format!("server{i}.log"));
                         let text = std::fs::read_to_string(&log).unwrap_or_default();
                         format!("it said: {}", text.trim())
@@ -556,29 +587,37 @@ impl LocalCluster {
                         "its error is above".into()
                     };
                     bail!(
-                        "server {i} ({}) exited at start with {status}; {log}",
+                        "server {i} ({}) exited at start with {status}; {said}",
                         addrs[i]
                     );
                 }
             }
-            match Client::connect(&addrs).await {
-                Ok(client) => return Ok((cluster, client)),
+            match Client::connect(&membership).await {
+                Ok(client) => break client,
                 Err(e) if Instant::now() > deadline => {
                     return Err(e).context("the cluster's servers did not all answer within 30 s");
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
-        }
+        };
+        std::fs::rename(&starting, &file).with_context(|| format!("writing {}", file.display()))?;
+        cluster.starting = None;
+        Ok((cluster, client))
     }
 
-    /// Asks every server to stop (SIGTERM: they finish requests and flush)
-    /// and waits up to 10 s before killing what is left.
+    /// Asks every server still running to stop (SIGTERM: they finish
+    /// requests and flush) and waits up to 10 s before killing what is
+    /// left.
     pub fn stop(&mut self) {
-        for child in &self.children {
+        for child in &mut self.children {
+            if !matches!(child.try_wait(), Ok(None)) {
+                continue;
+            }
             // Best effort: `kill` is how a safe program sends SIGTERM.
             let _ = Command::new("kill")
                 .arg("-TERM")
                 .arg(child.id().to_string())
+                .stderr(std::process::Stdio::null())
                 .status();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -597,6 +636,9 @@ impl Drop for LocalCluster {
                 let _ = child.kill();
                 let _ = child.wait();
             }
+        }
+        if let Some(starting) = &self.starting {
+            let _ = std::fs::remove_file(starting);
         }
     }
 }

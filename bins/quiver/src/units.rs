@@ -14,7 +14,7 @@ impl std::fmt::Display for ByteSize {
         const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
         match UNITS
             .iter()
-            .find(|(shift, _)| self.0 != 0 && self.0 % (1u64 << shift) == 0)
+            .find(|(shift, _)| self.0 != 0 && self.0.is_multiple_of(1u64 << shift))
         {
             Some((shift, unit)) => write!(f, "{}{unit}", self.0 >> shift),
             None => write!(f, "{}", self.0),

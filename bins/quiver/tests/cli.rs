@@ -1584,12 +1584,23 @@ fn exit_within_a_minute(child: &mut std::process::Child, what: &str) -> std::pro
     }
 }
 
+/// The server addresses a cluster file lists (`server ID ADDR` lines, or
+/// bare addresses).
+fn cluster_addrs(cluster: &Path) -> Vec<String> {
+    std::fs::read_to_string(cluster)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty() && !l.starts_with("cluster "))
+        .map(|l| l.split_whitespace().last().unwrap().to_string())
+        .collect()
+}
+
 /// Waits until every server of `cluster` listens and a query is answered
 /// (a query touches only the servers its vertices live on, so it alone
 /// cannot tell that a restarted server is back).
 fn wait_for(cluster: &Path) {
-    let text = std::fs::read_to_string(cluster).unwrap();
-    let addrs: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let addrs = cluster_addrs(cluster);
     for _ in 0..200 {
         let listening = addrs
             .iter()
@@ -1971,13 +1982,177 @@ fn cluster_up_serves_a_loaded_graph_until(signal: &str) {
             "SIG{signal}: no {stopped:?} in\n{err}"
         );
     }
-    let text = std::fs::read_to_string(&cluster).unwrap();
-    for addr in text.lines().filter(|l| !l.trim().is_empty()) {
+    let addrs = cluster_addrs(&cluster);
+    assert_eq!(addrs.len(), 2);
+    for addr in addrs {
         assert!(
-            std::net::TcpStream::connect(addr.trim()).is_err(),
+            std::net::TcpStream::connect(&addr).is_err(),
             "{addr} still listens"
         );
     }
+}
+
+/// `quiver meta cluster up --servers 2 --data DATA ARGS`, running, with
+/// its stdout's first line (the cluster file) read; killed if the test
+/// fails.
+fn cluster_up(data: &Path, args: &[&str]) -> (MetaServer, PathBuf) {
+    let mut up = MetaServer(
+        Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args([
+                "meta",
+                "cluster",
+                "up",
+                "--servers",
+                "2",
+                "--data",
+                path(data),
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(up.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let cluster = PathBuf::from(line.trim());
+    wait_for(&cluster);
+    (up, cluster)
+}
+
+/// A query's answer without its timings.
+fn meta_answer(cluster: &Path, travel: &str, as_of: Option<&str>) -> serde_json::Value {
+    let mut args = vec![
+        "meta",
+        "query",
+        "--cluster",
+        path(cluster),
+        travel,
+        "--json",
+    ];
+    if let Some(t) = as_of {
+        args.extend(["--as-of", t]);
+    }
+    let answer = json(&quiver(&args));
+    serde_json::json!([answer["marked"], answer["paths"]])
+}
+
+/// Stops `cluster up` with SIGTERM and waits for it.
+fn stop_cluster(up: &mut MetaServer) {
+    let pid = up.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = exit_within_a_minute(&mut up.0, "cluster up outlived SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+/// A cluster keeps its data where it was across restarts on new ports,
+/// and a user cannot break it by mistake: a second `cluster up` on its
+/// data fails before writing anything and leaves it usable, and a
+/// `--base-port` in use leaves no cluster file and says nothing about
+/// servers being up.
+#[test]
+fn meta_cluster_up_restarts_on_new_ports_and_a_second_up_breaks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("meta");
+    let (mut up, cluster) = cluster_up(&data, &[]);
+    let loaded = meta_load(
+        path(&cluster),
+        &["--generate", "darshan", "--vertices", "3000"],
+    );
+    let middle = (loaded["ts"].as_u64().unwrap() / 2 + 1).to_string();
+    let travels = [
+        r#"v("uid:1003").e(run).v()"#,
+        r#"v("uid:1000").e(run).v().e(contains).v().e(write).rtm().v().e(wasReadBy)"#,
+        r#"v("/proj/d0").e(has).v()"#,
+    ];
+    let answers = |cluster: &Path| -> Vec<serde_json::Value> {
+        travels
+            .iter()
+            .flat_map(|t| {
+                [
+                    meta_answer(cluster, t, None),
+                    meta_answer(cluster, t, Some(&middle)),
+                ]
+            })
+            .collect()
+    };
+    let before = answers(&cluster);
+    assert!(before[0].to_string().contains("job:"), "{}", before[0]);
+    assert!(
+        before.chunks(2).any(|now_then| now_then[0] != now_then[1]),
+        "the second load changed no answer"
+    );
+    let file = std::fs::read(&cluster).unwrap();
+    let ports = cluster_addrs(&cluster);
+
+    let second = quiver(&[
+        "meta",
+        "cluster",
+        "up",
+        "--servers",
+        "2",
+        "--data",
+        path(&data),
+    ]);
+    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("already up"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(
+        !stderr(&second).contains("servers up"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(second.stdout.is_empty());
+    assert_eq!(
+        std::fs::read(&cluster).unwrap(),
+        file,
+        "the cluster file changed"
+    );
+    assert_eq!(answers(&cluster), before);
+
+    stop_cluster(&mut up);
+    let (mut up, again) = cluster_up(&data, &[]);
+    assert_eq!(again, cluster);
+    assert_ne!(cluster_addrs(&cluster), ports, "the same ports again");
+    assert_eq!(answers(&cluster), before);
+    stop_cluster(&mut up);
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let other = dir.path().join("other");
+    let out = quiver(&[
+        "meta",
+        "cluster",
+        "up",
+        "--servers",
+        "2",
+        "--data",
+        path(&other),
+        "--base-port",
+        &port,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("port {port}")) && err.contains("in use"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("servers up") && !err.contains("kill"),
+        "{err}"
+    );
+    assert!(!other.join("cluster").exists());
 }
 
 #[test]
@@ -2043,7 +2218,7 @@ fn meta_mistakes_are_named() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("is not a line of the cluster file"),
+        stderr(&out).contains("is not an address the cluster file lists"),
         "{}",
         stderr(&out)
     );

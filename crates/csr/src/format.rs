@@ -454,8 +454,8 @@ impl PageChecksums {
         let start = self.layout.offsets.offset;
         let len = bytes.len() as u64;
         let inside = offset >= start
-            && offset % PAGE == 0
-            && len % PAGE == 0
+            && offset.is_multiple_of(PAGE)
+            && len.is_multiple_of(PAGE)
             && offset
                 .checked_add(len)
                 .is_some_and(|end| end <= self.layout.data_end());

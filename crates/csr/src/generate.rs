@@ -261,7 +261,7 @@ pub fn generate_to_file(
     let mut done = 0u64;
     spec.generate(seed, weights, &mut |s, t, w| {
         done += 1;
-        if done % (1 << 20) == 0 {
+        if done.is_multiple_of(1 << 20) {
             progress.advance(1 << 20);
             progress.check()?;
         }

@@ -227,7 +227,7 @@ mod tests {
             assert_eq!(b.len(), len);
             assert_eq!(b.is_empty(), len == 0);
             assert_eq!(b.as_ptr() as usize % ALIGN, 0);
-            assert!(b.capacity() >= len && b.capacity() % ALIGN == 0 && b.capacity() > 0);
+            assert!(b.capacity() >= len && b.capacity().is_multiple_of(ALIGN) && b.capacity() > 0);
             assert!(b.iter().all(|&x| x == 0));
             b.fill(7);
             assert!(b.iter().all(|&x| x == 7));

@@ -303,7 +303,7 @@ impl ReadFile {
         // A direct read that ends at an unaligned end of file reads its last
         // partial block into a bounce block, then copies the tail.
         let split = |r: &ReadRequest<'_>| -> Option<usize> {
-            (self.direct && r.buf.len() % ALIGN != 0).then(|| r.buf.len() / ALIGN * ALIGN)
+            (self.direct && !r.buf.len().is_multiple_of(ALIGN)).then(|| r.buf.len() / ALIGN * ALIGN)
         };
         let tails = reqs.iter().filter(|r| split(r).is_some()).count();
         let mut bounce = AlignedBuf::zeroed(tails * ALIGN);
@@ -368,9 +368,9 @@ impl ReadFile {
         let end = offset.checked_add(len as u64);
         let addr = buf.as_ptr() as usize;
         if self.check_alignment
-            && (offset % ALIGN_U64 != 0
-                || addr % ALIGN != 0
-                || (len % ALIGN != 0 && end != Some(self.len)))
+            && (!offset.is_multiple_of(ALIGN_U64)
+                || !addr.is_multiple_of(ALIGN)
+                || (!len.is_multiple_of(ALIGN) && end != Some(self.len)))
         {
             return Err(Error::Misaligned {
                 path: self.path.clone(),

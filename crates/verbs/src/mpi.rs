@@ -300,7 +300,7 @@ fn allocated(mut bytes: Vec<u8>) -> Vec<u8> {
 fn local_word(memory: &Memory, start: usize) -> &AtomicU64 {
     let index = start / 8;
     assert!(
-        start % 8 == 0 && index < memory.len().div_ceil(8),
+        start.is_multiple_of(8) && index < memory.len().div_ceil(8),
         "locate checked alignment and range against this node's length"
     );
     // SAFETY: `index` is within the words of the memory (asserted above),
@@ -669,7 +669,7 @@ impl State {
         {
             return Err(out_of_bounds());
         }
-        if atomic && offset % 8 != 0 {
+        if atomic && !offset.is_multiple_of(8) {
             return Err(VerbError::Misaligned {
                 node: target,
                 key,

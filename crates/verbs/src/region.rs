@@ -232,7 +232,10 @@ impl Region {
     }
 
     fn assert_word(&self, offset: usize) {
-        assert!(offset % 8 == 0, "word access at misaligned offset {offset}");
+        assert!(
+            offset.is_multiple_of(8),
+            "word access at misaligned offset {offset}"
+        );
         self.assert_range(offset, 8);
     }
 }

@@ -119,7 +119,7 @@ impl Rings {
     /// holds a full block): small rings make tests wrap and wait for space.
     fn with_ring_bytes(node: &Node, workers: usize, ring: u64) -> Result<Rings> {
         assert!(
-            ring % 8 == 0 && ring >= 2 * message_len(BLOCK_UNITS * UNIT),
+            ring.is_multiple_of(8) && ring >= 2 * message_len(BLOCK_UNITS * UNIT),
             "a ring of {ring} bytes cannot hold two blocks"
         );
         let rank = node.rank().index();

@@ -117,7 +117,7 @@ impl Geometry {
                 return Err(InvalidArgument::new(name, "must be at least 1"));
             }
         }
-        if !(64..=1 << 20).contains(&self.page_bytes) || self.page_bytes % 8 != 0 {
+        if !(64..=1 << 20).contains(&self.page_bytes) || !self.page_bytes.is_multiple_of(8) {
             return Err(InvalidArgument::new(
                 "page_bytes",
                 format!(

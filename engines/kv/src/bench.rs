@@ -260,7 +260,11 @@ impl Config {
         positive("duration", self.duration)?;
         positive("tick", self.tick)?;
         positive("interval", self.interval)?;
-        if self.interval.as_nanos() % self.tick.as_nanos() != 0 {
+        if !self
+            .interval
+            .as_nanos()
+            .is_multiple_of(self.tick.as_nanos())
+        {
             return Err(Error::invalid(
                 "interval",
                 format!(

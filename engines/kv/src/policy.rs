@@ -196,7 +196,9 @@ impl Coordinator {
         self.shared = 0;
         self.asked.clear();
         self.settled.clear();
-        let decides = self.deferred.is_some_and(|interval| tick % interval == 0);
+        let decides = self
+            .deferred
+            .is_some_and(|interval| tick.is_multiple_of(interval));
         for (key, mut readers) in reads {
             readers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             self.shared += readers[1..].iter().map(|r| u64::from(r.1)).sum::<u64>();

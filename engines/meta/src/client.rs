@@ -19,6 +19,7 @@ use tonic::transport::Channel;
 
 use crate::clock::wall_ns;
 use crate::error::{Error, Result};
+use crate::membership::{shown, Membership};
 use crate::place::{Partitioner, Placement};
 use crate::rpc::meta_client::MetaClient;
 use crate::rpc::{self, op};
@@ -278,6 +279,7 @@ impl TravelResult {
 
 #[derive(Debug)]
 struct Inner {
+    membership: Membership,
     addrs: Vec<String>,
     servers: Vec<MetaClient<Channel>>,
     placement: Placement,
@@ -298,25 +300,39 @@ fn status(addr: &str) -> impl Fn(tonic::Status) -> Error + '_ {
 }
 
 impl Client {
-    /// Connects to every server of `cluster` and checks they agree on the
-    /// cluster, the partitioner and its settings.
-    pub async fn connect(cluster: &[String]) -> Result<Client> {
-        if cluster.is_empty() {
+    /// Connects to every server of `cluster` and checks that each is the
+    /// server the cluster file names at its address (its id, its cluster's
+    /// id, the same servers at the same addresses) and that they agree on
+    /// the partitioner and its settings.
+    pub async fn connect(cluster: &Membership) -> Result<Client> {
+        if cluster.servers.is_empty() {
             return Err(Error::Cluster("the cluster names no server".into()));
         }
-        let servers = connect_lazy(cluster)?;
+        let addrs = cluster.addrs();
+        let servers = connect_lazy(&addrs)?;
         let mut config: Option<(String, u32, u32, String, u64)> = None;
-        for (i, (addr, server)) in cluster.iter().zip(&servers).enumerate() {
+        for (i, (member, server)) in cluster.servers.iter().zip(&servers).enumerate() {
+            let addr = &member.addr;
             let hello = server
                 .clone()
                 .hello(rpc::HelloRequest {})
                 .await
                 .map_err(status(addr))?
                 .into_inner();
-            if hello.cluster != cluster || hello.index as usize != i {
+            let theirs = hello.ids.get(hello.index as usize);
+            if hello.cluster_id != cluster.id || theirs != Some(&member.id) {
                 return Err(Error::Cluster(format!(
-                    "{addr} serves as line {} of {:?}, not line {i} of {cluster:?}",
-                    hello.index, hello.cluster
+                    "{addr} answers as server {} of cluster {}, not server {} of cluster {}: another cluster runs there",
+                    theirs.map_or("?", String::as_str),
+                    shown(&hello.cluster_id),
+                    member.id,
+                    shown(&cluster.id)
+                )));
+            }
+            if hello.cluster != addrs || hello.ids != cluster.ids() || hello.index as usize != i {
+                return Err(Error::Cluster(format!(
+                    "{addr} (server {}) was started with another cluster file: {:?} at {:?}",
+                    member.id, hello.ids, hello.cluster
                 )));
             }
             let theirs = (
@@ -342,9 +358,10 @@ impl Client {
         let schema: Schema = serde_json::from_str(&schema)
             .map_err(|e| Error::Cluster(format!("the servers' schema: {e}")))?;
         Ok(Client(Arc::new(Inner {
-            addrs: cluster.to_vec(),
+            membership: cluster.clone(),
+            addrs,
             servers,
-            placement: Placement::new(cluster, vnodes, partitioner),
+            placement: Placement::new(&cluster.ids(), vnodes, partitioner),
             schema,
             max_value_bytes: usize::try_from(max_value_bytes).unwrap_or(usize::MAX),
             threshold,
@@ -366,6 +383,11 @@ impl Client {
     /// The servers' addresses.
     pub fn servers(&self) -> &[String] {
         &self.0.addrs
+    }
+
+    /// The cluster this client connected to.
+    pub fn membership(&self) -> &Membership {
+        &self.0.membership
     }
 
     /// The newest timestamp this client has seen.

@@ -80,6 +80,7 @@ pub mod darshan;
 mod error;
 pub mod key;
 pub mod load;
+pub mod membership;
 pub mod place;
 pub mod schema;
 pub mod server;
@@ -89,6 +90,7 @@ pub mod tree;
 
 pub use client::{Client, Engine, StepReport, TravelOptions, TravelResult, Write, Written};
 pub use error::{Error, Result};
+pub use membership::{Identity, Member, Membership};
 pub use place::Partitioner;
 pub use server::{Running, ServerConfig};
 pub use travel::{Filter, GTravel, Test, Travel};

@@ -105,8 +105,9 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Placement over `servers` (their addresses, which name their points
-    /// on the ring) with `vnodes` virtual nodes.
+    /// Placement over `servers` (their ids, which name their points on the
+    /// ring; never their addresses, so a cluster restarted on other ports
+    /// places every vertex where it did) with `vnodes` virtual nodes.
     ///
     /// The ring is consistent hashing with bounded loads: each virtual node
     /// goes to the first server clockwise from its hash that holds fewer

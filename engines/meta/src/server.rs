@@ -62,6 +62,7 @@ use tonic::{Request, Response, Status};
 use crate::clock::{Clock, MAX_SKEW_NS};
 use crate::error::{Error, Result};
 use crate::key::Section;
+use crate::membership::{DataLock, Identity, Membership};
 use crate::place::{Partitioner, Placement};
 use crate::rpc::meta_client::MetaClient;
 use crate::rpc::meta_server::{Meta, MetaServer};
@@ -76,8 +77,9 @@ use crate::tree::{Node, SplitState};
 /// A server's settings; [`ServerConfig::default`] holds every default.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Every server's address, in cluster-file order.
-    pub cluster: Vec<String>,
+    /// The cluster: its id, and every server's id and address, in
+    /// cluster-file order.
+    pub cluster: Membership,
     /// This server's line in `cluster`.
     pub index: usize,
     /// Where its RocksDB lives.
@@ -103,7 +105,7 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
-            cluster: Vec::new(),
+            cluster: Membership::default(),
             index: 0,
             data: PathBuf::new(),
             partitioner: Partitioner::Dido,
@@ -146,16 +148,16 @@ const REDELIVERY_WARN_EVERY: u64 = 30;
 impl ServerConfig {
     /// Checks the settings, naming the first that makes no sense.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
-        if self.cluster.is_empty() {
+        if self.cluster.servers.is_empty() {
             return Err(InvalidArgument::new("cluster", "names no server"));
         }
-        if self.index >= self.cluster.len() {
+        if self.index >= self.cluster.servers.len() {
             return Err(InvalidArgument::new(
                 "index",
                 format!(
                     "server {} of a {}-server cluster",
                     self.index,
-                    self.cluster.len()
+                    self.cluster.servers.len()
                 ),
             ));
         }
@@ -165,12 +167,12 @@ impl ServerConfig {
                 "is at least 1 s (a shorter one drops traversals in progress)",
             ));
         }
-        if self.cluster.len() > crate::tree::MAX_SERVERS as usize {
+        if self.cluster.servers.len() > crate::tree::MAX_SERVERS as usize {
             return Err(InvalidArgument::new(
                 "cluster",
                 format!(
                     "{} servers; a cluster has at most {}",
-                    self.cluster.len(),
+                    self.cluster.servers.len(),
                     crate::tree::MAX_SERVERS
                 ),
             ));
@@ -262,6 +264,8 @@ impl TravelState {
 
 struct Shared {
     config: ServerConfig,
+    /// The data directory's lock, held while the server lives.
+    _lock: DataLock,
     placement: Placement,
     store: Store,
     clock: Clock,
@@ -405,13 +409,17 @@ impl std::fmt::Debug for Opened {
 /// Checks `config` and opens the store (RocksDB replays its log here).
 pub fn open(config: ServerConfig) -> Result<Opened> {
     config.validate()?;
+    // One server a data directory, and only the one it belongs to.
+    let lock = DataLock::take(&config.data)?;
+    Identity::claim(&config.cluster, config.index, &config.data)?;
     let store = Store::open(&config.data, config.sync).map_err(|source| Error::Store {
         path: config.data.clone(),
         source,
     })?;
     let shared = Arc::new(Shared {
-        placement: Placement::new(&config.cluster, config.vnodes, config.partitioner),
-        peers: connect_lazy(&config.cluster)?,
+        placement: Placement::new(&config.cluster.ids(), config.vnodes, config.partitioner),
+        peers: connect_lazy(&config.cluster.addrs())?,
+        _lock: lock,
         store,
         clock: Clock::default(),
         write_lock: tokio::sync::Mutex::new(()),
@@ -435,7 +443,9 @@ impl Opened {
     pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<Running> {
         let shared = self.shared;
         let addr = listener.local_addr().map_err(|e| Error::Serve {
-            addr: shared.config.cluster[shared.config.index].clone(),
+            addr: shared.config.cluster.servers[shared.config.index]
+                .addr
+                .clone(),
             source: Box::new(e),
         })?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -461,7 +471,7 @@ impl Opened {
                         Ok(()) => {}
                         Err(e) => {
                             let chain = quiver_run::chain(&e);
-                            if failing % REDELIVERY_WARN_EVERY == 0 {
+                            if failing.is_multiple_of(REDELIVERY_WARN_EVERY) {
                                 tracing::warn!("reverse edges wait for delivery: {chain}");
                             } else {
                                 tracing::debug!("reverse edges wait for delivery: {chain}");
@@ -600,7 +610,7 @@ impl Shared {
                 format!(
                     "server {} ({}): {}",
                     server,
-                    self.config.cluster[server],
+                    self.config.cluster.servers[server].addr,
                     s.message()
                 ),
             )
@@ -1462,7 +1472,8 @@ impl Shared {
             }
             while let Some(joined) = calls.join_next().await {
                 let (server, mut ops, reply) = joined.expect("deliveries do not panic");
-                let reply = reply.map_err(|s| Error::rpc(&self.config.cluster[server], &s))?;
+                let reply =
+                    reply.map_err(|s| Error::rpc(&self.config.cluster.servers[server].addr, &s))?;
                 for stale in reply.stale {
                     let x = split_from(&stale.split).unwrap_or_default();
                     let entry = known.entry(stale.src).or_default();
@@ -1928,7 +1939,9 @@ impl Meta for Service {
         let c = &self.0.config;
         Ok(Response::new(rpc::HelloReply {
             index: u32::try_from(c.index).expect("servers fit u32"),
-            cluster: c.cluster.clone(),
+            cluster: c.cluster.addrs(),
+            cluster_id: c.cluster.id.clone(),
+            ids: c.cluster.ids(),
             partitioner: c.partitioner.name().to_string(),
             vnodes: c.vnodes,
             threshold: c.threshold,
@@ -2198,7 +2211,7 @@ mod tests {
     fn one_server() -> (tempfile::TempDir, Arc<Shared>) {
         let dir = tempfile::tempdir().unwrap();
         let config = ServerConfig {
-            cluster: vec!["127.0.0.1:1".into()],
+            cluster: Membership::fresh(&["127.0.0.1:1".into()], 0),
             data: dir.path().to_path_buf(),
             ..ServerConfig::default()
         };

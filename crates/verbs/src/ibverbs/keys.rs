@@ -146,7 +146,7 @@ pub(super) fn check_access(
             region_len,
         });
     }
-    if atomic && offset % 8 != 0 {
+    if atomic && !offset.is_multiple_of(8) {
         return Err(VerbError::Misaligned { node, key, offset });
     }
     Ok(())

@@ -28,7 +28,7 @@ pub(super) struct Ring {
 impl Ring {
     /// An empty ring of `capacity` bytes (a multiple of [`STAGING_ALIGN`]).
     pub(super) fn new(capacity: usize) -> Self {
-        assert!(capacity % STAGING_ALIGN == 0 && capacity > 0);
+        assert!(capacity.is_multiple_of(STAGING_ALIGN) && capacity > 0);
         Self {
             capacity,
             head: 0,
@@ -116,7 +116,7 @@ mod tests {
             for (alloc, len) in ops {
                 if alloc || live.is_empty() {
                     if let Some(span) = ring.alloc(len) {
-                        prop_assert!(span.start % STAGING_ALIGN == 0 && span.len >= len);
+                        prop_assert!(span.start.is_multiple_of(STAGING_ALIGN) && span.len >= len);
                         prop_assert!(span.start + span.len <= capacity);
                         for other in &live {
                             prop_assert!(span.start + span.len <= other.start || other.start + other.len <= span.start,

@@ -111,7 +111,7 @@ async fn a_client_with_a_stale_split_state_reroutes_and_loses_no_edge() {
 
     // Five edges pass the threshold: the partition splits, and the edges
     // to far files move to server 1.
-    let other = Client::connect(stale.servers()).await.unwrap();
+    let other = Client::connect(stale.membership()).await.unwrap();
     let first: Vec<Write> = near[..3]
         .iter()
         .chain(&far[..2])
