@@ -393,7 +393,7 @@ async fn a_cluster_restarted_on_new_ports_answers_exactly_as_before() {
     }
     // Server 0's data, offered to another cluster of the same shape.
     cluster.stop_server(0).await;
-    let other = Membership::fresh(&cluster.client.servers().to_vec(), 99);
+    let other = Membership::fresh(cluster.client.servers(), 99);
     let config = ServerConfig {
         cluster: other,
         ..cluster.configs[0].clone()
