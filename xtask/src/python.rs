@@ -58,7 +58,7 @@ pub fn test(root: &Path) -> Result<ExitCode> {
     let driver = target.join("debug/quiver");
     let mut pytest = Command::new(&python);
     pytest
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .args(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"])
         .arg(root.join("bindings/python/tests"))
         .env("QUIVER_BIN", &driver)
         // The installed package, not the source tree's python/quiver.

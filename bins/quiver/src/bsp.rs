@@ -13,7 +13,7 @@ use quiver_bsp::{
 };
 use quiver_csr::Graph;
 use quiver_io::size::format_bytes;
-use quiver_io::ReadOptions;
+use quiver_io::{Output, ReadOptions, Shape};
 use serde::Serialize;
 
 use crate::commands::UsageError;
@@ -368,15 +368,9 @@ fn summarize(values: &Values) -> String {
 /// Writes `id value` lines for every vertex, by the input's ids (labels
 /// too), to a temporary file beside `path` renamed over it once complete.
 fn write_output(path: &Path, graph: &Graph, values: &Values) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    let mut out = std::io::BufWriter::new(Output::create(path, Shape::Stream)?);
+    let mut line = String::new();
     {
-        let mut out = std::io::BufWriter::new(file.as_file_mut());
-        let mut line = String::new();
         for v in 0..graph.num_vertices() {
             let (id, i) = (graph.original_id(v), v as usize);
             line.clear();
@@ -388,10 +382,8 @@ fn write_output(path: &Path, graph: &Graph, values: &Values) -> Result<()> {
             .expect("writing to a String cannot fail");
             writeln!(out, "{line}")?;
         }
-        out.flush()?;
     }
-    file.as_file().sync_all()?;
-    file.persist(path)?;
+    out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(())
 }
 

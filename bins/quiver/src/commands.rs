@@ -28,6 +28,20 @@ pub struct UsageError(pub String);
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     let json = cli.global.json;
+    // The commands whose engines stop when their progress says so, and
+    // remove what they made: Ctrl-C stops them cleanly. The rest (servers,
+    // fixed-length benchmarks) end on Ctrl-C as any program does.
+    if matches!(
+        cli.command,
+        Command::Generate(_)
+            | Command::Convert(_)
+            | Command::Export(_)
+            | Command::Walk { .. }
+            | Command::Bsp { .. }
+            | Command::Demo(_)
+    ) {
+        crate::progress::catch_interrupts()?;
+    }
     match cli.command {
         Command::Generate(args) => generate(args.model, json),
         Command::Convert(args) => convert(args, json),
@@ -48,6 +62,20 @@ pub fn run(cli: Cli) -> Result<()> {
             crate::bsp::bsp(algorithm, json, !std::io::stderr().is_terminal())
         }
     }
+}
+
+/// Whether `err` is a write to a pipe whose reader has gone.
+fn is_broken_pipe(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 fn bar(json: bool) -> Bar {
@@ -271,12 +299,11 @@ fn export(args: ExportArgs, json: bool) -> Result<()> {
     if let Some(why) = quiver_csr::export_refusal(&graph, options) {
         return Err(UsageError(format!("{}: {why}", args.graph.display())).into());
     }
-    let exported = if args.output == Path::new("-") {
-        quiver_csr::export(&graph, &mut std::io::stdout().lock(), options)
-            .context("writing to standard output")?
-    } else {
-        quiver_csr::export_file(&graph, &args.output, options)
-            .with_context(|| format!("exporting {}", args.graph.display()))?
+    let exported = match quiver_csr::export_file(&graph, &args.output, options) {
+        Ok(exported) => exported,
+        // A reader that stopped early (`| head`): done, as Unix tools are.
+        Err(err) if args.output == Path::new("-") && is_broken_pipe(&err) => return Ok(()),
+        Err(err) => return Err(err).with_context(|| format!("exporting {}", args.graph.display())),
     };
     let report = ExportReport {
         graph: args.graph,

@@ -82,7 +82,6 @@ const STEPS: &[(&str, StepFn)] = &[
 ];
 
 pub fn demo(args: &DemoArgs, json: bool) -> Result<()> {
-    progress::catch_interrupts()?;
     let temp;
     let dir = match &args.keep {
         Some(dir) => {

@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) if progress::interrupted() => {
             eprintln!("interrupted: stopped, and removed what the run had made");
-            ExitCode::from(130)
+            ExitCode::from(progress::interrupted_exit_code())
         }
         Err(err) => {
             eprintln!("error: {err:#}");

@@ -1,10 +1,11 @@
 //! Progress bars for long work, drawn on stderr only when it is a terminal,
 //! and the run's interruption: once [`catch_interrupts`] is called, Ctrl-C
 //! (or SIGTERM) makes every bar say its run is cancelled, so the engine
-//! stops at its next report and what the command made is dropped and
-//! removed on the way out; a second one ends the process at once.
+//! stops at its next report and what the command made (spills, sort runs,
+//! a partial output) is dropped and removed on the way out; the command
+//! exits 130 (143 for SIGTERM). A second one ends the process at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -12,6 +13,9 @@ use quiver_run::{Progress, Unit};
 
 /// Set by the first Ctrl-C or SIGTERM once [`catch_interrupts`] was called.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The signal that interrupted the run (2 for SIGINT, 15 for SIGTERM).
+static SIGNAL: AtomicU8 = AtomicU8::new(0);
 
 /// The run was interrupted (Ctrl-C or SIGTERM).
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +25,12 @@ pub struct Interrupted;
 /// Whether Ctrl-C or SIGTERM arrived since [`catch_interrupts`].
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// The exit code of a run the signal stopped: 128 plus its number (130
+/// for Ctrl-C, 143 for SIGTERM), as shells report a process it killed.
+pub fn interrupted_exit_code() -> u8 {
+    128 + SIGNAL.load(Ordering::Relaxed)
 }
 
 /// `Err(Interrupted)` once Ctrl-C or SIGTERM arrived: for the points
@@ -57,11 +67,12 @@ pub fn catch_interrupts() -> anyhow::Result<()> {
                 };
                 // The caller goes on once the handlers are in place.
                 let _ = ready.send(Ok(()));
-                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+                let signal = tokio::select! { _ = int.recv() => 2, _ = term.recv() => 15 };
+                SIGNAL.store(signal, Ordering::Relaxed);
                 INTERRUPTED.store(true, Ordering::Relaxed);
                 eprintln!("\ninterrupted: stopping and cleaning up (again to quit at once)");
-                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-                std::process::exit(130);
+                let signal = tokio::select! { _ = int.recv() => 2, _ = term.recv() => 15 };
+                std::process::exit(128 + signal);
             });
         })
         .map_err(anyhow::Error::from)

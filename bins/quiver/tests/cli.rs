@@ -2227,3 +2227,202 @@ fn meta_mistakes_are_named() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("127.0.0.1:1"), "{}", stderr(&out));
 }
+
+/// `-o` never damages what it names: a device or a FIFO is written in
+/// place (and a full device is an error), a symlink's file is replaced
+/// while the link stays, a graph (written with seeks) refuses a FIFO,
+/// every output file gets the umask's mode, and `export -o - | head`
+/// ends quietly.
+#[test]
+fn outputs_never_damage_what_they_name() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    undirected_rmat(&g, 8, 4);
+    let is_char = |p: &str| std::fs::metadata(p).unwrap().file_type().is_char_device();
+
+    let out = quiver(&["export", path(&g), "-o", "/dev/null"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(is_char("/dev/null"));
+    let out = quiver(&["export", path(&g), "-o", "/dev/full"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty());
+    assert!(is_char("/dev/full"));
+
+    let real = dir.path().join("real.txt");
+    let link = dir.path().join("link.txt");
+    std::fs::write(&real, "old\n").unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = quiver(&["export", path(&g), "-o", path(&link)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&real).unwrap().lines().count() > 100);
+
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = Command::new("cat")
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = quiver(&["export", path(&g), "-o", path(&fifo)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read = reader.wait_with_output().unwrap();
+    assert!(read.stdout.len() > 1000);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let out = quiver(&["generate", "path", "--vertices", "5", "-o", path(&fifo)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("written with seeks"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let out = quiver(&["export", path(&g), "-o", path(dir.path())]);
+    assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+
+    let ranks = dir.path().join("ranks.txt");
+    let corpus = dir.path().join("walks.txt");
+    for args in [
+        vec!["bsp", "pagerank", path(&g), "-o", path(&ranks)],
+        vec![
+            "walk",
+            "corpus",
+            path(&g),
+            "-o",
+            path(&corpus),
+            "--walks-per-vertex",
+            "1",
+        ],
+    ] {
+        let out = quiver(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    for file in [&g, &ranks, &corpus, &real] {
+        let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o644, 0o644, "{}: {mode:o}", file.display());
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Megabytes of edges, far past what a pipe buffers.
+    let big = dir.path().join("big.qcsr");
+    undirected_rmat(&big, 13, 16);
+    let piped = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} export {} -o - | head -1",
+            env!("CARGO_BIN_EXE_quiver"),
+            path(&big)
+        ))
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert!(stderr(&piped).is_empty(), "{}", stderr(&piped));
+    assert_eq!(String::from_utf8_lossy(&piped.stdout).lines().count(), 1);
+}
+
+/// Ctrl-C or SIGTERM in the middle of a long command stops it with 130 or
+/// 143 and one line, and leaves nothing behind: no sort runs, no walk
+/// spills, no half-written output.
+#[test]
+fn an_interrupted_command_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    undirected_rmat(&g, 14, 16);
+    let before: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let out = |name: &str| path(&dir.path().join(name)).to_string();
+    let commands: [(Vec<String>, &str, i32); 3] = [
+        (
+            [
+                "generate",
+                "rmat",
+                "--scale",
+                "21",
+                "--mem",
+                "16MiB",
+                "-o",
+                &out("big.qcsr"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            "INT",
+            130,
+        ),
+        (
+            [
+                "walk",
+                "corpus",
+                path(&g),
+                "-o",
+                &out("walks.txt"),
+                "--walks-per-vertex",
+                "200",
+                "--mem",
+                "1MiB",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "TERM",
+            143,
+        ),
+        (
+            [
+                "walk",
+                "ppr",
+                path(&g),
+                "--source",
+                "0",
+                "--walks",
+                "50000000",
+                "--mem",
+                "1MiB",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "INT",
+            130,
+        ),
+    ];
+    for (args, signal, code) in commands {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(&args)
+            .env("TMPDIR", dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status()
+            .unwrap()
+            .success());
+        let status = exit_within_a_minute(&mut child, &format!("{args:?} outlived SIG{signal}"));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains("interrupted"), "{args:?}: {err}");
+        let now: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(now, before, "{args:?} left files behind");
+    }
+}

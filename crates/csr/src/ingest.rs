@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Instant;
 
+use quiver_io::{Output, Shape};
 use serde::Serialize;
 
 use crate::graphalytics::Dataset;
@@ -379,16 +380,16 @@ impl<W: Write> Write for CountingWriter<W> {
     }
 }
 
-/// Exports `graph` to the file `path` atomically (temporary name, fsync,
-/// rename). Returns the edges and bytes written.
+/// Exports `graph` to `path` as [`quiver_io::Output`] writes it: a file
+/// atomically (temporary name, fsync, rename), a FIFO or device in place.
+/// Returns the edges and bytes written.
 pub fn export_file(graph: &Graph, path: &Path, options: ExportOptions) -> Result<Exported> {
     let write_err = |source| Error::Write {
         path: path.to_owned(),
         source,
     };
-    let mut temp = crate::write::temp_beside(path).map_err(write_err)?;
-    let exported = export(graph, &mut temp, options).map_err(write_err)?;
-    temp.as_file().sync_all().map_err(write_err)?;
-    temp.persist(path).map_err(|e| write_err(e.error))?;
+    let mut out = Output::create(path, Shape::Stream).map_err(write_err)?;
+    let exported = export(graph, &mut out, options).map_err(write_err)?;
+    out.commit().map_err(write_err)?;
     Ok(exported)
 }

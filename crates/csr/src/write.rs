@@ -3,11 +3,10 @@
 //! under the final name; a scratch graph may skip the fsync
 //! ([`CsrWriter::without_sync`]).
 
-use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use quiver_io::{align_up, ALIGN};
+use quiver_io::{align_up, Output, Shape, ALIGN};
 use tempfile::NamedTempFile;
 
 use crate::format::{
@@ -45,7 +44,7 @@ pub fn write_graph(graph: &Graph, path: impl AsRef<Path>) -> Result<()> {
 #[derive(Debug)]
 pub struct CsrWriter {
     path: PathBuf,
-    file: BufWriter<NamedTempFile>,
+    file: BufWriter<Output>,
     weights: Option<BufWriter<NamedTempFile>>,
     num_vertices: u32,
     flags: u32,
@@ -78,8 +77,8 @@ impl CsrWriter {
             path: path.to_owned(),
             source,
         };
-        let temp = temp_beside(path).map_err(write_err)?;
-        let mut file = BufWriter::with_capacity(BUF_BYTES, temp);
+        let out = Output::create(path, Shape::Seekable).map_err(write_err)?;
+        let mut file = BufWriter::with_capacity(BUF_BYTES, out);
         let flags =
             if weighted { FLAG_WEIGHTED } else { 0 } | if undirected { FLAG_UNDIRECTED } else { 0 };
         // Where the targets start depends on |V| alone.
@@ -249,25 +248,15 @@ impl CsrWriter {
         let file = &mut self.file;
         file.seek(SeekFrom::Start(0)).map_err(write_err)?;
         file.write_all(&header.encode()).map_err(write_err)?;
-        let temp = self
+        let mut out = self
             .file
             .into_inner()
             .map_err(|e| write_err(e.into_error()))?;
-        temp.as_file()
-            .set_len(layout.file_len())
-            .map_err(write_err)?;
-        if self.sync {
-            temp.as_file().sync_all().map_err(write_err)?;
+        out.file().set_len(layout.file_len()).map_err(write_err)?;
+        if !self.sync {
+            out = out.without_sync();
         }
-        temp.persist(&path).map_err(|e| write_err(e.error))?;
-        if self.sync {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                // Make the rename itself durable; not every filesystem allows it.
-                if let Ok(dir) = File::open(dir) {
-                    let _ = dir.sync_all();
-                }
-            }
-        }
+        out.commit().map_err(write_err)?;
         Ok(header)
     }
 
@@ -404,8 +393,9 @@ fn pad(out: &mut impl Write, end: u64, sums: &mut SectionSums) -> io::Result<()>
     Ok(())
 }
 
-/// A temporary file in `path`'s directory, removed on drop unless persisted.
-pub(crate) fn temp_beside(path: &Path) -> io::Result<NamedTempFile> {
+/// A scratch file in `path`'s directory (a weighted graph's weights until
+/// they are copied in), removed on drop.
+fn temp_beside(path: &Path) -> io::Result<NamedTempFile> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -413,11 +403,8 @@ pub(crate) fn temp_beside(path: &Path) -> io::Result<NamedTempFile> {
     let name = path
         .file_name()
         .map_or("graph".into(), |n| n.to_string_lossy());
-    // 0o644 before the umask, as for a file created the ordinary way;
-    // tempfile's default of 0o600 would hide graphs from other users.
     tempfile::Builder::new()
         .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .suffix(".weights.tmp")
         .tempfile_in(dir)
 }

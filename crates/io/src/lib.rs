@@ -28,6 +28,7 @@
 
 #[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod buf;
+pub mod output;
 #[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod read;
 pub mod size;
@@ -45,6 +46,7 @@ use std::path::PathBuf;
 
 pub use buf::{advise_huge_pages, AlignedBuf};
 pub use memmap2::Mmap;
+pub use output::{Output, Shape};
 pub use read::{Backend, BackendChoice, ReadFile, ReadOptions, ReadRequest};
 pub use sparse::SparseFile;
 pub use stats::{IoCounters, IoStats};

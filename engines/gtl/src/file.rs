@@ -15,11 +15,12 @@
 //! its targets; a batch does the first step for all its requests, then the
 //! second.
 
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use quiver_csr::format::Header;
 use quiver_csr::Graph;
-use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest, WriteFile, ALIGN};
+use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest, ALIGN};
 
 use crate::flash::Ppn;
 use crate::gtl::{encode_pages, list_of, plan};
@@ -78,18 +79,15 @@ impl GtlFile {
             .zip(0u32..)
             .flat_map(|(p, i)| [p.vsid.to_le_bytes(), i.to_le_bytes()].concat())
             .collect();
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        let io = |e: quiver_io::Error| bad(path, e.to_string());
-        let out = WriteFile::create(&tmp).map_err(io)?;
-        out.write_all_at(0, &header).map_err(io)?;
+        let io = |e: std::io::Error| bad(path, e.to_string());
+        let out = quiver_io::Output::create(path, quiver_io::Shape::Seekable).map_err(io)?;
+        let file = out.file();
+        file.write_all_at(&header, 0).map_err(io)?;
         for (i, page) in (1u64..).zip(&pages) {
-            out.write_all_at(i * PAGE_BYTES as u64, page).map_err(io)?;
+            file.write_all_at(page, i * PAGE_BYTES as u64).map_err(io)?;
         }
-        out.write_all_at(gtt_offset, &gtt).map_err(io)?;
-        out.sync().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(|e| bad(path, e.to_string()))?;
+        file.write_all_at(&gtt, gtt_offset).map_err(io)?;
+        out.commit().map_err(io)?;
         Ok(count)
     }
 

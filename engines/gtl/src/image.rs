@@ -18,8 +18,9 @@
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use quiver_io::{Output, Shape};
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::CsrFile;
@@ -63,26 +64,19 @@ impl Ssd {
             pages: flash.programmed_pages(),
         };
         let json = serde_json::to_vec(&header).map_err(|e| bad(path, e.to_string()))?;
-        let tmp = temporary(path);
-        let result = (|| {
-            let mut out = BufWriter::new(File::create(&tmp).map_err(io(&tmp))?);
-            let mut crc = 0;
-            let len = (json.len() as u64).to_le_bytes();
-            let parts = [MAGIC.as_slice(), len.as_slice(), json.as_slice()];
-            let pages = header.pages.iter().map(|&ppn| flash.raw(ppn));
-            for bytes in parts.into_iter().chain(pages) {
-                crc = crc32c::crc32c_append(crc, bytes);
-                out.write_all(bytes).map_err(io(&tmp))?;
-            }
-            out.write_all(&crc.to_le_bytes()).map_err(io(&tmp))?;
-            let file = out.into_inner().map_err(|e| bad(&tmp, e.to_string()))?;
-            file.sync_all().map_err(io(&tmp))?;
-            std::fs::rename(&tmp, path).map_err(io(path))
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        let out = Output::create(path, Shape::Seekable).map_err(io(path))?;
+        let mut out = BufWriter::new(out);
+        let mut crc = 0;
+        let len = (json.len() as u64).to_le_bytes();
+        let parts = [MAGIC.as_slice(), len.as_slice(), json.as_slice()];
+        let pages = header.pages.iter().map(|&ppn| flash.raw(ppn));
+        for bytes in parts.into_iter().chain(pages) {
+            crc = crc32c::crc32c_append(crc, bytes);
+            out.write_all(bytes).map_err(io(path))?;
         }
-        result
+        out.write_all(&crc.to_le_bytes()).map_err(io(path))?;
+        let out = out.into_inner().map_err(|e| bad(path, e.to_string()))?;
+        out.commit().map_err(io(path))
     }
 
     /// Opens the image `path` and mounts it: the FTL and the GTL are
@@ -154,11 +148,4 @@ pub fn is_image(path: &Path) -> bool {
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok()
         && &magic == MAGIC
-}
-
-/// The temporary file [`Ssd::save`] writes before renaming it to `path`.
-fn temporary(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(".tmp");
-    path.with_file_name(name)
 }

@@ -497,7 +497,7 @@ trait PathSink {
 /// Writes each round's walks as lines of text.
 struct TextSink {
     path: PathBuf,
-    writer: std::io::BufWriter<tempfile::NamedTempFile>,
+    writer: std::io::BufWriter<quiver_io::Output>,
     /// Positions per walk.
     width: usize,
     /// The round's paths, reused from round to round.
@@ -651,18 +651,10 @@ pub fn write_corpus(
         path: output.to_owned(),
         source,
     };
-    let dir = match output.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let temp = tempfile::Builder::new()
-        .prefix(".corpus.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(err)?;
+    let out = quiver_io::Output::create(output, quiver_io::Shape::Stream).map_err(err)?;
     let mut sink = TextSink {
         path: output.to_owned(),
-        writer: std::io::BufWriter::with_capacity(1 << 20, temp),
+        writer: std::io::BufWriter::with_capacity(1 << 20, out),
         width: usize::try_from(spec.length).expect("length fits usize") + 1,
         paths: Vec::new(),
         walks: 0,
@@ -678,9 +670,8 @@ pub fn write_corpus(
         &mut sink,
         progress,
     )?;
-    let temp = sink.writer.into_inner().map_err(|e| err(e.into_error()))?;
-    temp.as_file().sync_all().map_err(err)?;
-    temp.persist(output).map_err(|e| err(e.error))?;
+    let out = sink.writer.into_inner().map_err(|e| err(e.into_error()))?;
+    out.commit().map_err(err)?;
     Ok(total.with_result(CorpusOutput {
         path: output.to_owned(),
         walks: sink.walks,
