@@ -29,7 +29,7 @@ use crate::cli::DemoArgs;
 use crate::job::{FabricArg, JobArgs};
 use crate::meta::{LocalCluster, PlacementArgs};
 use crate::progress::{self, Bar};
-use crate::units::seconds;
+use crate::units::{seconds, ByteSize};
 
 /// Seed of the demo's graph.
 const SEED: u64 = 42;
@@ -267,7 +267,7 @@ fn walk(demo: &Demo<'_>) -> Result<Done> {
         by_hand: format!(
             "quiver walk ppr {} --source {source} --mem {} --block-size 64KiB --fixed-blocks --top-k 3 [--mode iteration]",
             demo.graph.display(),
-            format_bytes(budget).replace(' ', "")
+            ByteSize(budget)
         ),
         result: json!({
             "graphwalker_bytes_read": gw,
@@ -428,7 +428,7 @@ fn gtl(demo: &Demo<'_>) -> Result<Done> {
         by_hand: format!(
             "quiver gtl bench random-reads {} --requests 20000 --cache {}",
             demo.graph.display(),
-            format_bytes(cache_bytes).replace(' ', "")
+            ByteSize(cache_bytes)
         ),
         result: json!({
             "requests": gtl.requests,

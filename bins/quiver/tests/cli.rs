@@ -308,11 +308,28 @@ fn demo_runs_every_engine_and_checks_each_step() {
         names,
         ["generate", "convert", "walk", "bsp", "kv", "gtl", "meta"]
     );
+    // Every command shown "by hand" parses with today's flags: each part,
+    // its optional [flags] included, run with --help appended (so nothing
+    // runs, and a bad flag or value is still refused).
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_quiver")).parent().unwrap();
+    let search = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
     for step in &steps {
-        assert!(
-            step["by_hand"].as_str().unwrap().starts_with("quiver "),
-            "{step}"
-        );
+        let shown = step["by_hand"].as_str().unwrap();
+        assert!(shown.starts_with("quiver "), "{step}");
+        let plain = shown.replace(['[', ']'], "");
+        for part in plain.split(" && ").flat_map(|p| p.split(" & ")) {
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!("{part} --help"))
+                .env("PATH", &search)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "`{part}` does not parse: {}",
+                stderr(&out)
+            );
+        }
     }
     let result = |name: &str| &steps.iter().find(|s| s["name"] == name).unwrap()["result"];
     assert_eq!(result("generate")["vertices"], 1024);
@@ -2425,4 +2442,31 @@ fn an_interrupted_command_leaves_nothing_behind() {
             .collect();
         assert_eq!(now, before, "{args:?} left files behind");
     }
+}
+
+/// The README's transcripts that do not depend on time or machine are
+/// what the program prints: `quiver info` of the karate club.
+#[test]
+fn the_readmes_info_transcript_is_what_info_prints() {
+    let readme = include_str!("../../../README.md");
+    let command = "$ quiver info karate.qcsr --block-size 4KiB --verify\n";
+    let start = readme.find(command).expect("the README shows info") + command.len();
+    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let karate = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/karate.txt"
+    ));
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["convert", path(karate), "-o", "karate.qcsr", "--undirected"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["info", "karate.qcsr", "--block-size", "4KiB", "--verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
 }
