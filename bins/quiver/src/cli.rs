@@ -209,7 +209,7 @@ pub enum Model {
         #[arg(long)]
         scale: u32,
         /// Edges per vertex.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = crate::units::at_least_one::<u64>())]
         edge_factor: u64,
         /// Probability of the top-left quadrant.
         #[arg(long, default_value_t = 0.57)]

@@ -160,7 +160,7 @@ fn generate(model: Model, json: bool) -> Result<()> {
     .with_context(|| format!("generating {}", common.output.display()))?;
     let report = GenerateReport {
         output: common.output,
-        model: format!("{spec:?}"),
+        model: spec.to_string(),
         seed: common.seed,
         vertices: sort.vertices,
         edges: sort.edges_out,
@@ -172,7 +172,7 @@ fn generate(model: Model, json: bool) -> Result<()> {
         return print_json(&report);
     }
     println!(
-        "wrote {}: {} vertices, {} edges ({:?}, seed {}) in {:.2} s",
+        "wrote {}: {} vertices, {} edges ({}, seed {}) in {:.2} s",
         report.output.display(),
         report.vertices,
         report.edges,

@@ -16,7 +16,7 @@ use quiver_io::ReadOptions;
 use quiver_run::InvalidArgument;
 
 use crate::commands::UsageError;
-use crate::units::{parse_fraction, seconds, ByteSize};
+use crate::units::{at_least_one, parse_fraction, seconds, ByteSize};
 use serde::Serialize;
 
 use crate::progress::Bar;
@@ -151,7 +151,7 @@ pub struct AppArgs {
     #[arg(long, default_value_t = RunConfig::default().depth_fraction)]
     depth_fraction: f64,
     /// Random walks: how many.
-    #[arg(long, default_value_t = RunConfig::default().walks)]
+    #[arg(long, default_value_t = RunConfig::default().walks, value_parser = at_least_one::<u32>())]
     walks: u32,
     /// Random walks: steps per walk, at most.
     #[arg(long, default_value_t = RunConfig::default().steps)]
@@ -166,7 +166,7 @@ pub struct AppArgs {
     #[arg(long, default_value_t = RunConfig::default().iterations)]
     iterations: u32,
     /// Random reads: calls.
-    #[arg(long, default_value_t = RunConfig::default().requests)]
+    #[arg(long, default_value_t = RunConfig::default().requests, value_parser = at_least_one::<u64>())]
     requests: u64,
 }
 
@@ -385,7 +385,7 @@ through io_uring and through pread. Wall time, no model: the disk's own.")]
         #[arg(long)]
         gtl: PathBuf,
         /// GetAdjacencyList calls per layout.
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>())]
         requests: u64,
         /// Reads in flight on io_uring (calls per batch, too).
         #[arg(long, default_value_t = 32)]

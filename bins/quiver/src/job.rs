@@ -32,7 +32,8 @@ pub enum FabricArg {
 /// How to form the job.
 #[derive(Debug, Args, Clone)]
 pub struct JobArgs {
-    /// The fabric [default: tcp]. Naming one asks for a job: on loopback, or on tcp outside a
+    /// The fabric (default: tcp; `kv bench`, `kv migrate` and `kv serve` without job flags run
+    /// loopback nodes). Naming one asks for a job: on loopback, or on tcp outside a
     /// launcher and without --rank/--size/--coordinator, the command's default number of nodes
     /// runs on this machine unless --nodes says how many.
     #[arg(long, value_enum)]

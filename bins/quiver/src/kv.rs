@@ -337,6 +337,19 @@ fn serve(args: &ServeArgs) -> Result<()> {
             nodes - 1
         )));
     }
+    // A port in use would be found only after loading, and node 0's
+    // check below would meet whoever holds it: refuse now.
+    if matches!(job.nodes, Nodes::Local(_)) {
+        let ports = (0..nodes).map(|r| args.port + u16::try_from(r).expect("checked above"));
+        for port in ports {
+            if std::net::TcpListener::bind((args.host.as_str(), port)).is_err() {
+                bail!(
+                    "port {port} on {} is in use (another `quiver kv serve`?); choose another --port",
+                    args.host
+                );
+            }
+        }
+    }
     let config = ServeConfig {
         graph: std::path::absolute(&args.graph)
             .with_context(|| format!("resolving {}", args.graph.display()))?,

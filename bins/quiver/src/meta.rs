@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::commands::UsageError;
 use crate::progress::Bar;
-use crate::units::seconds;
+use crate::units::{at_least_one, seconds};
 
 #[derive(Debug, Subcommand)]
 pub enum MetaCommand {
@@ -234,7 +234,7 @@ pub struct LoadArgs {
     )]
     pub generate: Option<Generator>,
     /// Vertices to generate.
-    #[arg(long, default_value_t = BenchConfig::default().vertices)]
+    #[arg(long, default_value_t = BenchConfig::default().vertices, value_parser = at_least_one::<usize>())]
     pub vertices: usize,
     /// A .qcsr graph: each vertex becomes a --vertex-type named by its id (vertex 17: "v17"),
     /// each edge a --relation.
@@ -319,7 +319,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub placement: PlacementArgs,
     /// insert: vertices of the Darshan-like graph.
-    #[arg(long, default_value_t = BenchConfig::default().vertices)]
+    #[arg(long, default_value_t = BenchConfig::default().vertices, value_parser = at_least_one::<usize>())]
     pub vertices: usize,
     /// mdtest: files each client creates.
     #[arg(long, default_value_t = BenchConfig::default().files_per_client)]
@@ -331,7 +331,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 16)]
     pub scale: u32,
     /// traverse, degrees: edges per vertex.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one::<u64>())]
     pub edge_factor: u64,
     /// degrees: at most this many out-degrees, spread evenly on a log scale (the paper takes
     /// every one; each costs a scan and a 3-step traversal).

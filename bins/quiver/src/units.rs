@@ -91,6 +91,17 @@ pub fn seconds(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// The parser of a count that must be at least 1: zero walks, requests
+/// or vertices would do nothing, or something else than asked, so clap
+/// refuses them (exit 2) naming the flag.
+pub fn at_least_one<T>() -> clap::builder::RangedU64ValueParser<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: std::fmt::Display + Send + Sync + 'static,
+{
+    clap::builder::RangedU64ValueParser::new().range(1..)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_io::size::format_bytes;
 
 use crate::progress::Bar;
-use crate::units::ByteSize;
+use crate::units::{at_least_one, ByteSize};
 use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
 use serde::Serialize;
@@ -113,7 +113,7 @@ pub enum WalkCommand {
         #[command(flatten)]
         shape: WalkShape,
         /// Number of walks.
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>())]
         walks: u64,
         /// Steps per walk.
         #[arg(long, default_value_t = 10)]
@@ -129,7 +129,7 @@ pub enum WalkCommand {
         #[arg(long, default_value_t = 6)]
         length: u32,
         /// How many top vertices to print.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = at_least_one::<usize>())]
         top_k: usize,
     },
     /// Personalized PageRank from a source by visit frequency (2,000 walks, length 10, stop 0.15).
@@ -142,7 +142,7 @@ pub enum WalkCommand {
         #[arg(long)]
         source: u32,
         /// Number of walks.
-        #[arg(long, default_value_t = 2000)]
+        #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>())]
         walks: u64,
         /// Longest walk.
         #[arg(long, default_value_t = 10)]
@@ -151,7 +151,7 @@ pub enum WalkCommand {
         #[arg(long, default_value_t = 0.15)]
         stop: f64,
         /// How many top vertices to print.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = at_least_one::<usize>())]
         top_k: usize,
     },
     /// Random walk with restart from a source: visit frequencies.
@@ -165,7 +165,7 @@ pub enum WalkCommand {
         #[arg(long)]
         source: u32,
         /// Number of walks.
-        #[arg(long, default_value_t = 2000)]
+        #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>())]
         walks: u64,
         /// Steps per walk.
         #[arg(long, default_value_t = 20)]
@@ -174,7 +174,7 @@ pub enum WalkCommand {
         #[arg(long, default_value_t = 0.15)]
         restart: f64,
         /// How many top vertices to print.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = at_least_one::<usize>())]
         top_k: usize,
     },
     /// SimRank between two vertices from walk meeting times (2,000 walks each, length 11).
@@ -188,7 +188,7 @@ pub enum WalkCommand {
         #[arg(long)]
         b: u32,
         /// Walks from each vertex.
-        #[arg(long, default_value_t = 2000)]
+        #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>())]
         walks: u64,
         /// Steps per walk.
         #[arg(long, default_value_t = 11)]
@@ -202,7 +202,7 @@ pub enum WalkCommand {
         #[command(flatten)]
         engine: EngineArgs,
         /// Number of walks.
-        #[arg(long, default_value_t = 100_000)]
+        #[arg(long, default_value_t = 100_000, value_parser = at_least_one::<u64>())]
         walks: u64,
     },
     /// DeepWalk-style corpus: walks from every vertex written one per line to a file.

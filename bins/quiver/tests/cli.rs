@@ -2470,3 +2470,54 @@ fn the_readmes_info_transcript_is_what_info_prints() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
 }
+
+/// A count of zero would do nothing, or something else than asked: it is
+/// a usage error (exit 2) naming the flag, refused before any work.
+#[test]
+fn zero_counts_are_usage_errors_naming_the_flag() {
+    for (args, flag) in [
+        (
+            vec!["walk", "ppr", "g.qcsr", "--source", "0", "--walks", "0"],
+            "--walks",
+        ),
+        (vec!["walk", "rwd", "g.qcsr", "--top-k", "0"], "--top-k"),
+        (
+            vec!["gtl", "bench", "random-reads", "g.qcsr", "--requests", "0"],
+            "--requests",
+        ),
+        (
+            vec!["gtl", "run", "rw", "g.qcsr", "--walks", "0"],
+            "--walks",
+        ),
+        (
+            vec![
+                "generate",
+                "rmat",
+                "--scale",
+                "4",
+                "--edge-factor",
+                "0",
+                "-o",
+                "x.qcsr",
+            ],
+            "--edge-factor",
+        ),
+        (
+            vec![
+                "meta",
+                "load",
+                "--cluster",
+                "c",
+                "--generate",
+                "darshan",
+                "--vertices",
+                "0",
+            ],
+            "--vertices",
+        ),
+    ] {
+        let out = quiver(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
+    }
+}

@@ -45,6 +45,37 @@ pub enum GraphSpec {
     Complete(u32),
 }
 
+/// The model in words, as a report shows it (`R-MAT, scale 14, edge
+/// factor 16, a=0.57 b=0.19 c=0.19, ids permuted`).
+impl std::fmt::Display for GraphSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GraphSpec::Rmat {
+                scale,
+                edge_factor,
+                probabilities: (a, b, c),
+                permute,
+            } => write!(
+                f,
+                "R-MAT, scale {scale}, edge factor {edge_factor}, a={a} b={b} c={c}, {}",
+                if *permute {
+                    "ids permuted"
+                } else {
+                    "ids as drawn"
+                }
+            ),
+            GraphSpec::ErdosRenyi { vertices, edges } => {
+                write!(f, "Erdős–Rényi, {vertices} vertices, {edges} edges drawn")
+            }
+            GraphSpec::Path(n) => write!(f, "a path of {n} vertices"),
+            GraphSpec::Cycle(n) => write!(f, "a cycle of {n} vertices"),
+            GraphSpec::Star(n) => write!(f, "a star of {n} vertices"),
+            GraphSpec::Grid(rows, cols) => write!(f, "a {rows}x{cols} grid"),
+            GraphSpec::Complete(n) => write!(f, "the complete graph on {n} vertices"),
+        }
+    }
+}
+
 impl GraphSpec {
     /// |V| of the generated graph.
     pub fn num_vertices(&self) -> Result<u32> {
