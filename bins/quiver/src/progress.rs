@@ -8,7 +8,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::fmt::Write;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use quiver_run::{Progress, Unit};
 
 /// Set by the first Ctrl-C or SIGTERM once [`catch_interrupts`] was called.
@@ -86,6 +88,10 @@ pub fn catch_interrupts() -> anyhow::Result<()> {
 }
 
 /// Draws one bar per phase reported through [`Progress`], for every library.
+/// Nothing shows until a phase starts; a phase of unknown length is a
+/// spinner and its count; rates are human (`141K edges/s`), an estimate of
+/// the time left shows only once a tenth of the phase and two seconds
+/// have passed, and the line never runs past the terminal's width.
 #[derive(Debug)]
 pub struct Bar {
     bar: ProgressBar,
@@ -100,11 +106,53 @@ impl Bar {
             ProgressDrawTarget::stderr_with_hz(5)
         };
         let bar = ProgressBar::with_draw_target(None, target);
+        // Blank until the first phase says what it counts.
+        bar.set_style(ProgressStyle::with_template("").expect("an empty template is valid"));
         bar.enable_steady_tick(Duration::from_millis(200));
         Bar { bar }
     }
 }
 
+/// `x` with a K, M or G suffix and three significant digits at most
+/// (`141K`, `2.5M`).
+fn human(x: f64) -> String {
+    let (value, suffix) = match x {
+        x if x >= 1e9 => (x / 1e9, "G"),
+        x if x >= 1e6 => (x / 1e6, "M"),
+        x if x >= 1e3 => (x / 1e3, "K"),
+        x => return format!("{x:.0}"),
+    };
+    let digits = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{value:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    format!("{text}{suffix}")
+}
+
+/// Bytes in binary units with one decimal (`12.5 MiB`).
+fn human_bytes(x: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = x;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value:.0} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
 impl Drop for Bar {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
@@ -113,29 +161,56 @@ impl Drop for Bar {
 
 impl Progress for Bar {
     fn start(&self, phase: &'static str, unit: Unit, total: Option<u64>) {
-        let count = match unit {
-            Unit::Bytes => "{bytes}/{total_bytes} ({bytes_per_sec}",
-            Unit::Edges => "{human_pos}/{human_len} edges ({per_sec}",
-            Unit::Walks => "{human_pos}/{human_len} walks ({per_sec}",
-            Unit::Vertices => "{human_pos}/{human_len} vertices ({per_sec}",
-            Unit::Rounds => "{human_pos}/{human_len} rounds ({per_sec}",
-            _ => "{human_pos}/{human_len} ({per_sec}",
+        let (noun, bytes) = match unit {
+            Unit::Bytes => ("", true),
+            Unit::Edges => (" edges", false),
+            Unit::Walks => (" walks", false),
+            Unit::Vertices => (" vertices", false),
+            Unit::Rounds => (" rounds", false),
+            _ => ("", false),
         };
+        let amount = move |x: f64| if bytes { human_bytes(x) } else { human(x) };
         let template = if total.is_some() {
-            format!("{{prefix:>22}} [{{bar:30}}] {count}, eta {{eta}}) {{msg}}")
+            "{prefix:>14} [{bar:20}] {count} ({rate}{eta}) {wide_msg}"
         } else {
-            // No total: a spinner and the count so far.
-            let count = count
-                .replace("/{total_bytes}", "")
-                .replace("/{human_len}", "");
-            format!("{{prefix:>22}} {{spinner}} {count}) {{msg}}")
+            "{prefix:>14} {spinner} {count} ({rate}) {wide_msg}"
         };
-        let style = ProgressStyle::with_template(&template)
+        #[allow(clippy::cast_precision_loss)] // Counts shown, not computed with.
+        let style = ProgressStyle::with_template(template)
             .expect("progress templates are fixed and valid")
-            .progress_chars("=> ");
+            .progress_chars("=> ")
+            .with_key("count", move |state: &ProgressState, w: &mut dyn Write| {
+                let _ = match state.len() {
+                    Some(len) => write!(
+                        w,
+                        "{}/{}{noun}",
+                        amount(state.pos() as f64),
+                        amount(len as f64)
+                    ),
+                    None => write!(w, "{}{noun}", amount(state.pos() as f64)),
+                };
+            })
+            .with_key("rate", move |state: &ProgressState, w: &mut dyn Write| {
+                let _ = write!(w, "{}/s", amount(state.per_sec()));
+            })
+            .with_key("eta", |state: &ProgressState, w: &mut dyn Write| {
+                // Early rates are noise: no estimate before a tenth of the
+                // work and two seconds.
+                if state.fraction() >= 0.1 && state.elapsed() >= Duration::from_secs(2) {
+                    let secs = state.eta().as_secs();
+                    let _ = if secs >= 60 {
+                        write!(w, ", {}m{:02}s left", secs / 60, secs % 60)
+                    } else {
+                        write!(w, ", {secs}s left")
+                    };
+                }
+            });
         self.bar.reset();
         self.bar.set_style(style);
         self.bar.set_length(total.unwrap_or(0));
+        if total.is_none() {
+            self.bar.unset_length();
+        }
         self.bar.set_prefix(phase);
         self.bar.set_message("");
     }
@@ -150,5 +225,24 @@ impl Progress for Bar {
 
     fn cancelled(&self) -> bool {
         interrupted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{human, human_bytes};
+
+    #[test]
+    fn amounts_read_as_people_write_them() {
+        assert_eq!(human(0.0), "0");
+        assert_eq!(human(999.4), "999");
+        assert_eq!(human(141_037.524_8), "141K");
+        assert_eq!(human(2_000_000.0), "2M");
+        assert_eq!(human(2_540_000.0), "2.54M");
+        assert_eq!(human(12_340.0), "12.3K");
+        assert_eq!(human(3.5e9), "3.5G");
+        assert_eq!(human_bytes(512.0), "512 B");
+        assert_eq!(human_bytes(1536.0), "1.5 KiB");
+        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
     }
 }
