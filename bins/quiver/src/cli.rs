@@ -171,7 +171,7 @@ pub struct ShapeArgs {
     #[arg(long)]
     pub drop_self_loops: bool,
     /// Memory budget for sorting edges (KiB, MiB, GiB); larger inputs spill to disk.
-    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1GiB", value_parser = crate::units::parse_mem)]
     pub mem: u64,
     /// Directory for spilled sort runs (default: the system temporary directory).
     #[arg(long)]

@@ -30,6 +30,33 @@ impl std::str::FromStr for ByteSize {
     }
 }
 
+/// This machine's physical memory in bytes (`MemTotal`), if Linux says.
+pub fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Parses a memory budget (`--mem`): a byte size no larger than this
+/// machine's memory, which a budget above would only pretend to bound.
+pub fn parse_mem(text: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(text)?;
+    match physical_memory() {
+        Some(physical) if bytes > physical => Err(format!(
+            "{} is more than this machine's memory ({}); a budget is what the run may hold",
+            quiver_io::size::format_bytes(bytes),
+            quiver_io::size::format_bytes(physical)
+        )),
+        _ => Ok(bytes),
+    }
+}
+
+/// [`parse_mem`] as a [`ByteSize`].
+pub fn parse_mem_size(text: &str) -> Result<ByteSize, String> {
+    parse_mem(text).map(ByteSize)
+}
+
 /// Parses an inclusive weight range `LO..HI` (or `LO..=HI`).
 pub fn parse_range(text: &str) -> Result<(u32, u32), String> {
     let (lo, hi) = text

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_io::size::format_bytes;
 
 use crate::progress::Bar;
-use crate::units::{at_least_one, ByteSize};
+use crate::units::{at_least_one, parse_mem_size, ByteSize};
 use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
 use serde::Serialize;
@@ -24,7 +24,7 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Graphwalker)]
     pub mode: ModeArg,
     /// Memory for cached blocks, walk pools and walks in flight.
-    #[arg(long, default_value_t = ByteSize(Config::default().mem_budget))]
+    #[arg(long, default_value_t = ByteSize(Config::default().mem_budget), value_parser = parse_mem_size)]
     pub mem: ByteSize,
     /// Block size. GraphWalker mode groups consecutive blocks of this size per load by the
     /// paper's self-adaptive rule (default 2 MiB); with --fixed-blocks, in iteration mode, or
@@ -373,6 +373,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             length,
         } => {
             let template = shaped(RawWalks::new(0, length).spec, &shape);
+            let engine_mem = engine.mem.0;
             let (walking, max_bytes) = quiver_walker::apps::split_corpus_budget(&config(&engine));
             let report = quiver_walker::apps::write_corpus(
                 &engine.graph,
@@ -392,6 +393,10 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             })?;
             drop(bar);
             print_report(&report, json, |o: &quiver_walker::apps::CorpusOutput| {
+                println!(
+                    "budget     --mem {} split in halves: one walks, one assembles the rounds' paths",
+                    format_bytes(engine_mem)
+                );
                 println!(
                     "corpus     {} walks in {} round(s), {} to {}",
                     o.walks,

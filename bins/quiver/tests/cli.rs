@@ -2521,3 +2521,23 @@ fn zero_counts_are_usage_errors_naming_the_flag() {
         assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// A memory budget above the machine's memory bounds nothing: refused
+/// (exit 2), naming the flag and the machine's memory.
+#[test]
+fn a_budget_beyond_physical_memory_is_refused() {
+    for args in [
+        vec!["walk", "ppr", "g.qcsr", "--source", "0", "--mem", "1000TiB"],
+        vec![
+            "generate", "rmat", "--scale", "4", "-o", "x.qcsr", "--mem", "1000TiB",
+        ],
+    ] {
+        let out = quiver(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("--mem") && err.contains("this machine's memory"),
+            "{err}"
+        );
+    }
+}
