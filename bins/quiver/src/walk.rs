@@ -1,11 +1,13 @@
 //! `quiver walk`: GraphWalker's random-walk applications.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use quiver_csr::VertexIds;
 use quiver_io::size::format_bytes;
 
+use crate::commands::UsageError;
 use crate::progress::Bar;
 use crate::units::{at_least_one, parse_mem_size, ByteSize};
 use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
@@ -138,9 +140,9 @@ pub enum WalkCommand {
         engine: EngineArgs,
         #[command(flatten)]
         shape: WalkShape,
-        /// The source vertex.
+        /// The source vertex (by the graph's own ids where it has an id map).
         #[arg(long)]
-        source: u32,
+        source: u64,
         /// Number of walks.
         #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>())]
         walks: u64,
@@ -161,9 +163,9 @@ pub enum WalkCommand {
         /// Edge weights decide steps.
         #[arg(long)]
         weighted: bool,
-        /// The source vertex.
+        /// The source vertex (by the graph's own ids where it has an id map).
         #[arg(long)]
-        source: u32,
+        source: u64,
         /// Number of walks.
         #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>())]
         walks: u64,
@@ -181,12 +183,12 @@ pub enum WalkCommand {
     Simrank {
         #[command(flatten)]
         engine: EngineArgs,
-        /// First vertex.
+        /// First vertex (by the graph's own ids where it has an id map).
         #[arg(long)]
-        a: u32,
+        a: u64,
         /// Second vertex.
         #[arg(long)]
-        b: u32,
+        b: u64,
         /// Walks from each vertex.
         #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>())]
         walks: u64,
@@ -272,6 +274,19 @@ fn shaped(mut spec: quiver_walker::WalkSpec, shape: &WalkShape) -> quiver_walker
 /// Runs a walk subcommand and prints its report.
 pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
     let bar = Bar::new(json || hidden);
+    // Vertices are named as the graph names them: by the dataset's own ids
+    // where it has an id map, in arguments and in reports alike.
+    let graph = command.graph().to_owned();
+    let names = VertexIds::open(&graph).with_context(|| format!("opening {}", graph.display()))?;
+    let vertex = |flag: &str, original: u64| {
+        names.dense(original).ok_or_else(|| {
+            UsageError(format!(
+                "{flag} {original} is not a vertex of {}",
+                graph.display()
+            ))
+        })
+    };
+    let show_top = |o: &quiver_walker::apps::FrequencyOutput| show_top(o, &names);
     macro_rules! go {
         ($engine:expr, $app:expr, $show:expr) => {{
             let engine = $engine;
@@ -280,7 +295,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
                 quiver_walker::run_with_progress(&engine.graph, &config(&engine), &app, &bar)
                     .with_context(|| format!("walking {}", engine.graph.display()))?;
             drop(bar);
-            print_report(&report, json, $show)
+            print_report(&report, json, &names, $show)
         }};
     }
     match command {
@@ -319,7 +334,8 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             stop,
             top_k,
         } => {
-            let mut app = VisitFrequency::ppr(source, walks, length, stop, top_k);
+            let mut app =
+                VisitFrequency::ppr(vertex("--source", source)?, walks, length, stop, top_k);
             app.spec = shaped(app.spec, &shape);
             go!(engine, app, show_top)
         }
@@ -332,7 +348,8 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             restart,
             top_k,
         } => {
-            let mut app = VisitFrequency::rwr(source, walks, length, restart, top_k);
+            let mut app =
+                VisitFrequency::rwr(vertex("--source", source)?, walks, length, restart, top_k);
             if weighted {
                 app.spec.kind = Kind::Weighted;
             }
@@ -348,7 +365,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
         } => {
             go!(
                 engine,
-                SimRank::new(a, b, walks, length, decay),
+                SimRank::new(vertex("--a", a)?, vertex("--b", b)?, walks, length, decay),
                 |o: &quiver_walker::apps::SimRankOutput| println!(
                     "simrank    {:.6} ({} meeting pairs)",
                     o.similarity, o.meeting_pairs
@@ -392,24 +409,44 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
                 )
             })?;
             drop(bar);
-            print_report(&report, json, |o: &quiver_walker::apps::CorpusOutput| {
-                println!(
+            print_report(
+                &report,
+                json,
+                &names,
+                |o: &quiver_walker::apps::CorpusOutput| {
+                    println!(
                     "budget     --mem {} split in halves: one walks, one assembles the rounds' paths",
                     format_bytes(engine_mem)
                 );
-                println!(
-                    "corpus     {} walks in {} round(s), {} to {}",
-                    o.walks,
-                    o.rounds,
-                    format_bytes(o.bytes),
-                    o.path.display()
-                )
-            })
+                    println!(
+                        "corpus     {} walks in {} round(s), {} to {}",
+                        o.walks,
+                        o.rounds,
+                        format_bytes(o.bytes),
+                        o.path.display()
+                    )
+                },
+            )
         }
     }
 }
 
-fn show_top(o: &quiver_walker::apps::FrequencyOutput) {
+impl WalkCommand {
+    /// The graph the command walks.
+    fn graph(&self) -> &Path {
+        match self {
+            WalkCommand::Raw { engine, .. }
+            | WalkCommand::Rwd { engine, .. }
+            | WalkCommand::Ppr { engine, .. }
+            | WalkCommand::Rwr { engine, .. }
+            | WalkCommand::Simrank { engine, .. }
+            | WalkCommand::Triangles { engine, .. }
+            | WalkCommand::Corpus { engine, .. } => &engine.graph,
+        }
+    }
+}
+
+fn show_top(o: &quiver_walker::apps::FrequencyOutput, names: &VertexIds) {
     println!(
         "visits     {} over {} distinct vertices",
         o.total_visits, o.distinct_vertices
@@ -418,19 +455,36 @@ fn show_top(o: &quiver_walker::apps::FrequencyOutput) {
         println!(
             "  #{:<3} vertex {:>10}  visits {:>10}  frequency {:.5}",
             rank + 1,
-            r.vertex,
+            names.original(r.vertex),
             r.visits,
             r.frequency
         );
     }
 }
 
-fn print_report<O: Serialize>(report: &Report<O>, json: bool, show: impl Fn(&O)) -> Result<()> {
+fn print_report<O: Serialize>(
+    report: &Report<O>,
+    json: bool,
+    names: &VertexIds,
+    show: impl Fn(&O),
+) -> Result<()> {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(report).context("serialising the report")?
-        );
+        let mut value = serde_json::to_value(report).context("serialising the report")?;
+        // The top vertices by the graph's own ids, as the lines print them.
+        if let Some(top) = value
+            .pointer_mut("/result/top")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            for ranked in top {
+                if let Some(v) = ranked["vertex"]
+                    .as_u64()
+                    .and_then(|v| u32::try_from(v).ok())
+                {
+                    ranked["vertex"] = names.original(v).into();
+                }
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
     let secs = report.summary.wall_ns as f64 / 1e9;

@@ -2541,3 +2541,47 @@ fn a_budget_beyond_physical_memory_is_refused() {
         );
     }
 }
+
+/// On a graph with an id map (a Graphalytics dataset, ids 1..=10), walks
+/// take and print the dataset's ids, as bsp does: vertex 10 is a source,
+/// 0 is not a vertex, and the top of a PPR is its source by name.
+#[test]
+fn walks_take_and_print_a_datasets_own_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("directed.qcsr");
+    let out = quiver(&[
+        "convert",
+        path(&graphalytics("example-directed.e")),
+        "-o",
+        path(&g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let g = path(&g);
+    let report = json(&quiver(&["walk", "ppr", g, "--source", "10", "--json"]));
+    assert_eq!(report["result"]["top"][0]["vertex"], 10, "{report}");
+    let max = report["result"]["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["vertex"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!((1..=10).contains(&max), "{report}");
+    let text = quiver(&["walk", "rwr", g, "--source", "1", "--top-k", "1"]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("vertex          1  visits"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    for args in [
+        vec!["walk", "ppr", g, "--source", "0"],
+        vec!["walk", "simrank", g, "--a", "1", "--b", "11"],
+    ] {
+        let out = quiver(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("is not a vertex"), "{}", stderr(&out));
+    }
+    let out = quiver(&["walk", "simrank", g, "--a", "1", "--b", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

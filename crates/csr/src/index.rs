@@ -13,8 +13,11 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::format::{Header, Layout, PageChecksums, Section, FLAG_DISTINCT_TARGETS, FLAG_WEIGHTED};
+use crate::format::{
+    Header, Layout, PageChecksums, Section, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP, FLAG_WEIGHTED,
+};
 use crate::graph::check_offsets;
+use crate::ids::{checked_index, IdIndex};
 use crate::{to_usize, Error, Graph, Result};
 
 /// A graph file's header, offsets and page checksums (see the module docs).
@@ -104,6 +107,78 @@ impl GraphIndex {
     /// The checksum of every page of graph data, to read the file with.
     pub fn page_checksums(&self) -> &PageChecksums {
         &self.pages
+    }
+}
+
+/// How a graph's vertices are named: by their dense index `0..|V|`, or,
+/// when the file has an id map, by the id each had in the input (what
+/// every engine takes and prints). Opening reads the header and the map
+/// alone, its pages verified, so it costs 8 bytes a vertex however large
+/// the graph.
+#[derive(Debug)]
+pub struct VertexIds {
+    num_vertices: u32,
+    map: Option<(Vec<u64>, IdIndex)>,
+}
+
+impl VertexIds {
+    /// The naming of the `.qcsr` file at `path`.
+    ///
+    /// # Errors
+    /// An unreadable or damaged header, page table or id map.
+    pub fn open(path: impl AsRef<Path>) -> Result<VertexIds> {
+        let path = path.as_ref();
+        let (file, header) = open_header(path)?;
+        let num_vertices = header.num_vertices;
+        if header.flags & FLAG_ID_MAP == 0 {
+            return Ok(VertexIds {
+                num_vertices,
+                map: None,
+            });
+        }
+        let layout = header.layout;
+        let table = Section {
+            offset: layout.pages.offset,
+            len: layout.pages.padded_end() - layout.pages.offset,
+        };
+        let pages = PageChecksums::decode(path, &header, &read_section(&file, path, table)?)?;
+        let padded = layout.ids.padded_end() - layout.ids.offset;
+        let mut ids = vec![0u64; to_usize(padded / 8)];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut ids);
+        read_exact(&file, path, layout.ids.offset, bytes)?;
+        pages.verify(layout.ids.offset, bytes)?;
+        ids.truncate(to_usize(u64::from(num_vertices)));
+        for id in &mut ids {
+            *id = u64::from_le(*id);
+        }
+        let index = checked_index(&ids, num_vertices)?;
+        Ok(VertexIds {
+            num_vertices,
+            map: Some((ids, index)),
+        })
+    }
+
+    /// Whether the graph names its vertices by an id map.
+    pub fn has_map(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// The dense vertex named `original`, if the graph has it.
+    pub fn dense(&self, original: u64) -> Option<u32> {
+        match &self.map {
+            Some((ids, index)) => index.find(ids, original),
+            None => u32::try_from(original)
+                .ok()
+                .filter(|&v| v < self.num_vertices),
+        }
+    }
+
+    /// The name of dense vertex `v` (`v < |V|`).
+    pub fn original(&self, v: u32) -> u64 {
+        assert!(v < self.num_vertices, "vertex {v} out of range");
+        self.map
+            .as_ref()
+            .map_or(u64::from(v), |(ids, _)| ids[to_usize(u64::from(v))])
     }
 }
 

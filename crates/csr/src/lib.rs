@@ -49,7 +49,7 @@ pub use blocks::{Block, BlockId, BlockSource, Blocks, Extent};
 pub use error::{Error, Result};
 pub use generate::{generate_to_file, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
-pub use index::{read_header, GraphIndex};
+pub use index::{read_header, GraphIndex, VertexIds};
 pub use ingest::{
     convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,
     EdgeFormat, ExportOptions, Exported,

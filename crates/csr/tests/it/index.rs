@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use quiver_csr::format::{VerifiedFile, PAGE};
-use quiver_csr::{read_header, write_graph, Graph, GraphIndex};
+use quiver_csr::{read_header, write_graph, Graph, GraphIndex, VertexIds};
 use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest};
 
 use crate::{arb_graph, with_ids};
@@ -62,6 +62,42 @@ proptest! {
                 let mut requests = [ReadRequest { offset: page, buf: &mut buf }];
                 prop_assert!(file.read_batch(&mut requests).is_err(), "page {} read cleanly", page);
             }
+        }
+    }
+
+    /// `VertexIds`, read from the header and the id map alone, names every
+    /// vertex as the whole graph does, both ways, and finds no vertex for
+    /// an id the graph lacks; damage to the map is an error.
+    #[test]
+    fn vertex_ids_name_vertices_as_the_graph_does(
+        graph in arb_graph(300, 3000),
+        ids in prop::option::of(any::<u64>()),
+        probes in prop::collection::vec(any::<u64>(), 20),
+    ) {
+        let graph = match ids {
+            Some(seed) => with_ids(graph, seed, false),
+            None => graph,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.qcsr");
+        write_graph(&graph, &path).unwrap();
+        let whole = Graph::open(&path).unwrap();
+        let names = VertexIds::open(&path).unwrap();
+        prop_assert_eq!(names.has_map(), whole.original_ids().is_some());
+        for v in 0..whole.num_vertices() {
+            let original = whole.original_id(v);
+            prop_assert_eq!(names.original(v), original);
+            prop_assert_eq!(names.dense(original), Some(v));
+        }
+        for probe in probes.into_iter().chain([u64::from(whole.num_vertices()), u64::MAX]) {
+            prop_assert_eq!(names.dense(probe), whole.dense_id(probe));
+        }
+        if whole.original_ids().is_some_and(|m| !m.is_empty()) {
+            let at = whole.layout().ids.offset as usize;
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[at] ^= 0x5a;
+            std::fs::write(&path, &bytes).unwrap();
+            prop_assert!(VertexIds::open(&path).is_err(), "a damaged id map was read");
         }
     }
 
