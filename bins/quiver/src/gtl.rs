@@ -411,9 +411,10 @@ from `quiver gtl init`) the list is read as updated, through no host cache.",
     Get {
         #[command(flatten)]
         input: InputArgs,
-        /// The vertex (dense id).
+        /// The vertex: by the graph's own ids where it has an id map (a device image keeps
+        /// dense ids).
         #[arg(value_parser = parse_vertex)]
-        vertex: u32,
+        vertex: u64,
         /// Which layout to read: GraphSSD's GTL or the CSR baseline.
         #[arg(long, value_enum, default_value_t = BackendArg::Gtl)]
         backend: BackendArg,
@@ -426,8 +427,8 @@ from `quiver gtl init`) the list is read as updated, through no host cache.",
 struct GetReport<'a> {
     graph: &'a Path,
     backend: Backend,
-    vertex: u32,
-    neighbours: &'a [u32],
+    vertex: u64,
+    neighbours: &'a [u64],
     pages_read: u64,
     modelled_ns: u64,
 }
@@ -561,17 +562,34 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             flagged(config.validate())?;
             let path = input.path();
             let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
-            let (mut source, _) = match input.open()? {
+            // A graph names its vertices by its id map, if it has one; an
+            // image by dense ids.
+            let opened = input.open()?;
+            let graph = match &opened {
+                Input::Graph(graph) => Some(graph),
+                Input::Image(_) => None,
+            };
+            let dense = match graph {
+                Some(graph) => graph.dense_id(vertex),
+                None => u32::try_from(vertex).ok(),
+            }
+            .ok_or_else(|| UsageError(format!("{vertex} is not a vertex of {}", path.display())))?;
+            let (mut source, _) = match &opened {
                 Input::Image(image) => {
                     let (ssd, mount_ns) = Ssd::open(image).with_context(what)?;
                     attach(ssd, config.backend, config.cache_bytes, mount_ns).with_context(what)?
                 }
                 Input::Graph(graph) => {
-                    open(&graph, &config.device, config.backend, config.cache_bytes)
+                    open(graph, &config.device, config.backend, config.cache_bytes)
                         .with_context(what)?
                 }
             };
-            let list = source.get(vertex).with_context(what)?;
+            let list: Vec<u64> = source
+                .get(dense)
+                .with_context(what)?
+                .iter()
+                .map(|&v| graph.map_or(u64::from(v), |g| g.original_id(v)))
+                .collect();
             let counters = source.counters();
             let (pages_read, modelled_ns) = (counters.pages_read, counters.modelled_ns);
             let report = GetReport {
@@ -586,7 +604,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
                 return Ok(());
             }
-            let shown: Vec<String> = list.iter().map(u32::to_string).collect();
+            let shown: Vec<String> = list.iter().map(u64::to_string).collect();
             println!("{vertex}: [{}]", shown.join(", "));
             println!(
                 "{} neighbours, {} pages read, {:.1} us modelled ({})",
@@ -737,7 +755,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
 
 /// `get`'s VERTEX, which comes alone after `--device IMAGE`: a path there
 /// is a graph whose vertex was left out.
-fn parse_vertex(text: &str) -> Result<u32, String> {
+fn parse_vertex(text: &str) -> Result<u64, String> {
     text.parse().map_err(|_| {
         "not a vertex id: give the graph, then the vertex (`quiver gtl get g.qcsr 17`), or the image by --device (`quiver gtl get --device dev.img 17`)".to_string()
     })

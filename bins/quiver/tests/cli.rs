@@ -2585,3 +2585,28 @@ fn walks_take_and_print_a_datasets_own_ids() {
     let out = quiver(&["walk", "simrank", g, "--a", "1", "--b", "10"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `gtl get` on a graph with an id map takes and prints the dataset's ids:
+/// vertex 1's list is [3, 5], as `example-directed.e` says, and 0 is not a
+/// vertex.
+#[test]
+fn gtl_get_names_vertices_by_the_datasets_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("directed.qcsr");
+    let out = quiver(&[
+        "convert",
+        path(&graphalytics("example-directed.e")),
+        "-o",
+        path(&g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for backend in ["gtl", "csr"] {
+        let out = quiver(&["gtl", "get", path(&g), "1", "--backend", backend]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("1: [3, 5]\n"), "{backend}: {text}");
+    }
+    let out = quiver(&["gtl", "get", path(&g), "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not a vertex"), "{}", stderr(&out));
+}
