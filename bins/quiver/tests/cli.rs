@@ -2584,6 +2584,25 @@ fn walks_take_and_print_a_datasets_own_ids() {
     }
     let out = quiver(&["walk", "simrank", g, "--a", "1", "--b", "10"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // A corpus names vertices the same way: 1..=10, 10 included.
+    let corpus = dir.path().join("walks.txt");
+    let out = quiver(&[
+        "walk",
+        "corpus",
+        g,
+        "-o",
+        path(&corpus),
+        "--walks-per-vertex",
+        "5",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ids: Vec<u64> = std::fs::read_to_string(&corpus)
+        .unwrap()
+        .split_whitespace()
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| (1..=10).contains(id)), "{ids:?}");
+    assert!(ids.contains(&10), "{ids:?}");
 }
 
 /// `gtl get` on a graph with an id map takes and prints the dataset's ids:

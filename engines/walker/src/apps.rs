@@ -498,6 +498,8 @@ trait PathSink {
 struct TextSink {
     path: PathBuf,
     writer: std::io::BufWriter<quiver_io::Output>,
+    /// How the graph names its vertices: lines carry its own ids.
+    names: quiver_csr::VertexIds,
     /// Positions per walk.
     width: usize,
     /// The round's paths, reused from round to round.
@@ -528,7 +530,7 @@ impl PathSink for TextSink {
                 if !line.is_empty() {
                     line.push(' ');
                 }
-                line.push_str(&v.to_string());
+                line.push_str(&self.names.original(v).to_string());
             }
             line.push('\n');
             self.writer.write_all(line.as_bytes()).map_err(err)?;
@@ -636,7 +638,8 @@ pub fn split_corpus_budget(config: &crate::Config) -> (crate::Config, u64) {
 /// (4 bytes a position). `spec` gives the walk kind, Node2Vec bias and
 /// dead-end policy; its starts are replaced. Rounds draw from their own
 /// seeds. The report sums the rounds (peak memory is the largest round's).
-/// Each round reports to `progress` as a run does.
+/// Each round reports to `progress` as a run does. Lines name vertices as
+/// the graph does: by its id map's ids where it has one.
 pub fn write_corpus(
     graph: &std::path::Path,
     config: &crate::Config,
@@ -647,6 +650,7 @@ pub fn write_corpus(
     progress: &dyn crate::Progress,
 ) -> Result<crate::Report<CorpusOutput>> {
     let num_vertices = quiver_csr::read_header(graph)?.num_vertices;
+    let names = quiver_csr::VertexIds::open(graph)?;
     let err = |source| Error::Output {
         path: output.to_owned(),
         source,
@@ -655,6 +659,7 @@ pub fn write_corpus(
     let mut sink = TextSink {
         path: output.to_owned(),
         writer: std::io::BufWriter::with_capacity(1 << 20, out),
+        names,
         width: usize::try_from(spec.length).expect("length fits usize") + 1,
         paths: Vec::new(),
         walks: 0,
