@@ -195,18 +195,25 @@ impl Graph {
         ))
     }
 
-    /// `walks_per_vertex` walks from every vertex of the shape given,
-    /// and the settings the walker runs them with (the budget shared as
-    /// `quiver walk corpus` shares it).
+    /// `walks_per_vertex` walks of `length` from every vertex (both
+    /// checked as counts) of the shape given, and the settings the walker
+    /// runs them with (the budget shared as `quiver walk corpus` shares it).
     fn corpus_args(
-        length: u32,
+        (walks_per_vertex, length): (i64, i64),
         shape: (f64, f64, bool, &str),
         walker: &WalkerArgs<'_, '_>,
-    ) -> PyResult<(quiver_walker::WalkSpec, quiver_walker::Config, u64)> {
+    ) -> PyResult<(u64, quiver_walker::WalkSpec, quiver_walker::Config, u64)> {
+        let walks_per_vertex = count(walks_per_vertex, "walks_per_vertex")?;
         let (p, q, weighted, dead_end) = shape;
-        let spec = walk_spec(RawWalks::new(0, length).spec, p, q, weighted, dead_end)?;
+        let spec = walk_spec(
+            RawWalks::new(0, count(length, "length")?).spec,
+            p,
+            q,
+            weighted,
+            dead_end,
+        )?;
         let (config, max_bytes) = apps::split_corpus_budget(&walker.config()?);
-        Ok((spec, config, max_bytes))
+        Ok((walks_per_vertex, spec, config, max_bytes))
     }
 
     /// Visit frequencies of `app`'s walks, indexed by vertex.
@@ -539,9 +546,8 @@ impl Graph {
             mode,
             work_dir,
         };
-        let walks_per_vertex: u64 = count(walks_per_vertex, "walks_per_vertex")?;
-        let (spec, config, max_bytes) = Graph::corpus_args(
-            count(length, "length")?,
+        let (walks_per_vertex, spec, config, max_bytes) = Graph::corpus_args(
+            (walks_per_vertex, length),
             (p, q, weighted, dead_end),
             &walker,
         )?;
@@ -592,9 +598,8 @@ impl Graph {
             mode,
             work_dir,
         };
-        let walks_per_vertex: u64 = count(walks_per_vertex, "walks_per_vertex")?;
-        let (spec, config, max_bytes) = Graph::corpus_args(
-            count(length, "length")?,
+        let (walks_per_vertex, spec, config, max_bytes) = Graph::corpus_args(
+            (walks_per_vertex, length),
             (p, q, weighted, dead_end),
             &walker,
         )?;

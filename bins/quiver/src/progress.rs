@@ -11,6 +11,7 @@ use std::time::Duration;
 use std::fmt::Write;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use quiver_io::size::format_byte_amount;
 use quiver_run::{Progress, Unit};
 
 /// Set by the first Ctrl-C or SIGTERM once [`catch_interrupts`] was called.
@@ -138,21 +139,6 @@ fn human(x: f64) -> String {
     format!("{text}{suffix}")
 }
 
-/// Bytes in binary units with one decimal (`12.5 MiB`).
-fn human_bytes(x: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = x;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{value:.0} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
 impl Drop for Bar {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
@@ -169,7 +155,13 @@ impl Progress for Bar {
             Unit::Rounds => (" rounds", false),
             _ => ("", false),
         };
-        let amount = move |x: f64| if bytes { human_bytes(x) } else { human(x) };
+        let amount = move |x: f64| {
+            if bytes {
+                format_byte_amount(x)
+            } else {
+                human(x)
+            }
+        };
         let template = if total.is_some() {
             "{prefix:>14} [{bar:20}] {count} ({rate}{eta}) {wide_msg}"
         } else {
@@ -230,7 +222,7 @@ impl Progress for Bar {
 
 #[cfg(test)]
 mod tests {
-    use super::{human, human_bytes};
+    use super::human;
 
     #[test]
     fn amounts_read_as_people_write_them() {
@@ -241,8 +233,5 @@ mod tests {
         assert_eq!(human(2_540_000.0), "2.54M");
         assert_eq!(human(12_340.0), "12.3K");
         assert_eq!(human(3.5e9), "3.5G");
-        assert_eq!(human_bytes(512.0), "512 B");
-        assert_eq!(human_bytes(1536.0), "1.5 KiB");
-        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
     }
 }

@@ -1926,25 +1926,8 @@ fn cluster_up_serves_a_loaded_graph_until(signal: &str) {
     let out = quiver(&["convert", path(karate), "-o", path(&g), "--undirected"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let data = dir.path().join("meta");
-    // Killed if the test fails (its servers die with it).
-    let mut up = MetaServer(
-        Command::new(env!("CARGO_BIN_EXE_quiver"))
-            .args(["meta", "cluster", "up", "--servers", "2"])
-            .args(["--data", path(&data)])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(up.0.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let cluster = PathBuf::from(line.trim());
-    assert!(cluster.starts_with(&data), "{line}");
-    wait_for(&cluster);
+    let (mut up, cluster) = cluster_up(&data, &[]);
+    assert!(cluster.starts_with(&data), "{}", cluster.display());
     let c = path(&cluster);
     let loaded = meta_load(c, &["--graph", path(&g)]);
     assert_eq!(loaded["vertices"], 34, "{loaded}");
@@ -2010,8 +1993,8 @@ fn cluster_up_serves_a_loaded_graph_until(signal: &str) {
 }
 
 /// `quiver meta cluster up --servers 2 --data DATA ARGS`, running, with
-/// its stdout's first line (the cluster file) read; killed if the test
-/// fails.
+/// its stdout's first line (the cluster file) read and its servers
+/// answering; killed if the test fails (its servers die with it).
 fn cluster_up(data: &Path, args: &[&str]) -> (MetaServer, PathBuf) {
     let mut up = MetaServer(
         Command::new(env!("CARGO_BIN_EXE_quiver"))
@@ -2542,20 +2525,23 @@ fn a_budget_beyond_physical_memory_is_refused() {
     }
 }
 
+/// The Graphalytics example `example-directed` converted into `dir` (its
+/// ids are 1..=10, dense 0..=9).
+fn directed_example(dir: &Path) -> PathBuf {
+    let g = dir.join("directed.qcsr");
+    let example = graphalytics("example-directed.e");
+    let out = quiver(&["convert", path(&example), "-o", path(&g)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    g
+}
+
 /// On a graph with an id map (a Graphalytics dataset, ids 1..=10), walks
 /// take and print the dataset's ids, as bsp does: vertex 10 is a source,
 /// 0 is not a vertex, and the top of a PPR is its source by name.
 #[test]
 fn walks_take_and_print_a_datasets_own_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let g = dir.path().join("directed.qcsr");
-    let out = quiver(&[
-        "convert",
-        path(&graphalytics("example-directed.e")),
-        "-o",
-        path(&g),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let g = directed_example(dir.path());
     let g = path(&g);
     let report = json(&quiver(&["walk", "ppr", g, "--source", "10", "--json"]));
     assert_eq!(report["result"]["top"][0]["vertex"], 10, "{report}");
@@ -2611,14 +2597,7 @@ fn walks_take_and_print_a_datasets_own_ids() {
 #[test]
 fn gtl_get_names_vertices_by_the_datasets_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let g = dir.path().join("directed.qcsr");
-    let out = quiver(&[
-        "convert",
-        path(&graphalytics("example-directed.e")),
-        "-o",
-        path(&g),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let g = directed_example(dir.path());
     for backend in ["gtl", "csr"] {
         let out = quiver(&["gtl", "get", path(&g), "1", "--backend", backend]);
         assert!(out.status.success(), "{}", stderr(&out));

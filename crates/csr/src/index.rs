@@ -50,22 +50,8 @@ impl GraphIndex {
             });
         }
         let layout = header.layout;
-        let table = Section {
-            offset: layout.pages.offset,
-            len: layout.pages.padded_end() - layout.pages.offset,
-        };
-        let pages = PageChecksums::decode(path, &header, &read_section(&file, path, table)?)?;
-        // Read (with its page padding) straight into the words it holds,
-        // verified as bytes, then cut to |V| + 1 offsets.
-        let padded = layout.offsets.padded_end() - layout.offsets.offset;
-        let mut offsets = vec![0u64; to_usize(padded / 8)];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut offsets);
-        read_exact(&file, path, layout.offsets.offset, bytes)?;
-        pages.verify(layout.offsets.offset, bytes)?;
-        offsets.truncate(to_usize(layout.offsets.len / 8));
-        for offset in &mut offsets {
-            *offset = u64::from_le(*offset);
-        }
+        let pages = read_page_table(&file, path, &header)?;
+        let offsets = read_words(&file, path, &pages, layout.offsets)?;
         check_offsets(path, &offsets, header.num_edges)?;
         Ok(GraphIndex {
             header,
@@ -137,20 +123,8 @@ impl VertexIds {
             });
         }
         let layout = header.layout;
-        let table = Section {
-            offset: layout.pages.offset,
-            len: layout.pages.padded_end() - layout.pages.offset,
-        };
-        let pages = PageChecksums::decode(path, &header, &read_section(&file, path, table)?)?;
-        let padded = layout.ids.padded_end() - layout.ids.offset;
-        let mut ids = vec![0u64; to_usize(padded / 8)];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut ids);
-        read_exact(&file, path, layout.ids.offset, bytes)?;
-        pages.verify(layout.ids.offset, bytes)?;
-        ids.truncate(to_usize(u64::from(num_vertices)));
-        for id in &mut ids {
-            *id = u64::from_le(*id);
-        }
+        let pages = read_page_table(&file, path, &header)?;
+        let ids = read_words(&file, path, &pages, layout.ids)?;
         let index = checked_index(&ids, num_vertices)?;
         Ok(VertexIds {
             num_vertices,
@@ -207,6 +181,37 @@ fn open_header(path: &Path) -> Result<(File, Header)> {
     };
     let header = Header::decode(path, &read_section(&file, path, first)?, len)?;
     Ok((file, header))
+}
+
+/// The page checksums of a version 2 or later file.
+fn read_page_table(file: &File, path: &Path, header: &Header) -> Result<PageChecksums> {
+    let pages = header.layout.pages;
+    let table = Section {
+        offset: pages.offset,
+        len: pages.padded_end() - pages.offset,
+    };
+    PageChecksums::decode(path, header, &read_section(file, path, table)?)
+}
+
+/// The `u64` words of `section` of `file`, its pages verified: read (with
+/// the page padding) straight into the words, checked as bytes, then cut
+/// to the section.
+fn read_words(
+    file: &File,
+    path: &Path,
+    pages: &PageChecksums,
+    section: Section,
+) -> Result<Vec<u64>> {
+    let padded = section.padded_end() - section.offset;
+    let mut words = vec![0u64; to_usize(padded / 8)];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+    read_exact(file, path, section.offset, bytes)?;
+    pages.verify(section.offset, bytes)?;
+    words.truncate(to_usize(section.len / 8));
+    for word in &mut words {
+        *word = u64::from_le(*word);
+    }
+    Ok(words)
 }
 
 /// The bytes of `section` of `file`, which must all be there.
