@@ -486,10 +486,8 @@ mod tests {
         Identity::claim(&one.moved_to(&addrs(&[8001, 8002])), 0, &data).unwrap();
         let moved = one.moved_to(&addrs(&[8001, 8002]));
         assert_eq!(moved.index_of(&data, "127.0.0.1:8001").unwrap(), 0);
-        let err = moved
-            .index_of(&data, "127.0.0.1:8002")
-            .unwrap_err()
-            .to_string();
+        let err = moved.index_of(&data, "127.0.0.1:8002").unwrap_err();
+        let err = quiver_run::chain(&err);
         assert!(err.contains("lists server s0"), "{err}");
         // Another server's, another cluster's.
         let err = Identity::claim(&one, 1, &data).unwrap_err().to_string();
@@ -497,7 +495,8 @@ mod tests {
         let err = Identity::claim(&other, 0, &data).unwrap_err().to_string();
         assert!(err.contains(&one.id) && err.contains(&other.id), "{err}");
         let err = other.index_of(&data, "127.0.0.1:7001").unwrap_err();
-        assert!(err.to_string().contains("does not list"), "{err}");
+        let err = quiver_run::chain(&err);
+        assert!(err.contains("does not list"), "{err}");
     }
 
     #[test]
