@@ -499,7 +499,7 @@ fn walk_reports_counts_and_the_top_vertices() {
         "an out-of-range source is a usage error"
     );
     assert!(
-        stderr(&out).contains("source vertex 5000 is out of range"),
+        stderr(&out).contains("--source 5000 is not a vertex"),
         "{}",
         stderr(&out)
     );
@@ -708,7 +708,8 @@ fn flipped_bytes_make_every_reading_command_fail_cleanly() {
             let mut command: Vec<String> = gtl.iter().map(|a| a.to_string()).collect();
             command.insert(3.min(command.len()), graph.clone());
             if gtl[1] == "get" {
-                command.push("0".into());
+                // A vertex of both graphs (the id map's ids are 1..=10).
+                command.push("1".into());
             }
             commands.push(command);
         }
@@ -1154,9 +1155,13 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         .iter()
         .all(|r| r["neighbours"] == runs[0]["neighbours"]));
     let out = quiver(&["gtl", "get", path(&g), "256"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a vertex out of range is a usage error"
+    );
     assert!(
-        stderr(&out).contains("vertex 256 is out of range"),
+        stderr(&out).contains("256 is not a vertex"),
         "{}",
         stderr(&out)
     );
