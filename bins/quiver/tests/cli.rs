@@ -260,6 +260,18 @@ fn a_bad_line_is_reported_with_file_and_line_and_leaves_no_output() {
     assert!(!g.exists());
 }
 
+/// The driver running `args` with its temporary files in `tmp`, its stdout
+/// and stderr piped, to be signalled.
+fn spawn_with_tmpdir<S: AsRef<std::ffi::OsStr>>(args: &[S], tmp: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The demo's arguments for a quick run: a small graph, a short kv run, a
 /// small meta load.
 const QUICK_DEMO: &[&str] = &[
@@ -375,13 +387,7 @@ fn demo_interrupted_at_any_step_leaves_no_file_and_no_server() {
         // A meta load long enough to be interrupted.
         let mut args = QUICK_DEMO[..QUICK_DEMO.len() - 2].to_vec();
         args.extend(["--json", "--meta-vertices", "100000"]);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-            .args(&args)
-            .env("TMPDIR", tmp.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_with_tmpdir(&args, tmp.path());
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         for _ in 0..after {
             lines.next().unwrap().unwrap();
@@ -2405,13 +2411,7 @@ fn an_interrupted_command_leaves_nothing_behind() {
         ),
     ];
     for (args, signal, code) in commands {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-            .args(&args)
-            .env("TMPDIR", dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_with_tmpdir(&args, dir.path());
         std::thread::sleep(std::time::Duration::from_millis(700));
         let pid = child.id().to_string();
         assert!(Command::new("kill")

@@ -9,6 +9,20 @@ use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest};
 
 use crate::{arb_graph, with_ids};
 
+/// `graph` (with an id map drawn from `ids`, if given) written to a file
+/// in a temporary directory, and opened whole.
+fn written(graph: Graph, ids: Option<u64>) -> (tempfile::TempDir, std::path::PathBuf, Graph) {
+    let graph = match ids {
+        Some(seed) => with_ids(graph, seed, false),
+        None => graph,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.qcsr");
+    write_graph(&graph, &path).unwrap();
+    let whole = Graph::open(&path).unwrap();
+    (dir, path, whole)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -21,14 +35,7 @@ proptest! {
         ids in prop::option::of(any::<u64>()),
         flip in any::<prop::sample::Index>(),
     ) {
-        let graph = match ids {
-            Some(seed) => with_ids(graph, seed, false),
-            None => graph,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("g.qcsr");
-        write_graph(&graph, &path).unwrap();
-        let whole = Graph::open(&path).unwrap();
+        let (_dir, path, whole) = written(graph, ids);
         let index = GraphIndex::open(&path).unwrap();
         prop_assert_eq!(index.num_vertices(), whole.num_vertices());
         prop_assert_eq!(index.num_edges(), whole.num_edges());
@@ -74,14 +81,7 @@ proptest! {
         ids in prop::option::of(any::<u64>()),
         probes in prop::collection::vec(any::<u64>(), 20),
     ) {
-        let graph = match ids {
-            Some(seed) => with_ids(graph, seed, false),
-            None => graph,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("g.qcsr");
-        write_graph(&graph, &path).unwrap();
-        let whole = Graph::open(&path).unwrap();
+        let (_dir, path, whole) = written(graph, ids);
         let names = VertexIds::open(&path).unwrap();
         prop_assert_eq!(names.has_map(), whole.original_ids().is_some());
         for v in 0..whole.num_vertices() {
