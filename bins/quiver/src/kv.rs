@@ -289,7 +289,13 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
                 key: args.vertex,
                 limit: args.limit,
             };
-            ask(&args.at, args.on, args.vertex, &request, json)
+            ask(
+                &args.at,
+                args.on,
+                &[("vertex", args.vertex)],
+                &request,
+                json,
+            )
         }
         KvCommand::Put(args) => {
             let request = Request::Put {
@@ -297,18 +303,25 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
                 target: args.target,
                 weight: args.weight,
             };
-            ask(&args.at, args.on, args.vertex, &request, json)
+            let named = [("vertex", args.vertex), ("target", args.target)];
+            ask(&args.at, args.on, &named, &request, json)
         }
         KvCommand::Traverse(args) => {
             let request = Request::Traverse {
                 start: args.start,
                 neighbours: args.neighbours,
             };
-            ask(&args.at, args.on, args.start, &request, json)
+            ask(&args.at, args.on, &[("vertex", args.start)], &request, json)
         }
         KvCommand::Move(args) => {
             let request = Request::Move { key: args.vertex };
-            ask(&args.at, Some(args.to), args.vertex, &request, json)
+            ask(
+                &args.at,
+                Some(args.to),
+                &[("vertex", args.vertex)],
+                &request,
+                json,
+            )
         }
         KvCommand::Stop(at) => {
             Client::connect(&at.at)?.call(&Request::Stop)?;
@@ -390,13 +403,22 @@ fn serve(args: &ServeArgs) -> Result<()> {
 
 /// Sends `request` about `vertex` to node `on` (default: the vertex's
 /// home) of the store whose node 0 is `at`, and prints the answer.
-fn ask(at: &AtArgs, on: Option<u32>, vertex: u32, request: &Request, json: bool) -> Result<()> {
+fn ask(
+    at: &AtArgs,
+    on: Option<u32>,
+    vertices: &[(&str, u32)],
+    request: &Request,
+    json: bool,
+) -> Result<()> {
+    // The first is the key the request is about; every one must be a
+    // vertex of the graph (a usage error, as for any engine).
+    let vertex = vertices[0].1;
     let Response::Info(info) = Client::connect(&at.at)?.call(&Request::Info)? else {
         bail!("node 0 at {} did not describe its job", at.at);
     };
-    if vertex >= info.vertices {
+    if let Some((what, v)) = vertices.iter().find(|(_, v)| *v >= info.vertices) {
         bail!(UsageError(format!(
-            "vertex {vertex} is not in the graph (it has {} vertices)",
+            "{what} {v} is not in the graph (it has {} vertices)",
             info.vertices
         )));
     }

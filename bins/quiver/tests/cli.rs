@@ -1346,7 +1346,8 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
         .unwrap();
     let vertices = graph.num_vertices().to_string();
     let (v_text, start) = (v.to_string(), v.to_string());
-    let port = free_ports(1).to_string();
+    // Two nodes: node r listens on port + r.
+    let port = free_ports(2).to_string();
     let at = format!("127.0.0.1:{port}");
     let serve_two = [
         "kv",
@@ -1390,17 +1391,23 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
         assert_eq!(grown, graph.neighbors(v).len() + 1);
         let hops = json(&ask(&["traverse", &start, "--neighbours", "2"]));
         assert_eq!(hops["traverse"]["first_hop"], 2);
-        let out = ask(&["get", &vertices]);
-        assert_eq!(out.status.code(), Some(2));
-        assert!(
-            stderr(&out).contains("is not in the graph"),
-            "{}",
-            stderr(&out)
-        );
+        for request in [&["get", &vertices][..], &["put", "0", &vertices]] {
+            let out = ask(request);
+            assert_eq!(out.status.code(), Some(2), "{request:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains(&format!("{vertices} is not in the graph")),
+                "{}",
+                stderr(&out)
+            );
+        }
         assert!(ask(&["stop"]).status.success());
     }));
     if let Err(panic) = checked {
         let _ = serve.kill();
+        // What the store said, for the failure's reader.
+        if let Ok(out) = serve.wait_with_output() {
+            eprintln!("kv serve said:\n{}", stderr(&out));
+        }
         std::panic::resume_unwind(panic);
     }
     let out = serve.wait_with_output().unwrap();
@@ -1568,6 +1575,10 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
     }));
     if let Err(panic) = checked {
         let _ = serve.kill();
+        // What the store said, for the failure's reader.
+        if let Ok(out) = serve.wait_with_output() {
+            eprintln!("kv serve said:\n{}", stderr(&out));
+        }
         std::panic::resume_unwind(panic);
     }
     let out = serve.wait_with_output().unwrap();
