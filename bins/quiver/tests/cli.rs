@@ -2624,3 +2624,49 @@ fn gtl_get_names_vertices_by_the_datasets_ids() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("is not a vertex"), "{}", stderr(&out));
 }
+
+/// Data written before servers had ids (a cluster file of bare addresses,
+/// no identity in the data directories) comes back whole under `cluster
+/// up` on other ports: its servers keep the addresses it was written
+/// under as their ids, and so the ring it was placed by.
+#[test]
+fn meta_data_from_before_ids_moves_to_new_ports_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("meta");
+    std::fs::create_dir_all(&data).unwrap();
+    let cluster = data.join("cluster");
+    let base = free_ports(2);
+    let addrs: Vec<String> = (base..base + 2).map(|p| format!("127.0.0.1:{p}")).collect();
+    std::fs::write(&cluster, addrs.join("\n") + "\n").unwrap();
+    let server = |i: usize| data.join(format!("server{i}"));
+    let mut servers: Vec<MetaServer> = (0..2)
+        .map(|i| MetaServer::start(&addrs[i], &cluster, &server(i)))
+        .collect();
+    wait_for(&cluster);
+    meta_load(
+        path(&cluster),
+        &["--generate", "darshan", "--vertices", "2000"],
+    );
+    let travel = r#"v("uid:1000").e(run).v().e(contains).v().e(write).v()"#;
+    let before = meta_answer(&cluster, travel, None);
+    assert!(before.to_string().contains("/proj/"), "{before}");
+    for s in &mut servers {
+        let pid = s.0.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        exit_within_a_minute(&mut s.0, "a meta server outlived SIGTERM");
+    }
+    // As the code before ids left them: data, no identity.
+    for i in 0..2 {
+        std::fs::remove_file(server(i).join("quiver-meta-identity")).unwrap();
+    }
+    let (mut up, again) = cluster_up(&data, &["--threshold", "8", "--vnodes", "16"]);
+    assert_eq!(again, cluster);
+    let moved = cluster_addrs(&cluster);
+    assert!(moved.iter().all(|a| !addrs.contains(a)), "{moved:?}");
+    assert_eq!(meta_answer(&cluster, travel, None), before);
+    stop_cluster(&mut up);
+}

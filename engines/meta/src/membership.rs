@@ -18,10 +18,11 @@
 //!
 //! A file without a `cluster` line is a cluster without an id. A file of
 //! bare `host:port` lines, as earlier releases wrote, is read as such a
-//! cluster whose servers' ids are their addresses: the
-//! placement those releases computed from addresses, exactly. A data
-//! directory they wrote (data, no identity) is claimed under such an id on
-//! its first start, on its original address; see [`Identity::claim`].
+//! cluster whose servers' ids are their addresses: the placement those
+//! releases computed from addresses, exactly. A data directory they wrote
+//! (data, no identity) is claimed under such an id on its first start,
+//! on any port (`cluster up` moves such a cluster keeping its ids); see
+//! [`Identity::claim`].
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -322,8 +323,8 @@ impl Identity {
     /// Records that `data` belongs to server `index` of `membership`, or
     /// checks that it does. A directory with data but no identity (written
     /// before servers had ids, when placement followed addresses) is
-    /// claimed only where the server's id is its address, as it was then:
-    /// started on its original address with a file of bare addresses.
+    /// claimed only by a cluster without an id, whose server ids are the
+    /// addresses of its original file of bare addresses.
     ///
     /// # Errors
     /// [`Error::Cluster`] naming the directory, the server it belongs to
@@ -347,12 +348,16 @@ impl Identity {
             }
             return Ok(found);
         }
-        if data.join("CURRENT").exists() && member.id != member.addr {
+        // Data from before ids was placed by the addresses of its cluster
+        // file, which a file of bare addresses names its servers by (and
+        // `cluster up` keeps, on any ports); a cluster with an id has other
+        // ids, under which that data would be lost.
+        if data.join("CURRENT").exists() && !membership.id.is_empty() {
             return Err(Error::Cluster(format!(
                 "{} holds data from before servers had ids, when where a vertex lives followed \
-                 the servers' addresses; start its cluster once more on its original addresses \
-                 with its original cluster file (bare addresses), which records each address as \
-                 its server's id, then move it to any port",
+                 the servers' addresses; start it with its original cluster file (bare \
+                 addresses, which name its servers as they were; `cluster up` keeps them on \
+                 any ports)",
                 data.display()
             )));
         }
@@ -508,12 +513,16 @@ mod tests {
         let fresh = Membership::fresh(&addrs(&[7001]), 1);
         let err = Identity::claim(&fresh, 0, &data).unwrap_err().to_string();
         assert!(err.contains("from before servers had ids"), "{err}");
+        // Its original file's cluster, moved to another port as `cluster
+        // up` moves it: claimed under the address it was written under.
         let old = Membership::of_addresses(&addrs(&[7001]));
-        let claimed = Identity::claim(&old, 0, &data).unwrap();
-        assert_eq!(claimed.server, "127.0.0.1:7001");
-        // From then on it moves with its id.
         let moved = old.moved_to(&addrs(&[9001]));
-        Identity::claim(&moved, 0, &data).unwrap();
+        let claimed = Identity::claim(&moved, 0, &data).unwrap();
+        assert_eq!(claimed.server, "127.0.0.1:7001");
+        // From then on it moves with its id, and no other cluster has it.
+        Identity::claim(&old.moved_to(&addrs(&[9002])), 0, &data).unwrap();
+        let err = Identity::claim(&fresh, 0, &data).unwrap_err().to_string();
+        assert!(err.contains("belongs to server 127.0.0.1:7001"), "{err}");
     }
 
     #[test]
