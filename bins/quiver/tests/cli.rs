@@ -1720,7 +1720,28 @@ fn meta_keeps_every_acknowledged_write_when_a_server_is_killed() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Killed once the load is under way: its users come first, and only
+    // this load has a thousand of them (the first had 15).
+    let started = std::time::Instant::now();
+    loop {
+        let seen = quiver(&[
+            "meta",
+            "query",
+            "--cluster",
+            c,
+            r#"v("uid:1999")"#,
+            "--json",
+        ]);
+        if seen.status.success() && json(&seen)["marked"].to_string().contains("uid:1999") {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the second load never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
     s1.0.kill().unwrap();
     s1.0.wait().unwrap();
     exit_within_a_minute(&mut load, "the load hung on its killed server");
