@@ -94,7 +94,7 @@ fn main() -> ExitCode {
                 (false, false) => purposes,
             };
             setup::ensure(&purposes)
-                .map(|_| ExitCode::SUCCESS)
+                .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into)
         }
         Task::Ci => ci(),

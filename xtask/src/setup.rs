@@ -73,11 +73,10 @@ pub fn packages(purposes: &[Purpose]) -> Vec<&'static str> {
         .collect()
 }
 
-/// Installs whichever of the packages for `purposes` are missing. Returns
-/// the ones it installed (none when all were there).
-pub fn ensure(purposes: &[Purpose]) -> Result<Vec<&'static str>, SetupError> {
+/// Installs whichever of the packages for `purposes` are missing.
+pub fn ensure(purposes: &[Purpose]) -> Result<(), SetupError> {
     if std::env::var_os("QUIVER_SKIP_SETUP").is_some() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let wanted = packages(purposes);
     let install_line = format!(
@@ -95,7 +94,7 @@ pub fn ensure(purposes: &[Purpose]) -> Result<Vec<&'static str>, SetupError> {
     }
     let missing: Vec<&str> = wanted.into_iter().filter(|p| !installed(p)).collect();
     if missing.is_empty() {
-        return Ok(missing);
+        return Ok(());
     }
     let list = missing.join(" ");
     let elevate: &[&str] = if is_root() {
@@ -144,7 +143,7 @@ pub fn ensure(purposes: &[Purpose]) -> Result<Vec<&'static str>, SetupError> {
              {install_line}"
         )));
     }
-    Ok(missing)
+    Ok(())
 }
 
 /// Whether dpkg knows the package as installed.

@@ -78,7 +78,9 @@ fn is_broken_pipe(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-fn bar(json: bool) -> Bar {
+/// The progress bar of a command: hidden with `--json` or when stderr is
+/// not a terminal.
+pub(crate) fn bar(json: bool) -> Bar {
     Bar::new(json || !std::io::stderr().is_terminal())
 }
 

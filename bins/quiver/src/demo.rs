@@ -66,6 +66,8 @@ struct Demo<'a> {
     json: bool,
     /// The generated graph.
     graph: PathBuf,
+    /// It opened (and verified) once, by the first step that reads it.
+    opened: std::cell::OnceCell<Graph>,
 }
 
 type StepFn = fn(&Demo<'_>) -> Result<Done>;
@@ -101,6 +103,7 @@ pub fn demo(args: &DemoArgs, json: bool) -> Result<()> {
         args,
         json,
         graph: dir.join("rmat.qcsr"),
+        opened: std::cell::OnceCell::new(),
     };
     let started = quiver_run::Stopwatch::start();
     for (i, (name, run)) in STEPS.iter().enumerate() {
@@ -139,15 +142,22 @@ pub fn demo(args: &DemoArgs, json: bool) -> Result<()> {
 
 impl Demo<'_> {
     fn bar(&self) -> Bar {
-        Bar::new(self.json || !std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        crate::commands::bar(self.json)
     }
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
-    fn open(&self) -> Result<Graph> {
-        Graph::open(&self.graph).with_context(|| format!("opening {}", self.graph.display()))
+    /// The generated graph, opened and verified the first time a step
+    /// asks for it.
+    fn open(&self) -> Result<&Graph> {
+        if let Some(graph) = self.opened.get() {
+            return Ok(graph);
+        }
+        let graph = Graph::open(&self.graph)
+            .with_context(|| format!("opening {}", self.graph.display()))?;
+        Ok(self.opened.get_or_init(|| graph))
     }
 }
 
@@ -183,7 +193,7 @@ fn generate(demo: &Demo<'_>) -> Result<Done> {
 fn convert(demo: &Demo<'_>) -> Result<Done> {
     let graph = demo.open()?;
     let text = demo.path("rmat.txt");
-    let exported = quiver_csr::export_file(&graph, &text, ExportOptions::new(EdgeFormat::Snap))?;
+    let exported = quiver_csr::export_file(graph, &text, ExportOptions::new(EdgeFormat::Snap))?;
     let converted = demo.path("converted.qcsr");
     let options = ConvertOptions {
         min_vertices: u64::from(graph.num_vertices()),
@@ -299,7 +309,7 @@ fn bsp(demo: &Demo<'_>) -> Result<Done> {
     let Values::Reals(ranks) = join(&parts) else {
         bail!("PageRank returned no ranks");
     };
-    let Values::Reals(expected) = reference::run(&graph, &algorithm)? else {
+    let Values::Reals(expected) = reference::run(graph, &algorithm)? else {
         bail!("the reference PageRank returned no ranks");
     };
     let difference = ranks
@@ -345,7 +355,7 @@ fn kv(demo: &Demo<'_>) -> Result<Done> {
         ..quiver_kv::Config::default()
     };
     config.validate()?;
-    quiver_kv::bench::starts(&graph, &config)?;
+    quiver_kv::bench::starts(graph, &config)?;
     let job = JobArgs::local(FabricArg::Loopback, nodes, true).job(nodes)?;
     let task = quiver_kv::bench::JobConfig {
         graph: std::path::absolute(&demo.graph)?,
@@ -399,7 +409,7 @@ fn gtl(demo: &Demo<'_>) -> Result<Done> {
             requests: 20_000,
             ..quiver_gtl::RunConfig::default()
         };
-        quiver_gtl::run(&graph, quiver_gtl::App::RandomReads, &config, &demo.bar())
+        quiver_gtl::run(graph, quiver_gtl::App::RandomReads, &config, &demo.bar())
     };
     let gtl = run(quiver_gtl::Backend::Gtl)?;
     let csr = run(quiver_gtl::Backend::Csr)?;
@@ -455,7 +465,7 @@ async fn meta_steps(demo: &Demo<'_>) -> Result<Done> {
         LocalCluster::spawn(META_SERVERS, &dir, 0, &PlacementArgs::default(), true).await?;
     let vertices = demo.args.meta_vertices;
     let writes = quiver_meta::darshan::generate(vertices, SEED);
-    let before = now_ns();
+    let before = quiver_meta::clock::wall_ns();
     let load = quiver_meta::load::load(
         &client,
         Arc::new(writes),
@@ -501,12 +511,4 @@ async fn meta_steps(demo: &Demo<'_>) -> Result<Done> {
             "query_ms": seconds(now.ns) * 1e3,
         }),
     })
-}
-
-/// Nanoseconds since the epoch, as the meta servers' clocks count.
-fn now_ns() -> u64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -491,6 +491,7 @@ impl LocalCluster {
         }
         let file = dir.join("cluster");
         let data = |i: usize| dir.join(format!("server{i}"));
+        let log = |i: usize| dir.join(format!("server{i}.log"));
         let existing = if file.exists() {
             Some(Membership::read(&file)?)
         } else {
@@ -564,9 +565,8 @@ impl LocalCluster {
                 .arg(data(i))
                 .args(placement.to_args());
             if quiet {
-                let log = dir.join(format!("server{i}.log"));
-                let file = std::fs::File::create(&log)
-                    .with_context(|| format!("creating {}", log.display()))?;
+                let file = std::fs::File::create(log(i))
+                    .with_context(|| format!("creating {}", log(i).display()))?;
                 cmd.stderr(file);
             }
             quiver_verbs::cluster::die_with_parent(&mut cmd);
@@ -580,8 +580,7 @@ impl LocalCluster {
             for (i, child) in cluster.children.iter_mut().enumerate() {
                 if let Some(status) = child.try_wait()? {
                     let said = if quiet {
-                        let log = dir.join(format!("server{i}.log"));
-                        let text = std::fs::read_to_string(&log).unwrap_or_default();
+                        let text = std::fs::read_to_string(log(i)).unwrap_or_default();
                         format!("it said: {}", text.trim())
                     } else {
                         "its error is above".into()

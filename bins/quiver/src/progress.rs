@@ -199,9 +199,9 @@ impl Progress for Bar {
             });
         self.bar.reset();
         self.bar.set_style(style);
-        self.bar.set_length(total.unwrap_or(0));
-        if total.is_none() {
-            self.bar.unset_length();
+        match total {
+            Some(total) => self.bar.set_length(total),
+            None => self.bar.unset_length(),
         }
         self.bar.set_prefix(phase);
         self.bar.set_message("");

@@ -275,18 +275,33 @@ fn shaped(mut spec: quiver_walker::WalkSpec, shape: &WalkShape) -> quiver_walker
 pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
     let bar = Bar::new(json || hidden);
     // Vertices are named as the graph names them: by the dataset's own ids
-    // where it has an id map, in arguments and in reports alike.
+    // where it has an id map, in arguments and in reports alike. Read for
+    // the commands that take or print vertices (a corpus names them in the
+    // walker, which reads the map itself), and no others.
     let graph = command.graph().to_owned();
-    let names = VertexIds::open(&graph).with_context(|| format!("opening {}", graph.display()))?;
+    let names = match &command {
+        WalkCommand::Rwd { .. }
+        | WalkCommand::Ppr { .. }
+        | WalkCommand::Rwr { .. }
+        | WalkCommand::Simrank { .. } => {
+            Some(VertexIds::open(&graph).with_context(|| format!("opening {}", graph.display()))?)
+        }
+        _ => None,
+    };
+    let named = || {
+        names
+            .as_ref()
+            .expect("the commands with vertices read the names")
+    };
     let vertex = |flag: &str, original: u64| {
-        names.dense(original).ok_or_else(|| {
+        named().dense(original).ok_or_else(|| {
             UsageError(format!(
                 "{flag} {original} is not a vertex of {}",
                 graph.display()
             ))
         })
     };
-    let show_top = |o: &quiver_walker::apps::FrequencyOutput| show_top(o, &names);
+    let show_top = |o: &quiver_walker::apps::FrequencyOutput| show_top(o, named());
     macro_rules! go {
         ($engine:expr, $app:expr, $show:expr) => {{
             let engine = $engine;
@@ -295,7 +310,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
                 quiver_walker::run_with_progress(&engine.graph, &config(&engine), &app, &bar)
                     .with_context(|| format!("walking {}", engine.graph.display()))?;
             drop(bar);
-            print_report(&report, json, &names, $show)
+            print_report(&report, json, names.as_ref(), $show)
         }};
     }
     match command {
@@ -318,10 +333,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             length,
             top_k,
         } => {
-            let n = quiver_csr::read_header(&engine.graph)
-                .with_context(|| format!("opening {}", engine.graph.display()))?
-                .num_vertices;
-            let mut app = Domination::new(n, length, top_k);
+            let mut app = Domination::new(named().num_vertices(), length, top_k);
             app.spec = shaped(app.spec, &shape);
             go!(engine, app, show_top)
         }
@@ -412,7 +424,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             print_report(
                 &report,
                 json,
-                &names,
+                None,
                 |o: &quiver_walker::apps::CorpusOutput| {
                     println!(
                     "budget     --mem {} split in halves: one walks, one assembles the rounds' paths",
@@ -465,15 +477,16 @@ fn show_top(o: &quiver_walker::apps::FrequencyOutput, names: &VertexIds) {
 fn print_report<O: Serialize>(
     report: &Report<O>,
     json: bool,
-    names: &VertexIds,
+    names: Option<&VertexIds>,
     show: impl Fn(&O),
 ) -> Result<()> {
     if json {
         let mut value = serde_json::to_value(report).context("serialising the report")?;
         // The top vertices by the graph's own ids, as the lines print them.
-        if let Some(top) = value
+        if let Some((top, names)) = value
             .pointer_mut("/result/top")
             .and_then(serde_json::Value::as_array_mut)
+            .zip(names)
         {
             for ranked in top {
                 if let Some(v) = ranked["vertex"]

@@ -132,6 +132,11 @@ impl VertexIds {
         })
     }
 
+    /// |V|.
+    pub fn num_vertices(&self) -> u32 {
+        self.num_vertices
+    }
+
     /// Whether the graph names its vertices by an id map.
     pub fn has_map(&self) -> bool {
         self.map.is_some()

@@ -162,12 +162,6 @@ impl Output {
         &self.file
     }
 
-    /// Whether the output goes to a file that [`Output::commit`] renames
-    /// into place (not a pipe, a device or standard output).
-    pub fn is_file(&self) -> bool {
-        self.temp.is_some()
-    }
-
     /// Finishes the output: a file is (synced and) renamed over the path,
     /// and a copy of a regular file it replaces keeps that file's mode; a
     /// stream is flushed.
@@ -346,12 +340,16 @@ mod tests {
         std::fs::create_dir(&locked).unwrap();
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
         let inside = locked.join("out.txt");
-        let outcome = written(&inside, Shape::Stream, "x");
-        // Root writes anywhere; anyone else is refused by the kernel.
-        if let Err(err) = outcome {
-            assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
-            assert!(!inside.exists());
+        match written(&inside, Shape::Stream, "x") {
+            // Anyone but root is refused by the kernel, and nothing is made.
+            Err(err) => {
+                assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+                assert!(!inside.exists());
+            }
+            // Root writes anywhere: then the output is whole.
+            Ok(()) => assert_eq!(std::fs::read_to_string(&inside).unwrap(), "x"),
         }
+        assert!(leftovers(&locked).is_empty());
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }

@@ -62,9 +62,7 @@ impl Membership {
     /// A new cluster of servers at `addrs`: a fresh cluster id (from
     /// `seed`, the time and this process), servers `s0`, `s1`, ...
     pub fn fresh(addrs: &[String], seed: u64) -> Membership {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |t| t.as_nanos());
+        let now = crate::clock::wall_ns();
         let stir = format!("{now}/{}/{seed}/{addrs:?}", std::process::id());
         Membership {
             id: format!("{:016x}", crate::place::stable_hash(stir.as_bytes(), seed)),
