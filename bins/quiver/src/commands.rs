@@ -18,7 +18,7 @@ use crate::progress::Bar;
 use quiver_io::size::{format_byte_amount, format_bytes};
 
 use crate::units::seconds;
-use quiver_run::peak_rss_bytes;
+use quiver_run::{peak_rss_bytes, InvalidArgument};
 
 /// An argument combination the driver rejects (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -488,4 +488,19 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
         println!("verified   checksums and targets (at open), distinct targets and finite weights");
     }
     Ok(())
+}
+
+/// `checked`, a setting taken from a flag refused as a usage error named
+/// by the flag (see [`flag_error`]).
+pub fn flagged<T>(checked: Result<T, InvalidArgument>) -> Result<T> {
+    checked.map_err(flag_error)
+}
+
+/// A setting a library refused, as a usage error named by its flag. Each
+/// flag is its setting's name in kebab case (the library's
+/// `depth_fraction` is `--depth-fraction`); the settings that no flag sets
+/// keep defaults the library accepts.
+pub fn flag_error(invalid: InvalidArgument) -> anyhow::Error {
+    let flag = invalid.parameter.replace('_', "-");
+    UsageError(format!("--{flag}: {}", invalid.reason)).into()
 }

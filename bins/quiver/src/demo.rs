@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use crate::cli::DemoArgs;
 use crate::job::{FabricArg, JobArgs};
-use crate::meta::{LocalCluster, PlacementArgs};
+use crate::meta::{spawn_local, PlacementArgs};
 use crate::progress::{self, Bar};
 use crate::units::{seconds, ByteSize};
 
@@ -462,7 +462,7 @@ fn meta(demo: &Demo<'_>) -> Result<Done> {
 async fn meta_steps(demo: &Demo<'_>) -> Result<Done> {
     let dir = demo.path("meta-cluster");
     let (mut cluster, client) =
-        LocalCluster::spawn(META_SERVERS, &dir, 0, &PlacementArgs::default(), true).await?;
+        spawn_local(META_SERVERS, &dir, 0, &PlacementArgs::default(), true).await?;
     let vertices = demo.args.meta_vertices;
     let writes = quiver_meta::darshan::generate(vertices, SEED);
     let before = quiver_meta::clock::wall_ns();

@@ -13,9 +13,8 @@ use quiver_gtl::updates::{self, Config as UpdatesConfig};
 use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdatePath};
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
-use quiver_run::InvalidArgument;
 
-use crate::commands::UsageError;
+use crate::commands::{flagged, UsageError};
 use crate::units::{at_least_one, parse_fraction, seconds, ByteSize};
 use serde::Serialize;
 
@@ -758,17 +757,6 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
 fn parse_vertex(text: &str) -> Result<u64, String> {
     text.parse().map_err(|_| {
         "not a vertex id: give the graph, then the vertex (`quiver gtl get g.qcsr 17`), or the image by --device (`quiver gtl get --device dev.img 17`)".to_string()
-    })
-}
-
-/// `checked`, a setting taken from a flag refused as a usage error named
-/// by the flag. Each flag is its setting's name in kebab case (the
-/// library's `depth_fraction` is `--depth-fraction`); the settings that no
-/// flag sets keep defaults the library accepts.
-fn flagged<T>(checked: Result<T, InvalidArgument>) -> Result<T> {
-    checked.map_err(|e| {
-        let flag = e.parameter.replace('_', "-");
-        UsageError(format!("--{flag}: {}", e.reason)).into()
     })
 }
 

@@ -4,24 +4,24 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::{Graph, GraphSpec, SortOptions};
 use quiver_meta::bench::{BenchConfig, BenchReport, Workload};
 use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
-use quiver_meta::membership::DataLock;
 use quiver_meta::schema::Schema;
 use quiver_meta::server::ServerConfig;
 use quiver_meta::{
-    Client, Engine, Identity, Member, Membership, Partitioner, Travel, TravelOptions, TravelResult,
+    Client, Engine, Identity, LocalCluster, Member, Membership, Partitioner, Travel, TravelOptions,
+    TravelResult,
 };
 use serde::Serialize;
 
-use crate::commands::UsageError;
+use crate::commands::{flag_error, UsageError};
 use crate::progress::Bar;
 use crate::units::{at_least_one, seconds};
 
@@ -427,223 +427,35 @@ async fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// `n` ports on 127.0.0.1, free now, for servers about to start: below the
-/// kernel's range for outgoing connections' local ports
-/// (`ip_local_port_range`), from a place that differs between runs. A port
-/// the kernel calls free (a bind to port 0) lies in that range, and a
-/// 32-server cluster's own connections took one between the probe and its
-/// server's bind ("Address already in use").
-fn free_ports(n: usize) -> Result<Vec<u16>> {
-    const FIRST: u16 = 10_000;
-    let outgoing = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    let span = outgoing.saturating_sub(FIRST);
-    let stir = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.subsec_nanos())
-        ^ std::process::id().wrapping_mul(2_654_435_761);
-    let start = u16::try_from(stir % u32::from(span.max(1))).expect("below a u16");
-    let ports: Vec<u16> = (0..span)
-        .map(|k| FIRST + (start + k) % span)
-        .filter(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
-        .take(n)
-        .collect();
-    if ports.len() < n {
-        bail!(UsageError(format!(
-            "found {} free ports of the {n} wanted between {FIRST} and {outgoing} (where outgoing connections' ports begin); name them with --base-port",
-            ports.len()
-        )));
-    }
-    Ok(ports)
-}
-
-/// Servers running as child processes of this one; dropping it kills them
-/// (and removes a cluster file still being started).
-pub struct LocalCluster {
-    children: Vec<Child>,
-    file: PathBuf,
-    addrs: Vec<String>,
-    /// The cluster file the servers were started with, renamed to `file`
-    /// once every one of them answered; removed if they did not.
-    starting: Option<PathBuf>,
-}
-
-impl LocalCluster {
-    /// Starts `n` servers with data under `dir` and waits until each has
-    /// answered as the server the cluster file names. The data's cluster
-    /// comes back on its own ids at new ports; a new directory gets a new
-    /// cluster. Everything is checked before anything is written: no data
-    /// directory in use, the same number of servers as the data holds,
-    /// free ports. On any failure the existing cluster file is left as it
-    /// was and the servers started are stopped. `quiet` servers write
-    /// their messages to `server{i}.log` under `dir`, not to stderr.
-    pub async fn spawn(
-        n: usize,
-        dir: &Path,
-        base_port: u16,
-        placement: &PlacementArgs,
-        quiet: bool,
-    ) -> Result<(LocalCluster, Client)> {
-        if n == 0 {
-            bail!(UsageError("--servers must be at least 1".into()));
-        }
-        let file = dir.join("cluster");
-        let data = |i: usize| dir.join(format!("server{i}"));
-        let log = |i: usize| dir.join(format!("server{i}.log"));
-        let existing = if file.exists() {
-            Some(Membership::read(&file)?)
-        } else {
-            None
-        };
-        if let Some(existing) = &existing {
-            let k = existing.servers.len();
-            if k != n {
-                bail!(UsageError(format!(
-                    "{} holds a cluster of {k} servers (see {}); start it with --servers {k}",
-                    dir.display(),
-                    file.display()
-                )));
-            }
-        } else if let Some(i) = (0..n).find(|&i| data(i).join("CURRENT").exists()) {
-            bail!(
-                "{} holds a server's data but there is no cluster file {} naming its cluster",
-                data(i).display(),
-                file.display()
-            );
-        }
-        if let Some(i) = (0..n).find(|&i| DataLock::in_use(&data(i))) {
-            bail!(
-                "a cluster is already up on {}: server {i}'s data directory {} is in use (its cluster file: {}); stop it first",
-                dir.display(),
-                data(i).display(),
-                file.display()
-            );
-        }
-        let ports = if base_port == 0 {
-            free_ports(n)?
-        } else {
-            let ports: Vec<u16> = (0..n)
-                .map(|i| {
-                    let offset = u16::try_from(i).ok().and_then(|i| base_port.checked_add(i));
-                    offset.ok_or_else(|| {
-                        UsageError(format!(
-                            "--base-port {base_port} leaves no room for {n} servers"
-                        ))
-                    })
-                })
-                .collect::<Result<_, _>>()?;
-            if let Some(port) = ports
-                .iter()
-                .find(|&&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_err())
-            {
-                bail!("port {port} on 127.0.0.1 is in use; choose another --base-port, or 0 for free ports");
-            }
-            ports
-        };
-        let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let membership = match &existing {
-            Some(existing) => existing.moved_to(&addrs),
-            None => Membership::fresh(&addrs, u64::from(base_port)),
-        };
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let starting = dir.join("cluster.starting");
-        membership.write(&starting)?;
-        let exe = std::env::current_exe().context("finding this program to start servers")?;
-        let mut cluster = LocalCluster {
-            children: Vec::new(),
-            file: file.clone(),
-            addrs: addrs.clone(),
-            starting: Some(starting.clone()),
-        };
-        for (i, addr) in addrs.iter().enumerate() {
-            let mut cmd = Command::new(&exe);
-            cmd.args(["meta", "serve", "--listen", addr, "--cluster"])
-                .arg(&starting)
-                .arg("--data")
-                .arg(data(i))
-                .args(placement.to_args());
-            if quiet {
-                let file = std::fs::File::create(log(i))
-                    .with_context(|| format!("creating {}", log(i).display()))?;
-                cmd.stderr(file);
-            }
-            quiver_verbs::cluster::die_with_parent(&mut cmd);
-            cluster.children.push(
-                cmd.spawn()
-                    .with_context(|| format!("starting server {i}: {cmd:?}"))?,
-            );
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let client = loop {
-            for (i, child) in cluster.children.iter_mut().enumerate() {
-                if let Some(status) = child.try_wait()? {
-                    let said = if quiet {
-                        let text = std::fs::read_to_string(log(i)).unwrap_or_default();
-                        format!("it said: {}", text.trim())
-                    } else {
-                        "its error is above".into()
-                    };
-                    bail!(
-                        "server {i} ({}) exited at start with {status}; {said}",
-                        addrs[i]
-                    );
-                }
-            }
-            match Client::connect(&membership).await {
-                Ok(client) => break client,
-                Err(e) if Instant::now() > deadline => {
-                    return Err(e).context("the cluster's servers did not all answer within 30 s");
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        };
-        std::fs::rename(&starting, &file).with_context(|| format!("writing {}", file.display()))?;
-        cluster.starting = None;
-        Ok((cluster, client))
-    }
-
-    /// Asks every server still running to stop (SIGTERM: they finish
-    /// requests and flush) and waits up to 10 s before killing what is
-    /// left.
-    pub fn stop(&mut self) {
-        for child in &mut self.children {
-            if !matches!(child.try_wait(), Ok(None)) {
-                continue;
-            }
-            // Best effort: `kill` is how a safe program sends SIGTERM.
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for child in &mut self.children {
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
-
-impl Drop for LocalCluster {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            if let Ok(None) = child.try_wait() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        if let Some(starting) = &self.starting {
-            let _ = std::fs::remove_file(starting);
-        }
-    }
+/// Starts `n` servers of `placement` under `dir` as children of this
+/// process (`quiver meta serve`), and connects to them.
+pub async fn spawn_local(
+    n: usize,
+    dir: &Path,
+    base_port: u16,
+    placement: &PlacementArgs,
+    quiet: bool,
+) -> Result<(LocalCluster, Client)> {
+    let exe = std::env::current_exe().context("finding this program to start servers")?;
+    let server_args = placement.to_args();
+    LocalCluster::spawn(n, dir, base_port, quiet, |slot| {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["meta", "serve", "--listen", slot.addr, "--cluster"])
+            .arg(slot.cluster_file)
+            .arg("--data")
+            .arg(slot.data)
+            .args(&server_args);
+        cmd
+    })
+    .await
+    .map_err(|e| match e {
+        quiver_meta::Error::Invalid(invalid) => flag_error(invalid),
+        e => e.into(),
+    })
 }
 
 async fn up(args: UpArgs) -> Result<()> {
-    let (mut cluster, _) = LocalCluster::spawn(
+    let (mut cluster, _) = spawn_local(
         args.servers,
         &args.data,
         args.base_port,
@@ -654,10 +466,10 @@ async fn up(args: UpArgs) -> Result<()> {
     eprintln!(
         "quiver meta: {} servers up ({}), cluster file {}; Ctrl-C stops them",
         args.servers,
-        cluster.addrs.join(", "),
-        cluster.file.display()
+        cluster.addrs().join(", "),
+        cluster.file().display()
     );
-    println!("{}", cluster.file.display());
+    println!("{}", cluster.file().display());
     let mut watch = tokio::time::interval(Duration::from_millis(500));
     let stop = stop_signal();
     tokio::pin!(stop);
@@ -668,11 +480,9 @@ async fn up(args: UpArgs) -> Result<()> {
                 break;
             }
             _ = watch.tick() => {
-                for (i, child) in cluster.children.iter_mut().enumerate() {
-                    if let Some(status) = child.try_wait()? {
-                        cluster.stop();
-                        bail!("server {i} ({}) exited with {status}; stopped the others", cluster.addrs[i]);
-                    }
+                if let Some((i, status)) = cluster.exited()? {
+                    cluster.stop();
+                    bail!("server {i} ({}) exited with {status}; stopped the others", cluster.addrs()[i]);
                 }
             }
         }
@@ -891,7 +701,7 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
         }
         _ => None,
     };
-    let (mut cluster, client) = LocalCluster::spawn(
+    let (mut cluster, client) = spawn_local(
         args.servers,
         &dir.join("servers"),
         0,

@@ -21,6 +21,8 @@
 //! - [`client`]: routing without a lookup service, session semantics, and
 //!   the level-synchronous traversal driver.
 //! - [`travel`]: GTravel, as a builder and as text.
+//! - [`cluster`]: a cluster of server processes on this machine, and
+//!   [`rpc`]: the wire the client and the servers share.
 //! - [`load`], [`darshan`] and [`mod@bench`]: bulk loading with many clients,
 //!   Darshan-like metadata, and the paper's measurements.
 //!
@@ -76,12 +78,14 @@
 pub mod bench;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod darshan;
 mod error;
 pub mod key;
 pub mod load;
 pub mod membership;
 pub mod place;
+pub mod rpc;
 pub mod schema;
 pub mod server;
 pub mod store;
@@ -89,14 +93,9 @@ pub mod travel;
 pub mod tree;
 
 pub use client::{Client, Engine, StepReport, TravelOptions, TravelResult, Write, Written};
+pub use cluster::LocalCluster;
 pub use error::{Error, Result};
 pub use membership::{Identity, Member, Membership};
 pub use place::Partitioner;
 pub use server::{Running, ServerConfig};
 pub use travel::{Filter, GTravel, Test, Travel};
-
-/// The generated gRPC messages, client and server.
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
-pub mod rpc {
-    tonic::include_proto!("quiver.meta");
-}

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use tonic::Status;
 
-use super::{internal, invalid, Shared, TravelState};
+use super::step::TravelState;
+use super::{internal, invalid, Shared};
 use crate::rpc;
 
 /// How long a `Progress` call waits for a busy server to go idle.

@@ -516,7 +516,7 @@ async fn traversal_state_is_dropped_when_ended_or_idle() {
     }
     // A client that dies after sending a frontier, and a batch of a
     // traversal that has ended.
-    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
+    let mut raw = rpc::connect_lazy(c.servers()).unwrap().remove(0);
     let entry = rpc::Entry {
         id: bytes("uid:1000"),
         path: Vec::new(),
@@ -640,7 +640,7 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
         .await
         .unwrap();
     let as_of = c.session();
-    let mut raw = server::connect_lazy(c.servers()).unwrap().remove(0);
+    let mut raw = rpc::connect_lazy(c.servers()).unwrap().remove(0);
     let off = second_step(&mut raw, as_of, 1, false, Duration::from_millis(500)).await;
     assert!(
         off.vertex_reads > 1 && off.edge_reads > off.vertex_reads,
@@ -796,7 +796,7 @@ async fn bad_requests_are_refused_whole() {
             ..Default::default()
         })),
     };
-    for mut raw in server::connect_lazy(c.servers()).unwrap() {
+    for mut raw in rpc::connect_lazy(c.servers()).unwrap() {
         for (session_ts, op, reverse) in [(future, &put, false), (0, &reverse_edge, true)] {
             let request = rpc::WriteRequest {
                 session_ts,
@@ -848,7 +848,7 @@ async fn bad_requests_are_refused_whole() {
         ),
     ];
     let mut adopt_refusals = Vec::new();
-    for mut raw in server::connect_lazy(c.servers()).unwrap() {
+    for mut raw in rpc::connect_lazy(c.servers()).unwrap() {
         for (op, want) in &raw_cases {
             let request = rpc::WriteRequest {
                 session_ts: 0,
@@ -876,7 +876,7 @@ async fn bad_requests_are_refused_whole() {
     }
     // A traversal step along an unknown relation, sent raw to every server
     // (by either engine), is refused too.
-    for mut raw in server::connect_lazy(c.servers()).unwrap() {
+    for mut raw in rpc::connect_lazy(c.servers()).unwrap() {
         let hop = Some(rpc::Hop {
             etype: "likes".into(),
             edge_filters: Vec::new(),
@@ -987,7 +987,7 @@ proptest! {
         use quiver_meta::rpc;
         runtime().block_on(async {
             let cluster = Cluster::start(1, Partitioner::Dido, 4, 2).await;
-            let mut raw_client = server::connect_lazy(cluster.client.servers()).unwrap().remove(0);
+            let mut raw_client = rpc::connect_lazy(cluster.client.servers()).unwrap().remove(0);
             if let Ok(req) = rpc::WriteRequest::decode(raw.as_slice()) {
                 let _ = raw_client.write(req).await;
             }
