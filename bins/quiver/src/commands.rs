@@ -39,6 +39,9 @@ pub fn run(cli: Cli) -> Result<()> {
             | Command::Walk { .. }
             | Command::Bsp { .. }
             | Command::Demo(_)
+            | Command::Meta {
+                command: crate::meta::MetaCommand::Load(_) | crate::meta::MetaCommand::Bench(_)
+            }
     ) {
         crate::progress::catch_interrupts()?;
     }

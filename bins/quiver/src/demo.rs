@@ -497,7 +497,7 @@ async fn meta_steps(demo: &Demo<'_>) -> Result<Done> {
         summary: format!(
             "GraphMeta on {META_SERVERS} servers (free ports, RocksDB each): loaded a Darshan-like graph of {vertices} vertices, {} writes in {:.2} s; the files user 1000's jobs wrote: {files_now} now, {files_then} as of before the load; servers stopped",
             load.acknowledged,
-            seconds(load.wall_ns)
+            seconds(load.summary.wall_ns)
         ),
         by_hand: format!(
             "quiver meta cluster up --servers {META_SERVERS} & quiver meta load --cluster meta-cluster/cluster --generate darshan --vertices {vertices} && quiver meta query --cluster meta-cluster/cluster '{META_QUERY}' [--as-of -1m]"

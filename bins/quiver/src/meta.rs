@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use quiver_csr::{Graph, GraphSpec, SortOptions};
+use quiver_csr::{Graph, SortOptions};
 use quiver_meta::bench::{BenchConfig, BenchReport, Workload};
 use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
 use quiver_meta::schema::Schema;
@@ -92,7 +92,7 @@ pub enum ClusterCommand {
 pub struct PlacementArgs {
     /// Where out-edges go: dido (split toward destinations), edge-cut (all with their
     /// source), vertex-cut (hashed per edge), giga (split into even halves).
-    #[arg(long, default_value = "dido", value_parser = parse_partitioner)]
+    #[arg(long, default_value = ServerConfig::default().partitioner.name(), value_parser = parse_partitioner)]
     pub partitioner: Partitioner,
     /// Virtual nodes on the ring (vertices hash to them; the ring maps them to servers).
     #[arg(long, default_value_t = ServerConfig::default().vnodes)]
@@ -201,7 +201,7 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct UpArgs {
     /// Servers to start.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = quiver_meta::cluster::DEFAULT_SERVERS)]
     pub servers: usize,
     /// Where the servers keep their data (one directory each) and the cluster file.
     #[arg(long, default_value = "meta-cluster")]
@@ -290,7 +290,7 @@ pub struct QueryArgs {
     pub no_prefetch: bool,
     /// sync: level-synchronous steps (the paper's default); async: no barrier, entries flow
     /// on as soon as they are expanded.
-    #[arg(long, default_value = "sync", value_parser = parse_engine)]
+    #[arg(long, default_value = TravelOptions::default().engine.name(), value_parser = parse_engine)]
     pub engine: Engine,
     /// Vertices or paths printed per step (the JSON report has all).
     #[arg(long, default_value_t = 20)]
@@ -312,7 +312,7 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub workload: WorkloadArg,
     /// Servers to start on this machine.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = quiver_meta::cluster::DEFAULT_SERVERS)]
     pub servers: usize,
     #[command(flatten)]
     pub clients: ClientArgs,
@@ -328,10 +328,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "2,4,8", value_delimiter = ',')]
     pub steps: Vec<usize>,
     /// traverse, degrees: log2 of the R-MAT graph's vertices.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = BenchConfig::default().scale)]
     pub scale: u32,
     /// traverse, degrees: edges per vertex.
-    #[arg(long, default_value_t = 16, value_parser = at_least_one::<u64>())]
+    #[arg(long, default_value_t = BenchConfig::default().edge_factor, value_parser = at_least_one::<u64>())]
     pub edge_factor: u64,
     /// degrees: at most this many out-degrees, spread evenly on a log scale (the paper takes
     /// every one; each costs a scan and a 3-step traversal).
@@ -501,7 +501,7 @@ fn print_load(what: &str, r: &LoadReport) {
         r.acknowledged,
         r.vertices,
         r.edges,
-        seconds(r.wall_ns),
+        seconds(r.summary.wall_ns),
         r.writes_per_s,
         r.splits,
         r.rerouted
@@ -670,6 +670,8 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
         files_per_client: args.files_per_client,
         steps: args.steps.clone(),
         degree_samples: args.degree_samples,
+        scale: args.scale,
+        edge_factor: args.edge_factor,
         load: args.clients.config(),
         seed: args.seed,
     };
@@ -682,12 +684,7 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
     let bar = Bar::new(json || quiet);
     let graph = match workload {
         Workload::Traverse | Workload::Degrees => {
-            let spec = GraphSpec::Rmat {
-                scale: args.scale,
-                edge_factor: args.edge_factor,
-                probabilities: (0.45, 0.15, 0.15),
-                permute: true,
-            };
+            let spec = config.graph();
             let path = temp.path().join("rmat.qcsr");
             // A scratch graph, gone with its directory: not fsynced.
             let sort = SortOptions {
@@ -722,8 +719,11 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
 
 fn print_bench(r: &BenchReport) {
     println!(
-        "{:?} on {} servers ({}), {} clients",
-        r.workload, r.servers, r.partitioner, r.clients
+        "{} on {} servers ({}), {} clients",
+        r.workload.name(),
+        r.servers,
+        r.partitioner,
+        r.clients
     );
     print_load("  load", &r.load);
     if let Some(c) = r.creates_per_s {
@@ -733,7 +733,7 @@ fn print_bench(r: &BenchReport) {
         println!("  traversals from {start}:");
         for t in &r.traversals {
             println!(
-                "  {} steps, {:?}{}{}: {:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
+                "  {} steps, {}{}{}: {:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
                 t.steps,
                 t.engine,
                 if t.prefetch { ", prefetch" } else { "" },
@@ -812,5 +812,31 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    /// The bench's flags default to the library's settings: written as
+    /// text only where clap needs it (`--steps`), and checked here.
+    #[test]
+    fn bench_defaults_are_the_librarys() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["quiver", "meta", "bench", "traverse"]).unwrap();
+        let crate::cli::Command::Meta {
+            command: MetaCommand::Bench(args),
+        } = cli.command
+        else {
+            panic!("not meta bench");
+        };
+        let defaults = BenchConfig::default();
+        assert_eq!(args.steps, defaults.steps);
+        assert_eq!(args.scale, defaults.scale);
+        assert_eq!(args.edge_factor, defaults.edge_factor);
+        assert_eq!(args.vertices, defaults.vertices);
+        assert_eq!(args.clients.batch, defaults.load.batch);
+        assert_eq!(args.clients.clients, defaults.load.clients);
+        assert_eq!(
+            args.placement.partitioner,
+            ServerConfig::default().partitioner
+        );
+        assert_eq!(args.servers, quiver_meta::cluster::DEFAULT_SERVERS);
     }
 }

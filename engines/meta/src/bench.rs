@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
-use quiver_csr::Graph;
-use quiver_run::{InvalidArgument, Progress, Unit};
+use quiver_csr::{Graph, GraphSpec};
+use quiver_run::{InvalidArgument, Progress, RunSummary, Unit};
 use serde::Serialize;
 
 use crate::client::{Client, Engine, TravelOptions, Write};
@@ -31,6 +32,18 @@ pub enum Workload {
     Degrees,
 }
 
+impl Workload {
+    /// Its name, as the command line gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Insert => "insert",
+            Workload::Mdtest => "mdtest",
+            Workload::Traverse => "traverse",
+            Workload::Degrees => "degrees",
+        }
+    }
+}
+
 /// The depth of the per-degree traversal (the paper's Figs. 14 and 15).
 pub const DEGREE_TRAVERSAL_STEPS: usize = 3;
 
@@ -45,6 +58,11 @@ pub struct BenchConfig {
     pub steps: Vec<usize>,
     /// Out-degrees sampled (degrees; the paper takes every one).
     pub degree_samples: usize,
+    /// log2 of the vertices of the R-MAT graph traverse and degrees load
+    /// (see [`BenchConfig::graph`]).
+    pub scale: u32,
+    /// Its edges per vertex.
+    pub edge_factor: u64,
     /// Clients and batching.
     pub load: LoadConfig,
     /// Seed of generated data.
@@ -58,6 +76,8 @@ impl Default for BenchConfig {
             files_per_client: 4000,
             steps: vec![2, 4, 8],
             degree_samples: 40,
+            scale: 16,
+            edge_factor: 16,
             load: LoadConfig::default(),
             seed: 1,
         }
@@ -65,6 +85,18 @@ impl Default for BenchConfig {
 }
 
 impl BenchConfig {
+    /// The graph traverse and degrees load: a permuted R-MAT graph of
+    /// `scale` and `edge_factor` with the paper's skew (a = 0.45,
+    /// b = c = 0.15).
+    pub fn graph(&self) -> GraphSpec {
+        GraphSpec::Rmat {
+            scale: self.scale,
+            edge_factor: self.edge_factor,
+            probabilities: (0.45, 0.15, 0.15),
+            permute: true,
+        }
+    }
+
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         self.load.validate()?;
@@ -147,6 +179,11 @@ pub struct BenchReport {
     pub degree_sums: Vec<DegreeSum>,
     /// Counts the servers kept.
     pub totals: ServerTotals,
+    /// The run's times: `load_ns` the loading that precedes traversals,
+    /// `compute_ns` what the workload measures (insert and mdtest measure
+    /// their load, so theirs is all compute).
+    #[serde(flatten)]
+    pub summary: RunSummary,
 }
 
 /// StatComm and StatReads of one operation.
@@ -213,6 +250,10 @@ async fn totals(client: &Client) -> Result<ServerTotals> {
 
 /// Runs `workload` against the cluster `client` is connected to; traverse
 /// needs `graph`.
+///
+/// # Errors
+/// A failed load or traversal; [`crate::Error::Cancelled`] once `progress`
+/// says cancelled (checked after each batch, traversal and degree).
 pub async fn run(
     client: &Client,
     workload: Workload,
@@ -221,6 +262,7 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<BenchReport> {
     config.validate()?;
+    let started = Instant::now();
     let before = totals(client).await?;
     let mut report = BenchReport {
         workload,
@@ -234,7 +276,10 @@ pub async fn run(
         degrees: Vec::new(),
         degree_sums: Vec::new(),
         totals: ServerTotals::default(),
+        summary: RunSummary::default(),
     };
+    // Loading before what is measured (traverse and degrees).
+    let mut load_ns = 0;
     match workload {
         Workload::Insert => {
             let writes = crate::darshan::generate(config.vertices, config.seed);
@@ -276,6 +321,7 @@ pub async fn run(
             })?;
             let writes = Arc::new(graph_writes(graph, "file", "has", config.seed));
             report.load = load(client, writes, config.load, progress).await?;
+            load_ns = report.load.summary.wall_ns;
             report.degrees = degree_rows(client, graph, config.degree_samples, progress).await?;
             report.degree_sums = degree_sums(&report.degrees, u64::from(client.threshold()));
         }
@@ -290,6 +336,7 @@ pub async fn run(
             report.start = Some(String::from_utf8_lossy(&start).into_owned());
             let writes = Arc::new(graph_writes(graph, "file", "has", config.seed));
             report.load = load(client, writes.clone(), config.load, progress).await?;
+            load_ns = report.load.summary.wall_ns;
             let first = client.session();
             for &steps in &config.steps {
                 let travel = GTravel::v([start.clone()]).e("has").repeat(steps);
@@ -306,6 +353,7 @@ pub async fn run(
                     report
                         .traversals
                         .push(traverse(client, &travel, steps, options).await?);
+                    progress.check()?;
                 }
             }
             // A second version of every edge, then the deepest traversal
@@ -315,7 +363,8 @@ pub async fn run(
                 .filter(|w| matches!(w, Write::Edge { .. }))
                 .cloned()
                 .collect();
-            load(client, Arc::new(again), config.load, progress).await?;
+            let again = load(client, Arc::new(again), config.load, progress).await?;
+            load_ns += again.summary.wall_ns;
             let steps = config.steps.iter().copied().max().unwrap_or(2);
             let travel = GTravel::v([start.clone()]).e("has").repeat(steps);
             let newest = TravelOptions::default();
@@ -337,6 +386,14 @@ pub async fn run(
         edges_moved: after.edges_moved - before.edges_moved,
         messages: after.messages - before.messages,
         bytes: after.bytes - before.bytes,
+    };
+    let wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    report.summary = RunSummary {
+        wall_ns,
+        load_ns,
+        compute_ns: wall_ns.saturating_sub(load_ns),
+        threads: config.load.clients,
+        ..RunSummary::default()
     };
     Ok(report)
 }
@@ -391,6 +448,7 @@ async fn degree_rows(
             traversal: Stats::of(&traversal.totals()),
         });
         progress.advance(1);
+        progress.check()?;
     }
     Ok(rows)
 }

@@ -92,14 +92,29 @@ pub enum Engine {
     Async,
 }
 
+impl Engine {
+    /// Its name, as [`str::parse`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Sync => "sync",
+            Engine::Async => "async",
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Engine {
     type Err = String;
     fn from_str(s: &str) -> Result<Engine, String> {
-        match s {
-            "sync" => Ok(Engine::Sync),
-            "async" => Ok(Engine::Async),
-            _ => Err(format!("unknown engine {s:?} (sync, async)")),
-        }
+        [Engine::Sync, Engine::Async]
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| format!("unknown engine {s:?} (sync, async)"))
     }
 }
 

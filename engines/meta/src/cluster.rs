@@ -17,6 +17,9 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::membership::{DataLock, Membership};
 
+/// Servers a local cluster has unless told otherwise.
+pub const DEFAULT_SERVERS: usize = 4;
+
 /// How long the servers of a starting cluster have to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 

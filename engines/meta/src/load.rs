@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use quiver_csr::Graph;
-use quiver_run::{InvalidArgument, Progress, Unit};
+use quiver_run::{InvalidArgument, Progress, RunSummary, Unit};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::Serialize;
@@ -67,8 +67,10 @@ pub struct LoadReport {
     pub splits: u64,
     /// Edges sent again after meeting an unknown split.
     pub rerouted: u64,
-    /// Wall time.
-    pub wall_ns: u64,
+    /// Wall time (all of it compute: a load reads no graph), and the
+    /// clients as threads.
+    #[serde(flatten)]
+    pub summary: RunSummary,
     /// Acknowledged writes per second.
     pub writes_per_s: f64,
     /// The newest timestamp written (a time as of which everything is
@@ -164,8 +166,14 @@ pub async fn load(
         }
     }
     report.acknowledged = report.vertices + report.edges;
-    report.wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    report.writes_per_s = report.acknowledged as f64 / (report.wall_ns as f64 / 1e9).max(1e-9);
+    let wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    report.summary = RunSummary {
+        wall_ns,
+        compute_ns: wall_ns,
+        threads: config.clients,
+        ..RunSummary::default()
+    };
+    report.writes_per_s = report.acknowledged as f64 / (wall_ns as f64 / 1e9).max(1e-9);
     Ok(report)
 }
 
