@@ -16,8 +16,7 @@ use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
 use quiver_meta::schema::Schema;
 use quiver_meta::server::ServerConfig;
 use quiver_meta::{
-    Client, Engine, Identity, LocalCluster, Member, Membership, Partitioner, Travel, TravelOptions,
-    TravelResult,
+    Client, Engine, LocalCluster, Membership, Partitioner, Travel, TravelOptions, TravelResult,
 };
 use serde::Serialize;
 
@@ -33,8 +32,11 @@ pub enum MetaCommand {
   quiver meta serve --listen 127.0.0.1:7400 --data /var/lib/meta0 --cluster cluster.txt
   quiver meta serve --data ./meta                  a one-server cluster on 127.0.0.1:7400
 
-The cluster file has one host:port a line, the same file for every server and client; this
-server is the line equal to --listen. Every server of a cluster must run with the same
+The cluster file (`cluster up` writes one) is the same for every server and client: a
+`cluster ID` line, a `token SECRET` line, and a `server ID HOST:PORT` line a server; this
+server is the line with --listen. Every request carries the token, and servers refuse those
+without it, so the file is the key to the cluster (mode 0600). Without --cluster the server
+is a cluster of its own with no token. Every server of a cluster must run with the same
 --partitioner, --vnodes, --threshold and --schema (clients check).")]
     Serve(ServeArgs),
     /// Run a cluster on this machine.
@@ -380,30 +382,7 @@ async fn stop_signal() -> Result<()> {
 
 async fn serve(args: ServeArgs) -> Result<()> {
     let listen = args.listen.to_string();
-    let (cluster, index) = match &args.cluster {
-        // A cluster of this one server: the one its data belongs to, or a
-        // new one.
-        None => match Identity::read(&args.data)? {
-            Some(identity) => (
-                Membership {
-                    id: identity.cluster,
-                    servers: vec![Member {
-                        id: identity.server,
-                        addr: listen.clone(),
-                    }],
-                },
-                0,
-            ),
-            None => (Membership::fresh(std::slice::from_ref(&listen), 0), 0),
-        },
-        Some(path) => {
-            let cluster = Membership::read(path)?;
-            let index = cluster
-                .index_of(&args.data, &listen)
-                .with_context(|| format!("the cluster file {}", path.display()))?;
-            (cluster, index)
-        }
-    };
+    let (cluster, index) = Membership::of_server(args.cluster.as_deref(), &args.data, &listen)?;
     let servers = cluster.servers.len();
     let config = args
         .placement

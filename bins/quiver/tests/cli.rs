@@ -1630,7 +1630,7 @@ fn cluster_addrs(cluster: &Path) -> Vec<String> {
         .unwrap()
         .lines()
         .map(|l| l.split('#').next().unwrap().trim())
-        .filter(|l| !l.is_empty() && !l.starts_with("cluster "))
+        .filter(|l| !l.is_empty() && !l.starts_with("cluster ") && !l.starts_with("token "))
         .map(|l| l.split_whitespace().last().unwrap().to_string())
         .collect()
 }
@@ -1975,6 +1975,15 @@ fn cluster_up_serves_a_loaded_graph_until(signal: &str) {
     let loaded = meta_load(c, &["--graph", path(&g)]);
     assert_eq!(loaded["vertices"], 34, "{loaded}");
     assert_eq!(loaded["edges"], 156, "{loaded}");
+    // The same servers without the file's token: refused, named.
+    let text = std::fs::read_to_string(&cluster).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("token ")), "{text}");
+    let tokenless = dir.path().join("tokenless");
+    let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with("token ")).collect();
+    std::fs::write(&tokenless, kept.join("\n")).unwrap();
+    let out = quiver(&["meta", "query", "--cluster", path(&tokenless), r#"v("v0")"#]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cluster token"), "{}", stderr(&out));
 
     let mut friends: Vec<String> = std::fs::read_to_string(karate)
         .unwrap()

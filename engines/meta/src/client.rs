@@ -15,13 +15,11 @@ use std::time::Instant;
 
 use quiver_run::InvalidArgument;
 use serde::Serialize;
-use tonic::transport::Channel;
 
 use crate::clock::wall_ns;
 use crate::error::{Error, Result};
 use crate::membership::{shown, Membership};
 use crate::place::{Partitioner, Placement};
-use crate::rpc::meta_client::MetaClient;
 use crate::rpc::{self, connect_lazy, op, split_from, MAX_ID_BYTES};
 use crate::schema::Schema;
 use crate::store::{EdgeVersion, VertexState};
@@ -295,7 +293,7 @@ impl TravelResult {
 struct Inner {
     membership: Membership,
     addrs: Vec<String>,
-    servers: Vec<MetaClient<Channel>>,
+    servers: Vec<rpc::Peer>,
     placement: Placement,
     schema: Schema,
     max_value_bytes: usize,
@@ -323,7 +321,7 @@ impl Client {
             return Err(Error::Cluster("the cluster names no server".into()));
         }
         let addrs = cluster.addrs();
-        let servers = connect_lazy(&addrs)?;
+        let servers = connect_lazy(cluster)?;
         let mut config: Option<(String, u32, u32, String, u64)> = None;
         for (i, (member, server)) in cluster.servers.iter().zip(&servers).enumerate() {
             let addr = &member.addr;

@@ -27,6 +27,7 @@
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use quiver_run::InvalidArgument;
@@ -50,6 +51,10 @@ pub struct Membership {
     pub id: String,
     /// Its servers.
     pub servers: Vec<Member>,
+    /// The shared secret every request carries (`rpc::TOKEN_HEADER`);
+    /// empty for a cluster that takes requests from anyone who reaches
+    /// it (a file from before tokens, or written by hand without one).
+    pub token: String,
 }
 
 /// The file in a data directory naming the server it belongs to.
@@ -60,7 +65,8 @@ const LOCK_FILE: &str = "quiver-meta.lock";
 
 impl Membership {
     /// A new cluster of servers at `addrs`: a fresh cluster id (from
-    /// `seed`, the time and this process), servers `s0`, `s1`, ...
+    /// `seed`, the time and this process), servers `s0`, `s1`, ..., and a
+    /// fresh token.
     pub fn fresh(addrs: &[String], seed: u64) -> Membership {
         let now = crate::clock::wall_ns();
         let stir = format!("{now}/{}/{seed}/{addrs:?}", std::process::id());
@@ -74,6 +80,7 @@ impl Membership {
                     addr: addr.clone(),
                 })
                 .collect(),
+            token: new_token(),
         }
     }
 
@@ -89,10 +96,12 @@ impl Membership {
                     addr: addr.clone(),
                 })
                 .collect(),
+            token: String::new(),
         }
     }
 
-    /// The same cluster with its servers at `addrs` (in order).
+    /// The same cluster with its servers at `addrs` (in order), and a
+    /// token if it had none.
     pub fn moved_to(&self, addrs: &[String]) -> Membership {
         assert_eq!(addrs.len(), self.servers.len(), "one address a server");
         Membership {
@@ -106,6 +115,11 @@ impl Membership {
                     addr: addr.clone(),
                 })
                 .collect(),
+            token: if self.token.is_empty() {
+                new_token()
+            } else {
+                self.token.clone()
+            },
         }
     }
 
@@ -136,6 +150,10 @@ impl Membership {
                 [] => {}
                 ["cluster", id] if membership.id.is_empty() => membership.id = (*id).to_string(),
                 ["cluster", _] => return Err(format!("{}: a second cluster line", at())),
+                ["token", token] if membership.token.is_empty() => {
+                    membership.token = (*token).to_string();
+                }
+                ["token", _] => return Err(format!("{}: a second token line", at())),
                 ["server", id, addr] => {
                     check_addr(addr).map_err(|e| format!("{}: {e}", at()))?;
                     named = true;
@@ -154,7 +172,7 @@ impl Membership {
                 }
                 _ => {
                     return Err(format!(
-                        "{}: {line:?} is not `cluster ID`, `server ID HOST:PORT` or `HOST:PORT`",
+                        "{}: {line:?} is not `cluster ID`, `token SECRET`, `server ID HOST:PORT` or `HOST:PORT`",
                         at()
                     ))
                 }
@@ -184,8 +202,12 @@ impl Membership {
 
     /// The cluster file's text.
     pub fn to_text(&self) -> String {
-        let mut text =
-            String::from("# A quiver meta cluster: its id, then each server's id and address.\n");
+        let mut text = String::from(
+            "# A quiver meta cluster: its id, its token (a secret: whoever has this file may use the cluster), then each server's id and address.\n",
+        );
+        if !self.token.is_empty() {
+            let _ = writeln!(text, "token {}", self.token);
+        }
         if self.id.is_empty() && self.servers.iter().all(|m| m.id == m.addr) {
             for m in &self.servers {
                 let _ = writeln!(text, "{}", m.addr);
@@ -220,17 +242,65 @@ impl Membership {
     }
 
     /// Writes the cluster file at `path`: to a temporary name beside it,
-    /// synced, then renamed, so no reader sees half a file.
+    /// synced, then renamed, so no reader sees half a file. It holds the
+    /// token, so only its owner may read it (mode 0600).
     ///
     /// # Errors
     /// [`Error::Cluster`] naming the file.
     pub fn write(&self, path: &Path) -> Result<()> {
         let temp = path.with_extension("tmp");
         let fail = |e: std::io::Error| Error::Cluster(format!("writing {}: {e}", path.display()));
-        let mut file = File::create(&temp).map_err(fail)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(fail)?;
         file.write_all(self.to_text().as_bytes()).map_err(fail)?;
         file.sync_all().map_err(fail)?;
         std::fs::rename(&temp, path).map_err(fail)
+    }
+
+    /// The cluster and the index of the server that listens at `listen`
+    /// with its data in `data`: by the cluster file at `file`, or without
+    /// one a cluster of this one server, the one its data belongs to or a
+    /// new one (with no token: a lone server takes anyone's requests).
+    ///
+    /// # Errors
+    /// The file's, or [`Membership::index_of`]'s.
+    pub fn of_server(
+        file: Option<&Path>,
+        data: &Path,
+        listen: &str,
+    ) -> Result<(Membership, usize)> {
+        let Some(file) = file else {
+            let cluster = match Identity::read(data)? {
+                Some(identity) => Membership {
+                    id: identity.cluster,
+                    servers: vec![Member {
+                        id: identity.server,
+                        addr: listen.to_string(),
+                    }],
+                    token: String::new(),
+                },
+                None => Membership {
+                    token: String::new(),
+                    ..Membership::fresh(&[listen.to_string()], 0)
+                },
+            };
+            return Ok((cluster, 0));
+        };
+        let cluster = Membership::read(file)?;
+        let index = cluster.index_of(data, listen).map_err(|e| match e {
+            Error::Invalid(invalid) => InvalidArgument::new(
+                "cluster",
+                format!("the cluster file {}: {}", file.display(), invalid.reason),
+            )
+            .into(),
+            e => e,
+        })?;
+        Ok((cluster, index))
     }
 
     /// The server listening at `listen` with its data in `data`: by the
@@ -265,6 +335,23 @@ impl Membership {
             .position(|m| m.addr == listen)
             .ok_or_else(|| refused(format!("{listen} is not an address the cluster file lists")))
     }
+}
+
+/// A new secret: 128 bits from the system's random source, in hex. Falls
+/// back to the time and this process where there is none (no token is
+/// then better than none, if weak).
+fn new_token() -> String {
+    let mut bytes = [0u8; 16];
+    let random = File::open("/dev/urandom").and_then(|mut f| {
+        use std::io::Read as _;
+        f.read_exact(&mut bytes)
+    });
+    if random.is_err() {
+        let stir = format!("{}/{}", crate::clock::wall_ns(), std::process::id());
+        let h = crate::place::stable_hash(stir.as_bytes(), 7);
+        bytes[..8].copy_from_slice(&h.to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A server started with a cluster file that does not list it.
@@ -452,6 +539,31 @@ mod tests {
         assert_eq!(Membership::parse(&moved.to_text()).unwrap(), moved);
     }
 
+    /// A new cluster has a 128-bit token of its own, a moved one keeps
+    /// its token, one without gets one when it moves, and the file that
+    /// holds it is its owner's alone.
+    #[test]
+    fn a_cluster_has_a_secret_token_in_a_private_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let one = Membership::fresh(&addrs(&[7001]), 1);
+        let two = Membership::fresh(&addrs(&[7001]), 1);
+        assert_eq!(one.token.len(), 32);
+        assert!(one.token.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(one.token, two.token);
+        assert_eq!(one.moved_to(&addrs(&[8001])).token, one.token);
+        let old = Membership::of_addresses(&addrs(&[7001]));
+        assert!(old.token.is_empty());
+        let moved = old.moved_to(&addrs(&[8001]));
+        assert_eq!(moved.token.len(), 32);
+        assert_eq!(Membership::parse(&moved.to_text()).unwrap(), moved);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster");
+        one.write(&file).unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(Membership::read(&file).unwrap(), one);
+    }
+
     #[test]
     fn bad_cluster_files_say_what_is_wrong() {
         for (text, says) in [
@@ -471,6 +583,10 @@ mod tests {
             ),
             ("h:1\nserver s1 h:2\n", "mixes bare addresses"),
             ("server s0 h:1 extra\n", "line 1:"),
+            (
+                "token a\ntoken b\nserver s0 h:1\n",
+                "line 2: a second token line",
+            ),
         ] {
             let err = Membership::parse(text).unwrap_err();
             assert!(err.contains(says), "{text:?}: {err}");

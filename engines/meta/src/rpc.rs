@@ -10,21 +10,60 @@ pub use generated::*;
 
 use std::time::Duration;
 
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
-use tonic::Status;
+use tonic::{Request, Status};
 
 use crate::error::{Error, Result};
+use crate::membership::Membership;
 use crate::tree::SplitState;
 use meta_client::MetaClient;
 
 /// The longest vertex id, attribute name or relation accepted.
 pub const MAX_ID_BYTES: usize = 4096;
 
-/// Lazily connected clients to `cluster`, with the timeouts every hop uses.
-pub fn connect_lazy(cluster: &[String]) -> Result<Vec<MetaClient<Channel>>> {
+/// The request header that carries the cluster's token.
+pub const TOKEN_HEADER: &str = "x-quiver-token";
+
+/// A connection to one server, every request carrying the cluster's token.
+pub type Peer = MetaClient<InterceptedService<Channel, Token>>;
+
+/// Adds the cluster's token to each request (none for a cluster without
+/// one).
+#[derive(Clone, Debug)]
+pub struct Token(Option<AsciiMetadataValue>);
+
+impl Interceptor for Token {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(token) = &self.0 {
+            req.metadata_mut().insert(TOKEN_HEADER, token.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// Lazily connected clients to every server of `cluster`, with the
+/// timeouts every hop uses and the cluster's token.
+///
+/// # Errors
+/// [`Error::Address`] for an address that is no endpoint;
+/// [`Error::Cluster`] for a token that cannot be a header.
+pub fn connect_lazy(cluster: &Membership) -> Result<Vec<Peer>> {
+    let token =
+        if cluster.token.is_empty() {
+            None
+        } else {
+            Some(cluster.token.parse().map_err(|_| {
+                Error::Cluster("the cluster file's token is not printable text".into())
+            })?)
+        };
     cluster
+        .servers
         .iter()
-        .map(|addr| {
+        .map(|server| {
+            let addr = &server.addr;
             let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|source| {
                 Error::Address {
                     server: addr.clone(),
@@ -36,11 +75,32 @@ pub fn connect_lazy(cluster: &[String]) -> Result<Vec<MetaClient<Channel>>> {
                 .timeout(Duration::from_secs(120))
                 .tcp_nodelay(true)
                 .connect_lazy();
-            Ok(MetaClient::new(channel)
-                .max_decoding_message_size(256 << 20)
-                .max_encoding_message_size(256 << 20))
+            Ok(MetaClient::with_interceptor(channel, Token(token.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES))
         })
         .collect()
+}
+
+/// The largest request or answer, encoded.
+pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// Whether `req` carries `token` (every request does where the cluster
+/// has none). Compares in time independent of where they differ.
+pub(crate) fn authorized<T>(req: &Request<T>, token: &str) -> bool {
+    if token.is_empty() {
+        return true;
+    }
+    let given = req
+        .metadata()
+        .get(TOKEN_HEADER)
+        .map_or(&[][..], AsciiMetadataValue::as_bytes);
+    given.len() == token.len()
+        && given
+            .iter()
+            .zip(token.as_bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
 }
 
 /// Whether `status` is a refused connection: the request was never sent.
@@ -80,7 +140,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let mut peer = connect_lazy(&[addr]).unwrap().remove(0);
+        let mut peer = connect_lazy(&Membership::of_addresses(&[addr]))
+            .unwrap()
+            .remove(0);
         let status = peer.hello(HelloRequest {}).await.unwrap_err();
         assert!(refused(&status), "{status:?}");
         assert!(!refused(&Status::unavailable("reverse edges wait")));

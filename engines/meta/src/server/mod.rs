@@ -54,14 +54,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prost::Message;
-use tonic::transport::Channel;
-use tonic::{Response, Status};
+use tonic::service::interceptor::InterceptedService;
+use tonic::{Request, Response, Status};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::membership::{DataLock, Identity};
 use crate::place::Placement;
-use crate::rpc::meta_client::MetaClient;
 use crate::rpc::meta_server::MetaServer;
 use crate::rpc::{self, connect_lazy, refused, split_from};
 use crate::store::{EdgeVersion, Store};
@@ -136,7 +135,7 @@ struct Shared {
     splitting: Mutex<HashMap<Vec<u8>, Vec<Queued>>>,
     split_lock: Mutex<()>,
     parts: Mutex<HashMap<Vec<u8>, Parts>>,
-    peers: Vec<MetaClient<Channel>>,
+    peers: Vec<rpc::Peer>,
     travels: Mutex<HashMap<u64, Arc<TravelState>>>,
     /// Traversals their client has ended, with when (ms since start): late
     /// asynchronous batches of them are dropped.
@@ -205,7 +204,7 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
     })?;
     let shared = Arc::new(Shared {
         placement: Placement::new(&config.cluster.ids(), config.vnodes, config.partitioner),
-        peers: connect_lazy(&config.cluster.addrs())?,
+        peers: connect_lazy(&config.cluster)?,
         _lock: lock,
         store,
         clock: Clock::default(),
@@ -236,9 +235,21 @@ impl Opened {
             source: Box::new(e),
         })?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // Every request carries the cluster's token, or is refused before
+        // it is decoded.
+        let token = shared.config.cluster.token.clone();
         let service = MetaServer::new(Service(shared.clone()))
-            .max_decoding_message_size(256 << 20)
-            .max_encoding_message_size(256 << 20);
+            .max_decoding_message_size(rpc::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(rpc::MAX_MESSAGE_BYTES);
+        let service = InterceptedService::new(service, move |req: Request<()>| {
+            if rpc::authorized(&req, &token) {
+                Ok(req)
+            } else {
+                Err(Status::unauthenticated(
+                    "no or a wrong cluster token: a client needs the cluster file the servers were started with",
+                ))
+            }
+        });
         // Once a second: pending reverse edges, and idle traversals.
         let upkeep = {
             let shared = shared.clone();
@@ -336,7 +347,7 @@ impl Shared {
         &self,
         server: usize,
         req: &Req,
-        rpc: impl Fn(MetaClient<Channel>, Req) -> F,
+        rpc: impl Fn(rpc::Peer, Req) -> F,
     ) -> Result<T, Status>
     where
         Req: Message + Clone,
@@ -353,7 +364,7 @@ impl Shared {
         server: usize,
         bytes: u64,
         req: &Req,
-        rpc: impl Fn(MetaClient<Channel>, Req) -> F,
+        rpc: impl Fn(rpc::Peer, Req) -> F,
     ) -> Result<T, Status>
     where
         Req: Message + Clone,
@@ -387,7 +398,7 @@ impl Shared {
         server: usize,
         counts: &mut rpc::StepCounts,
         req: Req,
-        rpc: impl Fn(MetaClient<Channel>, Req) -> F + Send + 'static,
+        rpc: impl Fn(rpc::Peer, Req) -> F + Send + 'static,
     ) where
         Req: Message + Clone + Send + 'static,
         T: Send + 'static,

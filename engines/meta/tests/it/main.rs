@@ -516,7 +516,7 @@ async fn traversal_state_is_dropped_when_ended_or_idle() {
     }
     // A client that dies after sending a frontier, and a batch of a
     // traversal that has ended.
-    let mut raw = rpc::connect_lazy(c.servers()).unwrap().remove(0);
+    let mut raw = rpc::connect_lazy(c.membership()).unwrap().remove(0);
     let entry = rpc::Entry {
         id: bytes("uid:1000"),
         path: Vec::new(),
@@ -586,7 +586,7 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
     /// The counts of step 1 of a traversal from a user to its jobs (step
     /// 0) and on to their processes, with `wait` at the barrier between.
     async fn second_step(
-        raw: &mut rpc::meta_client::MetaClient<tonic::transport::Channel>,
+        raw: &mut rpc::Peer,
         as_of: u64,
         travel: u64,
         prefetch: bool,
@@ -640,7 +640,7 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
         .await
         .unwrap();
     let as_of = c.session();
-    let mut raw = rpc::connect_lazy(c.servers()).unwrap().remove(0);
+    let mut raw = rpc::connect_lazy(c.membership()).unwrap().remove(0);
     let off = second_step(&mut raw, as_of, 1, false, Duration::from_millis(500)).await;
     assert!(
         off.vertex_reads > 1 && off.edge_reads > off.vertex_reads,
@@ -726,6 +726,43 @@ async fn added_types_and_relations_are_stored_reversed_and_followed() {
 }
 
 /// Bad requests get an error that names the problem and store nothing.
+/// Every request must carry the cluster's token: a raw request without it
+/// or with another is refused as unauthenticated by every server, and so
+/// is a client with a cluster file whose token is wrong; the cluster's own
+/// clients are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_the_clusters_token_are_refused() {
+    use quiver_meta::rpc;
+
+    let cluster = Cluster::start(2, Partitioner::Dido, 8, 128).await;
+    let c = &cluster.client;
+    assert_eq!(c.membership().token.len(), 32);
+    c.write(&[vertex("/ok", "file")]).await.unwrap();
+    let mut wrong = c.membership().clone();
+    wrong.token = "0".repeat(32);
+    let mut none = c.membership().clone();
+    none.token = String::new();
+    for stranger in [&wrong, &none] {
+        for mut raw in rpc::connect_lazy(stranger).unwrap() {
+            let status = raw.hello(rpc::HelloRequest {}).await.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+            assert!(status.message().contains("cluster token"), "{status:?}");
+            let write = rpc::WriteRequest {
+                session_ts: 0,
+                ops: Vec::new(),
+                reverse: false,
+            };
+            let status = raw.write(write).await.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+        }
+        let err = Client::connect(stranger).await.unwrap_err();
+        assert!(quiver_run::chain(&err).contains("cluster token"), "{err}");
+    }
+    // Nothing a stranger sent was stored; the cluster still answers.
+    let read = c.read_vertex(b"/ok", None).await.unwrap();
+    assert!(read.is_some());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_whole() {
     use quiver_meta::rpc;
@@ -796,7 +833,7 @@ async fn bad_requests_are_refused_whole() {
             ..Default::default()
         })),
     };
-    for mut raw in rpc::connect_lazy(c.servers()).unwrap() {
+    for mut raw in rpc::connect_lazy(c.membership()).unwrap() {
         for (session_ts, op, reverse) in [(future, &put, false), (0, &reverse_edge, true)] {
             let request = rpc::WriteRequest {
                 session_ts,
@@ -848,7 +885,7 @@ async fn bad_requests_are_refused_whole() {
         ),
     ];
     let mut adopt_refusals = Vec::new();
-    for mut raw in rpc::connect_lazy(c.servers()).unwrap() {
+    for mut raw in rpc::connect_lazy(c.membership()).unwrap() {
         for (op, want) in &raw_cases {
             let request = rpc::WriteRequest {
                 session_ts: 0,
@@ -876,7 +913,7 @@ async fn bad_requests_are_refused_whole() {
     }
     // A traversal step along an unknown relation, sent raw to every server
     // (by either engine), is refused too.
-    for mut raw in rpc::connect_lazy(c.servers()).unwrap() {
+    for mut raw in rpc::connect_lazy(c.membership()).unwrap() {
         let hop = Some(rpc::Hop {
             etype: "likes".into(),
             edge_filters: Vec::new(),
@@ -987,7 +1024,7 @@ proptest! {
         use quiver_meta::rpc;
         runtime().block_on(async {
             let cluster = Cluster::start(1, Partitioner::Dido, 4, 2).await;
-            let mut raw_client = rpc::connect_lazy(cluster.client.servers()).unwrap().remove(0);
+            let mut raw_client = rpc::connect_lazy(cluster.client.membership()).unwrap().remove(0);
             if let Ok(req) = rpc::WriteRequest::decode(raw.as_slice()) {
                 let _ = raw_client.write(req).await;
             }
