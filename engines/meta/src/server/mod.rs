@@ -81,6 +81,9 @@ use service::Service;
 use step::TravelState;
 use write::Queued;
 
+/// How long a stopping server waits for work in flight.
+const WIND_DOWN: Duration = Duration::from_secs(10);
+
 /// One vertex's partitions on this server: the split state as far as this
 /// server knows it (exact for its own partitions), and the edges in each.
 #[derive(Debug, Default)]
@@ -157,8 +160,10 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting requests, finishes those in flight, flushes the
-    /// store, and returns how serving ended.
+    /// Stops accepting requests, finishes those in flight, ends every
+    /// traversal, flushes the store, and returns how serving ended; the
+    /// store is closed by then unless work in flight outlived the wait
+    /// (then a warning says so).
     pub async fn shutdown(mut self) -> Result<()> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -296,6 +301,7 @@ impl Opened {
             upkeep.abort();
             // Its handle on the store must be gone before the store closes.
             let _ = upkeep.await;
+            shared.wind_down().await;
             served.map_err(|e| Error::Serve {
                 addr: addr.to_string(),
                 source: Box::new(e),
@@ -334,6 +340,34 @@ fn node_from(index: u32) -> Result<Node, Status> {
 }
 
 impl Shared {
+    /// After the last request: ends every traversal (prefetchers stop,
+    /// asynchronous workers drop what is queued), then waits up to
+    /// [`WIND_DOWN`] for the work still in flight (acknowledgements,
+    /// deliveries, a worker's batch) to let go of the server, so the store
+    /// closes when serving ends.
+    async fn wind_down(self: &Arc<Self>) {
+        let travels: Vec<u64> = self
+            .travels
+            .lock()
+            .expect("travels lock")
+            .keys()
+            .copied()
+            .collect();
+        for travel in travels {
+            self.end_travel(travel).await;
+        }
+        let deadline = std::time::Instant::now() + WIND_DOWN;
+        while Arc::strong_count(self) > 1 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if Arc::strong_count(self) > 1 {
+            tracing::warn!(
+                "work still running {} s after the server stopped; its store closes when it ends",
+                WIND_DOWN.as_secs()
+            );
+        }
+    }
+
     fn me(&self) -> usize {
         self.config.index
     }

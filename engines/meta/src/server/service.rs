@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use super::validate::check_step;
 use super::{internal, invalid, node_from, printable, Shared};
 use crate::error::Result;
 use crate::key::Section;
@@ -182,6 +183,7 @@ impl Meta for Service {
         req: Request<rpc::FrontierRequest>,
     ) -> Result<Response<rpc::Ack>, Status> {
         let req = req.into_inner();
+        check_step(req.step)?;
         let state = self.0.travel(req.travel);
         state
             .frontier
@@ -197,11 +199,15 @@ impl Meta for Service {
         &self,
         req: Request<rpc::ExpandRequest>,
     ) -> Result<Response<rpc::ExpandReply>, Status> {
-        self.0.expand(req.into_inner()).await.map(Response::new)
+        let req = req.into_inner();
+        check_step(req.step)?;
+        self.0.expand(req).await.map(Response::new)
     }
 
     async fn flow(&self, req: Request<rpc::FlowRequest>) -> Result<Response<rpc::Ack>, Status> {
-        self.0.enqueue(req.into_inner())?;
+        let req = req.into_inner();
+        check_step(req.step)?;
+        self.0.enqueue(req)?;
         Ok(Response::new(rpc::Ack {}))
     }
 
@@ -218,7 +224,9 @@ impl Meta for Service {
         &self,
         req: Request<rpc::RunStepRequest>,
     ) -> Result<Response<rpc::RunStepReply>, Status> {
-        self.0.run_step(req.into_inner()).await.map(Response::new)
+        let req = req.into_inner();
+        check_step(req.step)?;
+        self.0.run_step(req).await.map(Response::new)
     }
 
     async fn end_travel(

@@ -7,6 +7,7 @@ use crate::clock::MAX_SKEW_NS;
 use crate::error::Result;
 use crate::rpc::MAX_ID_BYTES;
 use crate::rpc::{self, op};
+use crate::travel::MAX_HOPS;
 use crate::tree::SplitState;
 
 impl Shared {
@@ -141,5 +142,17 @@ impl Shared {
             )));
         }
         Ok(())
+    }
+}
+
+/// A traversal step from the wire: one a traversal reaches
+/// (`0..=MAX_HOPS`), so the next step's number exists too.
+pub(super) fn check_step(step: u32) -> Result<(), Status> {
+    if usize::try_from(step).is_ok_and(|s| s <= MAX_HOPS) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "step {step} is beyond a traversal's {MAX_HOPS} steps"
+        )))
     }
 }

@@ -2,6 +2,7 @@
 //! 127.0.0.1, each with its own RocksDB, checked against a `BTreeMap` of
 //! every version written.
 
+mod fuzz;
 mod model;
 mod placement;
 mod recovery;
