@@ -69,10 +69,12 @@ impl Shared {
         self: &Arc<Self>,
         group: Vec<(Vec<u8>, rpc::EdgePut)>,
     ) -> Result<(), Error> {
+        self.pause_point("delivery-pending").await;
         let mut known: HashMap<Vec<u8>, SplitState> = HashMap::new();
         let (ids, mut todo): (Vec<Vec<u8>>, Vec<rpc::EdgePut>) = group.into_iter().unzip();
         for _ in 0..64 {
             if todo.is_empty() {
+                self.pause_point("delivery-sent").await;
                 let mut batch = Batch::default();
                 for id in ids {
                     batch.remove_pending(id);

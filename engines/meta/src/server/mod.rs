@@ -81,6 +81,16 @@ use service::Service;
 use step::TravelState;
 use write::Queued;
 
+/// The environment variable that names a point where a server stops its
+/// work for good, after saying so on stderr, so that a test can kill it
+/// there (with SIGKILL) and check what a restart recovers:
+/// `split-adopted` (the right child's server holds the moved edges; the
+/// split is not marked), `split-marked` (the home has marked it; the moved
+/// edges are not deleted here), `delivery-pending` (a group's reverse
+/// edges are stored as pending; none is sent) and `delivery-sent` (all are
+/// written on their servers; the pending entries are not removed).
+pub const PAUSE_AT: &str = "QUIVER_META_PAUSE_AT";
+
 /// How long a stopping server waits for work in flight.
 const WIND_DOWN: Duration = Duration::from_secs(10);
 
@@ -148,6 +158,9 @@ struct Shared {
     instance: u64,
     counters: Counters,
     pending_seq: AtomicU64,
+    /// The point where this server stops for a test to kill it
+    /// ([`PAUSE_AT`]).
+    pause_at: Option<String>,
 }
 
 /// A running server's handle: its address, and a way to stop it.
@@ -224,6 +237,7 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
         instance: Clock::default().read_time(0),
         counters: Counters::default(),
         pending_seq: AtomicU64::new(0),
+        pause_at: std::env::var(PAUSE_AT).ok(),
         config,
     });
     Ok(Opened { shared })
@@ -365,6 +379,18 @@ impl Shared {
                 "work still running {} s after the server stopped; its store closes when it ends",
                 WIND_DOWN.as_secs()
             );
+        }
+    }
+
+    /// Stops here for good if [`PAUSE_AT`] names `point`.
+    async fn pause_point(&self, point: &str) {
+        if self.pause_at.as_deref() == Some(point) {
+            eprintln!(
+                "quiver meta: server {} (pid {}) paused at {point} ({PAUSE_AT})",
+                self.me(),
+                std::process::id()
+            );
+            std::future::pending::<()>().await;
         }
     }
 

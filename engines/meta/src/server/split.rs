@@ -169,6 +169,7 @@ impl Shared {
                 peer.adopt(req).await
             })
             .await?;
+            self.pause_point("split-adopted").await;
         }
         {
             let mut parts = self.parts.lock().expect("parts lock");
@@ -182,6 +183,7 @@ impl Shared {
             p.counts.retain(|(n, _)| *n != node);
         }
         self.mark_split(v, node).await?;
+        self.pause_point("split-marked").await;
         if target != self.me() {
             let mut batch = Batch::default();
             for (key, _) in &moving {
