@@ -141,15 +141,7 @@ impl PlacementArgs {
         index: usize,
         data: PathBuf,
     ) -> Result<ServerConfig> {
-        let schema = match &self.schema {
-            None => Schema::default(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading the schema {}", path.display()))?;
-                Schema::with_additions(&text)
-                    .with_context(|| format!("the schema {}", path.display()))?
-            }
-        };
+        let schema = self.schema()?;
         Ok(ServerConfig {
             cluster,
             index,
@@ -161,6 +153,16 @@ impl PlacementArgs {
             sync: self.sync,
             ..ServerConfig::default()
         })
+    }
+
+    /// The default schema with --schema's additions.
+    fn schema(&self) -> Result<Schema> {
+        let Some(path) = &self.schema else {
+            return Ok(Schema::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the schema {}", path.display()))?;
+        Schema::with_additions(&text).with_context(|| format!("the schema {}", path.display()))
     }
 
     /// The same flags, for a spawned server.
@@ -345,6 +347,11 @@ pub struct BenchArgs {
     /// Keep the servers' data here (default: a temporary directory, removed after).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// insert, mdtest: no servers; write the same keys and values straight into one RocksDB
+    /// in this process, opened as a server opens its store, a WriteBatch a --batch: the
+    /// ceiling the servers' rate is measured against.
+    #[arg(long)]
+    pub raw_rocksdb: bool,
 }
 
 pub fn meta(command: MetaCommand, json: bool, quiet: bool) -> Result<()> {
@@ -427,10 +434,15 @@ pub async fn spawn_local(
         cmd
     })
     .await
-    .map_err(|e| match e {
+    .map_err(flagged)
+}
+
+/// `e`, with a setting the library refused named by its flag.
+fn flagged(e: quiver_meta::Error) -> anyhow::Error {
+    match e {
         quiver_meta::Error::Invalid(invalid) => flag_error(invalid),
         e => e.into(),
-    })
+    }
 }
 
 async fn up(args: UpArgs) -> Result<()> {
@@ -677,33 +689,53 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
         }
         _ => None,
     };
-    let (mut cluster, client) = spawn_local(
-        args.servers,
-        &dir.join("servers"),
-        0,
-        &args.placement,
-        false,
-    )
-    .await?;
+    if args.raw_rocksdb {
+        let schema = args.placement.schema()?;
+        let report = quiver_meta::bench::raw_rocksdb(
+            workload,
+            &config,
+            &schema,
+            args.placement.sync,
+            &dir.join("rocksdb"),
+            &bar,
+        )
+        .map_err(flagged)?;
+        drop(bar);
+        return print_report(&report, json);
+    }
+    // The servers' messages go to server{i}.log beside their data.
+    let (mut cluster, client) =
+        spawn_local(args.servers, &dir.join("servers"), 0, &args.placement, true).await?;
     let report = quiver_meta::bench::run(&client, workload, graph.as_ref(), &config, &bar).await?;
     drop(bar);
     cluster.stop();
+    print_report(&report, json)
+}
+
+fn print_report(report: &BenchReport, json: bool) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print_bench(&report);
+        print_bench(report);
     }
     Ok(())
 }
 
 fn print_bench(r: &BenchReport) {
-    println!(
-        "{} on {} servers ({}), {} clients",
-        r.workload.name(),
-        r.servers,
-        r.partitioner,
-        r.clients
-    );
+    if r.servers == 0 {
+        println!(
+            "{} straight into one RocksDB in this process (no servers)",
+            r.workload.name()
+        );
+    } else {
+        println!(
+            "{} on {} servers ({}), {} clients",
+            r.workload.name(),
+            r.servers,
+            r.partitioner,
+            r.clients
+        );
+    }
     print_load("  load", &r.load);
     if let Some(c) = r.creates_per_s {
         println!("  {c:.0} creates/s");
@@ -750,10 +782,12 @@ fn print_bench(r: &BenchReport) {
             );
         }
     }
-    println!(
-        "  servers: {} splits, {} edges moved, {} messages ({} B) between servers",
-        r.totals.splits, r.totals.edges_moved, r.totals.messages, r.totals.bytes
-    );
+    if r.servers > 0 {
+        println!(
+            "  servers: {} splits, {} edges moved, {} messages ({} B) between servers",
+            r.totals.splits, r.totals.edges_moved, r.totals.messages, r.totals.bytes
+        );
+    }
 }
 
 #[cfg(test)]

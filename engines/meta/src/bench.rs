@@ -6,6 +6,7 @@
 //! 3-step traversal from one vertex of every out-degree (Figs. 12–15).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,8 +15,13 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Unit};
 use serde::Serialize;
 
 use crate::client::{Client, Engine, TravelOptions, Write};
+use crate::clock::Clock;
 use crate::error::Result;
+use crate::key::Section;
 use crate::load::{graph_writes, load, vertex_id, LoadConfig, LoadReport};
+use crate::rpc;
+use crate::schema::Schema;
+use crate::store::{Batch, Store};
 use crate::travel::{GTravel, Travel};
 
 /// What the benchmark measures.
@@ -282,36 +288,12 @@ pub async fn run(
     let mut load_ns = 0;
     match workload {
         Workload::Insert => {
-            let writes = crate::darshan::generate(config.vertices, config.seed);
+            let writes = ingest_writes(workload, config)?;
             report.load = load(client, Arc::new(writes), config.load, progress).await?;
         }
         Workload::Mdtest => {
-            let dir = b"/mdtest".to_vec();
-            client
-                .write(&[Write::Vertex {
-                    id: dir.clone(),
-                    vtype: "directory".into(),
-                    attrs: BTreeMap::new(),
-                }])
-                .await?;
-            let mut writes = Vec::new();
-            // Interleaved by client, as the clients' creates arrive.
-            for i in 0..config.files_per_client {
-                for c in 0..config.load.clients {
-                    let file = format!("/mdtest/c{c}-f{i}").into_bytes();
-                    writes.push(Write::Vertex {
-                        id: file.clone(),
-                        vtype: "file".into(),
-                        attrs: BTreeMap::from([("mode".to_string(), b"0644".to_vec())]),
-                    });
-                    writes.push(Write::Edge {
-                        src: dir.clone(),
-                        etype: "has".into(),
-                        dst: file,
-                        props: BTreeMap::new(),
-                    });
-                }
-            }
+            client.write(&[mdtest_directory()]).await?;
+            let writes = ingest_writes(workload, config)?;
             report.load = load(client, Arc::new(writes), config.load, progress).await?;
             report.creates_per_s = Some(report.load.writes_per_s / 2.0);
         }
@@ -396,6 +378,171 @@ pub async fn run(
         ..RunSummary::default()
     };
     Ok(report)
+}
+
+/// The directory mdtest creates its files in.
+fn mdtest_directory() -> Write {
+    Write::Vertex {
+        id: b"/mdtest".to_vec(),
+        vtype: "directory".into(),
+        attrs: BTreeMap::new(),
+    }
+}
+
+/// What insert and mdtest write (mdtest's directory aside): Darshan-like
+/// metadata, or each client's creates (a file vertex and its directory
+/// edge) interleaved by client, as the clients' creates arrive.
+fn ingest_writes(workload: Workload, config: &BenchConfig) -> Result<Vec<Write>> {
+    match workload {
+        Workload::Insert => Ok(crate::darshan::generate(config.vertices, config.seed)),
+        Workload::Mdtest => {
+            let mut writes = Vec::new();
+            for i in 0..config.files_per_client {
+                for c in 0..config.load.clients {
+                    let file = format!("/mdtest/c{c}-f{i}").into_bytes();
+                    writes.push(Write::Vertex {
+                        id: file.clone(),
+                        vtype: "file".into(),
+                        attrs: BTreeMap::from([("mode".to_string(), b"0644".to_vec())]),
+                    });
+                    writes.push(Write::Edge {
+                        src: b"/mdtest".to_vec(),
+                        etype: "has".into(),
+                        dst: file,
+                        props: BTreeMap::new(),
+                    });
+                }
+            }
+            Ok(writes)
+        }
+        Workload::Traverse | Workload::Degrees => Err(InvalidArgument::new(
+            "raw_rocksdb",
+            format!(
+                "measures insert and mdtest; {} has no ingest",
+                workload.name()
+            ),
+        )
+        .into()),
+    }
+}
+
+/// The ceiling the servers' ingest is measured against: insert's or
+/// mdtest's writes stored by this process straight into one RocksDB in
+/// `dir`, opened as a server opens its store (same options, the WAL, fsync
+/// per batch with `sync`), one WriteBatch a request of `config.load.batch`
+/// writes holding every entry the servers store for them: a vertex's type
+/// and attributes; an edge, its reverse edge, and the reverse edge's
+/// pending entry put and deleted. No validation, no network, no
+/// placement: the most this machine's RocksDB does with the same keys and
+/// values.
+///
+/// # Errors
+/// A workload without an ingest; the store's errors; [`crate::Error::Cancelled`].
+pub fn raw_rocksdb(
+    workload: Workload,
+    config: &BenchConfig,
+    schema: &Schema,
+    sync: bool,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<BenchReport> {
+    config.validate()?;
+    let mut writes = ingest_writes(workload, config)?;
+    let store_error = |source| crate::Error::Store {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let store = Store::open(dir, sync).map_err(store_error)?;
+    if workload == Workload::Mdtest {
+        writes.insert(0, mdtest_directory());
+    }
+    let clock = Clock::default();
+    let started = Instant::now();
+    progress.start("writing to RocksDB", Unit::Ops, Some(writes.len() as u64));
+    let mut seq = 0u64;
+    let mut report = LoadReport::default();
+    for chunk in writes.chunks(config.load.batch) {
+        let ts = clock.stamp(0);
+        let mut batch = Batch::default();
+        for w in chunk {
+            match w {
+                Write::Vertex { id, vtype, attrs } => {
+                    batch.put_type(id, vtype, ts);
+                    for (name, value) in attrs {
+                        let section = if schema.is_static(vtype, name) {
+                            Section::Static
+                        } else {
+                            Section::User
+                        };
+                        batch.put_attr(id, section, name, value, ts);
+                    }
+                    report.vertices += 1;
+                }
+                Write::Edge {
+                    src,
+                    etype,
+                    dst,
+                    props,
+                } => {
+                    batch.put_edge(src, etype, dst, Some(props), ts);
+                    if let Some(Some(reverse)) = schema.relation(etype) {
+                        let back = rpc::EdgePut {
+                            src: dst.clone(),
+                            etype: reverse.to_string(),
+                            dst: src.clone(),
+                            props: props.clone(),
+                            node: 0,
+                            remove: false,
+                            ts,
+                        };
+                        let mut id = ts.to_be_bytes().to_vec();
+                        id.extend_from_slice(&seq.to_be_bytes());
+                        seq += 1;
+                        batch.add_pending(id.clone(), prost::Message::encode_to_vec(&back));
+                        batch.put_edge(dst, reverse, src, Some(props), ts);
+                        batch.remove_pending(id);
+                    }
+                    report.edges += 1;
+                }
+                Write::DeleteVertex { id } => {
+                    batch.delete_vertex(id, &[], ts);
+                    report.vertices += 1;
+                }
+                Write::DeleteEdge { src, etype, dst } => {
+                    batch.put_edge(src, etype, dst, None, ts);
+                    report.edges += 1;
+                }
+            }
+        }
+        store.write(batch).map_err(store_error)?;
+        progress.advance(chunk.len() as u64);
+        progress.check()?;
+    }
+    let wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    report.acknowledged = report.vertices + report.edges;
+    report.writes_per_s = report.acknowledged as f64 / (wall_ns as f64 / 1e9).max(1e-9);
+    report.summary = RunSummary {
+        wall_ns,
+        compute_ns: wall_ns,
+        threads: 1,
+        ..RunSummary::default()
+    };
+    report.ts = clock.read_time(0);
+    let summary = report.summary;
+    Ok(BenchReport {
+        workload,
+        partitioner: "none (one RocksDB, no servers)".into(),
+        servers: 0,
+        clients: 1,
+        creates_per_s: (workload == Workload::Mdtest).then(|| report.writes_per_s / 2.0),
+        load: report,
+        start: None,
+        traversals: Vec::new(),
+        degrees: Vec::new(),
+        degree_sums: Vec::new(),
+        totals: ServerTotals::default(),
+        summary,
+    })
 }
 
 async fn traverse(
