@@ -16,7 +16,7 @@ use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
 use quiver_meta::schema::Schema;
 use quiver_meta::server::ServerConfig;
 use quiver_meta::{
-    Client, Engine, LocalCluster, Membership, Partitioner, Travel, TravelOptions, TravelResult,
+    Client, Engine, LocalCluster, Membership, Partitioner, Travel, TravelAnswer, TravelOptions,
 };
 use serde::Serialize;
 
@@ -527,86 +527,27 @@ async fn load(args: LoadArgs, json: bool, quiet: bool) -> Result<()> {
 }
 
 /// Parses `--as-of`: nanoseconds since the epoch, or an age (`-5m`).
-fn parse_as_of(text: &str) -> Result<u64> {
-    let bad = || {
-        UsageError(format!("--as-of {text:?}: give nanoseconds since the epoch or an age such as -30s, -5m, -2h, -1d"))
-    };
-    let Some(age) = text.strip_prefix('-') else {
-        return text.parse().map_err(|_| bad().into());
-    };
-    let split = age
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(age.len());
-    let (number, unit) = age.split_at(split);
-    let scale = match unit {
-        "ms" => 1e-3,
-        "s" | "" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => return Err(bad().into()),
-    };
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    if !(value.is_finite() && value >= 0.0) {
-        return Err(bad().into());
-    }
-    let back = Duration::from_secs_f64(value * scale);
-    let back = u64::try_from(back.as_nanos()).unwrap_or(u64::MAX);
-    Ok(quiver_meta::clock::wall_ns().saturating_sub(back))
-}
-
 #[derive(Serialize)]
 struct QueryReport<'a> {
     travel: &'a str,
     #[serde(flatten)]
-    result: Printable,
-}
-
-/// A result with ids as text.
-#[derive(Serialize)]
-struct Printable {
-    as_of: u64,
-    marked: Vec<(usize, Vec<String>)>,
-    paths: Vec<Vec<String>>,
-    steps: Vec<quiver_meta::StepReport>,
-    /// The whole traversal's wall time.
-    ns: u64,
-}
-
-fn text(id: &[u8]) -> String {
-    String::from_utf8_lossy(id).into_owned()
-}
-
-impl From<TravelResult> for Printable {
-    fn from(r: TravelResult) -> Printable {
-        Printable {
-            as_of: r.as_of,
-            marked: r
-                .marked
-                .into_iter()
-                .map(|(s, ids)| (s, ids.iter().map(|i| text(i)).collect()))
-                .collect(),
-            paths: r
-                .paths
-                .iter()
-                .map(|p| p.iter().map(|i| text(i)).collect())
-                .collect(),
-            steps: r.steps,
-            ns: r.ns,
-        }
-    }
+    result: TravelAnswer,
 }
 
 async fn query(args: QueryArgs, json: bool) -> Result<()> {
     let travel = Travel::parse(&args.travel)?;
-    let as_of = args.as_of.as_deref().map(parse_as_of).transpose()?;
+    let as_of = args
+        .as_of
+        .as_deref()
+        .map(|text| quiver_meta::clock::as_of_from_text(text).map_err(flag_error))
+        .transpose()?;
     let client = connect(&args.cluster).await?;
     let options = TravelOptions {
         as_of,
         prefetch: !args.no_prefetch,
         engine: args.engine,
     };
-    let result: Printable = client.travel(&travel, options).await?.into();
+    let result: TravelAnswer = client.travel(&travel, options).await?.into();
     if json {
         let report = QueryReport {
             travel: &args.travel,
@@ -793,39 +734,6 @@ fn print_bench(r: &BenchReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `--as-of` takes nanoseconds as they are, an age back from now in
-    /// each unit, and refuses anything else by naming the forms it takes.
-    #[test]
-    fn as_of_reads_nanoseconds_and_ages() {
-        assert_eq!(
-            parse_as_of("1795842621169812556").unwrap(),
-            1_795_842_621_169_812_556
-        );
-        for (age, back_s) in [
-            ("-30s", 30.0),
-            ("-5m", 300.0),
-            ("-2h", 7200.0),
-            ("-1d", 86_400.0),
-            ("-1500ms", 1.5),
-            ("-0.5h", 1800.0),
-        ] {
-            let before = quiver_meta::clock::wall_ns();
-            let at = parse_as_of(age).unwrap();
-            let after = quiver_meta::clock::wall_ns();
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            // ages of a day at most
-            let back = (back_s * 1e9) as u64;
-            assert!(at >= before - back && at <= after - back, "{age}: {at}");
-        }
-        for bad in ["-5y", "yesterday", "-", "--5m", "-inf", "5m"] {
-            let err = parse_as_of(bad).unwrap_err().to_string();
-            assert!(
-                err.contains("give nanoseconds since the epoch or an age"),
-                "{bad}: {err}"
-            );
-        }
-    }
 
     /// The bench's flags default to the library's settings: written as
     /// text only where clap needs it (`--steps`), and checked here.

@@ -186,6 +186,43 @@ pub struct TravelResult {
     pub ns: u64,
 }
 
+/// A traversal's answer with its ids as text (invalid UTF-8 replaced), as
+/// a report prints it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TravelAnswer {
+    /// The snapshot it read.
+    pub as_of: u64,
+    /// For each `rtm()` step and the last: (step, its vertices, sorted).
+    pub marked: Vec<(usize, Vec<String>)>,
+    /// With `return_fp()`: every path, start to end, sorted.
+    pub paths: Vec<Vec<String>>,
+    /// Per step.
+    pub steps: Vec<StepReport>,
+    /// The whole traversal's wall time.
+    pub ns: u64,
+}
+
+impl From<TravelResult> for TravelAnswer {
+    fn from(r: TravelResult) -> TravelAnswer {
+        let text = |id: &Vec<u8>| String::from_utf8_lossy(id).into_owned();
+        TravelAnswer {
+            as_of: r.as_of,
+            marked: r
+                .marked
+                .into_iter()
+                .map(|(s, ids)| (s, ids.iter().map(text).collect()))
+                .collect(),
+            paths: r
+                .paths
+                .iter()
+                .map(|p| p.iter().map(text).collect())
+                .collect(),
+            steps: r.steps,
+            ns: r.ns,
+        }
+    }
+}
+
 /// What each step of `travel` does, on the wire: its filters, its hop
 /// (none at the last), and whether it returns its vertices.
 fn plan(travel: &Travel) -> Vec<rpc::StepSpec> {

@@ -92,7 +92,9 @@ pub mod store;
 pub mod travel;
 pub mod tree;
 
-pub use client::{Client, Engine, StepReport, TravelOptions, TravelResult, Write, Written};
+pub use client::{
+    Client, Engine, StepReport, TravelAnswer, TravelOptions, TravelResult, Write, Written,
+};
 pub use cluster::LocalCluster;
 pub use error::{Error, Result};
 pub use membership::{Identity, Member, Membership};
