@@ -2137,6 +2137,18 @@ fn meta_bench_insert_mdtest_and_traverse_report_their_counts() {
     let mdtest = bench(&["mdtest", "--files-per-client", "50"]);
     assert!(mdtest["creates_per_s"].as_f64().unwrap() > 0.0, "{mdtest}");
 
+    // The ceiling writes the same writes straight into one RocksDB: the
+    // same counts, no servers; a workload without an ingest is refused.
+    let raw = bench(&["insert", "--vertices", "2000", "--raw-rocksdb"]);
+    assert_eq!(raw["servers"], 0, "{raw}");
+    for field in ["vertices", "edges", "acknowledged"] {
+        assert_eq!(raw["load"][field], load[field], "{field}: {raw}");
+    }
+    assert!(raw["load"]["writes_per_s"].as_f64().unwrap() > 0.0, "{raw}");
+    let out = quiver(&["meta", "bench", "traverse", "--raw-rocksdb"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--raw-rocksdb:"), "{}", stderr(&out));
+
     let traverse = bench(&[
         "traverse",
         "--scale",
