@@ -14,7 +14,7 @@ use quiver_csr::{Graph, SortOptions};
 use quiver_meta::bench::{BenchConfig, BenchReport, Workload};
 use quiver_meta::load::{graph_writes, LoadConfig, LoadReport};
 use quiver_meta::schema::Schema;
-use quiver_meta::server::ServerConfig;
+use quiver_meta::server::{Prefetch, ServerConfig};
 use quiver_meta::{
     Client, Engine, LocalCluster, Membership, Partitioner, Travel, TravelAnswer, TravelOptions,
 };
@@ -110,6 +110,11 @@ pub struct PlacementArgs {
     /// killed server loses none either way).
     #[arg(long)]
     pub sync: bool,
+    /// Prefetch a traversal's next step while waiting at the barrier: auto (when this host
+    /// has a core beyond the cluster's servers on it; otherwise the wait is other servers'
+    /// steps, and a prefetch would take their CPU), on, off.
+    #[arg(long, default_value = ServerConfig::default().prefetch.name(), value_parser = parse_prefetch)]
+    pub prefetch: Prefetch,
 }
 
 impl Default for PlacementArgs {
@@ -122,6 +127,7 @@ impl Default for PlacementArgs {
             threshold: defaults.threshold,
             schema: None,
             sync: defaults.sync,
+            prefetch: defaults.prefetch,
         }
     }
 }
@@ -131,6 +137,10 @@ fn parse_engine(text: &str) -> Result<Engine, String> {
 }
 
 fn parse_partitioner(text: &str) -> Result<Partitioner, String> {
+    text.parse()
+}
+
+fn parse_prefetch(text: &str) -> Result<Prefetch, String> {
     text.parse()
 }
 
@@ -151,6 +161,7 @@ impl PlacementArgs {
             threshold: self.threshold,
             schema,
             sync: self.sync,
+            prefetch: self.prefetch,
             ..ServerConfig::default()
         })
     }
@@ -174,6 +185,8 @@ impl PlacementArgs {
             self.vnodes.to_string(),
             "--threshold".into(),
             self.threshold.to_string(),
+            "--prefetch".into(),
+            self.prefetch.name().into(),
         ];
         if let Some(schema) = &self.schema {
             args.extend(["--schema".into(), schema.display().to_string()]);

@@ -75,7 +75,7 @@ mod step;
 mod validate;
 mod write;
 
-pub use config::{ServerConfig, MAX_VNODES};
+pub use config::{Prefetch, ServerConfig, MAX_VNODES};
 use deliver::REDELIVERY_WARN_EVERY;
 use service::Service;
 use step::TravelState;
@@ -90,6 +90,11 @@ use write::Queued;
 /// edges are stored as pending; none is sent) and `delivery-sent` (all are
 /// written on their servers; the pending entries are not removed).
 pub const PAUSE_AT: &str = "QUIVER_META_PAUSE_AT";
+
+/// The cores of this host.
+fn host_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
 
 /// How long a stopping server waits for work in flight.
 const WIND_DOWN: Duration = Duration::from_secs(10);
@@ -161,6 +166,8 @@ struct Shared {
     /// The point where this server stops for a test to kill it
     /// ([`PAUSE_AT`]).
     pause_at: Option<String>,
+    /// Traversals that ask for prefetching get it ([`Prefetch`]).
+    prefetches: bool,
 }
 
 /// A running server's handle: its address, and a way to stop it.
@@ -238,6 +245,9 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
         counters: Counters::default(),
         pending_seq: AtomicU64::new(0),
         pause_at: std::env::var(PAUSE_AT).ok(),
+        prefetches: config
+            .prefetch
+            .enabled(&config.cluster, config.index, host_cores()),
         config,
     });
     Ok(Opened { shared })

@@ -457,7 +457,7 @@ impl Shared {
                     .or_default()
                     .extend(mine);
             }
-            if req.prefetch {
+            if req.prefetch && self.prefetches {
                 self.prefetch(req.travel, step, req.next_hop.clone(), req.as_of);
             }
         }

@@ -10,7 +10,7 @@ mod recovery;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use quiver_meta::server::{self, Running, ServerConfig};
+use quiver_meta::server::{self, Prefetch, Running, ServerConfig};
 use quiver_meta::{
     Client, Engine, Filter, GTravel, Membership, Partitioner, Travel, TravelOptions, Write,
 };
@@ -25,10 +25,12 @@ struct Cluster {
 
 impl Cluster {
     async fn start(n: usize, partitioner: Partitioner, vnodes: u32, threshold: u32) -> Cluster {
+        // Prefetching on whatever the host's cores, so traversals test it.
         let base = ServerConfig {
             partitioner,
             vnodes,
             threshold,
+            prefetch: Prefetch::On,
             ..ServerConfig::default()
         };
         Cluster::start_with(n, base).await
@@ -635,7 +637,11 @@ async fn a_server_waiting_at_the_barrier_has_read_the_next_step() {
         *counts
     }
 
-    let cluster = Cluster::start_with(1, ServerConfig::default()).await;
+    let prefetching = ServerConfig {
+        prefetch: Prefetch::On,
+        ..ServerConfig::default()
+    };
+    let cluster = Cluster::start_with(1, prefetching).await;
     let c = &cluster.client;
     c.write(&quiver_meta::darshan::generate(200, 3))
         .await
