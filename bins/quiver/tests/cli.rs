@@ -1326,10 +1326,11 @@ fn ask_kv(at: &str, args: &[&str]) -> Output {
     quiver(&argv)
 }
 
-/// Waits until the kv store at `at` answers (a minute at most).
-fn wait_for_kv(at: &str) {
+/// Waits until the kv store at `at` answers a get of `vertex` (a minute
+/// at most).
+fn wait_for_kv(at: &str, vertex: &str) {
     let started = std::time::Instant::now();
-    while !ask_kv(at, &["get", "0"]).status.success() {
+    while !ask_kv(at, &["get", vertex]).status.success() {
         assert!(started.elapsed().as_secs() < 60, "the store never answered");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
@@ -1367,7 +1368,7 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     let ask = |args: &[&str]| ask_kv(&at, args);
     // Whatever fails, the store is stopped, so no process outlives the test.
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for_kv(&at);
+        wait_for_kv(&at, "0");
         let get = |on: &str| json(&ask(&["get", &v_text, "--on", on]))["get"].clone();
         // At its home, which no other node has read it from yet.
         let home = json(&ask(&["get", &v_text]))["get"]["placed"]["cost"]["node"]
@@ -1541,7 +1542,7 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
         .unwrap();
     let ask = |args: &[&str]| ask_kv(&at, args);
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for_kv(&at);
+        wait_for_kv(&at, "0");
         let home = |v: u32| {
             json(&ask(&["get", &v.to_string()]))["get"]["placed"]["cost"]["node"]
                 .as_u64()
@@ -2626,6 +2627,121 @@ fn walks_take_and_print_a_datasets_own_ids() {
         .collect();
     assert!(ids.iter().all(|id| (1..=10).contains(id)), "{ids:?}");
     assert!(ids.contains(&10), "{ids:?}");
+}
+
+/// The out-neighbours of `vertex` in the Graphalytics edge file `file`,
+/// sorted: the dataset's own words, to check the engines against.
+fn dataset_neighbours(file: &str, vertex: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = std::fs::read_to_string(graphalytics(file))
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let mut ids = line.split_whitespace().map(|id| id.parse::<u64>().unwrap());
+            (ids.next() == Some(vertex)).then(|| ids.next().unwrap())
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Every engine's command that takes a vertex, on a graph with an id map
+/// (the Graphalytics example, ids 1..=10 at dense 0..=9), answers about the
+/// vertex the dataset names: vertex 3's out-neighbours are 1, 5, 8 and 10
+/// (`example-directed.e`), where dense 3 (the dataset's vertex 4) has none.
+#[test]
+fn every_engine_answers_about_the_vertex_the_dataset_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = directed_example(dir.path());
+    let g = path(&g);
+    let want = dataset_neighbours("example-directed.e", 3);
+    assert_eq!(want, [1, 5, 8, 10]);
+    let numbers = |value: &serde_json::Value| -> Vec<u64> {
+        let mut ids: Vec<u64> = value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_u64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+
+    // bsp: BFS from 3 puts exactly its out-neighbours at depth 1.
+    let depths = dir.path().join("bfs.txt");
+    let out = quiver(&["bsp", "bfs", g, "--source", "3", "-o", path(&depths)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut first: Vec<u64> = std::fs::read_to_string(&depths)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_suffix(" 1")?.parse().ok())
+        .collect();
+    first.sort_unstable();
+    assert_eq!(first, want, "bsp bfs --source 3");
+
+    // walk: one-step walks from 3 visit 3 and its out-neighbours only.
+    let report = json(&quiver(&[
+        "walk", "ppr", g, "--source", "3", "--length", "1", "--stop", "0", "--json",
+    ]));
+    let top = &report["result"]["top"];
+    assert_eq!(top[0]["vertex"], 3, "{report}");
+    let visited: Vec<serde_json::Value> = top.as_array().unwrap()[1..]
+        .iter()
+        .map(|entry| entry["vertex"].clone())
+        .collect();
+    assert_eq!(numbers(&visited.into()), want, "walk ppr --source 3");
+
+    // gtl: the list, as printed.
+    let out = quiver(&["gtl", "get", g, "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("3: [1, 5, 8, 10]\n"), "gtl get 3: {text}");
+
+    // kv: a served store's Get, and a Put naming the dataset's ids.
+    let port = free_ports(1).to_string();
+    let at = format!("127.0.0.1:{port}");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["kv", "serve", g, "--fabric", "loopback", "--nodes", "1"])
+        .args(["--port", &port])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for_kv(&at, "3");
+        let get = |vertex: &str| json(&ask_kv(&at, &["get", vertex]))["get"].clone();
+        let read = get("3");
+        assert_eq!(numbers(&read["neighbours"]), want, "kv get 3: {read}");
+        assert_eq!(read["placed"]["key"], 3, "{read}");
+        let out = ask_kv(&at, &["put", "4", "10"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(numbers(&get("4")["neighbours"]), [10], "kv put 4 10");
+        for (request, named) in [
+            (&["get", "0"][..], "vertex: 0"),
+            (&["put", "3", "11"], "target: 11"),
+        ] {
+            let out = ask_kv(&at, request);
+            assert_eq!(out.status.code(), Some(2), "{request:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains(&format!("{named} is not in the graph")),
+                "{}",
+                stderr(&out)
+            );
+        }
+        assert!(ask_kv(&at, &["stop"]).status.success());
+    }));
+    if let Err(panic) = checked {
+        let _ = serve.kill();
+        if let Ok(out) = serve.wait_with_output() {
+            eprintln!("kv serve said:\n{}", stderr(&out));
+        }
+        std::panic::resume_unwind(panic);
+    }
+    let out = serve.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("try `quiver kv get 1 "),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `gtl get` on a graph with an id map takes and prints the dataset's ids:
