@@ -227,7 +227,7 @@ pub struct BenchArgs {
     /// How long the workers run.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Worker threads per node.
+    /// Worker threads per node (0: one per core).
     #[arg(long, default_value_t = Config::default().threads)]
     pub threads: usize,
     /// Period of the monitor's full reports to the coordinator.

@@ -59,13 +59,14 @@ pub fn run_with_progress<A: WalkApp>(
     progress: &dyn Progress,
 ) -> Result<Report<A::Output>> {
     let clock = Stopwatch::start();
+    let threads = quiver_run::worker_threads(config.threads);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.threads)
+        .num_threads(threads)
         .build()
         .map_err(|e| {
             Error::invalid(
                 "threads",
-                format!("cannot start {} worker threads: {e}", config.threads),
+                format!("cannot start {threads} worker threads: {e}"),
             )
         })?;
     let mut config = config.clone();
