@@ -73,6 +73,15 @@ pub struct InputArgs {
     image: Option<PathBuf>,
 }
 
+/// The device image a command writes or updates: `--device IMAGE`, as
+/// every gtl command names an image.
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// The device image (from `quiver gtl init`).
+    #[arg(long = "device", value_name = "IMAGE")]
+    image: PathBuf,
+}
+
 /// [`InputArgs`] opened.
 enum Input<'a> {
     Graph(Box<Graph>),
@@ -299,14 +308,15 @@ vertices and 550K new edges on 1M and 4.4M.")]
   quiver gtl init g.qcsr --device dev.img --slack 10% --force
   quiver gtl init g.qcsr --device dev.img --geometry 4x2x256x128
 
-The image keeps the simulated device between commands (get, add-edge,
-delete-edge, merge): its programmed pages only, so it is about the size
-of the graph. Opening it mounts it as after a power cut.")]
+The image keeps the simulated device between commands (run, bench, get,
+add-edge, delete-edge, merge, each naming it with --device): its
+programmed pages only, so it is about the size of the graph. Opening it
+mounts it as after a power cut.")]
     Init {
         /// The .qcsr graph.
         graph: PathBuf,
         /// The device image to write.
-        #[arg(long)]
+        #[arg(long = "device", value_name = "IMAGE")]
         device: PathBuf,
         /// The fraction of each graph page left free for growth (0.05 or 5%).
         #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
@@ -322,13 +332,13 @@ of the graph. Opening it mounts it as after a power cut.")]
     },
     /// AddEdge on a device image.
     #[command(after_help = "Examples:
-  quiver gtl add-edge dev.img 3 17
-  quiver gtl add-edge dev.img 3 17 --weight 0.5 --path direct
+  quiver gtl add-edge --device dev.img 3 17
+  quiver gtl add-edge --device dev.img 3 17 --weight 0.5 --path direct
 
 On an undirected graph the edge is added both ways.")]
     AddEdge {
-        /// The device image (from `quiver gtl init`).
-        image: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
         /// The edge's source.
         source: u32,
         /// The edge's target.
@@ -343,11 +353,11 @@ On an undirected graph the edge is added both ways.")]
     },
     /// DeleteEdge on a device image (exit 1 if there is no such edge).
     #[command(after_help = "Examples:
-  quiver gtl delete-edge dev.img 3 17
-  quiver gtl delete-edge dev.img 3 17 --path direct")]
+  quiver gtl delete-edge --device dev.img 3 17
+  quiver gtl delete-edge --device dev.img 3 17 --path direct")]
     DeleteEdge {
-        /// The device image (from `quiver gtl init`).
-        image: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
         /// The edge's source.
         source: u32,
         /// The edge's target.
@@ -359,11 +369,11 @@ On an undirected graph the edge is added both ways.")]
     },
     /// Merge a device image's delta graph into its pages.
     #[command(after_help = "Examples:
-  quiver gtl merge dev.img
-  quiver gtl merge dev.img --groups 100")]
+  quiver gtl merge --device dev.img
+  quiver gtl merge --device dev.img --groups 100")]
     Merge {
-        /// The device image (from `quiver gtl init`).
-        image: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
         /// Merge at most this many dirty page groups (default: all).
         #[arg(long)]
         groups: Option<usize>,
@@ -499,7 +509,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 target,
                 weight,
             };
-            update_image(&image, &update, path.into(), json)
+            update_image(&image.image, &update, path.into(), json)
         }
         GtlCommand::DeleteEdge {
             image,
@@ -507,7 +517,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             target,
             path,
         } => update_image(
-            &image,
+            &image.image,
             &Update::DeleteEdge { source, target },
             path.into(),
             json,
@@ -526,7 +536,10 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             slack,
             seed,
         } => file_reads(&path, &gtl, requests, queue_depth, slack, seed, json),
-        GtlCommand::Merge { image, groups } => {
+        GtlCommand::Merge {
+            image: ImageArgs { image },
+            groups,
+        } => {
             let what = || format!("merging {}", image.display());
             let (mut ssd, _) = Ssd::open(&image).with_context(what)?;
             let (programs, start) = (ssd.flash().counters().programs, ssd.now());

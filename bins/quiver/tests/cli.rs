@@ -1115,11 +1115,13 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
             .collect()
     };
     let before = list("3");
-    run(&["gtl", "add-edge", img, "3", "200"]);
-    run(&["gtl", "add-edge", img, "3", "201", "--path", "direct"]);
+    run(&["gtl", "add-edge", "--device", img, "3", "200"]);
+    run(&[
+        "gtl", "add-edge", "--device", img, "3", "201", "--path", "direct",
+    ]);
     assert_eq!(list("3"), [before.clone(), vec![200, 201]].concat());
     assert!(list("200").contains(&3), "undirected: both ways");
-    run(&["gtl", "merge", img]);
+    run(&["gtl", "merge", "--device", img]);
     let (out, _) = cc("csr");
     assert!(stderr(&out).contains("updated since"), "{}", stderr(&out));
     let reached = |out: std::process::Output| -> serde_json::Value {
@@ -1130,12 +1132,12 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         "--json", "gtl", "run", "bfs", "--device", img, "--source", "3",
     ]));
     assert!(bfs["reached"].as_u64().unwrap() > 1, "{bfs}");
-    run(&["gtl", "delete-edge", img, "3", "200"]);
-    let out = quiver(&["gtl", "delete-edge", img, "3", "200"]);
+    run(&["gtl", "delete-edge", "--device", img, "3", "200"]);
+    let out = quiver(&["gtl", "delete-edge", "--device", img, "3", "200"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no such edge"), "{}", stderr(&out));
     assert_eq!(list("3"), [before, vec![201]].concat());
-    let out = quiver(&["gtl", "add-edge", path(&g), "3", "4"]);
+    let out = quiver(&["gtl", "add-edge", "--device", path(&g), "3", "4"]);
     assert!(
         stderr(&out).contains("not a quiver gtl device image"),
         "{}",
