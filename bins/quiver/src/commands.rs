@@ -29,8 +29,9 @@ pub struct UsageError(pub String);
 pub fn run(cli: Cli) -> Result<()> {
     let json = cli.global.json;
     // The commands whose engines stop when their progress says so, and
-    // remove what they made: Ctrl-C stops them cleanly. The rest (servers,
-    // fixed-length benchmarks) end on Ctrl-C as any program does.
+    // remove what they made: Ctrl-C stops them cleanly. The rest (kv's
+    // servers and benchmarks, whose spawned nodes die with the driver and
+    // which write no file; meta; verbs) end on Ctrl-C as any program does.
     if matches!(
         cli.command,
         Command::Generate(_)
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> Result<()> {
             | Command::Export(_)
             | Command::Walk { .. }
             | Command::Bsp { .. }
+            | Command::Gtl { .. }
             | Command::Demo(_)
     ) {
         crate::progress::catch_interrupts()?;

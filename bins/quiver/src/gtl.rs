@@ -470,6 +470,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let mut ssd = Ssd::new(&config).with_context(what)?;
             let layout = ssd.graph_initialize(&graph).with_context(what)?;
             let csr_pages = ssd.write_csr(&graph).with_context(what)?;
+            crate::progress::check_interrupted()?;
             ssd.save(&device).with_context(what)?;
             let report = InitReport {
                 device: &device,
@@ -544,6 +545,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let (mut ssd, _) = Ssd::open(&image).with_context(what)?;
             let (programs, start) = (ssd.flash().counters().programs, ssd.now());
             let merged = ssd.merge(groups).with_context(what)?;
+            crate::progress::check_interrupted()?;
             ssd.save(&image).with_context(what)?;
             let report = MergeReport {
                 image: &image,
@@ -949,38 +951,13 @@ fn file_reads(
         .with_context(|| format!("writing {}", gtl_path.display()))?;
     let n = graph.num_vertices();
     drop(graph);
-    let batch = queue_depth.max(1) as usize;
-    let mut rows = Vec::new();
-    for (layout, backend) in [("gtl", "uring"), ("csr", "uring"), ("csr", "pread")] {
-        let options = ReadOptions {
-            backend: backend.parse().map_err(anyhow::Error::msg)?,
-            direct: true,
-            queue_depth,
-        };
-        let what = || format!("random reads on the {layout} file by {backend}");
-        let (reads, direct) = if layout == "gtl" {
-            let file = GtlFile::open(gtl_path, &options).with_context(what)?;
-            let direct = file.is_direct();
-            (
-                random_reads(|v| file.get_many(v), n, requests, batch, seed).with_context(what)?,
-                direct,
-            )
-        } else {
-            let file = CsrReader::open(path, &options).with_context(what)?;
-            let direct = file.is_direct();
-            (
-                random_reads(|v| file.get_many(v), n, requests, batch, seed).with_context(what)?,
-                direct,
-            )
-        };
-        rows.push(FileRow {
-            layout,
-            backend,
-            direct,
-            calls_per_s: reads.calls_per_s(),
-            reads,
-        });
+    let rows = read_layouts(path, gtl_path, n, requests, queue_depth, seed);
+    if rows.is_err() && crate::progress::interrupted() {
+        // The GTL file was made for these reads: an interrupted run
+        // leaves nothing behind.
+        let _ = std::fs::remove_file(gtl_path);
     }
+    let rows = rows?;
     if json {
         let report = serde_json::json!({
             "graph": path,
@@ -1023,6 +1000,62 @@ fn file_reads(
     Ok(())
 }
 
+/// `read()`, unless Ctrl-C asked the command to stop.
+fn stoppable<T>(read: impl FnOnce() -> quiver_gtl::Result<T>) -> quiver_gtl::Result<T> {
+    if crate::progress::interrupted() {
+        return Err(quiver_run::Cancelled.into());
+    }
+    read()
+}
+
+/// Random reads on each layout of `gtl_path` (written from the graph at
+/// `path`, of `n` vertices) and on the graph itself as a CSR file; each
+/// batch of reads first checks for Ctrl-C.
+fn read_layouts(
+    path: &Path,
+    gtl_path: &Path,
+    n: u32,
+    requests: u64,
+    queue_depth: u32,
+    seed: u64,
+) -> Result<Vec<FileRow>> {
+    let batch = queue_depth.max(1) as usize;
+    let mut rows = Vec::new();
+    for (layout, backend) in [("gtl", "uring"), ("csr", "uring"), ("csr", "pread")] {
+        let options = ReadOptions {
+            backend: backend.parse().map_err(anyhow::Error::msg)?,
+            direct: true,
+            queue_depth,
+        };
+        let what = || format!("random reads on the {layout} file by {backend}");
+        let (reads, direct) = if layout == "gtl" {
+            let file = GtlFile::open(gtl_path, &options).with_context(what)?;
+            let direct = file.is_direct();
+            (
+                random_reads(|v| stoppable(|| file.get_many(v)), n, requests, batch, seed)
+                    .with_context(what)?,
+                direct,
+            )
+        } else {
+            let file = CsrReader::open(path, &options).with_context(what)?;
+            let direct = file.is_direct();
+            (
+                random_reads(|v| stoppable(|| file.get_many(v)), n, requests, batch, seed)
+                    .with_context(what)?,
+                direct,
+            )
+        };
+        rows.push(FileRow {
+            layout,
+            backend,
+            direct,
+            calls_per_s: reads.calls_per_s(),
+            reads,
+        });
+    }
+    Ok(rows)
+}
+
 /// Opens `image`, runs `update` by `path`, saves the image if it applied,
 /// and reports; an update that names an absent edge fails (exit 1).
 fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> Result<()> {
@@ -1045,6 +1078,7 @@ fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> 
         mount_ns,
     };
     if applied {
+        crate::progress::check_interrupted()?;
         ssd.save(image).with_context(what)?;
     }
     if json {

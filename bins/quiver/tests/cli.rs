@@ -2393,7 +2393,7 @@ fn an_interrupted_command_leaves_nothing_behind() {
         .map(|e| e.unwrap().path())
         .collect();
     let out = |name: &str| path(&dir.path().join(name)).to_string();
-    let commands: [(Vec<String>, &str, i32); 3] = [
+    let commands: [(Vec<String>, &str, i32); 5] = [
         (
             [
                 "generate",
@@ -2443,6 +2443,39 @@ fn an_interrupted_command_leaves_nothing_behind() {
             .to_vec(),
             "INT",
             130,
+        ),
+        // The simulated NAND in a sparse file, removed with the device.
+        (
+            [
+                "gtl",
+                "run",
+                "random-reads",
+                path(&g),
+                "--requests",
+                "1000000000",
+                "--flash-file",
+                &out("flash"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            "INT",
+            130,
+        ),
+        // The GTL file, written for the reads.
+        (
+            [
+                "gtl",
+                "file",
+                path(&g),
+                "--gtl",
+                &out("g.gtl"),
+                "--requests",
+                "1000000000",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "TERM",
+            143,
         ),
     ];
     for (args, signal, code) in commands {
