@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use quiver_csr::VertexIds;
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, WalkSpec};
 
 use crate::error::invalid;
@@ -46,18 +47,44 @@ pub fn bytes(value: Option<&Bound<'_, PyAny>>, parameter: &'static str) -> PyRes
     }
 }
 
-/// Vertex `v` of a graph of `num_vertices`, or a `ValueError` naming
-/// `parameter`.
-pub fn vertex(v: i64, num_vertices: u32, parameter: &'static str) -> PyResult<u32> {
-    u32::try_from(v)
-        .ok()
-        .filter(|&v| v < num_vertices)
-        .ok_or_else(|| {
-            invalid(
-                parameter,
-                format!("vertex {v} is not in the graph (|V| = {num_vertices})"),
-            )
-        })
+/// A vertex as Python names it: any `int` (a dataset's ids span all of
+/// `u64`); a negative one is named in the refusal.
+#[derive(Clone, Copy, Debug, FromPyObject)]
+pub enum Id {
+    /// 0 or more.
+    Id(u64),
+    /// Below 0: no vertex.
+    Negative(i64),
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Id::Id(id) => id.fmt(f),
+            Id::Negative(id) => id.fmt(f),
+        }
+    }
+}
+
+/// The graph's vertex named `v`, or a `ValueError` naming `parameter`:
+/// by the dataset's own ids where the graph has an id map (`names`) and
+/// `dense` is not asked for, by dense index `0..|V|` otherwise.
+pub fn vertex(v: Id, names: &VertexIds, dense: bool, parameter: &'static str) -> PyResult<u32> {
+    let n = names.num_vertices();
+    let by_id = names.has_map() && !dense;
+    let found = match v {
+        Id::Id(id) if by_id => names.dense(id),
+        Id::Id(index) => u32::try_from(index).ok().filter(|&v| v < n),
+        Id::Negative(_) => None,
+    };
+    found.ok_or_else(|| {
+        let how = if by_id {
+            format!("it names its {n} vertices by the dataset's own ids; dense=True takes an index")
+        } else {
+            format!("|V| = {n}")
+        };
+        invalid(parameter, format!("vertex {v} is not in the graph ({how})"))
+    })
 }
 
 /// The walker's settings every walk method takes.
