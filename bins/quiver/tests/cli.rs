@@ -2400,8 +2400,10 @@ fn an_interrupted_command_leaves_nothing_behind() {
                 "rmat",
                 "--scale",
                 "21",
+                // Runs of 8 times the budget: spilled, and within the
+                // 10 times generate allows.
                 "--mem",
-                "16MiB",
+                "32MiB",
                 "-o",
                 &out("big.qcsr"),
             ]
@@ -2498,6 +2500,35 @@ fn an_interrupted_command_leaves_nothing_behind() {
             .collect();
         assert_eq!(now, before, "{args:?} left files behind");
     }
+}
+
+/// `generate complete --vertices 100000` (10^10 edges) is refused before
+/// an edge is drawn, with its sizes, and leaves nothing behind.
+#[test]
+fn generate_refuses_up_front_what_its_budget_cannot_sort() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.qcsr");
+    let mut child = spawn_with_tmpdir(
+        &[
+            "generate",
+            "complete",
+            "--vertices",
+            "100000",
+            "-o",
+            path(&out),
+        ],
+        dir.path(),
+    );
+    let status = exit_within_a_minute(&mut child, "generate complete");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("9999900000 edges, a 37.3 GiB graph, sorted through 74.5 GiB of runs"),
+        "{err}"
+    );
+    assert!(err.contains("give --mem 7630MiB or more"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 /// The README's transcripts that do not depend on time or machine are
