@@ -9,7 +9,6 @@ use pyo3::prelude::*;
 use quiver_bsp::{Algorithm, Values};
 
 use crate::graph::Graph;
-use crate::options::Id;
 use crate::run::run;
 
 /// Runs `algorithm` on `graph` with `threads` workers (default: one per
@@ -60,7 +59,7 @@ fn compute<'py>(
 fn bfs<'py>(
     py: Python<'py>,
     graph: &Bound<'py, Graph>,
-    source: Id,
+    source: &Bound<'py, PyAny>,
     threads: Option<usize>,
     dense: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -111,7 +110,7 @@ fn wcc<'py>(
 fn sssp<'py>(
     py: Python<'py>,
     graph: &Bound<'py, Graph>,
-    source: Id,
+    source: &Bound<'py, PyAny>,
     threads: Option<usize>,
     dense: bool,
 ) -> PyResult<Bound<'py, PyAny>> {

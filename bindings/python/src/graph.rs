@@ -16,7 +16,7 @@ use quiver_walker::apps::{self, RawWalks, SimRank, VisitFrequency};
 use tempfile::TempPath;
 
 use crate::error::{error, invalid};
-use crate::options::{count, vertex, walk_spec, Id, SortArgs, WalkerArgs};
+use crate::options::{count, vertex, walk_spec, SortArgs, WalkerArgs};
 use crate::run::run;
 
 /// A directed graph in a `.qcsr` file (checksummed CSR), opened and
@@ -170,7 +170,7 @@ impl Graph {
     pub fn vertex(
         &self,
         py: Python<'_>,
-        v: Id,
+        v: &Bound<'_, PyAny>,
         parameter: &'static str,
         dense: bool,
     ) -> PyResult<u32> {
@@ -507,7 +507,7 @@ impl Graph {
     /// Out-degree of vertex `v` (by the dataset's id where the graph has
     /// an id map; `dense=True`: by index).
     #[pyo3(signature = (v, *, dense=false))]
-    fn degree(&self, py: Python<'_>, v: Id, dense: bool) -> PyResult<u64> {
+    fn degree(&self, py: Python<'_>, v: &Bound<'_, PyAny>, dense: bool) -> PyResult<u64> {
         let v = self.vertex(py, v, "v", dense)?;
         Ok(self.csr(py)?.degree(v))
     }
@@ -526,7 +526,12 @@ impl Graph {
     /// id map a `uint64` array of the dataset's ids (`v` named by its id
     /// too). `dense=True`: `v` an index, and the view.
     #[pyo3(signature = (v, *, dense=false))]
-    fn neighbors<'py>(&self, py: Python<'py>, v: Id, dense: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn neighbors<'py>(
+        &self,
+        py: Python<'py>,
+        v: &Bound<'py, PyAny>,
+        dense: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let v = self.vertex(py, v, "v", dense)?;
         if let Some(names) = self.by_id(py, dense)? {
             let ids: Vec<u64> = self
@@ -548,7 +553,7 @@ impl Graph {
     fn edge_weights<'py>(
         &self,
         py: Python<'py>,
-        v: Id,
+        v: &Bound<'py, PyAny>,
         dense: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let v = self.vertex(py, v, "v", dense)? as usize;
@@ -718,7 +723,7 @@ impl Graph {
     fn ppr<'py>(
         &self,
         py: Python<'py>,
-        source: Id,
+        source: &Bound<'py, PyAny>,
         walks: i64,
         length: i64,
         stop: f64,
@@ -757,7 +762,7 @@ impl Graph {
     fn rwr<'py>(
         &self,
         py: Python<'py>,
-        source: Id,
+        source: &Bound<'py, PyAny>,
         walks: i64,
         length: i64,
         restart: f64,
@@ -796,8 +801,8 @@ impl Graph {
     fn simrank<'py>(
         &self,
         py: Python<'py>,
-        a: Id,
-        b: Id,
+        a: &Bound<'py, PyAny>,
+        b: &Bound<'py, PyAny>,
         walks: i64,
         length: i64,
         decay: f64,

@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyInt, PyString};
 use quiver_csr::VertexIds;
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, WalkSpec};
 
@@ -47,35 +48,30 @@ pub fn bytes(value: Option<&Bound<'_, PyAny>>, parameter: &'static str) -> PyRes
     }
 }
 
-/// A vertex as Python names it: any `int` (a dataset's ids span all of
-/// `u64`); a negative one is named in the refusal.
-#[derive(Clone, Copy, Debug, FromPyObject)]
-pub enum Id {
-    /// 0 or more.
-    Id(u64),
-    /// Below 0: no vertex.
-    Negative(i64),
-}
-
-impl std::fmt::Display for Id {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Id::Id(id) => id.fmt(f),
-            Id::Negative(id) => id.fmt(f),
-        }
+/// The graph's vertex named `v` (any Python `int`: a dataset's ids span
+/// all of `u64`), or a `ValueError` naming `parameter` (a `TypeError` for
+/// what is not an `int`): by the dataset's own ids where the graph has an
+/// id map (`names`) and `dense` is not asked for, by dense index `0..|V|`
+/// otherwise.
+pub fn vertex(
+    v: &Bound<'_, PyAny>,
+    names: &VertexIds,
+    dense: bool,
+    parameter: &'static str,
+) -> PyResult<u32> {
+    if !v.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{parameter}: a vertex is an int, not {}",
+            v.get_type().name()?
+        )));
     }
-}
-
-/// The graph's vertex named `v`, or a `ValueError` naming `parameter`:
-/// by the dataset's own ids where the graph has an id map (`names`) and
-/// `dense` is not asked for, by dense index `0..|V|` otherwise.
-pub fn vertex(v: Id, names: &VertexIds, dense: bool, parameter: &'static str) -> PyResult<u32> {
     let n = names.num_vertices();
     let by_id = names.has_map() && !dense;
-    let found = match v {
-        Id::Id(id) if by_id => names.dense(id),
-        Id::Id(index) => u32::try_from(index).ok().filter(|&v| v < n),
-        Id::Negative(_) => None,
+    let found = match v.extract::<u64>() {
+        Ok(id) if by_id => names.dense(id),
+        Ok(index) => u32::try_from(index).ok().filter(|&v| v < n),
+        // Negative, or past u64.
+        Err(_) => None,
     };
     found.ok_or_else(|| {
         let how = if by_id {

@@ -50,6 +50,10 @@ def test_lists_take_and_give_the_datasets_ids(example):
             call()
     with pytest.raises(ValueError, match=r"\|V\| = 10"):
         g.degree(10, dense=True)
+    with pytest.raises(ValueError, match="vertex 18446744073709551616 is not in the graph"):
+        g.degree(2**64)
+    with pytest.raises(TypeError, match="v: a vertex is an int, not float"):
+        g.degree(1.5)
 
 
 def test_walks_name_the_datasets_vertices(example):
