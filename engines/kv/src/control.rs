@@ -16,11 +16,11 @@
 //! asked, when node 0 is gone).
 //!
 //! Requests and answers name vertices as the graph does: by the dataset's
-//! own ids where the graph has an id map, by
-//! their dense index otherwise. A node translates them to the store's
-//! dense keys and back; a vertex the graph lacks is refused
-//! ([`Response::Refused`]), which [`Client::call`] returns as an
-//! [`Error::InvalidArgument`] naming the request's parameter.
+//! own ids where the graph has an id map, by their dense index otherwise.
+//! A node translates them to the store's dense keys and back; a vertex the
+//! graph lacks is refused ([`Response::Refused`]), which [`Client::call`]
+//! returns as an [`Error::InvalidArgument`] naming the request's
+//! parameter.
 //!
 //! No policy runs in a serve job: values move only when asked to.
 
