@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 use quiver_csr::format::Section;
+use quiver_csr::VertexIds;
 use quiver_walker::apps::{self, RawWalks, SimRank, VisitFrequency};
 use tempfile::TempPath;
 
@@ -19,8 +20,12 @@ use crate::options::{count, vertex, walk_spec, SortArgs, WalkerArgs};
 use crate::run::run;
 
 /// A directed graph in a `.qcsr` file (checksummed CSR), opened and
-/// verified. Vertices are `0..len(g)`; `offsets`, `targets`, `weights`
-/// and `original_ids` are read-only numpy views of the file.
+/// verified. Vertices are stored as dense indexes `0..len(g)`; `offsets`,
+/// `targets`, `weights` and `original_ids` are read-only numpy views of
+/// the file. Where the graph has an id map (a Graphalytics dataset),
+/// every method that takes or returns vertices names them by the
+/// dataset's own ids, or by dense index with `dense=True`; arrays indexed
+/// by vertex are in dense order (entry `i` is vertex `original_ids[i]`).
 #[pyclass(frozen, module = "quiver")]
 pub struct Graph {
     /// Its file: the walker reads graphs from files.
@@ -33,6 +38,9 @@ pub struct Graph {
     mapped: PyOnceLock<quiver_csr::Graph>,
     /// The sections as numpy arrays, made on first use.
     views: PyOnceLock<Views>,
+    /// How the graph names its vertices (its id map alone), read on first
+    /// use.
+    names: PyOnceLock<VertexIds>,
     /// The file of a graph made without a path, removed when the graph
     /// goes.
     temp: Option<TempPath>,
@@ -78,6 +86,10 @@ struct Views {
     original_ids: Option<Py<PyAny>>,
 }
 
+/// Pads a walk named by the dataset's ids (`Graph.walks` on a graph with
+/// an id map) after it stopped early: `2**64 - 1`.
+pub const NO_ID: u64 = u64::MAX;
+
 /// Where a graph is written: `path`, or a fresh temporary file that the
 /// graph removes when it goes.
 pub fn output(path: Option<PathBuf>) -> PyResult<(PathBuf, Option<TempPath>)> {
@@ -119,6 +131,7 @@ impl Graph {
             shape,
             mapped: PyOnceLock::new(),
             views: PyOnceLock::new(),
+            names: PyOnceLock::new(),
             temp,
         }
     }
@@ -138,8 +151,30 @@ impl Graph {
         })
     }
 
-    fn vertex(&self, v: i64, parameter: &'static str) -> PyResult<u32> {
-        vertex(v, self.shape.num_vertices, parameter)
+    /// How the graph names its vertices: its header and id map alone,
+    /// read (and verified) on first use, so that walking a graph does not
+    /// map it.
+    fn names(&self, py: Python<'_>) -> PyResult<&VertexIds> {
+        self.names
+            .get_or_try_init(py, || run(py, |_| VertexIds::open(&self.path)))
+    }
+
+    /// The names to give vertices a method returns: the id map's, unless
+    /// the graph has none or `dense` asks for indexes.
+    pub fn by_id(&self, py: Python<'_>, dense: bool) -> PyResult<Option<&VertexIds>> {
+        let names = self.names(py)?;
+        Ok((names.has_map() && !dense).then_some(names))
+    }
+
+    /// The dense index of the vertex `v` names (see [`vertex`]).
+    pub fn vertex(
+        &self,
+        py: Python<'_>,
+        v: &Bound<'_, PyAny>,
+        parameter: &'static str,
+        dense: bool,
+    ) -> PyResult<u32> {
+        vertex(v, self.names(py)?, dense, parameter)
     }
 
     fn views(&self, py: Python<'_>) -> PyResult<&Views> {
@@ -469,9 +504,11 @@ impl Graph {
             .map(|w| w.bind(py).clone()))
     }
 
-    /// Out-degree of vertex `v`.
-    fn degree(&self, py: Python<'_>, v: i64) -> PyResult<u64> {
-        let v = self.vertex(v, "v")?;
+    /// Out-degree of vertex `v` (by the dataset's id where the graph has
+    /// an id map; `dense=True`: by index).
+    #[pyo3(signature = (v, *, dense=false))]
+    fn degree(&self, py: Python<'_>, v: &Bound<'_, PyAny>, dense: bool) -> PyResult<u64> {
+        let v = self.vertex(py, v, "v", dense)?;
         Ok(self.csr(py)?.degree(v))
     }
 
@@ -484,17 +521,42 @@ impl Graph {
             .into_pyarray(py))
     }
 
-    /// Vertex `v`'s out-neighbours, sorted: a read-only view of `targets`.
-    fn neighbors<'py>(&self, py: Python<'py>, v: i64) -> PyResult<Bound<'py, PyAny>> {
-        let v = self.vertex(v, "v")? as usize;
+    /// Vertex `v`'s out-neighbours, in the order of `targets` (sorted by
+    /// index): a read-only view of `targets`, or where the graph has an
+    /// id map a `uint64` array of the dataset's ids (`v` named by its id
+    /// too). `dense=True`: `v` an index, and the view.
+    #[pyo3(signature = (v, *, dense=false))]
+    fn neighbors<'py>(
+        &self,
+        py: Python<'py>,
+        v: &Bound<'py, PyAny>,
+        dense: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let v = self.vertex(py, v, "v", dense)?;
+        if let Some(names) = self.by_id(py, dense)? {
+            let ids: Vec<u64> = self
+                .csr(py)?
+                .neighbors(v)
+                .iter()
+                .map(|&t| names.original(t))
+                .collect();
+            return Ok(ids.into_pyarray(py).into_any());
+        }
         let offsets = self.csr(py)?.offsets();
+        let v = v as usize;
         Graph::slice(py, &self.views(py)?.targets, offsets[v], offsets[v + 1])
     }
 
     /// The weights of vertex `v`'s out-edges (beside `neighbors(v)`), or
-    /// `None` for an unweighted graph.
-    fn edge_weights<'py>(&self, py: Python<'py>, v: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let v = self.vertex(v, "v")? as usize;
+    /// `None` for an unweighted graph. `v` as `neighbors` takes it.
+    #[pyo3(signature = (v, *, dense=false))]
+    fn edge_weights<'py>(
+        &self,
+        py: Python<'py>,
+        v: &Bound<'py, PyAny>,
+        dense: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let v = self.vertex(py, v, "v", dense)? as usize;
         let offsets = self.csr(py)?.offsets();
         match &self.views(py)?.weights {
             Some(weights) => Ok(Some(Graph::slice(py, weights, offsets[v], offsets[v + 1])?)),
@@ -507,6 +569,10 @@ impl Graph {
     /// vertex `i // walks_per_vertex`, a vertex a column; a walk that
     /// stopped early (at a vertex without out-edges, with
     /// `dead_end="stop"`) is padded with `quiver.NO_VERTEX` (2**32 - 1).
+    /// Where the graph has an id map, the walks are a `uint64` array of
+    /// the dataset's ids instead, padded with `quiver.NO_ID` (2**64 - 1;
+    /// a graph with a vertex of that id refuses and takes `dense=True`);
+    /// `dense=True` returns the indexes.
     ///
     /// `p` and `q` are Node2Vec's return and in-out parameters (both 1:
     /// first-order DeepWalk walks); `weighted` draws edges by weight;
@@ -522,7 +588,7 @@ impl Graph {
     /// `"graphwalker"` (default),
     /// `"iteration"` or `"memory"`; `threads` defaults to one per core.
     /// The array itself is allocated once, beyond the budget.
-    #[pyo3(signature = (walks_per_vertex=10, length=80, *, p=1.0, q=1.0, weighted=false, dead_end="stop", seed=None, mem=None, threads=None, mode=None, work_dir=None))]
+    #[pyo3(signature = (walks_per_vertex=10, length=80, *, p=1.0, q=1.0, weighted=false, dead_end="stop", seed=None, mem=None, threads=None, mode=None, work_dir=None, dense=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn walks<'py>(
         &self,
@@ -538,7 +604,16 @@ impl Graph {
         threads: Option<usize>,
         mode: Option<&str>,
         work_dir: Option<PathBuf>,
-    ) -> PyResult<Bound<'py, PyArray2<u32>>> {
+        dense: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let names = self.by_id(py, dense)?;
+        if names.is_some_and(|names| names.dense(NO_ID).is_some()) {
+            return Err(invalid(
+                "dense",
+                "the graph names a vertex 2**64 - 1, which pads walks named by id: \
+                 give dense=True for the walks by index",
+            ));
+        }
         let walker = WalkerArgs {
             seed,
             mem,
@@ -563,13 +638,31 @@ impl Graph {
         })?;
         let walks = report.result;
         let rows = usize::try_from(walks.walks).expect("the walks are held in memory");
-        let array = Array2::from_shape_vec((rows, walks.width), walks.paths)
-            .expect("collect_walks returns rows * width positions");
-        Ok(numpy::PyArray2::from_owned_array(py, array))
+        let shape = (rows, walks.width);
+        let invariant = "collect_walks returns rows * width positions";
+        Ok(match names {
+            Some(names) => {
+                let named = walks
+                    .paths
+                    .iter()
+                    .map(|&v| match v {
+                        apps::NO_VERTEX => NO_ID,
+                        v => names.original(v),
+                    })
+                    .collect();
+                let array = Array2::from_shape_vec(shape, named).expect(invariant);
+                PyArray2::from_owned_array(py, array).into_any()
+            }
+            None => {
+                let array = Array2::from_shape_vec(shape, walks.paths).expect(invariant);
+                PyArray2::from_owned_array(py, array).into_any()
+            }
+        })
     }
 
     /// The walks of `walks()`, written to the text file `path` instead (one
-    /// walk a line, space-separated vertex ids, in the same order; a walk
+    /// walk a line, space-separated vertex ids (the dataset's, where the
+    /// graph has an id map), in the same order; a walk
     /// that stopped early is a shorter line) in rounds that fit `mem`, for
     /// corpora larger than memory. Takes the arguments of `walks()`;
     /// returns the walker's report as a dict.
@@ -620,14 +713,17 @@ impl Graph {
     /// Personalized PageRank from `source` by visit frequency: `walks`
     /// walks of at most `length` steps, each stopping with probability
     /// `stop` per step (GraphWalker's setting by default). Returns a
-    /// `float64` array indexed by vertex: each vertex's share of all
-    /// visits (the source's first included), summing to 1.
-    #[pyo3(signature = (source, walks=2000, length=10, stop=0.15, *, weighted=false, seed=None, mem=None, threads=None, mode=None, work_dir=None))]
+    /// `float64` array indexed by vertex (dense order: entry `i` is vertex
+    /// `original_ids[i]` where the graph has an id map): each vertex's
+    /// share of all visits (the source's first included), summing to 1.
+    /// `source` is the dataset's id where the graph has an id map, an
+    /// index with `dense=True`.
+    #[pyo3(signature = (source, walks=2000, length=10, stop=0.15, *, weighted=false, seed=None, mem=None, threads=None, mode=None, work_dir=None, dense=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn ppr<'py>(
         &self,
         py: Python<'py>,
-        source: i64,
+        source: &Bound<'py, PyAny>,
         walks: i64,
         length: i64,
         stop: f64,
@@ -637,9 +733,10 @@ impl Graph {
         threads: Option<usize>,
         mode: Option<&str>,
         work_dir: Option<PathBuf>,
+        dense: bool,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let mut app = VisitFrequency::ppr(
-            self.vertex(source, "source")?,
+            self.vertex(py, source, "source", dense)?,
             count(walks, "walks")?,
             count(length, "length")?,
             stop,
@@ -660,12 +757,12 @@ impl Graph {
     /// steps that jump back to the source with probability `restart` per
     /// step and at vertices without out-edges. Returns each vertex's share
     /// of all visits, as `ppr()` does.
-    #[pyo3(signature = (source, walks=2000, length=20, restart=0.15, *, weighted=false, seed=None, mem=None, threads=None, mode=None, work_dir=None))]
+    #[pyo3(signature = (source, walks=2000, length=20, restart=0.15, *, weighted=false, seed=None, mem=None, threads=None, mode=None, work_dir=None, dense=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn rwr<'py>(
         &self,
         py: Python<'py>,
-        source: i64,
+        source: &Bound<'py, PyAny>,
         walks: i64,
         length: i64,
         restart: f64,
@@ -675,9 +772,10 @@ impl Graph {
         threads: Option<usize>,
         mode: Option<&str>,
         work_dir: Option<PathBuf>,
+        dense: bool,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let mut app = VisitFrequency::rwr(
-            self.vertex(source, "source")?,
+            self.vertex(py, source, "source", dense)?,
             count(walks, "walks")?,
             count(length, "length")?,
             restart,
@@ -696,14 +794,15 @@ impl Graph {
 
     /// SimRank of `a` and `b` from the meeting times of `walks` walks of
     /// `length` steps from each, decaying by `decay` per step (walks follow
-    /// out-edges, as GraphWalker's do).
-    #[pyo3(signature = (a, b, walks=2000, length=11, decay=0.8, *, seed=None, mem=None, threads=None, mode=None, work_dir=None))]
+    /// out-edges, as GraphWalker's do). `a` and `b` as `ppr()` takes its
+    /// source.
+    #[pyo3(signature = (a, b, walks=2000, length=11, decay=0.8, *, seed=None, mem=None, threads=None, mode=None, work_dir=None, dense=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn simrank<'py>(
         &self,
         py: Python<'py>,
-        a: i64,
-        b: i64,
+        a: &Bound<'py, PyAny>,
+        b: &Bound<'py, PyAny>,
         walks: i64,
         length: i64,
         decay: f64,
@@ -712,10 +811,11 @@ impl Graph {
         threads: Option<usize>,
         mode: Option<&str>,
         work_dir: Option<PathBuf>,
+        dense: bool,
     ) -> PyResult<f64> {
         let app = SimRank::new(
-            self.vertex(a, "a")?,
-            self.vertex(b, "b")?,
+            self.vertex(py, a, "a", dense)?,
+            self.vertex(py, b, "b", dense)?,
             count(walks, "walks")?,
             count(length, "length")?,
             decay,

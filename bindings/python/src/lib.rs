@@ -39,7 +39,7 @@ mod run;
 
 use pyo3::prelude::*;
 
-/// The extension module: `Graph`, `convert`, `NO_VERTEX`, and the
+/// The extension module: `Graph`, `convert`, `NO_VERTEX`, `NO_ID`, and the
 /// submodules `generate` and `bsp`.
 #[pymodule]
 #[pyo3(name = "_quiver")]
@@ -55,6 +55,7 @@ fn quiver_module(py: Python<'_>, module: &Bound<'_, PyModule>) -> PyResult<()> {
     })?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add("NO_VERTEX", quiver_walker::apps::NO_VERTEX)?;
+    module.add("NO_ID", graph::NO_ID)?;
     module.add_class::<graph::Graph>()?;
     module.add_function(wrap_pyfunction!(generate::convert, module)?)?;
     module.add_submodule(&generate::module(py)?)?;

@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyInt, PyString};
+use quiver_csr::VertexIds;
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Node2Vec, WalkSpec};
 
 use crate::error::invalid;
@@ -46,18 +48,39 @@ pub fn bytes(value: Option<&Bound<'_, PyAny>>, parameter: &'static str) -> PyRes
     }
 }
 
-/// Vertex `v` of a graph of `num_vertices`, or a `ValueError` naming
-/// `parameter`.
-pub fn vertex(v: i64, num_vertices: u32, parameter: &'static str) -> PyResult<u32> {
-    u32::try_from(v)
-        .ok()
-        .filter(|&v| v < num_vertices)
-        .ok_or_else(|| {
-            invalid(
-                parameter,
-                format!("vertex {v} is not in the graph (|V| = {num_vertices})"),
-            )
-        })
+/// The graph's vertex named `v` (any Python `int`: a dataset's ids span
+/// all of `u64`), or a `ValueError` naming `parameter` (a `TypeError` for
+/// what is not an `int`): by the dataset's own ids where the graph has an
+/// id map (`names`) and `dense` is not asked for, by dense index `0..|V|`
+/// otherwise.
+pub fn vertex(
+    v: &Bound<'_, PyAny>,
+    names: &VertexIds,
+    dense: bool,
+    parameter: &'static str,
+) -> PyResult<u32> {
+    if !v.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{parameter}: a vertex is an int, not {}",
+            v.get_type().name()?
+        )));
+    }
+    let n = names.num_vertices();
+    let by_id = names.has_map() && !dense;
+    let found = match v.extract::<u64>() {
+        Ok(id) if by_id => names.dense(id),
+        Ok(index) => u32::try_from(index).ok().filter(|&v| v < n),
+        // Negative, or past u64.
+        Err(_) => None,
+    };
+    found.ok_or_else(|| {
+        let how = if by_id {
+            format!("it names its {n} vertices by the dataset's own ids; dense=True takes an index")
+        } else {
+            format!("|V| = {n}")
+        };
+        invalid(parameter, format!("vertex {v} is not in the graph ({how})"))
+    })
 }
 
 /// The walker's settings every walk method takes.

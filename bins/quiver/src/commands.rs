@@ -29,8 +29,10 @@ pub struct UsageError(pub String);
 pub fn run(cli: Cli) -> Result<()> {
     let json = cli.global.json;
     // The commands whose engines stop when their progress says so, and
-    // remove what they made: Ctrl-C stops them cleanly. The rest (servers,
-    // fixed-length benchmarks) end on Ctrl-C as any program does.
+    // remove what they made: Ctrl-C stops them cleanly. The rest (kv's
+    // servers and benchmarks, whose spawned nodes die with the driver and
+    // which write no file; meta's servers and queries; verbs) end on
+    // Ctrl-C as any program does.
     if matches!(
         cli.command,
         Command::Generate(_)
@@ -38,6 +40,7 @@ pub fn run(cli: Cli) -> Result<()> {
             | Command::Export(_)
             | Command::Walk { .. }
             | Command::Bsp { .. }
+            | Command::Gtl { .. }
             | Command::Demo(_)
             | Command::Meta {
                 command: crate::meta::MetaCommand::Load(_) | crate::meta::MetaCommand::Bench(_)
@@ -123,6 +126,78 @@ struct GenerateReport {
     peak_mem_bytes: Option<u64>,
 }
 
+/// Refuses, before a single edge is drawn, a graph whose sort runs would
+/// pass 10 times `--mem` (a usage error), or whose file and runs would
+/// not fit the free space of their filesystems, as `available` tells it.
+fn check_room(
+    spec: &GraphSpec,
+    weighted: bool,
+    sort: &SortOptions,
+    output: &Path,
+    available: &dyn Fn(&Path) -> std::io::Result<u64>,
+) -> Result<()> {
+    let needs = spec.disk_needs(weighted, sort)?;
+    let graph = format!(
+        "{spec} is {} edges, a {} graph",
+        needs.edges,
+        format_bytes(needs.graph_bytes)
+    );
+    if needs.spill_bytes > sort.mem_budget.saturating_mul(10) {
+        // A --mem that parses, in whole MiB.
+        let enough = needs.spill_bytes.div_ceil(10).div_ceil(1 << 20) << 20;
+        anyhow::bail!(UsageError(format!(
+            "{graph}, sorted through {} of runs: more than 10 times --mem {}; give --mem {} or more, or fewer edges",
+            format_bytes(needs.spill_bytes),
+            crate::units::ByteSize(sort.mem_budget),
+            crate::units::ByteSize(enough)
+        )));
+    }
+    // A device or FIFO output streams past the disk; a new path or
+    // regular file is written beside its name, the runs in the work
+    // directory.
+    let streams = std::fs::metadata(output).is_ok_and(|m| !m.is_file());
+    let beside = match output.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let work = sort.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut wanted: Vec<(PathBuf, u64)> = Vec::new();
+    if !streams {
+        wanted.push((beside, needs.graph_bytes));
+    }
+    if needs.spill_bytes > 0 {
+        wanted.push((work, needs.spill_bytes));
+    }
+    // Paths on one filesystem share its room; a path that cannot be
+    // looked at is left to the write, which names its error.
+    let mut filesystems: Vec<(u64, PathBuf, u64)> = Vec::new();
+    for (dir, bytes) in wanted {
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        let dev = std::os::unix::fs::MetadataExt::dev(&meta);
+        match filesystems.iter_mut().find(|(d, _, _)| *d == dev) {
+            Some((_, _, total)) => *total += bytes,
+            None => filesystems.push((dev, dir, bytes)),
+        }
+    }
+    for (_, dir, bytes) in filesystems {
+        let Ok(free) = available(&dir) else {
+            continue;
+        };
+        if bytes > free {
+            anyhow::bail!(
+                "{graph}, with {} of sort runs: {} on the filesystem of {}, which has {} free",
+                format_bytes(needs.spill_bytes),
+                format_bytes(bytes),
+                dir.display(),
+                format_bytes(free)
+            );
+        }
+    }
+    Ok(())
+}
+
 fn generate(model: Model, json: bool) -> Result<()> {
     let (spec, common): (GraphSpec, GenerateCommon) = match model {
         Model::Rmat {
@@ -154,11 +229,19 @@ fn generate(model: Model, json: bool) -> Result<()> {
         Model::Complete { vertices, common } => (GraphSpec::Complete(vertices), common),
     };
     let started = Instant::now();
+    let options = sort_options(&common.shape, false);
+    check_room(
+        &spec,
+        common.weights.is_some(),
+        &options,
+        &common.output,
+        &quiver_io::available_bytes,
+    )?;
     let sort = quiver_csr::generate_to_file(
         &spec,
         common.seed,
         common.weights,
-        &sort_options(&common.shape, false),
+        &options,
         &common.output,
         &bar(json),
     )
@@ -506,4 +589,56 @@ pub fn flagged<T>(checked: Result<T, InvalidArgument>) -> Result<T> {
 pub fn flag_error(invalid: InvalidArgument) -> anyhow::Error {
     let flag = invalid.parameter.replace('_', "-");
     UsageError(format!("--{flag}: {}", invalid.reason)).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use quiver_csr::{GraphSpec, SortOptions};
+
+    use super::{check_room, UsageError};
+
+    #[test]
+    fn a_graph_past_the_free_disk_or_ten_times_mem_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("g.qcsr");
+        let sort = SortOptions {
+            work_dir: Some(dir.path().to_path_buf()),
+            ..SortOptions::default()
+        };
+        let plenty = |_: &Path| Ok(1 << 50);
+        // 10^10 edges: 74.5 GiB of runs for a 1 GiB budget.
+        let complete = GraphSpec::Complete(100_000);
+        let err = check_room(&complete, false, &sort, &output, &plenty).unwrap_err();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
+        assert_eq!(
+            err.to_string(),
+            "the complete graph on 100000 vertices is 9999900000 edges, a 37.3 GiB graph, \
+             sorted through 74.5 GiB of runs: more than 10 times --mem 1GiB; give --mem 7630MiB \
+             or more, or fewer edges"
+        );
+        // 10^9 edges: 3.7 GiB of file and 7.5 GiB of runs, one filesystem.
+        let er = GraphSpec::ErdosRenyi {
+            vertices: 1000,
+            edges: 1_000_000_000,
+        };
+        let ten_gib = |_: &Path| Ok(10 << 30);
+        let err = check_room(&er, false, &sort, &output, &ten_gib).unwrap_err();
+        assert!(err.downcast_ref::<UsageError>().is_none(), "{err:#}");
+        assert!(
+            err.to_string().ends_with(&format!(
+                "with 7.5 GiB of sort runs: 11.2 GiB on the filesystem of {}, which has 10.0 GiB free",
+                dir.path().display()
+            )),
+            "{err:#}"
+        );
+        assert!(check_room(&er, false, &sort, &output, &plenty).is_ok());
+        // A small graph needs no runs, and a device output no room.
+        let small = GraphSpec::Grid(10, 10);
+        let none = |_: &Path| Ok(0);
+        let err = check_room(&small, false, &sort, &output, &none).unwrap_err();
+        assert!(err.to_string().contains("which has 0 B free"), "{err:#}");
+        assert!(check_room(&small, false, &sort, Path::new("/dev/null"), &none).is_ok());
+    }
 }

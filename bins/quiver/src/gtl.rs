@@ -72,6 +72,15 @@ pub struct InputArgs {
     image: Option<PathBuf>,
 }
 
+/// The device image a command writes or updates: `--device IMAGE`, as
+/// every gtl command names an image.
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// The device image (from `quiver gtl init`).
+    #[arg(long = "device", value_name = "IMAGE")]
+    image: PathBuf,
+}
+
 /// [`InputArgs`] opened.
 enum Input<'a> {
     Graph(Box<Graph>),
@@ -298,14 +307,15 @@ vertices and 550K new edges on 1M and 4.4M.")]
   quiver gtl init g.qcsr --device dev.img --slack 10% --force
   quiver gtl init g.qcsr --device dev.img --geometry 4x2x256x128
 
-The image keeps the simulated device between commands (get, add-edge,
-delete-edge, merge): its programmed pages only, so it is about the size
-of the graph. Opening it mounts it as after a power cut.")]
+The image keeps the simulated device between commands (run, bench, get,
+add-edge, delete-edge, merge, each naming it with --device): its
+programmed pages only, so it is about the size of the graph. Opening it
+mounts it as after a power cut.")]
     Init {
         /// The .qcsr graph.
         graph: PathBuf,
         /// The device image to write.
-        #[arg(long)]
+        #[arg(long = "device", value_name = "IMAGE")]
         device: PathBuf,
         /// The fraction of each graph page left free for growth (0.05 or 5%).
         #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
@@ -321,13 +331,13 @@ of the graph. Opening it mounts it as after a power cut.")]
     },
     /// AddEdge on a device image.
     #[command(after_help = "Examples:
-  quiver gtl add-edge dev.img 3 17
-  quiver gtl add-edge dev.img 3 17 --weight 0.5 --path direct
+  quiver gtl add-edge --device dev.img 3 17
+  quiver gtl add-edge --device dev.img 3 17 --weight 0.5 --path direct
 
 On an undirected graph the edge is added both ways.")]
     AddEdge {
-        /// The device image (from `quiver gtl init`).
-        image: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
         /// The edge's source.
         source: u32,
         /// The edge's target.
@@ -342,11 +352,11 @@ On an undirected graph the edge is added both ways.")]
     },
     /// DeleteEdge on a device image (exit 1 if there is no such edge).
     #[command(after_help = "Examples:
-  quiver gtl delete-edge dev.img 3 17
-  quiver gtl delete-edge dev.img 3 17 --path direct")]
+  quiver gtl delete-edge --device dev.img 3 17
+  quiver gtl delete-edge --device dev.img 3 17 --path direct")]
     DeleteEdge {
-        /// The device image (from `quiver gtl init`).
-        image: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
         /// The edge's source.
         source: u32,
         /// The edge's target.
@@ -358,11 +368,11 @@ On an undirected graph the edge is added both ways.")]
     },
     /// Merge a device image's delta graph into its pages.
     #[command(after_help = "Examples:
-  quiver gtl merge dev.img
-  quiver gtl merge dev.img --groups 100")]
+  quiver gtl merge --device dev.img
+  quiver gtl merge --device dev.img --groups 100")]
     Merge {
-        /// The device image (from `quiver gtl init`).
-        image: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
         /// Merge at most this many dirty page groups (default: all).
         #[arg(long)]
         groups: Option<usize>,
@@ -459,6 +469,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let mut ssd = Ssd::new(&config).with_context(what)?;
             let layout = ssd.graph_initialize(&graph).with_context(what)?;
             let csr_pages = ssd.write_csr(&graph).with_context(what)?;
+            crate::progress::check_interrupted()?;
             ssd.save(&device).with_context(what)?;
             let report = InitReport {
                 device: &device,
@@ -498,7 +509,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 target,
                 weight,
             };
-            update_image(&image, &update, path.into(), json)
+            update_image(&image.image, &update, path.into(), json)
         }
         GtlCommand::DeleteEdge {
             image,
@@ -506,7 +517,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             target,
             path,
         } => update_image(
-            &image,
+            &image.image,
             &Update::DeleteEdge { source, target },
             path.into(),
             json,
@@ -525,11 +536,15 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             slack,
             seed,
         } => file_reads(&path, &gtl, requests, queue_depth, slack, seed, json),
-        GtlCommand::Merge { image, groups } => {
+        GtlCommand::Merge {
+            image: ImageArgs { image },
+            groups,
+        } => {
             let what = || format!("merging {}", image.display());
             let (mut ssd, _) = Ssd::open(&image).with_context(what)?;
             let (programs, start) = (ssd.flash().counters().programs, ssd.now());
             let merged = ssd.merge(groups).with_context(what)?;
+            crate::progress::check_interrupted()?;
             ssd.save(&image).with_context(what)?;
             let report = MergeReport {
                 image: &image,
@@ -924,38 +939,13 @@ fn file_reads(
         .with_context(|| format!("writing {}", gtl_path.display()))?;
     let n = graph.num_vertices();
     drop(graph);
-    let batch = queue_depth.max(1) as usize;
-    let mut rows = Vec::new();
-    for (layout, backend) in [("gtl", "uring"), ("csr", "uring"), ("csr", "pread")] {
-        let options = ReadOptions {
-            backend: backend.parse().map_err(anyhow::Error::msg)?,
-            direct: true,
-            queue_depth,
-        };
-        let what = || format!("random reads on the {layout} file by {backend}");
-        let (reads, direct) = if layout == "gtl" {
-            let file = GtlFile::open(gtl_path, &options).with_context(what)?;
-            let direct = file.is_direct();
-            (
-                random_reads(|v| file.get_many(v), n, requests, batch, seed).with_context(what)?,
-                direct,
-            )
-        } else {
-            let file = CsrReader::open(path, &options).with_context(what)?;
-            let direct = file.is_direct();
-            (
-                random_reads(|v| file.get_many(v), n, requests, batch, seed).with_context(what)?,
-                direct,
-            )
-        };
-        rows.push(FileRow {
-            layout,
-            backend,
-            direct,
-            calls_per_s: reads.calls_per_s(),
-            reads,
-        });
+    let rows = read_layouts(path, gtl_path, n, requests, queue_depth, seed);
+    if rows.is_err() && crate::progress::interrupted() {
+        // The GTL file was made for these reads: an interrupted run
+        // leaves nothing behind.
+        let _ = std::fs::remove_file(gtl_path);
     }
+    let rows = rows?;
     if json {
         let report = serde_json::json!({
             "graph": path,
@@ -998,6 +988,62 @@ fn file_reads(
     Ok(())
 }
 
+/// `read()`, unless Ctrl-C asked the command to stop.
+fn stoppable<T>(read: impl FnOnce() -> quiver_gtl::Result<T>) -> quiver_gtl::Result<T> {
+    if crate::progress::interrupted() {
+        return Err(quiver_run::Cancelled.into());
+    }
+    read()
+}
+
+/// Random reads on each layout of `gtl_path` (written from the graph at
+/// `path`, of `n` vertices) and on the graph itself as a CSR file; each
+/// batch of reads first checks for Ctrl-C.
+fn read_layouts(
+    path: &Path,
+    gtl_path: &Path,
+    n: u32,
+    requests: u64,
+    queue_depth: u32,
+    seed: u64,
+) -> Result<Vec<FileRow>> {
+    let batch = queue_depth.max(1) as usize;
+    let mut rows = Vec::new();
+    for (layout, backend) in [("gtl", "uring"), ("csr", "uring"), ("csr", "pread")] {
+        let options = ReadOptions {
+            backend: backend.parse().map_err(anyhow::Error::msg)?,
+            direct: true,
+            queue_depth,
+        };
+        let what = || format!("random reads on the {layout} file by {backend}");
+        let (reads, direct) = if layout == "gtl" {
+            let file = GtlFile::open(gtl_path, &options).with_context(what)?;
+            let direct = file.is_direct();
+            (
+                random_reads(|v| stoppable(|| file.get_many(v)), n, requests, batch, seed)
+                    .with_context(what)?,
+                direct,
+            )
+        } else {
+            let file = CsrReader::open(path, &options).with_context(what)?;
+            let direct = file.is_direct();
+            (
+                random_reads(|v| stoppable(|| file.get_many(v)), n, requests, batch, seed)
+                    .with_context(what)?,
+                direct,
+            )
+        };
+        rows.push(FileRow {
+            layout,
+            backend,
+            direct,
+            calls_per_s: reads.calls_per_s(),
+            reads,
+        });
+    }
+    Ok(rows)
+}
+
 /// Opens `image`, runs `update` by `path`, saves the image if it applied,
 /// and reports; an update that names an absent edge fails (exit 1).
 fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> Result<()> {
@@ -1020,6 +1066,7 @@ fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> 
         mount_ns,
     };
     if applied {
+        crate::progress::check_interrupted()?;
         ssd.save(image).with_context(what)?;
     }
     if json {

@@ -32,10 +32,12 @@ pub enum FabricArg {
 /// How to form the job.
 #[derive(Debug, Args, Clone)]
 pub struct JobArgs {
-    /// The fabric (default: tcp; `kv bench`, `kv migrate` and `kv serve` without job flags run
-    /// loopback nodes). Naming one asks for a job: on loopback, or on tcp outside a
-    /// launcher and without --rank/--size/--coordinator, the command's default number of nodes
-    /// runs on this machine unless --nodes says how many.
+    /// The fabric of a job. Naming one asks for a job: on loopback, or on tcp outside a launcher
+    /// and without --rank/--size/--coordinator, the command's default number of nodes runs on
+    /// this machine unless --nodes says how many. A job asked for by other flags (--nodes,
+    /// --rank, --size, --coordinator, a launcher) runs on tcp. Without any job flag, `bsp`
+    /// computes in this process alone, `verbs` runs 2 tcp nodes, and `kv bench`, `kv migrate`
+    /// and `kv serve` run loopback nodes.
     #[arg(long, value_enum)]
     pub fabric: Option<FabricArg>,
     /// Run this many nodes on this machine: processes on 127.0.0.1 spawned by this command

@@ -10,7 +10,6 @@ use clap::{Args, Subcommand};
 use quiver_csr::Graph;
 use quiver_kv::bench::{join, JobConfig};
 use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig, ServeTask};
-use quiver_kv::layout::Placement;
 use quiver_kv::speed::{SpeedConfig, SpeedTask};
 use quiver_kv::{Config, KvTask, Mix, Policy, Report};
 use quiver_run::{Progress, Unit};
@@ -124,8 +123,8 @@ pub struct AtArgs {
 /// `quiver kv get` flags.
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// The vertex.
-    pub vertex: u32,
+    /// The vertex, by the graph's ids (the dataset's own where the graph has an id map).
+    pub vertex: u64,
     /// Neighbours to read at most (default: all).
     #[arg(long, default_value_t = u64::MAX, hide_default_value = true)]
     pub limit: u64,
@@ -139,10 +138,11 @@ pub struct GetArgs {
 /// `quiver kv put` flags.
 #[derive(Debug, Args)]
 pub struct PutArgs {
-    /// The vertex whose list grows.
-    pub vertex: u32,
-    /// The new neighbour.
-    pub target: u32,
+    /// The vertex whose list grows, by the graph's ids (the dataset's own where it has an id
+    /// map).
+    pub vertex: u64,
+    /// The new neighbour, by the graph's ids.
+    pub target: u64,
     /// The edge's weight, in a store of a weighted graph (default 1).
     #[arg(long)]
     pub weight: Option<f32>,
@@ -156,8 +156,8 @@ pub struct PutArgs {
 /// `quiver kv traverse` flags.
 #[derive(Debug, Args)]
 pub struct TraverseArgs {
-    /// The start vertex.
-    pub start: u32,
+    /// The start vertex, by the graph's ids (the dataset's own where it has an id map).
+    pub start: u64,
     /// Neighbours read per hop.
     #[arg(long, default_value_t = Config::default().neighbours)]
     pub neighbours: u64,
@@ -171,8 +171,8 @@ pub struct TraverseArgs {
 /// `quiver kv move` flags.
 #[derive(Debug, Args)]
 pub struct MoveArgs {
-    /// The vertex.
-    pub vertex: u32,
+    /// The vertex, by the graph's ids (the dataset's own where it has an id map).
+    pub vertex: u64,
     /// The node that takes the value (and runs the migration).
     #[arg(long)]
     pub to: u32,
@@ -227,7 +227,7 @@ pub struct BenchArgs {
     /// How long the workers run.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Worker threads per node.
+    /// Worker threads per node (0: one per core).
     #[arg(long, default_value_t = Config::default().threads)]
     pub threads: usize,
     /// Period of the monitor's full reports to the coordinator.
@@ -289,13 +289,7 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
                 key: args.vertex,
                 limit: args.limit,
             };
-            ask(
-                &args.at,
-                args.on,
-                &[("vertex", args.vertex)],
-                &request,
-                json,
-            )
+            ask(&args.at, args.on, args.vertex, &request, json)
         }
         KvCommand::Put(args) => {
             let request = Request::Put {
@@ -303,25 +297,18 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
                 target: args.target,
                 weight: args.weight,
             };
-            let named = [("vertex", args.vertex), ("target", args.target)];
-            ask(&args.at, args.on, &named, &request, json)
+            ask(&args.at, args.on, args.vertex, &request, json)
         }
         KvCommand::Traverse(args) => {
             let request = Request::Traverse {
                 start: args.start,
                 neighbours: args.neighbours,
             };
-            ask(&args.at, args.on, &[("vertex", args.start)], &request, json)
+            ask(&args.at, args.on, args.start, &request, json)
         }
         KvCommand::Move(args) => {
             let request = Request::Move { key: args.vertex };
-            ask(
-                &args.at,
-                Some(args.to),
-                &[("vertex", args.vertex)],
-                &request,
-                json,
-            )
+            ask(&args.at, Some(args.to), args.vertex, &request, json)
         }
         KvCommand::Stop(at) => {
             Client::connect(&at.at)?.call(&Request::Stop)?;
@@ -372,6 +359,12 @@ fn serve(args: &ServeArgs) -> Result<()> {
     };
     let zero = format!("{}:{}", args.host, args.port);
     let fabric = job.fabric.name();
+    // The example request names a vertex the graph has, by its ids.
+    let first = if graph.num_vertices() > 0 {
+        graph.original_id(0)
+    } else {
+        0
+    };
     eprintln!(
         "loading {} ({} vertices) on {nodes} {fabric} nodes ...",
         args.graph.display(),
@@ -385,7 +378,7 @@ fn serve(args: &ServeArgs) -> Result<()> {
                 Client::connect(&zero).and_then(|mut c| c.call(&Request::Info))
             {
                 eprintln!(
-                    "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get 0 --at {zero}`, stop with `quiver kv stop --at {zero}`",
+                    "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get {first} --at {zero}`, stop with `quiver kv stop --at {zero}`",
                     args.port
                 );
                 break;
@@ -401,28 +394,22 @@ fn serve(args: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Sends `request` about `vertex` to node `on` (default: the vertex's
-/// home) of the store whose node 0 is `at`, and prints the answer.
-fn ask(
-    at: &AtArgs,
-    on: Option<u32>,
-    vertices: &[(&str, u32)],
-    request: &Request,
-    json: bool,
-) -> Result<()> {
-    // The first is the key the request is about; every one must be a
-    // vertex of the graph (a usage error, as for any engine).
-    let vertex = vertices[0].1;
-    let Response::Info(info) = Client::connect(&at.at)?.call(&Request::Info)? else {
+/// Sends `request` about `vertex` (named by the graph's ids) to node `on`
+/// (default: the vertex's home) of the store whose node 0 is `at`, and
+/// prints the answer. The store refuses a vertex the graph lacks, as an
+/// invalid argument (a usage error, as for any engine).
+fn ask(at: &AtArgs, on: Option<u32>, vertex: u64, request: &Request, json: bool) -> Result<()> {
+    let mut zero = Client::connect(&at.at)?;
+    let Response::Info(info) = zero.call(&Request::Info)? else {
         bail!("node 0 at {} did not describe its job", at.at);
     };
-    if let Some((what, v)) = vertices.iter().find(|(_, v)| *v >= info.vertices) {
-        bail!(UsageError(format!(
-            "{what} {v} is not in the graph (it has {} vertices)",
-            info.vertices
-        )));
-    }
-    let node = on.unwrap_or_else(|| Placement::new(info.vertices, info.nodes).home_node(vertex));
+    let node = match on {
+        Some(node) => node,
+        None => match zero.call(&Request::Home { key: vertex })? {
+            Response::Home(node) => node,
+            other => bail!("node 0 at {} answered {other:?} for a home", at.at),
+        },
+    };
     let Some(address) = info.addresses.get(node as usize) else {
         bail!(UsageError(format!(
             "node {node} is not in the job (it has {} nodes)",
@@ -462,7 +449,7 @@ fn ask(
                     .zip(weights)
                     .map(|(id, weight)| format!("{id}:{weight}"))
                     .collect(),
-                None => reply.neighbours.iter().map(u32::to_string).collect(),
+                None => reply.neighbours.iter().map(u64::to_string).collect(),
             };
             println!("{}", edges.join(" "));
         }

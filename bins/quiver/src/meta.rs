@@ -48,7 +48,7 @@ is a cluster of its own with no token. Every server of a cluster must run with t
     /// report counts the writes the servers acknowledged.
     #[command(after_help = "Examples:
   quiver meta load --cluster meta-cluster/cluster --generate darshan --vertices 100000
-  quiver meta load --cluster cluster.txt --graph rmat16.qcsr --relation has")]
+  quiver meta load --cluster cluster.txt rmat16.qcsr --relation has")]
     Load(LoadArgs),
     /// Ask a provenance question in GTravel, as of now or of a past time.
     #[command(after_help = r#"Examples:
@@ -253,9 +253,8 @@ pub struct LoadArgs {
     /// Vertices to generate.
     #[arg(long, default_value_t = BenchConfig::default().vertices, value_parser = at_least_one::<usize>())]
     pub vertices: usize,
-    /// A .qcsr graph: each vertex becomes a --vertex-type named by its id (vertex 17: "v17"),
-    /// each edge a --relation.
-    #[arg(long)]
+    /// A .qcsr graph to load instead of --generate: each vertex becomes a --vertex-type named
+    /// by its id (vertex 17: "v17"), each edge a --relation.
     pub graph: Option<PathBuf>,
     /// The type of a graph's vertices.
     #[arg(long, default_value = "file")]
@@ -523,7 +522,7 @@ async fn load(args: LoadArgs, json: bool, quiet: bool) -> Result<()> {
             quiver_meta::darshan::generate(args.vertices, args.seed)
         }
         (None, None) => bail!(UsageError(
-            "name --generate darshan or --graph G.qcsr".into()
+            "name --generate darshan or a graph (GRAPH)".into()
         )),
     };
     let bar = Bar::new(json || quiet);

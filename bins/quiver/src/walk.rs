@@ -543,9 +543,10 @@ fn print_report<O: Serialize>(
         report.steps_per_block_io
     );
     println!(
-        "memory     peak {} of a {} budget",
+        "memory     peak {} held of a {} budget ({} of it set aside at most)",
         format_bytes(report.summary.peak_mem_bytes),
-        format_bytes(report.mem_budget)
+        format_bytes(report.mem_budget),
+        format_bytes(report.mem_reserved_bytes)
     );
     show(&report.result);
     Ok(())

@@ -1115,11 +1115,13 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
             .collect()
     };
     let before = list("3");
-    run(&["gtl", "add-edge", img, "3", "200"]);
-    run(&["gtl", "add-edge", img, "3", "201", "--path", "direct"]);
+    run(&["gtl", "add-edge", "--device", img, "3", "200"]);
+    run(&[
+        "gtl", "add-edge", "--device", img, "3", "201", "--path", "direct",
+    ]);
     assert_eq!(list("3"), [before.clone(), vec![200, 201]].concat());
     assert!(list("200").contains(&3), "undirected: both ways");
-    run(&["gtl", "merge", img]);
+    run(&["gtl", "merge", "--device", img]);
     let (out, _) = cc("csr");
     assert!(stderr(&out).contains("updated since"), "{}", stderr(&out));
     let reached = |out: std::process::Output| -> serde_json::Value {
@@ -1130,12 +1132,12 @@ fn gtl_runs_on_both_backends_and_names_a_bad_vertex() {
         "--json", "gtl", "run", "bfs", "--device", img, "--source", "3",
     ]));
     assert!(bfs["reached"].as_u64().unwrap() > 1, "{bfs}");
-    run(&["gtl", "delete-edge", img, "3", "200"]);
-    let out = quiver(&["gtl", "delete-edge", img, "3", "200"]);
+    run(&["gtl", "delete-edge", "--device", img, "3", "200"]);
+    let out = quiver(&["gtl", "delete-edge", "--device", img, "3", "200"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no such edge"), "{}", stderr(&out));
     assert_eq!(list("3"), [before, vec![201]].concat());
-    let out = quiver(&["gtl", "add-edge", path(&g), "3", "4"]);
+    let out = quiver(&["gtl", "add-edge", "--device", path(&g), "3", "4"]);
     assert!(
         stderr(&out).contains("not a quiver gtl device image"),
         "{}",
@@ -1336,10 +1338,11 @@ fn ask_kv(at: &str, args: &[&str]) -> Output {
     quiver(&argv)
 }
 
-/// Waits until the kv store at `at` answers (a minute at most).
-fn wait_for_kv(at: &str) {
+/// Waits until the kv store at `at` answers a get of `vertex` (a minute
+/// at most).
+fn wait_for_kv(at: &str, vertex: &str) {
     let started = std::time::Instant::now();
-    while !ask_kv(at, &["get", "0"]).status.success() {
+    while !ask_kv(at, &["get", vertex]).status.success() {
         assert!(started.elapsed().as_secs() < 60, "the store never answered");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
@@ -1377,7 +1380,7 @@ fn kv_serve_answers_gets_puts_moves_and_traversals_until_stopped() {
     let ask = |args: &[&str]| ask_kv(&at, args);
     // Whatever fails, the store is stopped, so no process outlives the test.
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for_kv(&at);
+        wait_for_kv(&at, "0");
         let get = |on: &str| json(&ask(&["get", &v_text, "--on", on]))["get"].clone();
         // At its home, which no other node has read it from yet.
         let home = json(&ask(&["get", &v_text]))["get"]["placed"]["cost"]["node"]
@@ -1551,7 +1554,7 @@ fn kv_serve_on_tcp_outlives_a_killed_node() {
         .unwrap();
     let ask = |args: &[&str]| ask_kv(&at, args);
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for_kv(&at);
+        wait_for_kv(&at, "0");
         let home = |v: u32| {
             json(&ask(&["get", &v.to_string()]))["get"]["placed"]["cost"]["node"]
                 .as_u64()
@@ -2210,7 +2213,7 @@ fn cluster_up_serves_a_loaded_graph_until(signal: &str) {
     let (mut up, cluster) = cluster_up(&data, &[]);
     assert!(cluster.starts_with(&data), "{}", cluster.display());
     let c = path(&cluster);
-    let loaded = meta_load(c, &["--graph", path(&g)]);
+    let loaded = meta_load(c, &[path(&g)]);
     assert_eq!(loaded["vertices"], 34, "{loaded}");
     assert_eq!(loaded["edges"], 156, "{loaded}");
     // The same servers without the file's token: refused, named.
@@ -2637,15 +2640,17 @@ fn an_interrupted_command_leaves_nothing_behind() {
         .map(|e| e.unwrap().path())
         .collect();
     let out = |name: &str| path(&dir.path().join(name)).to_string();
-    let commands: [(Vec<String>, &str, i32); 3] = [
+    let commands: [(Vec<String>, &str, i32); 5] = [
         (
             [
                 "generate",
                 "rmat",
                 "--scale",
                 "21",
+                // Runs of 8 times the budget: spilled, and within the
+                // 10 times generate allows.
                 "--mem",
-                "16MiB",
+                "32MiB",
                 "-o",
                 &out("big.qcsr"),
             ]
@@ -2688,6 +2693,39 @@ fn an_interrupted_command_leaves_nothing_behind() {
             "INT",
             130,
         ),
+        // The simulated NAND in a sparse file, removed with the device.
+        (
+            [
+                "gtl",
+                "run",
+                "random-reads",
+                path(&g),
+                "--requests",
+                "1000000000",
+                "--flash-file",
+                &out("flash"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            "INT",
+            130,
+        ),
+        // The GTL file, written for the reads.
+        (
+            [
+                "gtl",
+                "file",
+                path(&g),
+                "--gtl",
+                &out("g.gtl"),
+                "--requests",
+                "1000000000",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "TERM",
+            143,
+        ),
     ];
     for (args, signal, code) in commands {
         let mut child = spawn_with_tmpdir(&args, dir.path());
@@ -2709,6 +2747,35 @@ fn an_interrupted_command_leaves_nothing_behind() {
             .collect();
         assert_eq!(now, before, "{args:?} left files behind");
     }
+}
+
+/// `generate complete --vertices 100000` (10^10 edges) is refused before
+/// an edge is drawn, with its sizes, and leaves nothing behind.
+#[test]
+fn generate_refuses_up_front_what_its_budget_cannot_sort() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.qcsr");
+    let mut child = spawn_with_tmpdir(
+        &[
+            "generate",
+            "complete",
+            "--vertices",
+            "100000",
+            "-o",
+            path(&out),
+        ],
+        dir.path(),
+    );
+    let status = exit_within_a_minute(&mut child, "generate complete");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("9999900000 edges, a 37.3 GiB graph, sorted through 74.5 GiB of runs"),
+        "{err}"
+    );
+    assert!(err.contains("give --mem 7630MiB or more"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 /// The README's transcripts that do not depend on time or machine are
@@ -2873,6 +2940,121 @@ fn walks_take_and_print_a_datasets_own_ids() {
         .collect();
     assert!(ids.iter().all(|id| (1..=10).contains(id)), "{ids:?}");
     assert!(ids.contains(&10), "{ids:?}");
+}
+
+/// The out-neighbours of `vertex` in the Graphalytics edge file `file`,
+/// sorted: the dataset's own words, to check the engines against.
+fn dataset_neighbours(file: &str, vertex: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = std::fs::read_to_string(graphalytics(file))
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let mut ids = line.split_whitespace().map(|id| id.parse::<u64>().unwrap());
+            (ids.next() == Some(vertex)).then(|| ids.next().unwrap())
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Every engine's command that takes a vertex, on a graph with an id map
+/// (the Graphalytics example, ids 1..=10 at dense 0..=9), answers about the
+/// vertex the dataset names: vertex 3's out-neighbours are 1, 5, 8 and 10
+/// (`example-directed.e`), where dense 3 (the dataset's vertex 4) has none.
+#[test]
+fn every_engine_answers_about_the_vertex_the_dataset_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = directed_example(dir.path());
+    let g = path(&g);
+    let want = dataset_neighbours("example-directed.e", 3);
+    assert_eq!(want, [1, 5, 8, 10]);
+    let numbers = |value: &serde_json::Value| -> Vec<u64> {
+        let mut ids: Vec<u64> = value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_u64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+
+    // bsp: BFS from 3 puts exactly its out-neighbours at depth 1.
+    let depths = dir.path().join("bfs.txt");
+    let out = quiver(&["bsp", "bfs", g, "--source", "3", "-o", path(&depths)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut first: Vec<u64> = std::fs::read_to_string(&depths)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_suffix(" 1")?.parse().ok())
+        .collect();
+    first.sort_unstable();
+    assert_eq!(first, want, "bsp bfs --source 3");
+
+    // walk: one-step walks from 3 visit 3 and its out-neighbours only.
+    let report = json(&quiver(&[
+        "walk", "ppr", g, "--source", "3", "--length", "1", "--stop", "0", "--json",
+    ]));
+    let top = &report["result"]["top"];
+    assert_eq!(top[0]["vertex"], 3, "{report}");
+    let visited: Vec<serde_json::Value> = top.as_array().unwrap()[1..]
+        .iter()
+        .map(|entry| entry["vertex"].clone())
+        .collect();
+    assert_eq!(numbers(&visited.into()), want, "walk ppr --source 3");
+
+    // gtl: the list, as printed.
+    let out = quiver(&["gtl", "get", g, "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("3: [1, 5, 8, 10]\n"), "gtl get 3: {text}");
+
+    // kv: a served store's Get, and a Put naming the dataset's ids.
+    let port = free_ports(1).to_string();
+    let at = format!("127.0.0.1:{port}");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["kv", "serve", g, "--fabric", "loopback", "--nodes", "1"])
+        .args(["--port", &port])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for_kv(&at, "3");
+        let get = |vertex: &str| json(&ask_kv(&at, &["get", vertex]))["get"].clone();
+        let read = get("3");
+        assert_eq!(numbers(&read["neighbours"]), want, "kv get 3: {read}");
+        assert_eq!(read["placed"]["key"], 3, "{read}");
+        let out = ask_kv(&at, &["put", "4", "10"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(numbers(&get("4")["neighbours"]), [10], "kv put 4 10");
+        for (request, named) in [
+            (&["get", "0"][..], "vertex: 0"),
+            (&["put", "3", "11"], "target: 11"),
+        ] {
+            let out = ask_kv(&at, request);
+            assert_eq!(out.status.code(), Some(2), "{request:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains(&format!("{named} is not in the graph")),
+                "{}",
+                stderr(&out)
+            );
+        }
+        assert!(ask_kv(&at, &["stop"]).status.success());
+    }));
+    if let Err(panic) = checked {
+        let _ = serve.kill();
+        if let Ok(out) = serve.wait_with_output() {
+            eprintln!("kv serve said:\n{}", stderr(&out));
+        }
+        std::panic::resume_unwind(panic);
+    }
+    let out = serve.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("try `quiver kv get 1 "),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `gtl get` on a graph with an id map takes and prints the dataset's ids:

@@ -5,10 +5,23 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use crate::{Error, Result};
+use crate::format::{Layout, FLAG_UNDIRECTED, FLAG_WEIGHTED};
+use crate::{Error, Result, SortOptions};
 
 /// Graph500 R-MAT quadrant probabilities `(a, b, c)`; `d = 1 - a - b - c`.
 pub const GRAPH500: (f64, f64, f64) = (0.57, 0.19, 0.19);
+
+/// What a generated graph needs on disk at most, known before it is drawn
+/// ([`GraphSpec::disk_needs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskNeeds {
+    /// Edges stored (each twice in an undirected graph).
+    pub edges: u64,
+    /// Bytes of the `.qcsr` file.
+    pub graph_bytes: u64,
+    /// Bytes of sort runs spilled on the way.
+    pub spill_bytes: u64,
+}
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,6 +128,35 @@ impl GraphSpec {
             }
             GraphSpec::Complete(n) => u64::from(n) * u64::from(n.saturating_sub(1)),
         }
+    }
+
+    /// The disk a graph drawn from this spec (weighted or not) and sorted
+    /// with `sort` takes at most: every edge kept (deduplication and
+    /// dropped self-loops only make it smaller).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a spec with too many vertices.
+    pub fn disk_needs(&self, weighted: bool, sort: &SortOptions) -> Result<DiskNeeds> {
+        let edges = if sort.undirected {
+            self.num_edges().saturating_mul(2)
+        } else {
+            self.num_edges()
+        };
+        let mut flags = 0;
+        if weighted {
+            flags |= FLAG_WEIGHTED;
+        }
+        if sort.undirected {
+            flags |= FLAG_UNDIRECTED;
+        }
+        // No disk holds a quarter of u64::MAX bytes: the figure only has
+        // to exceed them, and the layout's products must not overflow.
+        let laid_out = edges.min(u64::MAX / 64);
+        Ok(DiskNeeds {
+            edges,
+            graph_bytes: Layout::new(self.num_vertices()?, laid_out, flags).file_len(),
+            spill_bytes: sort.spill_bytes(self.num_edges(), weighted),
+        })
     }
 
     fn validate(&self) -> Result<()> {
@@ -299,4 +341,43 @@ pub fn generate_to_file(
         sorter.push(u64::from(s), u64::from(t), weights.map(|_| w))
     })?;
     sorter.finish(output, u64::from(spec.num_vertices()?), progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{generate_to_file, GraphSpec};
+    use crate::{NoProgress, SortOptions};
+
+    #[test]
+    fn disk_needs_are_the_written_file_and_the_runs_past_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let sort = SortOptions {
+            undirected: true,
+            ..SortOptions::default()
+        };
+        for (spec, weights) in [
+            (GraphSpec::Grid(30, 40), None),
+            (GraphSpec::Star(500), Some((1, 9))),
+        ] {
+            let needs = spec.disk_needs(weights.is_some(), &sort).unwrap();
+            let out = dir.path().join("g.qcsr");
+            let stats = generate_to_file(&spec, 1, weights, &sort, &out, &NoProgress).unwrap();
+            assert_eq!(needs.edges, stats.edges_out, "{spec}");
+            assert_eq!(
+                needs.graph_bytes,
+                std::fs::metadata(&out).unwrap().len(),
+                "{spec}"
+            );
+            assert_eq!(needs.spill_bytes, 0, "{spec} fits 1 GiB");
+        }
+        // 10^10 edges in 8-byte keys, far past a 1 GiB budget.
+        let complete = GraphSpec::Complete(100_000);
+        let needs = complete.disk_needs(false, &SortOptions::default()).unwrap();
+        assert_eq!(needs.edges, 9_999_900_000);
+        assert_eq!(needs.spill_bytes, 8 * 9_999_900_000);
+        assert!(needs.graph_bytes > 4 * 9_999_900_000);
+        assert!(GraphSpec::Complete(u32::MAX - 1)
+            .disk_needs(true, &sort)
+            .is_ok_and(|n| n.graph_bytes > 1 << 60));
+    }
 }

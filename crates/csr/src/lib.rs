@@ -47,7 +47,7 @@ mod write;
 
 pub use blocks::{Block, BlockId, BlockSource, Blocks, Extent};
 pub use error::{Error, Result};
-pub use generate::{generate_to_file, GraphSpec, Permutation, GRAPH500};
+pub use generate::{generate_to_file, DiskNeeds, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
 pub use index::{read_header, GraphIndex, VertexIds};
 pub use ingest::{

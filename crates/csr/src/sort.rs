@@ -59,6 +59,29 @@ pub struct SortOptions {
     pub sync: bool,
 }
 
+impl SortOptions {
+    /// Bytes of sort runs that sorting `edges` edges (each twice when
+    /// `undirected`) spills within this budget, known before the first edge
+    /// arrives: none when every key fits in memory, else every key once (a
+    /// merge in several passes writes more).
+    pub fn spill_bytes(&self, edges: u64, weighted: bool) -> u64 {
+        let keys = if self.undirected {
+            edges.saturating_mul(2)
+        } else {
+            edges
+        };
+        let key_bytes: u64 = if weighted { 16 } else { 8 };
+        let room = self
+            .mem_budget
+            .saturating_sub((SPILL_BUF + crate::parse::READ_AHEAD_BYTES) as u64);
+        if keys <= room / key_bytes {
+            0
+        } else {
+            keys.saturating_mul(key_bytes)
+        }
+    }
+}
+
 impl Default for SortOptions {
     fn default() -> Self {
         SortOptions {

@@ -1,7 +1,8 @@
 //! Quiver's one door to the disk: aligned buffers, positioned reads through
 //! io_uring or `pread` (with `O_DIRECT` when the filesystem allows it),
-//! positioned writes, I/O counters, and the workspace's only `mmap`s (a
-//! read-only map, and [`SparseFile`]'s writable one).
+//! positioned writes, I/O counters, the workspace's only `mmap`s (a
+//! read-only map, and [`SparseFile`]'s writable one), and the free space
+//! of a filesystem ([`available_bytes`]).
 //!
 //! Invariants:
 //! - This is one of the two crates allowed to use `unsafe`; every block has a
@@ -32,6 +33,8 @@ pub mod output;
 #[allow(unsafe_code)] // aligned allocation and io_uring, argued at each block
 mod read;
 pub mod size;
+#[allow(unsafe_code)] // one statvfs call, argued at its block
+mod space;
 #[allow(unsafe_code)] // a writable mapping and hole punching, argued at each block
 mod sparse;
 mod stats;
@@ -48,6 +51,7 @@ pub use buf::{advise_huge_pages, AlignedBuf};
 pub use memmap2::Mmap;
 pub use output::{Output, Shape};
 pub use read::{Backend, BackendChoice, ReadFile, ReadOptions, ReadRequest};
+pub use space::available_bytes;
 pub use sparse::SparseFile;
 pub use stats::{IoCounters, IoStats};
 pub use write::WriteFile;

@@ -7,6 +7,8 @@
 //!   its JSON), timed the way the peers time themselves: `load_ns` reads the
 //!   graph, `compute_ns` is the algorithm alone, `wall_ns` is both and the
 //!   rest.
+//! - [`worker_threads`]: what a `threads` setting means, the same in every
+//!   engine (0: one per core).
 //! - [`InvalidArgument`]: a setting that makes no sense, naming the library
 //!   parameter (never a command-line flag). Every crate's error enum wraps it
 //!   as its source, so the driver finds it in any error chain and exits with
@@ -25,6 +27,16 @@ mod summary;
 pub use memory::peak_rss_bytes;
 pub use progress::{Cancelled, NoProgress, Progress, Unit};
 pub use summary::{RunSummary, Stopwatch};
+
+/// The worker threads a `threads` setting asks for: the number given, or
+/// one per core for 0 (as `xz -T0` and `zstd -T0` read it). Every engine
+/// reads its setting through this, so that 0 means the same everywhere.
+pub fn worker_threads(threads: usize) -> usize {
+    match threads {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        n => n,
+    }
+}
 
 /// A setting or argument that makes no sense: the caller's mistake, not a
 /// failure of the run.
@@ -82,6 +94,13 @@ mod tests {
         Invalid(#[from] InvalidArgument),
         #[error("other")]
         Other(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn zero_threads_are_one_per_core() {
+        let cores = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(worker_threads(0), cores);
+        assert_eq!(worker_threads(3), 3);
     }
 
     #[test]

@@ -227,11 +227,7 @@ fn run_on(
 ) -> Result<(Values, Report)> {
     let wall = Stopwatch::start();
     algorithm.validate(graph)?;
-    let mut threads = if config.threads == 0 {
-        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-    } else {
-        config.threads
-    };
+    let mut threads = quiver_run::worker_threads(config.threads);
     let load = Stopwatch::start();
     let (rank, size) = node.map_or((0, 1), |n| (n.rank().0, n.size()));
     let partition = partition::Partition::rgraph(graph.offsets(), size);

@@ -163,6 +163,10 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// The caller asked the run to stop (its progress says so before a
+    /// batch of reads, an update chunk or a merge step).
+    #[error(transparent)]
+    Cancelled(#[from] quiver_run::Cancelled),
 }
 
 /// Results of this crate.

@@ -14,7 +14,7 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::apps::{self, Summary, UNREACHED};
-use crate::source::{self, Backend, GraphSource, Init};
+use crate::source::{self, Backend, Completed, GraphSource, Init, SourceCounters};
 use crate::{Error, Result, Ssd};
 
 /// An application of the paper's evaluation.
@@ -187,6 +187,37 @@ pub fn bfs_target(graph: &Graph, root: u32, fraction: f64) -> Result<(u32, u32, 
     Ok((target, want, max))
 }
 
+/// A source that stops its application when the caller asks: every batch
+/// of reads checks `progress` first, so a run ends at its next batch with
+/// [`Error::Cancelled`].
+struct Stoppable<'a> {
+    source: &'a mut dyn GraphSource,
+    progress: &'a dyn Progress,
+}
+
+impl GraphSource for Stoppable<'_> {
+    fn vertices(&self) -> u32 {
+        self.source.vertices()
+    }
+
+    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
+        self.progress.check()?;
+        self.source.fetch(vertices)
+    }
+
+    fn counters(&self) -> SourceCounters {
+        self.source.counters()
+    }
+
+    fn cache_bytes(&self) -> u64 {
+        self.source.cache_bytes()
+    }
+
+    fn ssd(&self) -> &Ssd {
+        self.source.ssd()
+    }
+}
+
 /// Runs `app` on `graph` with `config`, telling `progress` of its phases:
 /// the graph is written onto a fresh device first (the load).
 pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) -> Result<Report> {
@@ -275,7 +306,11 @@ fn run_source(
     mut source: Box<dyn GraphSource>,
     (init, load_ns, wall): (Init, u64, Stopwatch),
 ) -> Result<Report> {
-    let (batch, source) = (config.batch, source.as_mut());
+    let batch = config.batch;
+    let source = &mut Stoppable {
+        source: source.as_mut(),
+        progress,
+    };
     progress.start("running", Unit::Ops, None);
     let compute = Stopwatch::start();
     let result = match app {

@@ -359,6 +359,7 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
         logger.flush(&mut ssd)?;
         let batches = logger.flushes() + direct_calls;
         progress.advance(chunk.len() as u64);
+        progress.check()?;
         let update_ns = ssd.now() - start;
         let counters = ssd.flash().counters().clone();
         let touched: Vec<u32> = touched.into_iter().collect();
@@ -405,6 +406,7 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
         merge_reads += ssd.flash().counters().page_reads - reads_before;
         query_ns_during.push(mean_latency(&mut ssd, &uniform)?);
         progress.advance(1);
+        progress.check()?;
     }
     let merge_programs = ssd.flash().counters().programs - programs;
     let query_ns_merged = mean_latency(&mut ssd, &uniform)?;

@@ -197,7 +197,7 @@ pub struct Config {
     pub min_degree: u64,
     /// How long the workers run.
     pub duration: Duration,
-    /// Worker threads per node.
+    /// Worker threads per node (0: one per core).
     pub threads: usize,
     /// Period of the time series and of instant monitor reports.
     pub tick: Duration,
@@ -245,6 +245,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Worker threads per node: `threads`, or one per core for 0.
+    pub fn workers(&self) -> usize {
+        quiver_run::worker_threads(self.threads)
+    }
+
     /// Checks the parameters.
     ///
     /// # Errors
@@ -284,12 +289,6 @@ impl Config {
         }
         if self.scope == 0 {
             return Err(Error::invalid("scope", "needs at least one start vertex"));
-        }
-        if self.threads == 0 {
-            return Err(Error::invalid(
-                "threads",
-                "a node needs at least one worker",
-            ));
         }
         if self.margin.is_nan() || self.margin < 1.0 {
             return Err(Error::invalid(
@@ -606,7 +605,7 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
         let server = scope.spawn(|| store.serve());
         let store_ref = &store;
         let migrator = scope.spawn(move || migrate_all(store_ref, approved));
-        let workers: Vec<_> = (0..config.threads)
+        let workers: Vec<_> = (0..config.workers())
             .map(|worker| {
                 scope.spawn(move || {
                     let _present = Present(shared.pause);
@@ -926,7 +925,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
             shard_accesses,
             ops: live.ops.swap(0, Ordering::Relaxed),
             modelled_ns: live.modelled_ns.swap(0, Ordering::Relaxed),
-            workers: config.threads as u64,
+            workers: config.workers() as u64,
             gets: live.gets.swap(0, Ordering::Relaxed),
             remote_gets: live.remote_gets.swap(0, Ordering::Relaxed),
             cache_hits: live.cache_hits.swap(0, Ordering::Relaxed),
@@ -969,7 +968,7 @@ fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> 
         }
         if config.policy == Policy::Shard && ends_interval && tick < ticks {
             let held = Instant::now();
-            move_shards(store, &reports, pause, config.threads)?;
+            move_shards(store, &reports, pause, config.workers())?;
             paused_ns += nanos(held.elapsed());
         }
         store.reclaim();
@@ -1199,7 +1198,7 @@ pub fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices: u32) 
     let (mut queries, mut puts, mut refused, mut paused_ns) = (0, 0, 0, 0);
     let mut modelled_ops_per_s = 0.0;
     let mut summary = RunSummary {
-        threads: config.threads,
+        threads: config.workers(),
         ..RunSummary::default()
     };
     for r in reports {

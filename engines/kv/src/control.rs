@@ -15,6 +15,13 @@
 //! node stops every node (node 0 tells the others to halt, or the node
 //! asked, when node 0 is gone).
 //!
+//! Requests and answers name vertices as the graph does: by the dataset's
+//! own ids where the graph has an id map, by their dense index otherwise.
+//! A node translates them to the store's dense keys and back; a vertex the
+//! graph lacks is refused ([`Response::Refused`]), which [`Client::call`]
+//! returns as an [`Error::InvalidArgument`] naming the request's
+//! parameter.
+//!
 //! No policy runs in a serve job: values move only when asked to.
 
 use std::collections::HashSet;
@@ -24,6 +31,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use quiver_csr::Graph;
+use quiver_run::InvalidArgument;
 use quiver_verbs::job::Task;
 use quiver_verbs::{BoxError, Node};
 use serde::{Deserialize, Serialize};
@@ -37,19 +46,24 @@ use crate::{Clock, Error, Result, Store, StoreConfig, Update};
 pub enum Request {
     /// The job's shape and every node's address.
     Info,
+    /// The node that is `key`'s home.
+    Home {
+        /// The vertex.
+        key: u64,
+    },
     /// The first `limit` neighbours of `key`.
     Get {
         /// The vertex.
-        key: u32,
+        key: u64,
         /// Neighbours wanted at most.
         limit: u64,
     },
     /// Appends the edge `key -> target` to `key`'s list.
     Put {
         /// The vertex whose list grows.
-        key: u32,
+        key: u64,
         /// The new neighbour.
-        target: u32,
+        target: u64,
         /// The edge's weight, in a weighted graph (1 if not given).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         weight: Option<f32>,
@@ -58,14 +72,14 @@ pub enum Request {
     /// `start`, then the first `neighbours` of each.
     Traverse {
         /// The start vertex.
-        start: u32,
+        start: u64,
         /// Neighbours read per hop.
         neighbours: u64,
     },
     /// Migrates `key`'s value to the node asked.
     Move {
         /// The vertex.
-        key: u32,
+        key: u64,
     },
     /// Stops every node of the job.
     Stop,
@@ -79,6 +93,8 @@ pub enum Request {
 pub enum Response {
     /// The job.
     Info(Info),
+    /// A key's home node.
+    Home(u32),
     /// A Get's neighbours.
     Get(GetReply),
     /// A Put done.
@@ -91,6 +107,13 @@ pub enum Response {
     Stopped,
     /// The request failed; the store's message.
     Error(String),
+    /// The request's argument makes no sense (a vertex the graph lacks).
+    Refused {
+        /// The request's parameter (`vertex`, `target`, `start`, ...).
+        parameter: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// The job a serve node belongs to.
@@ -121,7 +144,7 @@ pub struct Cost {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Placed {
     /// The vertex.
-    pub key: u32,
+    pub key: u64,
     /// Its home node (where its key lives).
     pub home: u32,
     /// The node holding its value, after the request.
@@ -134,7 +157,7 @@ pub struct Placed {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GetReply {
     /// The neighbours read.
-    pub neighbours: Vec<u32>,
+    pub neighbours: Vec<u64>,
     /// Their edges' weights, in a weighted graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Vec<f32>>,
@@ -168,12 +191,13 @@ const POLL: Duration = Duration::from_millis(50);
 /// Serves requests on `listener` until stopped (see the module docs);
 /// also runs the node's server of forwarded Puts and reclaims replaced
 /// blocks as their lease runs out. Every node of the job calls it. Returns
-/// the requests this node answered.
+/// the requests this node answered. `graph`, the graph the store was
+/// loaded from, names the vertices of requests and answers.
 ///
 /// # Errors
 /// Verbs errors, the store's server's errors, and I/O errors of the
 /// listener.
-pub fn serve(store: &Store, listener: &TcpListener) -> Result<u64> {
+pub fn serve(store: &Store, graph: &Graph, listener: &TcpListener) -> Result<u64> {
     let node = store.node();
     let address = listener.local_addr().map_err(io_error)?.to_string();
     let gathered = node.all_gather(address.as_bytes()).map_err(Error::Verbs)?;
@@ -204,8 +228,9 @@ pub fn serve(store: &Store, listener: &TcpListener) -> Result<u64> {
             match listener.accept() {
                 Ok((stream, _)) => {
                     let (info, stop, answered) = (&info, &stop, &answered);
-                    conversations
-                        .push(scope.spawn(move || converse(store, info, stream, stop, answered)));
+                    conversations.push(
+                        scope.spawn(move || converse(store, graph, info, stream, stop, answered)),
+                    );
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
                 Err(e) => break Err(io_error(e)),
@@ -235,6 +260,7 @@ fn io_error(e: std::io::Error) -> Error {
 /// One client's connection: requests until it hangs up or the node stops.
 fn converse(
     store: &Store,
+    graph: &Graph,
     info: &Info,
     stream: TcpStream,
     stop: &AtomicBool,
@@ -288,8 +314,15 @@ fn converse(
                 stop.store(true, Ordering::Relaxed);
                 Response::Stopped
             }
-            Ok(request) => answer(&mut session, info, &request)
-                .unwrap_or_else(|e| Response::Error(quiver_run::chain(&e))),
+            Ok(request) => {
+                answer(&mut session, graph, info, &request).unwrap_or_else(|e| match refusal(&e) {
+                    Some(refused) => Response::Refused {
+                        parameter: refused.parameter.to_string(),
+                        reason: refused.reason.clone(),
+                    },
+                    None => Response::Error(quiver_run::chain(&e)),
+                })
+            }
             Err(e) => Response::Error(format!("not a request: {e}")),
         };
         line.clear();
@@ -315,8 +348,44 @@ fn reply(writer: &mut TcpStream, response: &Response) -> std::io::Result<()> {
     writer.write_all(&bytes)
 }
 
-/// Runs one request on this node.
-fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<Response> {
+/// The argument `error` says makes no sense, if that is what it says.
+fn refusal(error: &Error) -> Option<&InvalidArgument> {
+    match error {
+        Error::InvalidArgument(refused) => Some(refused),
+        _ => None,
+    }
+}
+
+/// The request parameters a node may refuse, by name: what
+/// [`Response::Refused`] carries back as the library's `&'static str`.
+const PARAMETERS: [&str; 5] = ["vertex", "target", "start", "update", "weight"];
+
+/// The dense key of the vertex the graph names `id`, or a refusal naming
+/// `parameter`.
+fn dense(graph: &Graph, id: u64, parameter: &'static str) -> Result<u32> {
+    graph.dense_id(id).ok_or_else(|| {
+        let named = if graph.original_ids().is_some() {
+            ", named by the dataset's own ids"
+        } else {
+            ""
+        };
+        Error::invalid(
+            parameter,
+            format!(
+                "{id} is not in the graph (it has {} vertices{named})",
+                graph.num_vertices()
+            ),
+        )
+    })
+}
+
+/// Runs one request on this node, its vertices named as `graph` names them.
+fn answer(
+    session: &mut Session<'_>,
+    graph: &Graph,
+    info: &Info,
+    request: &Request,
+) -> Result<Response> {
     let started = Instant::now();
     let before = session.tally().clone();
     let cost = |session: &Session<'_>| {
@@ -330,7 +399,7 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
     };
     let placed = |session: &mut Session<'_>, key: u32, cost: Cost| -> Result<Placed> {
         Ok(Placed {
-            key,
+            key: graph.original_id(key),
             home: session.store().home_node(key),
             holder: session.holder(key)?,
             cost,
@@ -338,12 +407,16 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
     };
     Ok(match *request {
         Request::Info => Response::Info(info.clone()),
+        Request::Home { key } => {
+            Response::Home(session.store().home_node(dense(graph, key, "vertex")?))
+        }
         Request::Get { key, limit } => {
+            let key = dense(graph, key, "vertex")?;
             let mut edges = session.get(key, limit)?;
             edges.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
             let cost = cost(session);
             Response::Get(GetReply {
-                neighbours: edges.ids,
+                neighbours: edges.ids.iter().map(|&v| graph.original_id(v)).collect(),
                 weights: edges.weights,
                 placed: placed(session, key, cost)?,
             })
@@ -353,7 +426,8 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             target,
             weight,
         } => {
-            session.store().check_vertex(target)?;
+            let key = dense(graph, key, "vertex")?;
+            let target = dense(graph, target, "target")?;
             let update = match weight {
                 Some(weight) => Update::AddWeightedEdge { target, weight },
                 None => Update::AddEdge(target),
@@ -363,6 +437,7 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             Response::Put(placed(session, key, cost)?)
         }
         Request::Move { key } => {
+            let key = dense(graph, key, "vertex")?;
             session.migrate(key)?;
             let cost = cost(session);
             Response::Move(placed(session, key, cost)?)
@@ -371,6 +446,7 @@ fn answer(session: &mut Session<'_>, info: &Info, request: &Request) -> Result<R
             let mut reply = TraverseReply::default();
             let mut reached = HashSet::new();
             let mut first_hop = true;
+            let start = dense(graph, start, "start")?;
             session.two_hop(start, neighbours, |list| {
                 if std::mem::take(&mut first_hop) {
                     reply.first_hop = list.ids.len() as u64;
@@ -434,7 +510,8 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a Put's weight that is not finite
-    /// (JSON cannot carry it); [`Error::Control`] if the connection fails
+    /// (JSON cannot carry it) or what the node refused (a vertex the graph
+    /// lacks); [`Error::Control`] if the connection fails
     /// or the node answers with an error (its message).
     pub fn call(&mut self, request: &Request) -> Result<Response> {
         // JSON has no NaN or infinity (serde writes them as null, which
@@ -464,6 +541,13 @@ impl Client {
             .map_err(|e| Error::Control(format!("not a response: {e}")))?
         {
             Response::Error(message) => Err(Error::Control(message)),
+            Response::Refused { parameter, reason } => {
+                let parameter = PARAMETERS
+                    .into_iter()
+                    .find(|known| *known == parameter)
+                    .unwrap_or("request");
+                Err(Error::invalid(parameter, reason))
+            }
             response => Ok(response),
         }
     }
@@ -501,6 +585,6 @@ impl Task for ServeTask {
         let graph = crate::bench::open_graph(&config.graph)?;
         let store = Store::open(node, &graph, &config.store, Clock::System)
             .map_err(|e| quiver_run::chain(&e))?;
-        serve(&store, &listener).map_err(|e| quiver_run::chain(&e).into())
+        serve(&store, &graph, &listener).map_err(|e| quiver_run::chain(&e).into())
     }
 }

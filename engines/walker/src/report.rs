@@ -51,6 +51,10 @@ pub struct Report<O> {
     pub summary: RunSummary,
     /// The budget it was given.
     pub mem_budget: u64,
+    /// The most the budget set aside at once: what was held (the peak),
+    /// and the unused part of each batch's share for walks in flight.
+    /// Within the budget; not memory the run held.
+    pub mem_reserved_bytes: u64,
     /// The I/O backend used, and why not io_uring/O_DIRECT if it fell back
     /// ("blocks mapped, vertices by ..." when blocks are the mapped file's
     /// pages).
@@ -92,6 +96,7 @@ impl<O> Report<O> {
             steps_per_sec: self.steps_per_sec,
             summary: self.summary,
             mem_budget: self.mem_budget,
+            mem_reserved_bytes: self.mem_reserved_bytes,
             io_backend: self.io_backend,
             walk_word_bits: self.walk_word_bits,
             result,
@@ -120,6 +125,7 @@ impl<O> Report<O> {
             steps_per_sec: ratio(steps, summary.wall_ns) * 1e9,
             summary,
             largest_group: self.largest_group.max(next.largest_group),
+            mem_reserved_bytes: self.mem_reserved_bytes.max(next.mem_reserved_bytes),
             ..next
         }
     }

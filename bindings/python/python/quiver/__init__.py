@@ -13,11 +13,11 @@ Everything is computed by the Rust libraries in the extension module
 
 import sys as _sys
 
-from ._quiver import NO_VERTEX, Graph, __version__, bsp, convert, generate
+from ._quiver import NO_ID, NO_VERTEX, Graph, __version__, bsp, convert, generate
 
 # The submodules live in the extension; registering them makes
 # `import quiver.bsp` and `from quiver.generate import rmat` work too.
 _sys.modules[__name__ + ".bsp"] = bsp
 _sys.modules[__name__ + ".generate"] = generate
 
-__all__ = ["Graph", "NO_VERTEX", "bsp", "convert", "generate", "__version__"]
+__all__ = ["Graph", "NO_ID", "NO_VERTEX", "bsp", "convert", "generate", "__version__"]

@@ -13,6 +13,8 @@ __version__: str
 
 #: Pads a walk of ``Graph.walks`` after it stopped early: ``2**32 - 1``.
 NO_VERTEX: int
+#: Pads a walk of ``Graph.walks`` named by a dataset's ids: ``2**64 - 1``.
+NO_ID: int
 
 _Path = Union[str, "os.PathLike[str]"]
 #: Bytes as an ``int``, or a string such as ``"512MiB"``.
@@ -21,8 +23,12 @@ _Ids = npt.ArrayLike
 
 class Graph:
     """A directed graph in a ``.qcsr`` file (checksummed CSR), opened and
-    verified. Vertices are ``0..len(g)``; ``offsets``, ``targets``,
-    ``weights`` and ``original_ids`` are read-only numpy views of the file."""
+    verified. Vertices are stored as indexes ``0..len(g)``; ``offsets``,
+    ``targets``, ``weights`` and ``original_ids`` are read-only numpy views
+    of the file. Where the graph has an id map (a Graphalytics dataset),
+    every method that takes or returns vertices names them by the dataset's
+    own ids, or by index with ``dense=True``; arrays indexed by vertex are
+    in index order (entry ``i`` is vertex ``original_ids[i]``)."""
 
     @staticmethod
     def open(path: _Path) -> Graph:
@@ -73,11 +79,13 @@ class Graph:
     @property
     def original_ids(self) -> Optional[npt.NDArray[np.uint64]]:
         """The id each vertex had in the input, if the graph keeps them."""
-    def degree(self, v: int) -> int: ...
+    def degree(self, v: int, *, dense: bool = False) -> int: ...
     def degrees(self) -> npt.NDArray[np.uint64]: ...
-    def neighbors(self, v: int) -> npt.NDArray[np.uint32]:
-        """``v``'s out-neighbours, sorted: a read-only view of ``targets``."""
-    def edge_weights(self, v: int) -> Optional[npt.NDArray[np.float32]]: ...
+    def neighbors(self, v: int, *, dense: bool = False) -> npt.NDArray[Any]:
+        """``v``'s out-neighbours in index order: a read-only ``uint32`` view
+        of ``targets``, or where the graph has an id map a ``uint64`` array
+        of the dataset's ids (``dense=True``: the view)."""
+    def edge_weights(self, v: int, *, dense: bool = False) -> Optional[npt.NDArray[np.float32]]: ...
     def walks(
         self,
         walks_per_vertex: int = 10,
@@ -92,10 +100,13 @@ class Graph:
         threads: Optional[int] = None,
         mode: Optional[str] = None,
         work_dir: Optional[_Path] = None,
-    ) -> npt.NDArray[np.uint32]:
+        dense: bool = False,
+    ) -> npt.NDArray[Any]:
         """Walks from every vertex, shape ``(len(g) * walks_per_vertex,
-        length + 1)``: row ``i`` starts at ``i // walks_per_vertex``; a walk
-        that stopped early is padded with ``NO_VERTEX``. ``p``, ``q``:
+        length + 1)``: row ``i`` starts at index ``i // walks_per_vertex``; a
+        walk that stopped early is padded with ``NO_VERTEX`` (``uint32``
+        indexes), or where the graph has an id map ``NO_ID`` (``uint64``
+        dataset ids; ``dense=True``: indexes). ``p``, ``q``:
         Node2Vec's parameters (both 1: first-order walks). The walks of
         ``quiver walk corpus`` with the same seed, ``mem`` and shape."""
     def walk_corpus(
@@ -129,9 +140,12 @@ class Graph:
         threads: Optional[int] = None,
         mode: Optional[str] = None,
         work_dir: Optional[_Path] = None,
+        dense: bool = False,
     ) -> npt.NDArray[np.float64]:
         """Personalized PageRank from ``source`` by visit frequency: each
-        vertex's share of all visits (summing to 1)."""
+        vertex's share of all visits (summing to 1), indexed by vertex.
+        ``source`` is the dataset's id where the graph has an id map, an
+        index with ``dense=True``."""
     def rwr(
         self,
         source: int,
@@ -145,6 +159,7 @@ class Graph:
         threads: Optional[int] = None,
         mode: Optional[str] = None,
         work_dir: Optional[_Path] = None,
+        dense: bool = False,
     ) -> npt.NDArray[np.float64]:
         """Random walk with restart from ``source``: each vertex's share of
         all visits."""
@@ -161,6 +176,7 @@ class Graph:
         threads: Optional[int] = None,
         mode: Optional[str] = None,
         work_dir: Optional[_Path] = None,
+        dense: bool = False,
     ) -> float:
         """SimRank of ``a`` and ``b`` from walk meeting times."""
 

@@ -9,10 +9,16 @@ use quiver_csr::testing::karate;
 use quiver_kv::control::{serve, Client, Request, Response};
 use quiver_kv::layout::Placement;
 use quiver_kv::{Clock, Store, StoreConfig};
+use quiver_run::chain;
 use quiver_verbs::loopback;
 
 fn call(address: &str, request: &Request) -> quiver_kv::Result<Response> {
     Client::connect(address)?.call(request)
+}
+
+/// A list of dense ids as a served graph without an id map names them.
+fn wide(ids: &[u32]) -> Vec<u64> {
+    ids.iter().map(|&v| u64::from(v)).collect()
 }
 
 #[test]
@@ -34,7 +40,7 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                 }
                 let store =
                     Store::open(&node, &graph, &StoreConfig::default(), Clock::System).unwrap();
-                serve(&store, &listener).unwrap()
+                serve(&store, &graph, &listener).unwrap()
             })
             .unwrap()
         });
@@ -51,7 +57,7 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
             let get = |rank: usize| match call(
                 on(rank),
                 &Request::Get {
-                    key,
+                    key: key.into(),
                     limit: u64::MAX,
                 },
             )
@@ -61,14 +67,15 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                 other => panic!("{other:?}"),
             };
             let away = get(1);
-            assert_eq!(away.neighbours, graph.neighbors(key));
+            assert_eq!(away.neighbours, wide(graph.neighbors(key)));
             assert_eq!((away.placed.home, away.placed.holder), (2, 2));
             assert_eq!((away.placed.cost.node, away.placed.cost.one_sided), (1, 2));
             assert_eq!(get(2).placed.cost.one_sided, 0, "at the home, all local");
 
             // Node 0 takes the value (at most five operations); it then reads it
             // without a remote operation, and node 1 still reads it right.
-            let Response::Move(moved) = call(on(0), &Request::Move { key }).unwrap() else {
+            let Response::Move(moved) = call(on(0), &Request::Move { key: key.into() }).unwrap()
+            else {
                 panic!("not a move")
             };
             assert_eq!(moved.holder, 0);
@@ -80,7 +87,7 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
             let Response::Put(put) = call(
                 on(1),
                 &Request::Put {
-                    key,
+                    key: key.into(),
                     target: 33,
                     weight: None,
                 },
@@ -89,7 +96,7 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                 panic!("not a put")
             };
             assert_eq!(put.holder, 0);
-            let mut want = graph.neighbors(key).to_vec();
+            let mut want = wide(graph.neighbors(key));
             want.push(33);
             assert_eq!(get(2).neighbours, want);
 
@@ -117,24 +124,36 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
             assert_eq!(hops.distinct, reached.len() as u64);
             assert_eq!(hops.gets, 4);
 
-            // Bad requests get the store's words, and the node keeps serving.
+            // A vertex the graph lacks is refused as an invalid argument
+            // naming the request's parameter, and the node keeps serving.
             let unknown = call(on(1), &Request::Get { key: 34, limit: 1 }).unwrap_err();
+            assert_eq!(
+                chain(&unknown),
+                "invalid argument: vertex: 34 is not in the graph (it has 34 vertices)"
+            );
+            let Response::Home(home) = call(&zero, &Request::Home { key: key.into() }).unwrap()
+            else {
+                panic!("not a home")
+            };
+            assert_eq!(home, 2);
+            let far = call(&zero, &Request::Home { key: 1 << 40 }).unwrap_err();
             assert!(
-                unknown
-                    .to_string()
-                    .contains("vertex 34 is not in the graph"),
-                "{unknown}"
+                chain(&far).contains("vertex: 1099511627776 is not"),
+                "{far:?}"
             );
             let bad_target = call(
                 on(1),
                 &Request::Put {
-                    key,
+                    key: key.into(),
                     target: 99,
                     weight: None,
                 },
             )
             .unwrap_err();
-            assert!(bad_target.to_string().contains("vertex 99"), "{bad_target}");
+            assert!(
+                chain(&bad_target).contains("target: 99 is not"),
+                "{bad_target:?}"
+            );
             // A weight: refused by the node (an unweighted graph), or by the
             // client (JSON cannot carry NaN).
             for (weight, says) in [
@@ -142,7 +161,7 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                 (f32::NAN, "is not a weight"),
             ] {
                 let request = Request::Put {
-                    key,
+                    key: key.into(),
                     target: 3,
                     weight: Some(weight),
                 };

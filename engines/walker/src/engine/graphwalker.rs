@@ -78,8 +78,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         }
         // Started on all threads and filed a batch at a time.
         let total = self.spec.starts.total(self.num_vertices);
-        let in_flight = Self::bytes_in_flight(false) * budget.batch_walks as u64;
-        self.stats.hold(in_flight);
+        // The batch's share is set aside; the walks started fill it.
+        let walk_bytes = Self::bytes_in_flight(false);
+        let share = walk_bytes * budget.batch_walks as u64;
+        let in_flight = walk_bytes * total.min(budget.batch_walks as u64);
+        self.stats.reserve(in_flight, share);
         let mut first = 0;
         while first < total {
             let last = (first + budget.batch_walks as u64).min(total);
@@ -87,7 +90,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.file(&mut pools, walks)?;
             first = last;
         }
-        self.stats.release(in_flight);
+        self.stats.unreserve(in_flight, share);
         self.stats.hold(budget.pools);
         tracing::info!(
             blocks = self.blocks.len(),
@@ -225,8 +228,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                         .as_ref()
                         .map(|(_, blocks)| blocks.clone())
                         .unwrap_or_default();
-                    let in_flight = Self::bytes_in_flight(true) * budget.batch_walks as u64;
-                    self.stats.hold(in_flight);
+                    // A batch's share is set aside; the walks waiting in
+                    // the served pools fill it at most.
+                    let waiting = pools.count_all(&served);
+                    let walk_bytes = Self::bytes_in_flight(true);
+                    let share = walk_bytes * budget.batch_walks as u64;
+                    let in_flight = walk_bytes * waiting.min(budget.batch_walks as u64);
+                    self.stats.reserve(in_flight, share);
                     let this = &*self;
                     let mut read_result = Ok(Vec::new());
                     let moved = reader.in_place_scope(|s| {
@@ -237,7 +245,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                         }
                         this.move_served(pools, state, parts, &served, budget)
                     });
-                    self.stats.release(in_flight);
+                    self.stats.unreserve(in_flight, share);
                     self.spare.clear();
                     moved?;
                     let blocks = read_result?;

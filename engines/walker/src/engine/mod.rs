@@ -59,13 +59,14 @@ pub fn run_with_progress<A: WalkApp>(
     progress: &dyn Progress,
 ) -> Result<Report<A::Output>> {
     let clock = Stopwatch::start();
+    let threads = quiver_run::worker_threads(config.threads);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.threads)
+        .num_threads(threads)
         .build()
         .map_err(|e| {
             Error::invalid(
                 "threads",
-                format!("cannot start {} worker threads: {e}", config.threads),
+                format!("cannot start {threads} worker threads: {e}"),
             )
         })?;
     let mut config = config.clone();
@@ -150,18 +151,37 @@ struct Stats {
     blocks_read_ahead: u64,
     cache_hits: u64,
     vertex_loads: u64,
+    /// Bytes held now, and at most (the report's `peak_mem_bytes`).
     mem_now: u64,
     mem_peak: u64,
+    /// Bytes the budget sets aside now (what is held, and the unused part
+    /// of a batch's share for walks in flight), and at most.
+    reserved_now: u64,
+    reserved_peak: u64,
 }
 
 impl Stats {
     fn hold(&mut self, bytes: u64) {
-        self.mem_now += bytes;
-        self.mem_peak = self.mem_peak.max(self.mem_now);
+        self.reserve(bytes, bytes);
     }
 
     fn release(&mut self, bytes: u64) {
-        self.mem_now -= bytes;
+        self.unreserve(bytes, bytes);
+    }
+
+    /// Sets `reserved` bytes of the budget aside, `held` of them in use.
+    fn reserve(&mut self, held: u64, reserved: u64) {
+        debug_assert!(held <= reserved, "{held} bytes held of {reserved} reserved");
+        self.mem_now += held;
+        self.mem_peak = self.mem_peak.max(self.mem_now);
+        self.reserved_now += reserved;
+        self.reserved_peak = self.reserved_peak.max(self.reserved_now);
+    }
+
+    /// Gives back what [`Stats::reserve`] set aside.
+    fn unreserve(&mut self, held: u64, reserved: u64) {
+        self.mem_now -= held;
+        self.reserved_now -= reserved;
     }
 }
 
@@ -403,6 +423,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 bytes_written: pool_stats.bytes_written,
             },
             mem_budget: self.config.mem_budget,
+            mem_reserved_bytes: stats.reserved_peak,
             io_backend: self.io_backend(),
             walk_word_bits: (
                 self.word.source_bits(),

@@ -987,3 +987,25 @@ fn a_run_stops_when_its_caller_asks() {
         }
     }
 }
+
+/// A budget far beyond the graph and its walks is set aside, not held:
+/// `peak_mem_bytes` is what the run held (the graph's block and a few
+/// walks), `mem_reserved_bytes` the batch's share of the budget beside it.
+#[test]
+fn a_large_budget_is_reported_as_reserved_not_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = karate(dir.path(), true);
+    let config = Config {
+        mode: Mode::GraphWalker,
+        mem_budget: 1 << 30,
+        ..Config::default()
+    };
+    let report = run(&path, &config, &VisitFrequency::ppr(0, 100, 5, 0.15, 3)).unwrap();
+    let (held, reserved) = (report.summary.peak_mem_bytes, report.mem_reserved_bytes);
+    assert!(held > 0 && held < 1 << 20, "held {held} bytes for karate");
+    assert!(
+        reserved >= 200 << 20,
+        "a batch's share of 1 GiB: {reserved}"
+    );
+    assert!(reserved <= config.mem_budget);
+}
