@@ -38,6 +38,7 @@ const TASKS: &[Entry] = &[
 ];
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = cli::Cli::parse();
     init_logging(cli.global.verbose);
     match commands::run(cli) {
@@ -55,6 +56,27 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// A report printed into a pipe whose reader has gone (`quiver … | head`)
+/// ends the program quietly with success, as Unix tools do. Rust ignores
+/// SIGPIPE, so `println!` meets EPIPE and panics; this hook sees that panic
+/// first and exits 0 instead of printing a backtrace. Every other panic
+/// goes to the default hook.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// An argument a library rejected is a usage error, like one clap rejects:

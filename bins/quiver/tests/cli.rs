@@ -195,6 +195,41 @@ fn generate_then_info_reports_the_graph_and_its_blocks() {
     assert!(String::from_utf8_lossy(&human.stdout).contains("vertices   12"));
 }
 
+/// A report printed into a pipe whose reader has gone (`quiver … | head`)
+/// ends quietly with success, as Unix tools do: no panic, no message.
+#[test]
+fn a_report_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    let karate = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/karate.txt"
+    ));
+    let out = quiver(&["convert", path(karate), "-o", path(&g), "--undirected"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for args in [
+        vec!["info", path(&g)],
+        vec!["--json", "info", path(&g)],
+        vec!["walk", "ppr", path(&g), "--source", "0", "--walks", "100"],
+    ] {
+        // The reader is gone before the program starts: every write fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(&args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 #[test]
 fn convert_reads_stdin_and_export_writes_stdout() {
     let dir = tempfile::tempdir().unwrap();
