@@ -16,9 +16,9 @@ use quiver_io::size::format_bytes;
 use quiver_io::{Output, ReadOptions, Shape};
 use serde::Serialize;
 
-use crate::commands::UsageError;
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
+use crate::report::{print_json, UsageError};
 use crate::units::seconds;
 
 /// Flags every algorithm takes.
@@ -263,7 +263,7 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             summary: &summary,
             output: run.output.as_deref(),
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
         return Ok(());
     }
     println!("algorithm  {}", algorithm.graphalytics_name());
@@ -317,12 +317,9 @@ fn print_engine(report: &quiver_bsp::Report) {
             report.edges_read
         );
     }
-    println!(
-        "time       {:.3} s compute, {:.3} s loading (partition, edge layouts, buffers), {:.3} s wall, {} threads",
-        seconds(report.summary.compute_ns),
-        seconds(report.summary.load_ns),
-        seconds(report.summary.wall_ns),
-        report.summary.threads
+    crate::report::print_times(
+        &report.summary,
+        "loading (partition, edge layouts, buffers)",
     );
     println!(
         "memory     {} counted (edge layouts, state, rings), {} peak resident",

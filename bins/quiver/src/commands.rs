@@ -15,15 +15,11 @@ use crate::cli::{
     Cli, Command, ConvertArgs, ExportArgs, GenerateCommon, InfoArgs, Model, ShapeArgs,
 };
 use crate::progress::Bar;
+use crate::report::{print_json, UsageError};
 use quiver_io::size::{format_byte_amount, format_bytes};
 
 use crate::units::seconds;
-use quiver_run::{peak_rss_bytes, InvalidArgument};
-
-/// An argument combination the driver rejects (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+use quiver_run::peak_rss_bytes;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
@@ -88,14 +84,6 @@ fn is_broken_pipe(err: &(dyn std::error::Error + 'static)) -> bool {
 /// not a terminal.
 pub(crate) fn bar(json: bool) -> Bar {
     Bar::new(json || !std::io::stderr().is_terminal())
-}
-
-fn print_json(report: &impl Serialize) -> Result<()> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(report).context("serialising the report")?
-    );
-    Ok(())
 }
 
 fn sort_options(shape: &ShapeArgs, relabel: bool) -> SortOptions {
@@ -574,21 +562,6 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
         println!("verified   checksums and targets (at open), distinct targets and finite weights");
     }
     Ok(())
-}
-
-/// `checked`, a setting taken from a flag refused as a usage error named
-/// by the flag (see [`flag_error`]).
-pub fn flagged<T>(checked: Result<T, InvalidArgument>) -> Result<T> {
-    checked.map_err(flag_error)
-}
-
-/// A setting a library refused, as a usage error named by its flag. Each
-/// flag is its setting's name in kebab case (the library's
-/// `depth_fraction` is `--depth-fraction`); the settings that no flag sets
-/// keep defaults the library accepts.
-pub fn flag_error(invalid: InvalidArgument) -> anyhow::Error {
-    let flag = invalid.parameter.replace('_', "-");
-    UsageError(format!("--{flag}: {}", invalid.reason)).into()
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdateP
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
 
-use crate::commands::{flagged, UsageError};
-use crate::units::{at_least_one, parse_fraction, seconds, ByteSize};
+use crate::report::{flagged, print_json, UsageError};
+use crate::units::{at_least_one, parse_fraction, ByteSize};
 use serde::Serialize;
 
 use crate::progress::Bar;
@@ -482,7 +482,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 modelled_ns: ssd.now(),
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report)?;
             } else {
                 println!(
                     "wrote {}: {} vertices, {} edges in {} graph pages (GTT {}) and a CSR file of {} pages; {} on disk",
@@ -554,7 +554,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 modelled_ns: ssd.now() - start,
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report)?;
             } else {
                 println!(
                     "page groups merged: {} ({} left dirty); pages written: {}; {:.3} ms modelled",
@@ -615,7 +615,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 modelled_ns,
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report)?;
                 return Ok(());
             }
             let shown: Vec<String> = list.iter().map(u64::to_string).collect();
@@ -700,12 +700,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 "writes     {} pages in all, write amplification {:.1} (bytes programmed per byte of edges added)",
                 report.pages_written, report.write_amplification
             );
-            println!(
-                "time       {:.3} s compute, {:.3} s writing the device, {:.3} s wall",
-                seconds(report.summary.compute_ns),
-                seconds(report.summary.load_ns),
-                seconds(report.summary.wall_ns)
-            );
+            crate::report::print_times(&report.summary, "writing the device");
             Ok(())
         }
         GtlCommand::Run {
@@ -756,12 +751,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 report.cache_misses,
                 format_bytes(report.cache_bytes)
             );
-            println!(
-                "time       {:.3} s compute, {:.3} s writing the device, {:.3} s wall",
-                seconds(report.summary.compute_ns),
-                seconds(report.summary.load_ns),
-                seconds(report.summary.wall_ns)
-            );
+            crate::report::print_times(&report.summary, "writing the device");
             Ok(())
         }
     }
@@ -829,7 +819,7 @@ fn bench(
             "modelled_csr_over_gtl": time,
             "pages_read_csr_over_gtl": pages,
         });
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
         return Ok(());
     }
     println!(
@@ -865,7 +855,7 @@ fn reported<T: Serialize>(
     let report = work(&bar)?;
     drop(bar);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
         return Ok(None);
     }
     Ok(Some(report))
@@ -954,7 +944,7 @@ fn file_reads(
             "queue_depth": queue_depth,
             "runs": rows,
         });
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
         return Ok(());
     }
     println!(
@@ -1070,7 +1060,7 @@ fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> 
         ssd.save(image).with_context(what)?;
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else if applied {
         println!(
             "{} ({path:?} path): {} pages read, {} written, {:.1} us modelled (mounting: {:.3} ms)",

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use quiver_verbs::job::{Fabric, Job, Nodes, Program};
 use quiver_verbs::CostModel;
 
-use crate::commands::UsageError;
+use crate::report::UsageError;
 use crate::units::parse_duration;
 
 /// Nodes a job runs on this machine when neither the command nor --nodes

@@ -17,9 +17,9 @@ use quiver_verbs::job::{Fabric, Job, Nodes};
 use quiver_verbs::CostModel;
 use serde::Serialize;
 
-use crate::commands::UsageError;
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
+use crate::report::{print_json, UsageError};
 use crate::units::{parse_duration, seconds, ByteSize};
 
 /// Nodes of the job when no job flags are given: the paper's cluster.
@@ -421,7 +421,7 @@ fn ask(at: &AtArgs, on: Option<u32>, vertex: u64, request: &Request, json: bool)
         .with_context(|| format!("{} does not answer: it has failed or stopped", node_at()))?;
     let response = client.call(request).with_context(node_at)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&response)?);
+        print_json(&response)?;
         return Ok(());
     }
     let cost = |c: &Cost| {
@@ -509,7 +509,7 @@ fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
     };
     let speed = &reports[1];
     if json {
-        println!("{}", serde_json::to_string_pretty(speed)?);
+        print_json(speed)?;
         return Ok(());
     }
     #[allow(clippy::cast_precision_loss)]
@@ -605,7 +605,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
             fabric,
             report: &report,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        print_json(&out)?;
         return Ok(());
     }
     print_report(&args.graph, &graph, fabric, &report);

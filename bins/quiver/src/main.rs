@@ -13,6 +13,7 @@ mod job;
 mod kv;
 mod meta;
 mod progress;
+mod report;
 mod units;
 mod verbs;
 mod walk;
@@ -84,7 +85,7 @@ fn quiet_on_closed_stdout() {
 fn is_usage_error(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         quiver_run::is_invalid_argument(cause)
-            || cause.downcast_ref::<commands::UsageError>().is_some()
+            || cause.downcast_ref::<report::UsageError>().is_some()
     })
 }
 

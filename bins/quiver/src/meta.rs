@@ -20,8 +20,8 @@ use quiver_meta::{
 };
 use serde::Serialize;
 
-use crate::commands::{flag_error, UsageError};
 use crate::progress::Bar;
+use crate::report::{flag_error, print_json, UsageError};
 use crate::units::{at_least_one, seconds};
 
 #[derive(Debug, Subcommand)]
@@ -530,7 +530,7 @@ async fn load(args: LoadArgs, json: bool, quiet: bool) -> Result<()> {
         quiver_meta::load::load(&client, Arc::new(writes), args.clients.config(), &bar).await?;
     drop(bar);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
         print_load("loaded", &report);
         println!("everything is visible as of {}", report.ts);
@@ -565,7 +565,7 @@ async fn query(args: QueryArgs, json: bool) -> Result<()> {
             travel: &args.travel,
             result,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
         return Ok(());
     }
     println!("as of {}:", result.as_of);
@@ -667,7 +667,7 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
 
 fn print_report(report: &BenchReport, json: bool) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        print_json(report)?;
     } else {
         print_bench(report);
     }

@@ -7,8 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::VertexIds;
 use quiver_io::size::format_bytes;
 
-use crate::commands::UsageError;
 use crate::progress::Bar;
+use crate::report::{print_json, UsageError};
 use crate::units::{at_least_one, parse_mem_size, ByteSize};
 use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
@@ -497,7 +497,7 @@ fn print_report<O: Serialize>(
                 }
             }
         }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        print_json(&value)?;
         return Ok(());
     }
     let secs = report.summary.wall_ns as f64 / 1e9;
