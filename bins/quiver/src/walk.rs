@@ -532,6 +532,9 @@ fn print_report<O: Serialize>(
         report.steps,
         report.steps_per_sec / 1e6
     );
+    if report.walks > 0 && report.steps == 0 {
+        println!("note       no walk took a step: each started at a vertex without out-edges");
+    }
     println!(
         "i/o        {} block loads ({} read ahead, {} cache hits), {} vertex loads; read {}, wrote {} of walk spills; {:.0} steps per block load",
         report.blocks_loaded,

@@ -195,6 +195,22 @@ fn generate_then_info_reports_the_graph_and_its_blocks() {
     assert!(String::from_utf8_lossy(&human.stdout).contains("vertices   12"));
 }
 
+/// A walk from a vertex without out-edges says why it took no step.
+#[test]
+fn a_walk_from_a_vertex_without_out_edges_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    let out = quiver_with_stdin(&["convert", "-", "-o", path(&g)], b"0 1\n1 2\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = |source: &str| {
+        let out = quiver(&["walk", "ppr", path(&g), "--source", source, "--walks", "50"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).contains("no walk took a step")
+    };
+    assert!(said("2"));
+    assert!(!said("0"));
+}
+
 /// A report printed into a pipe whose reader has gone (`quiver … | head`)
 /// ends quietly with success, as Unix tools do: no panic, no message.
 #[test]
