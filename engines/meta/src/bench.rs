@@ -17,11 +17,10 @@ use serde::Serialize;
 use crate::client::{Client, Engine, TravelOptions, Write};
 use crate::clock::Clock;
 use crate::error::Result;
-use crate::key::Section;
 use crate::load::{graph_writes, load, vertex_id, LoadConfig, LoadReport};
 use crate::rpc;
 use crate::schema::Schema;
-use crate::store::{Batch, Store};
+use crate::store::{pending_id, Batch, Store};
 use crate::travel::{GTravel, Travel};
 
 /// What the benchmark measures.
@@ -469,12 +468,7 @@ pub fn raw_rocksdb(
                 Write::Vertex { id, vtype, attrs } => {
                     batch.put_type(id, vtype, ts);
                     for (name, value) in attrs {
-                        let section = if schema.is_static(vtype, name) {
-                            Section::Static
-                        } else {
-                            Section::User
-                        };
-                        batch.put_attr(id, section, name, value, ts);
+                        batch.put_attr(id, schema.section(vtype, name), name, value, ts);
                     }
                     report.vertices += 1;
                 }
@@ -485,21 +479,20 @@ pub fn raw_rocksdb(
                     props,
                 } => {
                     batch.put_edge(src, etype, dst, Some(props), ts);
-                    if let Some(Some(reverse)) = schema.relation(etype) {
-                        let back = rpc::EdgePut {
-                            src: dst.clone(),
-                            etype: reverse.to_string(),
-                            dst: src.clone(),
-                            props: props.clone(),
-                            node: 0,
-                            remove: false,
-                            ts,
-                        };
-                        let mut id = ts.to_be_bytes().to_vec();
-                        id.extend_from_slice(&seq.to_be_bytes());
+                    let edge = rpc::EdgePut {
+                        src: src.clone(),
+                        etype: etype.clone(),
+                        dst: dst.clone(),
+                        props: props.clone(),
+                        node: 0,
+                        remove: false,
+                        ts,
+                    };
+                    if let Some(back) = schema.reverse(&edge, ts) {
+                        let id = pending_id(ts, seq);
                         seq += 1;
                         batch.add_pending(id.clone(), prost::Message::encode_to_vec(&back));
-                        batch.put_edge(dst, reverse, src, Some(props), ts);
+                        batch.put_edge(&back.src, &back.etype, &back.dst, Some(props), ts);
                         batch.remove_pending(id);
                     }
                     report.edges += 1;

@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::key::Section;
+use crate::rpc;
+
 /// Vertex types and relations.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schema {
@@ -88,6 +91,31 @@ impl Schema {
         self.types
             .get(vtype)
             .is_some_and(|a| a.iter().any(|x| x == attr))
+    }
+
+    /// The section `vtype`'s attribute `attr` is stored in: static when
+    /// the type declares it, user otherwise.
+    pub fn section(&self, vtype: &str, attr: &str) -> Section {
+        if self.is_static(vtype, attr) {
+            Section::Static
+        } else {
+            Section::User
+        }
+    }
+
+    /// The reverse of edge `e` (`read` gives `wasReadBy`), stamped `ts`, if
+    /// its relation has one.
+    pub fn reverse(&self, e: &rpc::EdgePut, ts: u64) -> Option<rpc::EdgePut> {
+        let reverse = self.relation(&e.etype)??;
+        Some(rpc::EdgePut {
+            src: e.dst.clone(),
+            etype: reverse.to_string(),
+            dst: e.src.clone(),
+            props: e.props.clone(),
+            node: 0,
+            remove: e.remove,
+            ts,
+        })
     }
 
     /// Whether `vtype` is a known vertex type.

@@ -148,6 +148,14 @@ pub fn decode_edge_value(value: &[u8]) -> Option<EdgeValue> {
     }
 }
 
+/// The id of a pending reverse edge: its timestamp (which redelivery
+/// reads back), then a sequence number unique on its server.
+pub fn pending_id(ts: u64, seq: u64) -> Vec<u8> {
+    let mut id = ts.to_be_bytes().to_vec();
+    id.extend_from_slice(&seq.to_be_bytes());
+    id
+}
+
 /// Writes gathered to be applied at once.
 #[derive(Default)]
 pub struct Batch {
@@ -227,7 +235,7 @@ impl Batch {
         self.batch.delete(key);
     }
 
-    /// A reverse edge still to deliver.
+    /// A reverse edge still to deliver, under [`pending_id`].
     pub fn add_pending(&mut self, id: Vec<u8>, value: Vec<u8>) {
         self.pending_puts.push((id, value));
     }

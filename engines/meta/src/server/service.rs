@@ -184,14 +184,7 @@ impl Meta for Service {
     ) -> Result<Response<rpc::Ack>, Status> {
         let req = req.into_inner();
         check_step(req.step)?;
-        let state = self.0.travel(req.travel);
-        state
-            .frontier
-            .lock()
-            .expect("frontier lock")
-            .entry(req.step)
-            .or_default()
-            .extend(req.entries);
+        self.0.travel(req.travel).enqueue(req.step, req.entries);
         Ok(Response::new(rpc::Ack {}))
     }
 

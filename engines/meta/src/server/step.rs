@@ -38,6 +38,16 @@ pub(super) struct TravelState {
 }
 
 impl TravelState {
+    /// Adds `entries` to step `step`'s frontier here.
+    pub(super) fn enqueue(&self, step: u32, entries: Vec<rpc::Entry>) {
+        self.frontier
+            .lock()
+            .expect("frontier lock")
+            .entry(step)
+            .or_default()
+            .extend(entries);
+    }
+
     /// Tells the traversal's prefetcher, if one runs, to stop; returns its
     /// task, which ends with the vertices it prefetched.
     fn stop_prefetch(&self) -> Option<tokio::task::JoinHandle<u64>> {
@@ -114,14 +124,7 @@ impl Shared {
         let mut calls = tokio::task::JoinSet::new();
         for (server, entries) in by_server {
             if server == self.me() {
-                let state = self.travel(travel);
-                state
-                    .frontier
-                    .lock()
-                    .expect("frontier lock")
-                    .entry(step)
-                    .or_default()
-                    .extend(entries);
+                self.travel(travel).enqueue(step, entries);
                 continue;
             }
             let req = rpc::FrontierRequest {
@@ -449,13 +452,7 @@ impl Shared {
             self.send_frontier(req.travel, step, next, &mut counts)
                 .await?;
             if let Some(mine) = mine {
-                state
-                    .frontier
-                    .lock()
-                    .expect("frontier lock")
-                    .entry(step)
-                    .or_default()
-                    .extend(mine);
+                state.enqueue(step, mine);
             }
             if req.prefetch && self.prefetches {
                 self.prefetch(req.travel, step, req.next_hop.clone(), req.as_of);

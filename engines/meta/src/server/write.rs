@@ -10,10 +10,9 @@ use tonic::Status;
 use super::split::SplitJob;
 use super::{internal, invalid, printable, Shared};
 use crate::error::Result;
-use crate::key::Section;
 use crate::rpc::split_bytes;
 use crate::rpc::{self, op};
-use crate::store::Batch;
+use crate::store::{pending_id, Batch};
 use crate::tree::Node;
 
 /// Where a write's answer goes.
@@ -262,11 +261,7 @@ impl Shared {
                     staged.batch.put_type(&v.id, &v.vtype, ts);
                     staged.types.insert(v.id.clone(), Some(v.vtype.clone()));
                     for (name, value) in &v.attrs {
-                        let section = if self.config.schema.is_static(&v.vtype, name) {
-                            Section::Static
-                        } else {
-                            Section::User
-                        };
+                        let section = self.config.schema.section(&v.vtype, name);
                         staged.batch.put_attr(&v.id, section, name, value, ts);
                     }
                 }
@@ -300,27 +295,14 @@ impl Shared {
                     staged
                         .batch
                         .put_edge(&e.src, &e.etype, &e.dst, props, version);
-                    if !req.reverse {
-                        if let Some(Some(rev)) = self.config.schema.relation(&e.etype) {
-                            let back = rpc::EdgePut {
-                                src: e.dst.clone(),
-                                etype: rev.to_string(),
-                                dst: e.src.clone(),
-                                props: e.props.clone(),
-                                node: 0,
-                                remove: e.remove,
-                                ts,
-                            };
-                            let mut id = ts.to_be_bytes().to_vec();
-                            id.extend_from_slice(
-                                &self
-                                    .pending_seq
-                                    .fetch_add(1, Ordering::Relaxed)
-                                    .to_be_bytes(),
-                            );
-                            staged.batch.add_pending(id.clone(), back.encode_to_vec());
-                            staged.reverse.push((i, id, back));
-                        }
+                    let back = (!req.reverse)
+                        .then(|| self.config.schema.reverse(e, ts))
+                        .flatten();
+                    if let Some(back) = back {
+                        let seq = self.pending_seq.fetch_add(1, Ordering::Relaxed);
+                        let id = pending_id(ts, seq);
+                        staged.batch.add_pending(id.clone(), back.encode_to_vec());
+                        staged.reverse.push((i, id, back));
                     }
                 }
             }
