@@ -6,11 +6,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
+use quiver_gtl::apps::Order;
 use quiver_gtl::file::{random_reads, CsrReader, GtlFile, Reads};
 use quiver_gtl::flash::Geometry;
+use quiver_gtl::run::Draw;
 use quiver_gtl::source::{attach, open};
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
-use quiver_gtl::{is_image, App, Backend, Report, RunConfig, Ssd, Update, UpdatePath};
+use quiver_gtl::{
+    is_image, App, Backend, Report, RunConfig, Ssd, Submission, Submit, Update, UpdatePath,
+};
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
 
@@ -43,7 +47,7 @@ pub enum AppArg {
     Bfs,
     /// Connected components (undirected graphs).
     Cc,
-    /// DrunkardMob-style random walks (--walks, --steps, --seed).
+    /// Random walks, each on its own (--walks, --steps, --seed).
     Rw,
     /// Luby's maximal independent set (undirected graphs; --seed).
     Mis,
@@ -51,6 +55,14 @@ pub enum AppArg {
     Pagerank,
     /// --requests GetAdjacencyList calls on random vertices (--seed).
     RandomReads,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderArg {
+    /// The paper's Algorithm 1: one FIFO queue, lists taken as they arrive.
+    Fifo,
+    /// Level by level, each level sorted by id (ours).
+    Levels,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -121,8 +133,9 @@ pub struct DeviceArgs {
     #[arg(long, default_value_t = ByteSize(RunConfig::default().cache_bytes))]
     pub cache: ByteSize,
     /// The fraction of each graph page left free by GraphInitialize
-    /// (0.05 or 5%); not with --device: an image keeps the slack `quiver
-    /// gtl init` laid it out with.
+    /// (0.05 or 5%; none by default, as a run only reads and the paper
+    /// leaves room only for updates); not with --device: an image keeps
+    /// the slack `quiver gtl init` laid it out with.
     #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction, conflicts_with = "image")]
     pub slack: f64,
     /// Keep the simulated NAND's pages in this sparse file instead of memory, for a device
@@ -149,18 +162,33 @@ impl DeviceArgs {
 /// The applications' flags.
 #[derive(Debug, Args)]
 pub struct AppArgs {
-    /// Requests in flight: the largest batch submitted at once.
-    #[arg(long, default_value_t = RunConfig::default().batch)]
-    batch: usize,
+    /// Requests in flight: the host's queue depth (a new request goes in
+    /// whenever one completes).
+    #[arg(long, default_value_t = RunConfig::default().submit.in_flight, value_parser = at_least_one::<usize>())]
+    in_flight: usize,
+    /// Submit --in-flight requests at a time and wait for all of them
+    /// before the next (barriered batches) instead of a sliding window.
+    #[arg(long)]
+    batches: bool,
+    /// BFS and CC: fifo is the paper's Algorithm 1 (one queue, lists taken
+    /// as they arrive); levels is ours (level by level, each sorted by id).
+    #[arg(long, value_enum, default_value_t = OrderArg::Fifo)]
+    order: OrderArg,
+    /// Random reads: draw from every id, vertices without edges too (by
+    /// default only vertices with out-edges, as the paper's workload asks
+    /// for lists).
+    #[arg(long)]
+    all_ids: bool,
     /// BFS: the root vertex (default: the first vertex with edges).
     #[arg(long)]
     source: Option<u32>,
     /// BFS: the target's depth as a fraction of the root's BFS depth.
     #[arg(long, default_value_t = RunConfig::default().depth_fraction)]
     depth_fraction: f64,
-    /// Random walks: how many.
-    #[arg(long, default_value_t = RunConfig::default().walks, value_parser = at_least_one::<u32>())]
-    walks: u32,
+    /// Random walks: how many (default: one per 1,000 vertices, the
+    /// paper's density).
+    #[arg(long, value_parser = at_least_one::<u32>())]
+    walks: Option<u32>,
     /// Random walks: steps per walk, at most.
     #[arg(long, default_value_t = RunConfig::default().steps)]
     steps: u32,
@@ -182,7 +210,23 @@ impl AppArgs {
     /// The run's settings on `backend` with `device`'s.
     fn config(&self, backend: BackendArg, device: &DeviceArgs) -> RunConfig {
         RunConfig {
-            batch: self.batch,
+            submit: Submit {
+                in_flight: self.in_flight,
+                submission: if self.batches {
+                    Submission::Batches
+                } else {
+                    Submission::Window
+                },
+            },
+            order: match self.order {
+                OrderArg::Fifo => Order::Fifo,
+                OrderArg::Levels => Order::Levels,
+            },
+            draw: if self.all_ids {
+                Draw::All
+            } else {
+                Draw::WithEdges
+            },
             source: self.source,
             depth_fraction: self.depth_fraction,
             walks: self.walks,
@@ -318,7 +362,7 @@ mounts it as after a power cut.")]
         #[arg(long = "device", value_name = "IMAGE")]
         device: PathBuf,
         /// The fraction of each graph page left free for growth (0.05 or 5%).
-        #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
+        #[arg(long, default_value_t = quiver_gtl::Config::default().slack, value_parser = parse_fraction)]
         slack: f64,
         /// The NAND geometry, CHANNELSxWAYSxBLOCKSxPAGES (blocks per die,
         /// pages per block; 16 KiB pages); half of each die's blocks hold
@@ -737,9 +781,9 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             #[allow(clippy::cast_precision_loss)] // Counts shown as ratios.
             let per = |x: u64| x as f64 / report.requests.max(1) as f64;
             println!(
-                "device     {} requests in {} batches, {} pages read ({:.3} per request), {} written, {:.3} ms modelled",
+                "device     {} requests in {} runs, {} pages read ({:.3} per request), {} written, {:.3} ms modelled",
                 report.requests,
-                report.batches,
+                report.runs,
                 report.pages_read,
                 per(report.pages_read),
                 report.pages_written,

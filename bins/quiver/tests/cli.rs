@@ -1291,8 +1291,8 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
             "--depth-fraction: must be in (0, 1]",
         ),
         (
-            &["gtl", "bench", "bfs", "--device", img, "--batch", "0"],
-            "--batch: must be at least 1",
+            &["gtl", "bench", "bfs", "--device", img, "--in-flight", "0"],
+            "--in-flight: must be at least 1",
         ),
         (
             &["gtl", "updates", g, "--new-vertices", "1"],

@@ -1,27 +1,63 @@
 //! The paper's applications (GraphSSD §4.1) on any [`GraphSource`]: they
-//! see adjacency lists only, fetched in batches of at most `batch`
-//! requests, and keep their state (visited flags, ranks) in host memory.
-//! Every one is deterministic: the same graph, parameters and seed give
-//! the same result on either backend.
+//! see adjacency lists only, requested through the host's [`Queues`]
+//! ([`Submit`]: how many in flight, window or batches), and keep their
+//! state (visited flags, ranks) in host memory. Sweeps (level-synchronous
+//! searches, MIS, PageRank, random reads) and the walks are deterministic:
+//! the same graph, parameters and seed give the same result on either
+//! backend. The FIFO searches take lists as they arrive, so which
+//! vertex is reached first, and at what depth, follows the device's
+//! timing; the vertices reached and the components do not.
+
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use crate::queues::{Queues, Submit};
 use crate::source::GraphSource;
 use crate::Result;
 
-/// Fetches the lists of `vertices` in batches of `batch` and hands each to `f`.
+/// Fetches the lists of `vertices` through queues of `submit` and hands
+/// each to `f` in the order asked (a list that arrives early waits for
+/// the ones before it, on the host), so that a sweep's result does not
+/// depend on the device's timing.
 fn for_each_list(
     source: &mut dyn GraphSource,
     vertices: &[u32],
-    batch: usize,
+    submit: Submit,
     mut f: impl FnMut(u32, &[u32]),
 ) -> Result<()> {
-    for chunk in vertices.chunks(batch.max(1)) {
-        for (&v, list) in chunk.iter().zip(source.get_many(chunk)?) {
-            f(v, &list);
+    let mut queues = Queues::new(source, submit);
+    let mut early: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    let (mut sent, mut handed) = (0, 0);
+    loop {
+        while !queues.is_full() && sent < vertices.len() {
+            queues.request(sent, vertices[sent])?;
+            sent += 1;
+        }
+        let Some(response) = queues.take()? else {
+            break;
+        };
+        early.insert(response.token, response.list);
+        while let Some(list) = early.remove(&handed) {
+            f(vertices[handed], &list);
+            handed += 1;
         }
     }
-    Ok(())
+    queues.finish()
+}
+
+/// The order a search visits vertices in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// The paper's Algorithm 1: one FIFO queue; each list, as it arrives,
+    /// queues the neighbours not yet visited, and the next queued vertex is
+    /// requested whenever a request slot is free.
+    #[default]
+    Fifo,
+    /// Level-synchronous (ours): each level's vertices sorted by id and
+    /// swept, so a level reads the pages in their order.
+    Levels,
 }
 
 /// A small seeded generator (SplitMix64): the applications' only
@@ -55,26 +91,30 @@ impl SplitMix {
 /// Marks a vertex no search reached.
 pub const UNREACHED: u32 = u32::MAX;
 
-/// Level-synchronous BFS result.
+/// A BFS's result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bfs {
-    /// Each vertex's depth, [`UNREACHED`] if the search did not reach it.
+    /// Each vertex's depth, [`UNREACHED`] if the search did not reach it:
+    /// the length of the path it was found by (in FIFO order with more
+    /// than one request in flight, possibly longer than the shortest).
     pub depths: Vec<u32>,
     /// Vertices reached.
     pub reached: u64,
-    /// Levels expanded (the depth of the last frontier whose lists were fetched + 1).
+    /// Levels expanded (the largest depth whose list was requested + 1).
     pub levels: u32,
     /// Whether the target was reached.
     pub found: bool,
 }
 
-/// BFS from `source` along out-edges, each level's lists one batch (or
-/// several of `batch`); stops as soon as `target` is reached.
+/// BFS from `root` along out-edges in `order`; stops when `target` is
+/// found: in FIFO order when it reaches the front of the queue (the
+/// paper's Algorithm 1), level by level as soon as a level reaches it.
 pub fn bfs(
     source: &mut dyn GraphSource,
     root: u32,
     target: Option<u32>,
-    batch: usize,
+    order: Order,
+    submit: Submit,
 ) -> Result<Bfs> {
     let n = source.vertices();
     if root >= n {
@@ -85,12 +125,74 @@ pub fn bfs(
     }
     let mut depths = vec![UNREACHED; n as usize];
     depths[root as usize] = 0;
+    let search = match order {
+        Order::Fifo => fifo_bfs(source, &mut depths, root, target, submit)?,
+        Order::Levels => level_bfs(source, &mut depths, root, target, submit)?,
+    };
+    let (reached, levels, found) = search;
+    Ok(Bfs {
+        depths,
+        reached,
+        levels,
+        found,
+    })
+}
+
+/// Algorithm 1 from `root` (depth 0 in `depths`): vertices reached,
+/// levels expanded, whether `target` was found.
+fn fifo_bfs(
+    source: &mut dyn GraphSource,
+    depths: &mut [u32],
+    root: u32,
+    target: Option<u32>,
+    submit: Submit,
+) -> Result<(u64, u32, bool)> {
+    let mut queue = VecDeque::from([root]);
+    let mut queues = Queues::new(source, submit);
+    let (mut reached, mut levels, mut found) = (1u64, 0u32, false);
+    'search: loop {
+        while !queues.is_full() {
+            let Some(v) = queue.pop_front() else {
+                break;
+            };
+            if target == Some(v) {
+                found = true;
+                break 'search;
+            }
+            levels = levels.max(depths[v as usize] + 1);
+            queues.request(0, v)?;
+        }
+        let Some(response) = queues.take()? else {
+            break;
+        };
+        let depth = depths[response.vertex as usize] + 1;
+        for &u in &response.list {
+            if depths[u as usize] == UNREACHED {
+                depths[u as usize] = depth;
+                reached += 1;
+                queue.push_back(u);
+            }
+        }
+    }
+    queues.finish()?;
+    Ok((reached, levels, found))
+}
+
+/// Level-synchronous BFS from `root` (depth 0 in `depths`): each level's
+/// lists one sweep, the next level sorted by id.
+fn level_bfs(
+    source: &mut dyn GraphSource,
+    depths: &mut [u32],
+    root: u32,
+    target: Option<u32>,
+    submit: Submit,
+) -> Result<(u64, u32, bool)> {
     let mut frontier = vec![root];
     let (mut reached, mut levels) = (1u64, 0u32);
     let mut found = target == Some(root);
     while !frontier.is_empty() && !found {
         let mut next = Vec::new();
-        for_each_list(source, &frontier, batch, |_, list| {
+        for_each_list(source, &frontier, submit, |_, list| {
             for &u in list {
                 if depths[u as usize] == UNREACHED {
                     depths[u as usize] = levels + 1;
@@ -104,55 +206,86 @@ pub fn bfs(
         next.sort_unstable();
         frontier = next;
     }
-    Ok(Bfs {
-        depths,
-        reached,
-        levels,
-        found,
-    })
+    Ok((reached, levels, found))
 }
 
 /// Connected components: searches from the vertices not yet labelled,
-/// taken in increasing order `batch` at a time and run together (so a
-/// scan over isolated vertices costs a batch per `batch` of them, not a
-/// request each); searches that meet are joined, and each vertex's label
-/// is its component's smallest vertex. Meant for undirected graphs (on a
-/// directed one, out-edges only).
-pub fn connected_components(source: &mut dyn GraphSource, batch: usize) -> Result<Vec<u32>> {
+/// taken in increasing order, joined where they meet; each vertex's label
+/// is its component's smallest vertex. In FIFO order (the paper's
+/// Algorithm 1 per search) a new search starts whenever the queue is empty
+/// and a request slot free, so the device stays busy through the tail of
+/// a search and through runs of isolated vertices; level by level (ours),
+/// the searches from `in_flight` roots at a time run level-synchronously
+/// together. Meant for undirected graphs (on a directed one, out-edges
+/// only).
+pub fn connected_components(
+    source: &mut dyn GraphSource,
+    order: Order,
+    submit: Submit,
+) -> Result<Vec<u32>> {
     let n = source.vertices();
     let mut labels = vec![UNREACHED; n as usize];
     // Each root's parent among the roots it is joined to; a tree's root is its smallest.
     let mut parent: Vec<u32> = (0..n).collect();
-    let mut next_root = 0;
-    loop {
-        let mut frontier = Vec::new();
-        while next_root < n && frontier.len() < batch.max(1) {
-            if labels[next_root as usize] == UNREACHED {
-                labels[next_root as usize] = next_root;
-                frontier.push(next_root);
-            }
-            next_root += 1;
-        }
-        if frontier.is_empty() {
-            break;
-        }
-        while !frontier.is_empty() {
-            let mut next = Vec::new();
-            for_each_list(source, &frontier, batch, |v, list| {
-                let label = labels[v as usize];
-                for &u in list {
+    let mut roots = 0..n;
+    // The next vertex no search has reached, labelled as a new root.
+    let mut new_root = |labels: &mut [u32]| {
+        let root = roots.find(|&v| labels[v as usize] == UNREACHED)?;
+        labels[root as usize] = root;
+        Some(root)
+    };
+    match order {
+        Order::Fifo => {
+            let mut queue = VecDeque::new();
+            let mut queues = Queues::new(source, submit);
+            loop {
+                while !queues.is_full() {
+                    let Some(v) = queue.pop_front().or_else(|| new_root(&mut labels)) else {
+                        break;
+                    };
+                    queues.request(0, v)?;
+                }
+                let Some(response) = queues.take()? else {
+                    break;
+                };
+                let label = labels[response.vertex as usize];
+                for &u in &response.list {
                     match labels[u as usize] {
                         UNREACHED => {
                             labels[u as usize] = label;
-                            next.push(u);
+                            queue.push_back(u);
                         }
                         other => join(&mut parent, label, other),
                     }
                 }
-            })?;
-            next.sort_unstable();
-            frontier = next;
+            }
+            queues.finish()?;
         }
+        Order::Levels => loop {
+            let mut frontier: Vec<u32> = std::iter::from_fn(|| new_root(&mut labels))
+                .take(submit.in_flight)
+                .collect();
+            if frontier.is_empty() {
+                break;
+            }
+            while !frontier.is_empty() {
+                let mut next = Vec::new();
+                for_each_list(source, &frontier, submit, |v, list| {
+                    let label = labels[v as usize];
+                    for &u in list {
+                        match labels[u as usize] {
+                            UNREACHED => {
+                                labels[u as usize] = label;
+                                next.push(u);
+                            }
+                            other => join(&mut parent, label, other),
+                        }
+                    }
+                })?;
+                next.sort_unstable();
+                frontier = next;
+            }
+        },
     }
     for label in &mut labels {
         *label = root_of(&mut parent, *label);
@@ -176,7 +309,7 @@ fn join(parent: &mut [u32], a: u32, b: u32) {
     parent[high as usize] = low;
 }
 
-/// DrunkardMob-style random walks.
+/// Random walks' result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walks {
     /// Where each walk ended.
@@ -185,61 +318,64 @@ pub struct Walks {
     pub steps: u64,
     /// Walks stopped early at a vertex without out-edges.
     pub stuck: u64,
-    /// Rounds run.
-    pub rounds: u32,
 }
 
 /// `walks` random walks of up to `length` steps from starts drawn
-/// uniformly with `seed`, in lock-step rounds: each round fetches the
-/// lists of the distinct vertices the live walks stand on (one batch, or
-/// several of `batch`), then moves every walk, in order, to a neighbour
-/// drawn uniformly (DrunkardMob processes all walks at a vertex together).
+/// uniformly with `seed`, each on its own: a walk requests the list of the
+/// vertex it stands on and, when it arrives, moves to a neighbour drawn
+/// uniformly and requests the next, as long as a request slot is free
+/// (walks wait their turn in a FIFO queue). Each walk draws from its own
+/// generator, so where it goes does not depend on the device's timing.
 pub fn random_walks(
     source: &mut dyn GraphSource,
     walks: u32,
     length: u32,
     seed: u64,
-    batch: usize,
+    submit: Submit,
 ) -> Result<Walks> {
     let n = source.vertices();
     let mut rng = SplitMix::new(seed);
     let mut at: Vec<u32> = (0..walks)
         .map(|_| u32::try_from(rng.below(u64::from(n.max(1)))).expect("below |V|"))
         .collect();
-    let mut live: Vec<usize> = if n == 0 {
-        Vec::new()
+    let mut draws: Vec<SplitMix> = (0..walks).map(|_| SplitMix::new(rng.next_u64())).collect();
+    let mut taken = vec![0u32; walks as usize];
+    let mut waiting: VecDeque<usize> = if n == 0 || length == 0 {
+        VecDeque::new()
     } else {
         (0..at.len()).collect()
     };
-    let (mut steps, mut stuck, mut rounds) = (0u64, 0u64, 0u32);
-    let mut lists: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
-    while rounds < length && !live.is_empty() {
-        let mut here: Vec<u32> = live.iter().map(|&w| at[w]).collect();
-        here.sort_unstable();
-        here.dedup();
-        lists.clear();
-        for_each_list(source, &here, batch, |v, list| {
-            lists.insert(v, list.to_vec());
-        })?;
-        live.retain(|&w| {
-            let list = &lists[&at[w]];
-            if list.is_empty() {
-                stuck += 1;
-                return false;
-            }
-            // A list's length fits usize, and the draw is below it.
-            let i = usize::try_from(rng.below(list.len() as u64)).expect("below a length");
-            at[w] = list[i];
-            steps += 1;
-            true
-        });
-        rounds += 1;
+    let (mut steps, mut stuck) = (0u64, 0u64);
+    let mut queues = Queues::new(source, submit);
+    loop {
+        while !queues.is_full() {
+            let Some(w) = waiting.pop_front() else {
+                break;
+            };
+            queues.request(w, at[w])?;
+        }
+        let Some(response) = queues.take()? else {
+            break;
+        };
+        let (w, list) = (response.token, response.list);
+        if list.is_empty() {
+            stuck += 1;
+            continue;
+        }
+        // A list's length fits usize, and the draw is below it.
+        let i = usize::try_from(draws[w].below(list.len() as u64)).expect("below a length");
+        at[w] = list[i];
+        steps += 1;
+        taken[w] += 1;
+        if taken[w] < length {
+            waiting.push_back(w);
+        }
     }
+    queues.finish()?;
     Ok(Walks {
         ends: at,
         steps,
         stuck,
-        rounds,
     })
 }
 
@@ -260,7 +396,7 @@ pub struct Mis {
 /// and its neighbours drop out. At least the smallest undecided vertex
 /// joins each round, so it ends. Needs an undirected graph; self-loops are
 /// ignored.
-pub fn luby_mis(source: &mut dyn GraphSource, seed: u64, batch: usize) -> Result<Mis> {
+pub fn luby_mis(source: &mut dyn GraphSource, seed: u64, submit: Submit) -> Result<Mis> {
     #[derive(Clone, Copy, PartialEq, Eq)]
     enum State {
         Undecided,
@@ -276,7 +412,7 @@ pub fn luby_mis(source: &mut dyn GraphSource, seed: u64, batch: usize) -> Result
     while !undecided.is_empty() {
         let mut joined = Vec::new();
         let mut lists = Vec::with_capacity(undecided.len());
-        for_each_list(source, &undecided, batch, |v, list| {
+        for_each_list(source, &undecided, submit, |v, list| {
             let wins = list.iter().all(|&u| {
                 u == v
                     || state[u as usize] != State::Undecided
@@ -334,7 +470,7 @@ pub fn threshold_pagerank(
     damping: f64,
     threshold: f64,
     iterations: u32,
-    batch: usize,
+    submit: Submit,
 ) -> Result<PageRank> {
     let n = source.vertices() as usize;
     let mut ranks = vec![1.0f64; n];
@@ -350,7 +486,7 @@ pub fn threshold_pagerank(
             break;
         }
         active_counts.push(active.len() as u64);
-        for_each_list(source, &active, batch, |v, list| {
+        for_each_list(source, &active, submit, |v, list| {
             let v = v as usize;
             let change = ranks[v] - sent[v];
             sent[v] = ranks[v];
@@ -408,8 +544,6 @@ pub enum Summary {
         steps: u64,
         /// Walks stopped at a vertex without out-edges.
         stuck: u64,
-        /// Rounds.
-        rounds: u32,
     },
     /// Maximal independent set.
     Mis {
@@ -439,26 +573,33 @@ pub enum Summary {
 }
 
 /// `requests` GetAdjacencyList calls on vertices drawn uniformly with
-/// `seed`, in batches of `batch`; returns the neighbours returned.
+/// `seed` from `among` (every id when `None`); returns the neighbours
+/// returned.
 pub fn random_reads(
     source: &mut dyn GraphSource,
     requests: u64,
     seed: u64,
-    batch: usize,
+    among: Option<&[u32]>,
+    submit: Submit,
 ) -> Result<u64> {
-    let n = u64::from(source.vertices());
-    let mut rng = SplitMix::new(seed);
-    let mut left = requests;
-    let mut neighbours = 0u64;
-    while left > 0 && n > 0 {
-        let take = left.min(batch.max(1) as u64);
-        let vertices: Vec<u32> = (0..take)
-            .map(|_| u32::try_from(rng.below(n)).expect("below |V|"))
-            .collect();
-        for list in source.get_many(&vertices)? {
-            neighbours += list.len() as u64;
-        }
-        left -= take;
+    let n = among.map_or(u64::from(source.vertices()), |a| a.len() as u64);
+    if n == 0 {
+        return Ok(0);
     }
+    let mut rng = SplitMix::new(seed);
+    let vertices: Vec<u32> = (0..requests)
+        .map(|_| {
+            let i = rng.below(n);
+            // Below a length or |V|.
+            among.map_or_else(
+                || u32::try_from(i).expect("below |V|"),
+                |a| a[usize::try_from(i).expect("below a length")],
+            )
+        })
+        .collect();
+    let mut neighbours = 0u64;
+    for_each_list(source, &vertices, submit, |_, list| {
+        neighbours += list.len() as u64;
+    })?;
     Ok(neighbours)
 }

@@ -29,7 +29,9 @@
 //! and GTT on a real file, read through io_uring with `O_DIRECT`.
 //!
 //! On the host side ([`source`]): a [`GraphSource`] is the graph seen
-//! through adjacency lists fetched in batches, with two implementations on
+//! through adjacency lists requested through the host's non-blocking
+//! [`Queues`] (a sliding window of requests in flight, or barriered
+//! batches), with two implementations on
 //! the same [`Ssd`], [`GtlSource`] and the baseline's [`CsrSource`], each
 //! behind the same LRU page cache bounded in bytes ([`cache`]). The
 //! paper's applications ([`apps`]: BFS to a target, connected components,
@@ -70,8 +72,10 @@
 //!   tuples of two `u32` with an End tuple (vertex `u32::MAX`, exclusive
 //!   end), then flags, edge count, start vertex and vertex count, the last
 //!   four `u32` of the page ([`page`]).
-//! - **Slack.** 5% of every page by default, dense vertices' pages
-//!   included (one fill rule for every page; a dense vertex is rare).
+//! - **Slack.** 5% of every page by default on a device that takes
+//!   updates, dense vertices' pages included (one fill rule for every
+//!   page; a dense vertex is rare); none for a run, which only reads (the
+//!   paper leaves room only for updates).
 //! - **Dense vertices.** A list longer than a page alone holds starts a
 //!   new page, fills whole pages alone and leaves its last part at the
 //!   start of a page that later lists share; every one of its pages has a
@@ -126,11 +130,15 @@
 //!   [`Queue`] whose doorbell starts every submitted command at once, in
 //!   submission order for their effects and overlapped on the flash for
 //!   their time.
-//! - **Batches.** The host library submits a batch of calls together at
-//!   the batch's start; they queue on dies, channels and the host link in
-//!   request order, and the batch ends with its last call. A baseline call
-//!   issues its `colIdx` pages when its `rowPtr` pages arrived. A cache hit
-//!   costs no NAND read and no device time (details in [`source`]).
+//! - **Requests in flight.** The host keeps 256 requests on the device
+//!   by default, a new one going in whenever one completes (the paper's
+//!   non-blocking queues; its figures show both layouts using the same
+//!   bandwidth, so the device is kept busy), or barriered batches if
+//!   asked. Reads are issued in time order and queue on dies, channels
+//!   and the host link first come, first served; a baseline call issues
+//!   its `colIdx` pages when its `rowPtr` pages arrived. A cache hit costs
+//!   no NAND read and no device time (details in [`queues`] and
+//!   [`source`]).
 //! - **Cache.** LRU over whole 16 KiB pages, bounded in bytes (a page's
 //!   bytes per entry), the same policy for both backends; the GTL caches
 //!   graph pages by physical page, the baseline file pages by LBA. The
@@ -147,13 +155,16 @@
 //!   written whole and renamed into place; opening mounts it as after a
 //!   power cut. `run` still writes the graph onto a fresh device (load
 //!   time), reported apart from the application's pages and modelled time.
-//! - **Applications** (details in [`apps`]): BFS is level-synchronous,
-//!   each level one batch, and its target is picked on the in-memory graph
-//!   at a fraction of the root's BFS depth; random walks move in lock-step
-//!   rounds; threshold PageRank is on GraphChi's scale (mean rank 1) so
-//!   the paper's 0.4 is meaningful; CC runs its searches from a batch of
-//!   unlabelled roots at a time, joined where they meet (one request per
-//!   batch of isolated vertices, not one each); CC and MIS need
+//! - **Applications** (details in [`apps`]): BFS and CC search in the
+//!   paper's FIFO order (Algorithm 1) by default, or level by level with
+//!   each level sorted by id (ours); BFS's target is picked on the
+//!   in-memory graph at a fraction of the root's BFS depth; CC's searches
+//!   start from unlabelled roots in increasing order whenever a request
+//!   slot is free and are joined where they meet; random walks go one per
+//!   1,000 vertices by default (the paper's density), each at its own
+//!   pace; random reads draw from the vertices with edges (the paper's
+//!   workload asks for lists); threshold PageRank is on GraphChi's scale
+//!   (mean rank 1) so the paper's 0.4 is meaningful; CC and MIS need
 //!   undirected graphs.
 //!
 //! Invariants: the GTT is sorted and each entry's page has its key as
@@ -181,6 +192,7 @@ pub mod gtt;
 mod image;
 pub mod logger;
 pub mod page;
+pub mod queues;
 pub mod run;
 pub mod source;
 mod update;
@@ -193,6 +205,7 @@ pub use flash::{Nanos, Ppn};
 pub use graph_ssd::{Answer, Completion, GraphSsd, Request};
 pub use image::is_image;
 pub use logger::{LoggerConfig, UpdateLogger};
+pub use queues::{Arrival, Issued, Queues, Submission, Submit};
 pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};
 pub use source::{Backend, Completed, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 pub use update::{Batch, Update, UpdatePath};

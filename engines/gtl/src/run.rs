@@ -13,8 +13,10 @@ use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::{Deserialize, Serialize};
 
-use crate::apps::{self, Summary, UNREACHED};
-use crate::source::{self, Backend, Completed, GraphSource, Init, SourceCounters};
+use crate::apps::{self, Order, Summary, UNREACHED};
+use crate::flash::Nanos;
+use crate::queues::{Issued, Submission, Submit};
+use crate::source::{self, Backend, GraphSource, Init, SourceCounters};
 use crate::{Error, Result, Ssd};
 
 /// An application of the paper's evaluation.
@@ -35,25 +37,42 @@ pub enum App {
     RandomReads,
 }
 
+/// Which vertices random reads draw from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Draw {
+    /// Vertices with out-edges (the paper's workload asks for lists).
+    #[default]
+    WithEdges,
+    /// Every id, vertices without edges too.
+    All,
+}
+
 /// A run's settings; the only place their defaults are written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    /// The simulated device.
+    /// The simulated device; its slack is 0 here, as the paper leaves
+    /// room in pages only for updates and a run only reads.
     pub device: crate::Config,
     /// Which layout the application reads.
     pub backend: Backend,
     /// The host page cache's bound in bytes (default 64 MiB).
     pub cache_bytes: u64,
-    /// Requests in flight: the largest batch an application submits.
-    pub batch: usize,
+    /// Requests in flight, and whether in a window or batches.
+    pub submit: Submit,
+    /// BFS's and CC's order: FIFO (the paper's) or level by level (ours).
+    pub order: Order,
+    /// Random reads: which vertices are drawn.
+    pub draw: Draw,
     /// BFS's root (`None`: the first vertex with edges, so that a default
     /// run on a graph with isolated vertices walks somewhere).
     pub source: Option<u32>,
     /// BFS: the target's depth as a fraction of the root's BFS depth
     /// (the paper's 0.1, 0.33, 0.66, 1.0).
     pub depth_fraction: f64,
-    /// Random walks.
-    pub walks: u32,
+    /// Random walks (`None`: one per 1,000 vertices, the paper's density,
+    /// at least one).
+    pub walks: Option<u32>,
     /// Steps per walk, at most.
     pub steps: u32,
     /// Seed of the walks, MIS priorities and random reads.
@@ -71,13 +90,21 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            device: crate::Config::default(),
+            device: crate::Config {
+                slack: 0.0,
+                ..crate::Config::default()
+            },
             backend: Backend::Gtl,
             cache_bytes: 64 << 20,
-            batch: 4096,
+            submit: Submit {
+                in_flight: 256,
+                submission: Submission::Window,
+            },
+            order: Order::Fifo,
+            draw: Draw::WithEdges,
             source: None,
             depth_fraction: 1.0,
-            walks: 100_000,
+            walks: None,
             steps: 10,
             seed: 1,
             damping: 0.85,
@@ -92,8 +119,11 @@ impl Config {
     /// Checks every setting, naming the first that makes no sense.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         self.device.validate()?;
-        if self.batch == 0 {
-            return Err(InvalidArgument::new("batch", "must be at least 1"));
+        if self.submit.in_flight == 0 {
+            return Err(InvalidArgument::new("in_flight", "must be at least 1"));
+        }
+        if self.walks == Some(0) {
+            return Err(InvalidArgument::new("walks", "must be at least 1"));
         }
         if !(self.depth_fraction > 0.0 && self.depth_fraction <= 1.0) {
             return Err(InvalidArgument::new("depth_fraction", "must be in (0, 1]"));
@@ -134,14 +164,19 @@ pub struct Report {
     pub modelled_ns: u64,
     /// Adjacency lists asked for.
     pub requests: u64,
-    /// Batches submitted.
-    pub batches: u64,
+    /// Runs of requests through the host's queues.
+    pub runs: u64,
     /// Pages found in the host cache.
     pub cache_hits: u64,
     /// Pages fetched from the device.
     pub cache_misses: u64,
     /// What the application found.
     pub result: Summary,
+}
+
+/// Random walks at the paper's density: one per 1,000 vertices, at least one.
+pub fn paper_walks(graph: &Graph) -> u32 {
+    (graph.num_vertices() / 1000).max(1)
 }
 
 /// BFS's target: the smallest vertex at `fraction` of the root's BFS depth
@@ -187,9 +222,9 @@ pub fn bfs_target(graph: &Graph, root: u32, fraction: f64) -> Result<(u32, u32, 
     Ok((target, want, max))
 }
 
-/// A source that stops its application when the caller asks: every batch
-/// of reads checks `progress` first, so a run ends at its next batch with
-/// [`Error::Cancelled`].
+/// A source that stops its application when the caller asks: every
+/// request checks `progress` first, so a run ends at its next request
+/// with [`Error::Cancelled`].
 struct Stoppable<'a> {
     source: &'a mut dyn GraphSource,
     progress: &'a dyn Progress,
@@ -200,9 +235,21 @@ impl GraphSource for Stoppable<'_> {
         self.source.vertices()
     }
 
-    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
+    fn issue(&mut self, vertex: u32, at: Nanos) -> Result<Issued> {
         self.progress.check()?;
-        self.source.fetch(vertices)
+        self.source.issue(vertex, at)
+    }
+
+    fn issue_next(&mut self, bytes: std::ops::Range<u64>, at: Nanos) -> Result<Issued> {
+        self.source.issue_next(bytes, at)
+    }
+
+    fn now(&self) -> Nanos {
+        self.source.now()
+    }
+
+    fn finish(&mut self, start: Nanos, end: Nanos, requests: u64) {
+        self.source.finish(start, end, requests);
     }
 
     fn counters(&self) -> SourceCounters {
@@ -270,8 +317,15 @@ pub fn run_image(
     )
 }
 
-/// BFS's root, and its target with the target's depth and the BFS depth.
-type Picked = (u32, Option<(u32, u32, u32)>);
+/// What a run picks on the graph in memory before it starts.
+struct Picked {
+    /// BFS's root.
+    root: u32,
+    /// BFS's target, its depth and the root's BFS depth.
+    target: Option<(u32, u32, u32)>,
+    /// The vertices random reads draw from (`None`: every id).
+    among: Option<Vec<u32>>,
+}
 
 /// Checks `app` suits `graph` and picks BFS's root and target.
 fn prepare(graph: &Graph, app: App, config: &Config) -> Result<Picked> {
@@ -292,7 +346,16 @@ fn prepare(graph: &Graph, app: App, config: &Config) -> Result<Picked> {
         App::Bfs => Some(bfs_target(graph, root, config.depth_fraction)?),
         _ => None,
     };
-    Ok((root, target))
+    let among = (app == App::RandomReads && config.draw == Draw::WithEdges).then(|| {
+        (0..graph.num_vertices())
+            .filter(|&v| graph.degree(v) > 0)
+            .collect()
+    });
+    Ok(Picked {
+        root,
+        target,
+        among,
+    })
 }
 
 /// Runs `app` through `source` (loaded as `init` in `load_ns`, the run's
@@ -302,11 +365,11 @@ fn run_source(
     app: App,
     config: &Config,
     progress: &dyn Progress,
-    (root, target): Picked,
+    picked: Picked,
     mut source: Box<dyn GraphSource>,
     (init, load_ns, wall): (Init, u64, Stopwatch),
 ) -> Result<Report> {
-    let batch = config.batch;
+    let (submit, order) = (config.submit, config.order);
     let source = &mut Stoppable {
         source: source.as_mut(),
         progress,
@@ -315,10 +378,10 @@ fn run_source(
     let compute = Stopwatch::start();
     let result = match app {
         App::Bfs => {
-            let (target, target_depth, max_depth) = target.expect("picked above");
-            let found = apps::bfs(source, root, Some(target), batch)?;
+            let (target, target_depth, max_depth) = picked.target.expect("picked above");
+            let found = apps::bfs(source, picked.root, Some(target), order, submit)?;
             Summary::Bfs {
-                source: root,
+                source: picked.root,
                 target,
                 target_depth,
                 max_depth,
@@ -328,7 +391,7 @@ fn run_source(
             }
         }
         App::Cc => {
-            let labels = apps::connected_components(source, batch)?;
+            let labels = apps::connected_components(source, order, submit)?;
             let mut sizes = std::collections::HashMap::<u32, u64>::new();
             for l in labels {
                 *sizes.entry(l).or_default() += 1;
@@ -339,16 +402,16 @@ fn run_source(
             }
         }
         App::Rw => {
-            let walks = apps::random_walks(source, config.walks, config.steps, config.seed, batch)?;
+            let count = config.walks.unwrap_or_else(|| paper_walks(graph));
+            let walks = apps::random_walks(source, count, config.steps, config.seed, submit)?;
             Summary::Rw {
-                walks: config.walks,
+                walks: count,
                 steps: walks.steps,
                 stuck: walks.stuck,
-                rounds: walks.rounds,
             }
         }
         App::Mis => {
-            let mis = apps::luby_mis(source, config.seed, batch)?;
+            let mis = apps::luby_mis(source, config.seed, submit)?;
             Summary::Mis {
                 size: mis.size,
                 rounds: mis.rounds,
@@ -360,7 +423,7 @@ fn run_source(
                 config.damping,
                 config.threshold,
                 config.iterations,
-                batch,
+                submit,
             )?;
             Summary::Pagerank {
                 iterations: u32::try_from(pr.active.len()).expect("at most the iterations"),
@@ -371,7 +434,13 @@ fn run_source(
         }
         App::RandomReads => Summary::RandomReads {
             requests: config.requests,
-            neighbours: apps::random_reads(source, config.requests, config.seed, batch)?,
+            neighbours: apps::random_reads(
+                source,
+                config.requests,
+                config.seed,
+                picked.among.as_deref(),
+                submit,
+            )?,
         },
     };
     let counters = source.counters();
@@ -401,7 +470,7 @@ fn run_source(
         pages_written: source.ssd().flash().counters().programs - init.pages_written,
         modelled_ns: counters.modelled_ns,
         requests: counters.requests,
-        batches: counters.batches,
+        runs: counters.runs,
         cache_hits: counters.cache_hits,
         cache_misses: counters.cache_misses,
         result,

@@ -5,18 +5,16 @@
 //! FTL's block interface). Both keep the same host [`PageCache`], so an
 //! application runs unchanged on either.
 //!
-//! Batches and modelled time: [`GraphSource::get_many`] submits all its
-//! requests at once, at the batch's start (the device's clock when the
-//! previous batch completed), as a host with that many requests in flight;
-//! the simulated dies, channels and host link overlap and queue them
-//! (first come, first served in request order). The batch completes when
-//! its last request does, and the clock moves there. A GTL request issues
-//! all its pages at the batch's start. A baseline request needs two
-//! dependent steps: every request's `rowPtr` pages are issued at the
-//! batch's start, then each request's `colIdx` pages when its `rowPtr`
-//! pages arrived. A page found in the cache costs no NAND read and no
-//! device time; if it is still in flight (asked for earlier in the batch),
-//! the request waits for it.
+//! Requests and modelled time: a request is issued at a moment of the
+//! device's clock ([`GraphSource::issue`]) and its reads queue on the
+//! simulated dies, channels and host link, first come, first served. A
+//! GTL request issues all its pages at once. A baseline request needs two
+//! dependent steps: its `rowPtr` pages, then ([`GraphSource::issue_next`])
+//! its `colIdx` pages when the `rowPtr` pages arrived. The host's
+//! [`Queues`] keep requests in flight and issue each step in time order;
+//! [`GraphSource::fetch`] is one barriered batch of them. A page found in
+//! the cache costs no NAND read and no device time; if it is still in
+//! flight (asked for by an earlier request), the request waits for it.
 
 use std::rc::Rc;
 
@@ -28,6 +26,7 @@ use crate::delta::{Adjacency, ListId};
 use crate::flash::{Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 use crate::page::Page;
+use crate::queues::{Issued, Queues, Submit};
 use crate::{Config, Error, Result, Ssd};
 
 /// Which layout a [`GraphSource`] reads.
@@ -55,15 +54,16 @@ impl std::fmt::Display for Backend {
 pub struct SourceCounters {
     /// Adjacency lists asked for.
     pub requests: u64,
-    /// Batches submitted.
-    pub batches: u64,
+    /// Runs of requests through the host's queues (a barriered batch, or
+    /// one sweep's or search's stream).
+    pub runs: u64,
     /// NAND pages read.
     pub pages_read: u64,
     /// Pages found in the host cache.
     pub cache_hits: u64,
     /// Pages fetched from the device.
     pub cache_misses: u64,
-    /// Modelled device time of all batches, in nanoseconds.
+    /// Modelled device time of all runs, in nanoseconds.
     pub modelled_ns: Nanos,
 }
 
@@ -76,14 +76,45 @@ pub struct Completed {
     pub done: Nanos,
 }
 
-/// A graph's adjacency lists, fetched in batches.
+/// A graph's adjacency lists, fetched by requests in flight together.
 pub trait GraphSource {
     /// |V|.
     fn vertices(&self) -> u32;
 
+    /// Issues the request for `vertex`'s out-list at `at`: its first reads.
+    fn issue(&mut self, vertex: u32, at: Nanos) -> Result<Issued>;
+
+    /// Issues a request's next reads, `bytes` of the baseline's file, at
+    /// `at` (when the reads they depend on arrived).
+    fn issue_next(&mut self, bytes: std::ops::Range<u64>, at: Nanos) -> Result<Issued>;
+
+    /// The device's clock: where the next run of requests starts.
+    fn now(&self) -> Nanos;
+
+    /// Counts a run of `requests` from `start` to `end` and moves the clock to `end`.
+    fn finish(&mut self, start: Nanos, end: Nanos, requests: u64);
+
     /// The out-lists of `vertices`, in order, submitted together as one
     /// batch, each with when it completed.
-    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>>;
+    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
+        let mut queues = Queues::new(self, Submit::batch(vertices.len()));
+        for (i, &v) in vertices.iter().enumerate() {
+            queues.request(i, v)?;
+        }
+        let mut lists = vec![None; vertices.len()];
+        while let Some(r) = queues.take()? {
+            lists[r.token] = Some(Completed {
+                list: r.list,
+                done: r.done,
+            });
+        }
+        queues.finish()?;
+        // Every request answers once.
+        Ok(lists
+            .into_iter()
+            .map(|c| c.expect("a response per request"))
+            .collect())
+    }
 
     /// The out-lists of `vertices`, in order, fetched as one batch.
     fn get_many(&mut self, vertices: &[u32]) -> Result<Vec<Vec<u32>>> {
@@ -114,12 +145,13 @@ fn check(vertex: u32, vertices: u32) -> Result<()> {
     Ok(())
 }
 
-/// Moves the clock and the counters past a batch that ran from `start` to `end`.
-fn finish(counters: &mut SourceCounters, now: &mut Nanos, start: Nanos, end: Nanos, n: usize) {
-    *now = end;
-    counters.modelled_ns += end - start;
-    counters.batches += 1;
-    counters.requests += n as u64;
+impl SourceCounters {
+    /// Counts a run of `requests` from `start` to `end`.
+    fn count_run(&mut self, start: Nanos, end: Nanos, requests: u64) {
+        self.modelled_ns += end - start;
+        self.runs += 1;
+        self.requests += requests;
+    }
 }
 
 /// A host library on `ssd`: its page cache of `P` and its counts.
@@ -144,6 +176,12 @@ impl<P: Clone> Host<P> {
 }
 
 impl<P> Host<P> {
+    /// Counts a run of `requests` from `start` to `end` and moves the clock to `end`.
+    fn end_run(&mut self, start: Nanos, end: Nanos, requests: u64) {
+        *self.ssd.parts().now = end;
+        self.counters.count_run(start, end, requests);
+    }
+
     /// The device below, to send it commands (updates, merges) between
     /// batches of reads.
     pub fn ssd_mut(&mut self) -> &mut Ssd {
@@ -175,11 +213,8 @@ impl GraphSource for GtlSource {
         self.ssd.gtl().map_or(0, crate::gtl::Gtl::vertices)
     }
 
-    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
-        let n = self.vertices();
-        for &v in vertices {
-            check(v, n)?;
-        }
+    fn issue(&mut self, v: u32, start: Nanos) -> Result<Issued> {
+        check(v, self.vertices())?;
         let parts = self.ssd.parts();
         // new() checked the graph is there.
         let gtl = parts.gtl.expect("the GTL is initialized");
@@ -188,50 +223,54 @@ impl GraphSource for GtlSource {
         }
         let page_bytes = u64::from(parts.flash.geometry().page_bytes);
         let reads = parts.flash.counters().page_reads;
-        let start = *parts.now;
-        let mut end = start;
-        let mut lists = Vec::with_capacity(vertices.len());
-        for &v in vertices {
-            let mut list = Vec::new();
-            let mut done = start;
-            let pages = gtl.pages_of(v)?;
-            for entry in &pages {
-                let ppn = entry.ppn();
-                let (page, ready) = if let Some(hit) = self.cache.get(ppn.0) {
-                    self.counters.cache_hits += 1;
-                    hit
-                } else {
-                    self.counters.cache_misses += 1;
-                    let read = parts.flash.read(ppn, start)?;
-                    let page = Rc::new(Page::decode(read.data, ppn.0)?);
-                    let nand = read.done;
-                    let arrived = parts.flash.host_transfer(page_bytes, nand);
-                    self.cache.insert(ppn.0, Rc::clone(&page), arrived);
-                    (page, arrived)
-                };
-                list.extend_from_slice(crate::gtl::list_of(&page, entry, v)?);
-                done = done.max(ready);
+        let mut list = Vec::new();
+        let mut done = start;
+        let pages = gtl.pages_of(v)?;
+        for entry in &pages {
+            let ppn = entry.ppn();
+            let (page, ready) = if let Some(hit) = self.cache.get(ppn.0) {
+                self.counters.cache_hits += 1;
+                hit
+            } else {
+                self.counters.cache_misses += 1;
+                let read = parts.flash.read(ppn, start)?;
+                let page = Rc::new(Page::decode(read.data, ppn.0)?);
+                let nand = read.done;
+                let arrived = parts.flash.host_transfer(page_bytes, nand);
+                self.cache.insert(ppn.0, Rc::clone(&page), arrived);
+                (page, arrived)
+            };
+            list.extend_from_slice(crate::gtl::list_of(&page, entry, v)?);
+            done = done.max(ready);
+        }
+        if let Some(chain) = gtl.chain(parts.flash, ListId::out(v), &pages, start)? {
+            let mut adjacency = Adjacency {
+                targets: list,
+                weights: Vec::new(),
+            };
+            for &edit in &chain.edits {
+                adjacency.apply(edit, false);
             }
-            if let Some(chain) = gtl.chain(parts.flash, ListId::out(v), &pages, start)? {
-                let mut adjacency = Adjacency {
-                    targets: list,
-                    weights: Vec::new(),
-                };
-                for &edit in &chain.edits {
-                    adjacency.apply(edit, false);
-                }
-                list = adjacency.targets;
-                let arrived = parts
-                    .flash
-                    .host_transfer(chain.pages_read * page_bytes, chain.done);
-                done = done.max(arrived);
-            }
-            end = end.max(done);
-            lists.push(Completed { list, done });
+            list = adjacency.targets;
+            let arrived = parts
+                .flash
+                .host_transfer(chain.pages_read * page_bytes, chain.done);
+            done = done.max(arrived);
         }
         self.counters.pages_read += parts.flash.counters().page_reads - reads;
-        finish(&mut self.counters, parts.now, start, end, vertices.len());
-        Ok(lists)
+        Ok(Issued::Done { list, done })
+    }
+
+    fn issue_next(&mut self, _: std::ops::Range<u64>, _: Nanos) -> Result<Issued> {
+        unreachable!("a GTL request is one step")
+    }
+
+    fn now(&self) -> Nanos {
+        self.ssd.now()
+    }
+
+    fn finish(&mut self, start: Nanos, end: Nanos, requests: u64) {
+        self.end_run(start, end, requests);
     }
 
     fn counters(&self) -> SourceCounters {
@@ -304,51 +343,54 @@ impl GraphSource for CsrSource {
         self.ssd.csr().map_or(0, crate::baseline::CsrFile::vertices)
     }
 
-    fn fetch(&mut self, vertices: &[u32]) -> Result<Vec<Completed>> {
-        let n = self.vertices();
-        for &v in vertices {
-            check(v, n)?;
-        }
+    fn issue(&mut self, v: u32, start: Nanos) -> Result<Issued> {
+        check(v, self.vertices())?;
         let parts = self.ssd.parts();
         // new() checked the file is there.
         let csr = parts.csr.expect("the CSR file is written");
         let page_bytes = u64::from(parts.flash.geometry().page_bytes);
         let col_start = csr.col_start() * page_bytes;
         let reads = parts.flash.counters().page_reads;
-        let start = *parts.now;
-        let mut rows = Vec::with_capacity(vertices.len());
-        for &v in vertices {
-            let at = u64::from(v) * 8;
-            let (bytes, ready) = read_bytes(
-                &mut self.cache,
-                &mut self.counters,
-                (&mut *parts.ftl, &mut *parts.flash),
-                at..at + 16,
-                start,
-            )?;
-            let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-            rows.push((word(0)..word(8), ready));
-        }
-        let mut end = start;
-        let mut lists = Vec::with_capacity(vertices.len());
-        for (row, ready) in rows {
-            let (bytes, done) = read_bytes(
-                &mut self.cache,
-                &mut self.counters,
-                (&mut *parts.ftl, &mut *parts.flash),
-                col_start + row.start * 4..col_start + row.end * 4,
-                ready,
-            )?;
-            let list = bytes
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-                .collect();
-            lists.push(Completed { list, done });
-            end = end.max(done);
-        }
+        let at = u64::from(v) * 8;
+        let (bytes, until) = read_bytes(
+            &mut self.cache,
+            &mut self.counters,
+            (&mut *parts.ftl, &mut *parts.flash),
+            at..at + 16,
+            start,
+        )?;
+        let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
         self.counters.pages_read += parts.flash.counters().page_reads - reads;
-        finish(&mut self.counters, parts.now, start, end, vertices.len());
-        Ok(lists)
+        Ok(Issued::Then {
+            until,
+            bytes: col_start + word(0) * 4..col_start + word(8) * 4,
+        })
+    }
+
+    fn issue_next(&mut self, bytes: std::ops::Range<u64>, at: Nanos) -> Result<Issued> {
+        let parts = self.ssd.parts();
+        let reads = parts.flash.counters().page_reads;
+        let (bytes, done) = read_bytes(
+            &mut self.cache,
+            &mut self.counters,
+            (&mut *parts.ftl, &mut *parts.flash),
+            bytes,
+            at,
+        )?;
+        self.counters.pages_read += parts.flash.counters().page_reads - reads;
+        let list = bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        Ok(Issued::Done { list, done })
+    }
+
+    fn now(&self) -> Nanos {
+        self.ssd.now()
+    }
+
+    fn finish(&mut self, start: Nanos, end: Nanos, requests: u64) {
+        self.end_run(start, end, requests);
     }
 
     fn counters(&self) -> SourceCounters {

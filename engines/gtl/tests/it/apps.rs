@@ -6,9 +6,9 @@
 use proptest::prelude::*;
 use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
-use quiver_gtl::apps::{self, UNREACHED};
+use quiver_gtl::apps::{self, Order, SplitMix, UNREACHED};
 use quiver_gtl::source::open;
-use quiver_gtl::{run, App, Backend, Error, GraphSource, RunConfig};
+use quiver_gtl::{run, App, Backend, Error, GraphSource, RunConfig, Submission, Submit};
 use quiver_run::NoProgress;
 
 use crate::small_config;
@@ -19,34 +19,28 @@ fn source(graph: &Graph, backend: Backend) -> Box<dyn GraphSource> {
     open(graph, &small_config(), backend, 3 * 64).unwrap().0
 }
 
-/// Every application on both backends gives the same result, and each is right.
-fn check_equivalent(graph: &Graph) {
-    let n = graph.num_vertices();
-    let mut results = Vec::new();
-    for backend in [Backend::Gtl, Backend::Csr] {
-        let mut s = source(graph, backend);
-        let bfs = apps::bfs(s.as_mut(), 0, None, 3).unwrap();
-        let walks = apps::random_walks(s.as_mut(), 50, 10, 7, 4).unwrap();
-        let pr = apps::threshold_pagerank(s.as_mut(), 0.85, 0.4, 5, 5).unwrap();
-        let (cc, mis) = if graph.is_undirected() {
-            let cc = apps::connected_components(s.as_mut(), 2).unwrap();
-            let mis = apps::luby_mis(s.as_mut(), 3, 6).unwrap();
-            (Some(cc), Some(mis))
-        } else {
-            (None, None)
-        };
-        assert!(
-            s.cache_bytes() <= 3 * 64,
-            "{backend}: the cache holds its bound"
-        );
-        results.push((bfs, walks, pr, cc, mis));
-    }
-    assert_eq!(results[0], results[1], "gtl and csr agree");
-    let (bfs, walks, _, cc, mis) = &results[0];
-    // BFS depths against a search in memory.
-    let mut depths = vec![UNREACHED; n as usize];
-    depths[0] = 0;
-    let mut queue = std::collections::VecDeque::from([0u32]);
+/// How the host keeps requests in flight: one at a time, a small window,
+/// small barriered batches.
+const SUBMITS: [Submit; 3] = [
+    Submit {
+        in_flight: 1,
+        submission: Submission::Window,
+    },
+    Submit {
+        in_flight: 3,
+        submission: Submission::Window,
+    },
+    Submit {
+        in_flight: 3,
+        submission: Submission::Batches,
+    },
+];
+
+/// BFS depths by a search in memory.
+fn reference_depths(graph: &Graph, root: u32) -> Vec<u32> {
+    let mut depths = vec![UNREACHED; graph.num_vertices() as usize];
+    depths[root as usize] = 0;
+    let mut queue = std::collections::VecDeque::from([root]);
     while let Some(v) = queue.pop_front() {
         for &u in graph.neighbors(v) {
             if depths[u as usize] == UNREACHED {
@@ -55,47 +49,133 @@ fn check_equivalent(graph: &Graph) {
             }
         }
     }
-    assert_eq!(bfs.depths, depths, "BFS depths");
-    assert_eq!(walks.ends.len(), 50);
-    if let (Some(cc), Some(mis)) = (cc, mis) {
-        // Each vertex's component's smallest vertex, by search in memory.
-        let mut smallest = vec![UNREACHED; n as usize];
-        for root in 0..n {
-            if smallest[root as usize] != UNREACHED {
-                continue;
+    depths
+}
+
+/// Walks in memory with the generators `apps::random_walks` documents:
+/// starts drawn from `seed`, then one generator per walk seeded from it.
+fn reference_walks(graph: &Graph, walks: u32, length: u32, seed: u64) -> Vec<u32> {
+    let n = u64::from(graph.num_vertices());
+    let mut rng = SplitMix::new(seed);
+    let starts: Vec<u32> = (0..walks)
+        .map(|_| u32::try_from(rng.below(n)).unwrap())
+        .collect();
+    starts
+        .into_iter()
+        .map(|mut at| {
+            let mut draw = SplitMix::new(rng.next_u64());
+            for _ in 0..length {
+                let list = graph.neighbors(at);
+                if list.is_empty() {
+                    break;
+                }
+                at = list[usize::try_from(draw.below(list.len() as u64)).unwrap()];
             }
-            smallest[root as usize] = root;
-            let mut stack = vec![root];
-            while let Some(v) = stack.pop() {
-                for &u in graph.neighbors(v) {
-                    if smallest[u as usize] == UNREACHED {
-                        smallest[u as usize] = root;
-                        stack.push(u);
+            at
+        })
+        .collect()
+}
+
+/// Every application on both backends, in both orders and every way of
+/// keeping requests in flight, checked against the graph in memory; the
+/// sweeps and the walks give the same result whatever the timing.
+fn check_equivalent(graph: &Graph) {
+    let depths = reference_depths(graph, 0);
+    let ends = reference_walks(graph, 50, 10, 7);
+    let mut sweeps = Vec::new();
+    for backend in [Backend::Gtl, Backend::Csr] {
+        for submit in SUBMITS {
+            let mut s = source(graph, backend);
+            for order in [Order::Fifo, Order::Levels] {
+                let bfs = apps::bfs(s.as_mut(), 0, None, order, submit).unwrap();
+                let exact = order == Order::Levels || submit.in_flight == 1;
+                for (v, (&got, &want)) in bfs.depths.iter().zip(&depths).enumerate() {
+                    assert_eq!(
+                        got == UNREACHED,
+                        want == UNREACHED,
+                        "{backend} {order:?} {submit:?}: {v} reached"
+                    );
+                    assert!(
+                        got >= want,
+                        "{backend} {order:?} {submit:?}: {v} at {got}, under the shortest {want}"
+                    );
+                    if exact {
+                        assert_eq!(got, want, "{backend} {order:?} {submit:?}: depth of {v}");
                     }
                 }
-            }
-        }
-        for v in 0..n {
-            for &u in graph.neighbors(v) {
-                assert_eq!(cc[v as usize], cc[u as usize], "{v}-{u} in one component");
-                if u != v {
-                    assert!(
-                        !(mis.members[v as usize] && mis.members[u as usize]),
-                        "{v}-{u} both in the set"
-                    );
+                let reachable = depths.iter().filter(|&&d| d != UNREACHED).count() as u64;
+                assert_eq!(bfs.reached, reachable);
+                if graph.is_undirected() {
+                    let cc = apps::connected_components(s.as_mut(), order, submit).unwrap();
+                    check_components(graph, &cc);
                 }
             }
+            let walks = apps::random_walks(s.as_mut(), 50, 10, 7, submit).unwrap();
             assert_eq!(
-                cc[v as usize], smallest[v as usize],
-                "{v}: its component's smallest vertex"
+                walks.ends, ends,
+                "{backend} {submit:?}: the walks go where they go in memory"
             );
-            let covered = mis.members[v as usize]
-                || graph
-                    .neighbors(v)
-                    .iter()
-                    .any(|&u| u != v && mis.members[u as usize]);
-            assert!(covered, "{v} could join: the set is not maximal");
+            let pr = apps::threshold_pagerank(s.as_mut(), 0.85, 0.4, 5, submit).unwrap();
+            let mis = graph
+                .is_undirected()
+                .then(|| apps::luby_mis(s.as_mut(), 3, submit).unwrap());
+            if let Some(mis) = &mis {
+                check_mis(graph, &mis.members);
+            }
+            assert!(
+                s.cache_bytes() <= 3 * 64,
+                "{backend}: the cache holds its bound"
+            );
+            sweeps.push((pr, mis));
         }
+    }
+    for other in &sweeps[1..] {
+        assert_eq!(other, &sweeps[0], "every backend and submission agrees");
+    }
+}
+
+/// Each vertex's label is its component's smallest vertex, by search in memory.
+fn check_components(graph: &Graph, cc: &[u32]) {
+    let n = graph.num_vertices();
+    let mut smallest = vec![UNREACHED; n as usize];
+    for root in 0..n {
+        if smallest[root as usize] != UNREACHED {
+            continue;
+        }
+        smallest[root as usize] = root;
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            for &u in graph.neighbors(v) {
+                if smallest[u as usize] == UNREACHED {
+                    smallest[u as usize] = root;
+                    stack.push(u);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        cc, smallest,
+        "each vertex labelled by its component's smallest vertex"
+    );
+}
+
+/// `members` is an independent set no vertex could join.
+fn check_mis(graph: &Graph, members: &[bool]) {
+    for v in 0..graph.num_vertices() {
+        for &u in graph.neighbors(v) {
+            if u != v {
+                assert!(
+                    !(members[v as usize] && members[u as usize]),
+                    "{v}-{u} both in the set"
+                );
+            }
+        }
+        let covered = members[v as usize]
+            || graph
+                .neighbors(v)
+                .iter()
+                .any(|&u| u != v && members[u as usize]);
+        assert!(covered, "{v} could join: the set is not maximal");
     }
 }
 
@@ -155,7 +235,7 @@ fn a_device_on_a_sparse_file_runs_every_application_as_in_memory() {
         for backend in [Backend::Gtl, Backend::Csr] {
             let config = RunConfig {
                 backend,
-                walks: 100,
+                walks: Some(100),
                 ..RunConfig::default()
             };
             let in_memory = run(&graph, app, &config, &NoProgress).unwrap();
@@ -189,7 +269,7 @@ fn runs_report_counts_and_name_their_errors() {
     let config = RunConfig {
         device: small_config(),
         cache_bytes: 4 * 64,
-        walks: 100,
+        walks: Some(100),
         requests: 500,
         ..RunConfig::default()
     };
