@@ -144,6 +144,11 @@ pub struct DeviceArgs {
     /// (an image mounts in memory).
     #[arg(long, value_name = "FILE", conflicts_with = "image")]
     pub flash_file: Option<PathBuf>,
+    /// Keep a bit per vertex beside the GTT marking lists laid out empty,
+    /// so asking for one reads no page (ours, not the paper's). Not with
+    /// --device (an image is mounted without marks).
+    #[arg(long, conflicts_with = "image")]
+    pub mark_empty: bool,
 }
 
 impl DeviceArgs {
@@ -154,6 +159,7 @@ impl DeviceArgs {
             ..RunConfig::default()
         };
         config.device.slack = self.slack;
+        config.device.mark_empty = self.mark_empty;
         config.device.flash_file.clone_from(&self.flash_file);
         config
     }
@@ -174,9 +180,9 @@ pub struct AppArgs {
     /// as they arrive); levels is ours (level by level, each sorted by id).
     #[arg(long, value_enum, default_value_t = OrderArg::Fifo)]
     order: OrderArg,
-    /// Random reads: draw from every id, vertices without edges too (by
-    /// default only vertices with out-edges, as the paper's workload asks
-    /// for lists).
+    /// Random reads and walks: draw vertices (walks, their starts) from
+    /// every id, vertices without edges too (by default only vertices with
+    /// out-edges, as the paper's workload asks for lists).
     #[arg(long)]
     all_ids: bool,
     /// BFS: the root vertex (default: the first vertex with edges).

@@ -321,7 +321,7 @@ pub struct Walks {
 }
 
 /// `walks` random walks of up to `length` steps from starts drawn
-/// uniformly with `seed`, each on its own: a walk requests the list of the
+/// uniformly with `seed` from `among` (every id when `None`), each on its own: a walk requests the list of the
 /// vertex it stands on and, when it arrives, moves to a neighbour drawn
 /// uniformly and requests the next, as long as a request slot is free
 /// (walks wait their turn in a FIFO queue). Each walk draws from its own
@@ -331,19 +331,18 @@ pub fn random_walks(
     walks: u32,
     length: u32,
     seed: u64,
+    among: Option<&[u32]>,
     submit: Submit,
 ) -> Result<Walks> {
-    let n = source.vertices();
     let mut rng = SplitMix::new(seed);
-    let mut at: Vec<u32> = (0..walks)
-        .map(|_| u32::try_from(rng.below(u64::from(n.max(1)))).expect("below |V|"))
-        .collect();
-    let mut draws: Vec<SplitMix> = (0..walks).map(|_| SplitMix::new(rng.next_u64())).collect();
-    let mut taken = vec![0u32; walks as usize];
-    let mut waiting: VecDeque<usize> = if n == 0 || length == 0 {
+    let mut at = draw(&mut rng, u64::from(walks), among, source.vertices());
+    let n = at.len();
+    let mut draws: Vec<SplitMix> = (0..n).map(|_| SplitMix::new(rng.next_u64())).collect();
+    let mut taken = vec![0u32; n];
+    let mut waiting: VecDeque<usize> = if length == 0 {
         VecDeque::new()
     } else {
-        (0..at.len()).collect()
+        (0..n).collect()
     };
     let (mut steps, mut stuck) = (0u64, 0u64);
     let mut queues = Queues::new(source, submit);
@@ -582,12 +581,22 @@ pub fn random_reads(
     among: Option<&[u32]>,
     submit: Submit,
 ) -> Result<u64> {
-    let n = among.map_or(u64::from(source.vertices()), |a| a.len() as u64);
+    let vertices = draw(&mut SplitMix::new(seed), requests, among, source.vertices());
+    let mut neighbours = 0u64;
+    for_each_list(source, &vertices, submit, |_, list| {
+        neighbours += list.len() as u64;
+    })?;
+    Ok(neighbours)
+}
+
+/// `count` vertices drawn uniformly with `rng` from `among`, or from
+/// every id below `vertices` when `None`; none if there is none to draw.
+fn draw(rng: &mut SplitMix, count: u64, among: Option<&[u32]>, vertices: u32) -> Vec<u32> {
+    let n = among.map_or(u64::from(vertices), |a| a.len() as u64);
     if n == 0 {
-        return Ok(0);
+        return Vec::new();
     }
-    let mut rng = SplitMix::new(seed);
-    let vertices: Vec<u32> = (0..requests)
+    (0..count)
         .map(|_| {
             let i = rng.below(n);
             // Below a length or |V|.
@@ -596,10 +605,5 @@ pub fn random_reads(
                 |a| a[usize::try_from(i).expect("below a length")],
             )
         })
-        .collect();
-    let mut neighbours = 0u64;
-    for_each_list(source, &vertices, submit, |_, list| {
-        neighbours += list.len() as u64;
-    })?;
-    Ok(neighbours)
+        .collect()
 }

@@ -31,6 +31,12 @@ pub struct Config {
     pub over_provisioning: f64,
     /// The fraction of each graph page left free for growth (default 5%).
     pub slack: f64,
+    /// Keep empty marks beside the GTT (ours, not the paper's; default
+    /// off): a bit per vertex whose out-list GraphInitialize laid out
+    /// empty, so that asking for it reads no page. An edit naming the
+    /// vertex clears its bit; recovery keeps none.
+    #[serde(default)]
+    pub mark_empty: bool,
     /// Keep the NAND's pages in this sparse file instead of memory
     /// ([`Flash::on_file`]; default: memory). Not part of an image: an
     /// opened image is mounted in memory.
@@ -47,6 +53,7 @@ impl Default for Config {
             timing: Timing::default(),
             over_provisioning: Ftl::DEFAULT_OVER_PROVISIONING,
             slack: 0.05,
+            mark_empty: false,
             flash_file: None,
         }
     }
@@ -202,7 +209,13 @@ impl Ssd {
     /// GraphInitialize: lays `graph` out in graph pages on the GTL's blocks.
     pub fn graph_initialize(&mut self, graph: &Graph) -> Result<Layout> {
         let blocks = self.graph_blocks();
-        let gtl = Gtl::initialize(&mut self.flash, blocks, graph, self.config.slack, self.now)?;
+        let gtl = Gtl::initialize(
+            &mut self.flash,
+            blocks,
+            graph,
+            (self.config.slack, self.config.mark_empty),
+            self.now,
+        )?;
         let layout = gtl.layout().clone();
         self.now = layout.done;
         self.gtl = Some(gtl);

@@ -312,6 +312,11 @@ pub struct Gtl {
     counters: GtlCounters,
     /// The next unit's sequence number.
     seq: u64,
+    /// Empty marks (ours, when asked for): a bit per vertex, set for an
+    /// out-list that GraphInitialize laid out empty and no edit has named
+    /// since, so the host need not read a page to learn it is empty. Not
+    /// kept through a power cut (recovery starts with none set).
+    empty: Vec<u64>,
 }
 
 impl Gtl {
@@ -324,7 +329,7 @@ impl Gtl {
         flash: &mut Flash,
         blocks: Range<u32>,
         graph: &Graph,
-        slack: f64,
+        (slack, mark_empty): (f64, bool),
         at: Nanos,
     ) -> Result<Gtl> {
         let geometry = flash.geometry().clone();
@@ -373,7 +378,14 @@ impl Gtl {
             layout: Layout::default(),
             counters: GtlCounters::default(),
             seq: 0,
+            empty: Vec::new(),
         };
+        if mark_empty {
+            gtl.empty = vec![0; graph.num_vertices().div_ceil(64) as usize];
+            for v in (0..graph.num_vertices()).filter(|&v| graph.degree(v) == 0) {
+                gtl.empty[v as usize / 64] |= 1 << (v % 64);
+            }
+        }
         let mut unit = Vec::with_capacity(usize::try_from(needed).expect("fits memory"));
         for ((dir, _, targets, weights), plans) in sides.iter().zip(&plans) {
             let pages = encode_pages(plans, targets, &gtl.format);
@@ -494,6 +506,19 @@ impl Gtl {
             Dir::In if self.tables.len() > 1 => 1,
             _ => 0,
         }
+    }
+
+    /// Whether `vertex`'s out-list is marked empty (see
+    /// [`Config::mark_empty`](crate::Config::mark_empty)).
+    pub fn marked_empty(&self, vertex: u32) -> bool {
+        self.empty
+            .get(vertex as usize / 64)
+            .is_some_and(|word| word & (1 << (vertex % 64)) != 0)
+    }
+
+    /// Bytes of the empty marks (0 when not kept).
+    pub fn empty_mark_bytes(&self) -> u64 {
+        self.empty.len() as u64 * 8
     }
 
     /// Bytes of every GTT now (extended lists included).
@@ -757,6 +782,9 @@ impl Gtl {
         self.counters.delta_records += edits.len() as u64;
         self.counters.delta_pages += pages.len() as u64;
         for &(list, _) in edits {
+            if let Some(word) = self.empty.get_mut(list.vertex as usize / 64) {
+                *word &= !(1 << (list.vertex % 64));
+            }
             let gtt = &mut self.table_mut(list.dir).gtt;
             let pos = gtt.locate(list.vertex)[0];
             gtt.set(pos, gtt.get(pos).with_dirty(true));

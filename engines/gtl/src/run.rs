@@ -37,7 +37,7 @@ pub enum App {
     RandomReads,
 }
 
-/// Which vertices random reads draw from.
+/// Which vertices random reads and random walks' starts are drawn from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Draw {
@@ -62,7 +62,7 @@ pub struct Config {
     pub submit: Submit,
     /// BFS's and CC's order: FIFO (the paper's) or level by level (ours).
     pub order: Order,
-    /// Random reads: which vertices are drawn.
+    /// Random reads and walks: which vertices are drawn.
     pub draw: Draw,
     /// BFS's root (`None`: the first vertex with edges, so that a default
     /// run on a graph with isolated vertices walks somewhere).
@@ -323,7 +323,7 @@ struct Picked {
     root: u32,
     /// BFS's target, its depth and the root's BFS depth.
     target: Option<(u32, u32, u32)>,
-    /// The vertices random reads draw from (`None`: every id).
+    /// The vertices random reads and walks draw from (`None`: every id).
     among: Option<Vec<u32>>,
 }
 
@@ -346,11 +346,12 @@ fn prepare(graph: &Graph, app: App, config: &Config) -> Result<Picked> {
         App::Bfs => Some(bfs_target(graph, root, config.depth_fraction)?),
         _ => None,
     };
-    let among = (app == App::RandomReads && config.draw == Draw::WithEdges).then(|| {
-        (0..graph.num_vertices())
-            .filter(|&v| graph.degree(v) > 0)
-            .collect()
-    });
+    let among =
+        (matches!(app, App::RandomReads | App::Rw) && config.draw == Draw::WithEdges).then(|| {
+            (0..graph.num_vertices())
+                .filter(|&v| graph.degree(v) > 0)
+                .collect()
+        });
     Ok(Picked {
         root,
         target,
@@ -403,7 +404,14 @@ fn run_source(
         }
         App::Rw => {
             let count = config.walks.unwrap_or_else(|| paper_walks(graph));
-            let walks = apps::random_walks(source, count, config.steps, config.seed, submit)?;
+            let walks = apps::random_walks(
+                source,
+                count,
+                config.steps,
+                config.seed,
+                picked.among.as_deref(),
+                submit,
+            )?;
             Summary::Rw {
                 walks: count,
                 steps: walks.steps,

@@ -222,6 +222,13 @@ impl GraphSource for GtlSource {
             self.cache.remove(ppn.0);
         }
         let page_bytes = u64::from(parts.flash.geometry().page_bytes);
+        if gtl.marked_empty(v) {
+            return Ok(Issued::Done {
+                list: Vec::new(),
+                done: start,
+                read: false,
+            });
+        }
         let reads = parts.flash.counters().page_reads;
         let mut list = Vec::new();
         let mut done = start;
@@ -257,8 +264,13 @@ impl GraphSource for GtlSource {
                 .host_transfer(chain.pages_read * page_bytes, chain.done);
             done = done.max(arrived);
         }
-        self.counters.pages_read += parts.flash.counters().page_reads - reads;
-        Ok(Issued::Done { list, done })
+        let read = parts.flash.counters().page_reads - reads;
+        self.counters.pages_read += read;
+        Ok(Issued::Done {
+            list,
+            done,
+            read: read > 0,
+        })
     }
 
     fn issue_next(&mut self, _: std::ops::Range<u64>, _: Nanos) -> Result<Issued> {
@@ -360,10 +372,12 @@ impl GraphSource for CsrSource {
             start,
         )?;
         let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-        self.counters.pages_read += parts.flash.counters().page_reads - reads;
+        let read = parts.flash.counters().page_reads - reads;
+        self.counters.pages_read += read;
         Ok(Issued::Then {
             until,
             bytes: col_start + word(0) * 4..col_start + word(8) * 4,
+            read: read > 0,
         })
     }
 
@@ -377,12 +391,17 @@ impl GraphSource for CsrSource {
             bytes,
             at,
         )?;
-        self.counters.pages_read += parts.flash.counters().page_reads - reads;
+        let read = parts.flash.counters().page_reads - reads;
+        self.counters.pages_read += read;
         let list = bytes
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect();
-        Ok(Issued::Done { list, done })
+        Ok(Issued::Done {
+            list,
+            done,
+            read: read > 0,
+        })
     }
 
     fn now(&self) -> Nanos {

@@ -252,6 +252,7 @@ impl Gtl {
             area,
             deltas: Deltas::recover(delta_pages, next_record),
             invalidated,
+            empty: Vec::new(),
             counters: GtlCounters::default(),
             seq: next_seq,
         };

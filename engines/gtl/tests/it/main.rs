@@ -32,6 +32,7 @@ pub fn small_config() -> Config {
         ftl_blocks_per_die: 16,
         over_provisioning: 0.2,
         slack: 0.05,
+        mark_empty: false,
         flash_file: None,
     }
 }
