@@ -433,7 +433,7 @@ On an undirected graph the edge is added both ways.")]
   quiver gtl file g.qcsr --gtl g.gtl --requests 100000 --queue-depth 32 --json
 
 Lays the graph out in GTL pages at --gtl (16 KiB pages and the GTT),
-then makes --requests GetAdjacencyList calls on random vertices three
+then makes --requests GetAdjacencyList calls on random vertices with edges three
 ways, with O_DIRECT: on the GTL file through io_uring, and on the
 graph's own .qcsr as a CSR file (rowPtr, then colIdx, in 4 KiB blocks)
 through io_uring and through pread. Wall time, no model: the disk's own.")]
@@ -977,9 +977,11 @@ fn file_reads(
     let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
     let pages = GtlFile::write(&graph, gtl_path, slack)
         .with_context(|| format!("writing {}", gtl_path.display()))?;
-    let n = graph.num_vertices();
+    let with_edges: Vec<u32> = (0..graph.num_vertices())
+        .filter(|&v| graph.degree(v) > 0)
+        .collect();
     drop(graph);
-    let rows = read_layouts(path, gtl_path, n, requests, queue_depth, seed);
+    let rows = read_layouts(path, gtl_path, &with_edges, requests, queue_depth, seed);
     if rows.is_err() && crate::progress::interrupted() {
         // The GTL file was made for these reads: an interrupted run
         // leaves nothing behind.
@@ -1036,13 +1038,13 @@ fn stoppable<T>(read: impl FnOnce() -> quiver_gtl::Result<T>) -> quiver_gtl::Res
     read()
 }
 
-/// Random reads on each layout of `gtl_path` (written from the graph at
-/// `path`, of `n` vertices) and on the graph itself as a CSR file; each
-/// batch of reads first checks for Ctrl-C.
+/// Random reads of vertices drawn from `among` on each layout of
+/// `gtl_path` (written from the graph at `path`) and on the graph itself
+/// as a CSR file; each batch of reads first checks for Ctrl-C.
 fn read_layouts(
     path: &Path,
     gtl_path: &Path,
-    n: u32,
+    among: &[u32],
     requests: u64,
     queue_depth: u32,
     seed: u64,
@@ -1060,16 +1062,28 @@ fn read_layouts(
             let file = GtlFile::open(gtl_path, &options).with_context(what)?;
             let direct = file.is_direct();
             (
-                random_reads(|v| stoppable(|| file.get_many(v)), n, requests, batch, seed)
-                    .with_context(what)?,
+                random_reads(
+                    |v| stoppable(|| file.get_many(v)),
+                    among,
+                    requests,
+                    batch,
+                    seed,
+                )
+                .with_context(what)?,
                 direct,
             )
         } else {
             let file = CsrReader::open(path, &options).with_context(what)?;
             let direct = file.is_direct();
             (
-                random_reads(|v| stoppable(|| file.get_many(v)), n, requests, batch, seed)
-                    .with_context(what)?,
+                random_reads(
+                    |v| stoppable(|| file.get_many(v)),
+                    among,
+                    requests,
+                    batch,
+                    seed,
+                )
+                .with_context(what)?,
                 direct,
             )
         };

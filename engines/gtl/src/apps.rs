@@ -591,7 +591,12 @@ pub fn random_reads(
 
 /// `count` vertices drawn uniformly with `rng` from `among`, or from
 /// every id below `vertices` when `None`; none if there is none to draw.
-fn draw(rng: &mut SplitMix, count: u64, among: Option<&[u32]>, vertices: u32) -> Vec<u32> {
+pub(crate) fn draw(
+    rng: &mut SplitMix,
+    count: u64,
+    among: Option<&[u32]>,
+    vertices: u32,
+) -> Vec<u32> {
     let n = among.map_or(u64::from(vertices), |a| a.len() as u64);
     if n == 0 {
         return Vec::new();

@@ -370,12 +370,12 @@ impl Reads {
     }
 }
 
-/// Makes `calls` GetAdjacencyList calls on vertices drawn uniformly below
-/// `vertices` with `seed`, `batch` at a time through `get` (a
-/// [`GtlFile::get_many`] or [`CsrReader::get_many`]).
+/// `calls` GetAdjacencyList calls through `get`, `batch` at a time, on
+/// vertices drawn uniformly with `seed` from `among` (the vertices with
+/// edges, as the paper's workload asks for lists), timed.
 pub fn random_reads(
     mut get: impl FnMut(&[u32]) -> Result<(Vec<Vec<u32>>, Cost)>,
-    vertices: u32,
+    among: &[u32],
     calls: u64,
     batch: usize,
     seed: u64,
@@ -388,20 +388,13 @@ pub fn random_reads(
         neighbours: 0,
         wall_ns: 0,
     };
+    let picked = crate::apps::draw(&mut rng, calls, Some(among), 0);
     let clock = quiver_run::Stopwatch::start();
-    let mut left = calls;
-    let mut picked = Vec::with_capacity(batch);
-    while left > 0 {
-        picked.clear();
-        let take = left.min(batch as u64);
-        picked.extend(
-            (0..take).map(|_| u32::try_from(rng.below(u64::from(vertices))).expect("below |V|")),
-        );
-        let (lists, cost) = get(&picked)?;
+    for chunk in picked.chunks(batch.max(1)) {
+        let (lists, cost) = get(chunk)?;
         reads.reads += cost.reads;
         reads.bytes += cost.bytes;
         reads.neighbours += lists.iter().map(|l| l.len() as u64).sum::<u64>();
-        left -= take;
     }
     reads.wall_ns = clock.elapsed_ns();
     Ok(reads)
