@@ -7,16 +7,15 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_csr::Graph;
 use quiver_gtl::apps::Order;
-use quiver_gtl::file::{random_reads, CsrReader, GtlFile, Reads};
+use quiver_gtl::file::bench::Config as FileConfig;
 use quiver_gtl::flash::Geometry;
+use quiver_gtl::on_image;
 use quiver_gtl::run::Draw;
+use quiver_gtl::run::{compare, run_input, Input};
 use quiver_gtl::source::{attach, open};
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
-use quiver_gtl::{
-    is_image, App, Backend, Report, RunConfig, Ssd, Submission, Submit, Update, UpdatePath,
-};
+use quiver_gtl::{is_image, App, Backend, RunConfig, Ssd, Submission, Submit, Update, UpdatePath};
 use quiver_io::size::format_bytes;
-use quiver_io::ReadOptions;
 
 use crate::report::{flagged, print_json, UsageError};
 use crate::units::{at_least_one, parse_fraction, ByteSize};
@@ -94,9 +93,19 @@ pub struct ImageArgs {
 }
 
 /// [`InputArgs`] opened.
-enum Input<'a> {
+enum Opened<'a> {
     Graph(Box<Graph>),
     Image(&'a Path),
+}
+
+impl Opened<'_> {
+    /// What the engine reads.
+    fn input(&self) -> Input<'_> {
+        match self {
+            Opened::Graph(graph) => Input::Graph(graph),
+            Opened::Image(path) => Input::Image(path),
+        }
+    }
 }
 
 impl InputArgs {
@@ -110,9 +119,9 @@ impl InputArgs {
     }
 
     /// The image, or the graph opened (refused if it is an image).
-    fn open(&self) -> Result<Input<'_>> {
+    fn open(&self) -> Result<Opened<'_>> {
         if let Some(image) = &self.image {
-            return Ok(Input::Image(image));
+            return Ok(Opened::Image(image));
         }
         let path = self.path();
         if is_image(path) {
@@ -122,7 +131,7 @@ impl InputArgs {
             )));
         }
         let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
-        Ok(Input::Graph(Box::new(graph)))
+        Ok(Opened::Graph(Box::new(graph)))
     }
 }
 
@@ -444,16 +453,17 @@ through io_uring and through pread. Wall time, no model: the disk's own.")]
         #[arg(long)]
         gtl: PathBuf,
         /// GetAdjacencyList calls per layout.
-        #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>())]
+        #[arg(long, default_value_t = FileConfig::default().requests, value_parser = at_least_one::<u64>())]
         requests: u64,
         /// Reads in flight on io_uring (calls per batch, too).
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = FileConfig::default().queue_depth, value_parser = at_least_one::<u32>())]
         queue_depth: u32,
-        /// The fraction of each page left free (0.05 or 5%).
-        #[arg(long, default_value_t = RunConfig::default().device.slack, value_parser = parse_fraction)]
+        /// The fraction of each page left free (0.05 or 5%; none by
+        /// default, as the calls only read).
+        #[arg(long, default_value_t = FileConfig::default().slack, value_parser = parse_fraction)]
         slack: f64,
         /// Seed of the random vertices (the same for every layout).
-        #[arg(long, default_value_t = RunConfig::default().seed)]
+        #[arg(long, default_value_t = FileConfig::default().seed)]
         seed: u64,
     },
     /// GetAdjacencyList of one vertex, with its pages read and modelled time.
@@ -515,36 +525,24 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 ..flagged(quiver_gtl::Config::with_geometry(geometry))?
             };
             flagged(config.validate())?;
-            let what = || format!("laying {} out on {}", path.display(), device.display());
-            let mut ssd = Ssd::new(&config).with_context(what)?;
-            let layout = ssd.graph_initialize(&graph).with_context(what)?;
-            let csr_pages = ssd.write_csr(&graph).with_context(what)?;
-            crate::progress::check_interrupted()?;
-            ssd.save(&device).with_context(what)?;
-            let report = InitReport {
-                device: &device,
-                vertices: graph.num_vertices(),
-                edges: graph.num_edges(),
-                graph_pages: layout.pages + layout.weight_pages,
-                gtt_bytes: layout.gtt_bytes,
-                csr_pages,
-                image_bytes: std::fs::metadata(&device)?.len(),
-                modelled_ns: ssd.now(),
+            let Some(report) = reported(json, hidden, |bar| {
+                on_image::init(&graph, &config, &device, bar).with_context(|| {
+                    format!("laying {} out on {}", path.display(), device.display())
+                })
+            })?
+            else {
+                return Ok(());
             };
-            if json {
-                print_json(&report)?;
-            } else {
-                println!(
-                    "wrote {}: {} vertices, {} edges in {} graph pages (GTT {}) and a CSR file of {} pages; {} on disk",
-                    device.display(),
-                    report.vertices,
-                    report.edges,
-                    report.graph_pages,
-                    format_bytes(report.gtt_bytes),
-                    report.csr_pages,
-                    format_bytes(report.image_bytes)
-                );
-            }
+            println!(
+                "wrote {}: {} vertices, {} edges in {} graph pages (GTT {}) and a CSR file of {} pages; {} on disk",
+                device.display(),
+                report.vertices,
+                report.edges,
+                report.graph_pages,
+                format_bytes(report.gtt_bytes),
+                report.csr_pages,
+                format_bytes(report.image_bytes)
+            );
             Ok(())
         }
         GtlCommand::AddEdge {
@@ -559,7 +557,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
                 target,
                 weight,
             };
-            update_image(&image.image, &update, path.into(), json)
+            update_image(&image.image, &update, path.into(), json, hidden)
         }
         GtlCommand::DeleteEdge {
             image,
@@ -571,6 +569,7 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             &Update::DeleteEdge { source, target },
             path.into(),
             json,
+            hidden,
         ),
         GtlCommand::Bench {
             app,
@@ -585,35 +584,34 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             queue_depth,
             slack,
             seed,
-        } => file_reads(&path, &gtl, requests, queue_depth, slack, seed, json),
+        } => {
+            let config = FileConfig {
+                requests,
+                queue_depth,
+                slack,
+                seed,
+            };
+            flagged(config.validate())?;
+            file_reads(&path, &gtl, &config, json, hidden)
+        }
         GtlCommand::Merge {
             image: ImageArgs { image },
             groups,
         } => {
-            let what = || format!("merging {}", image.display());
-            let (mut ssd, _) = Ssd::open(&image).with_context(what)?;
-            let (programs, start) = (ssd.flash().counters().programs, ssd.now());
-            let merged = ssd.merge(groups).with_context(what)?;
-            crate::progress::check_interrupted()?;
-            ssd.save(&image).with_context(what)?;
-            let report = MergeReport {
-                image: &image,
-                groups: merged.groups,
-                remaining: merged.remaining,
-                pages_written: ssd.flash().counters().programs - programs,
-                modelled_ns: ssd.now() - start,
+            let Some(report) = reported(json, hidden, |bar| {
+                on_image::merge(&image, groups, bar)
+                    .with_context(|| format!("merging {}", image.display()))
+            })?
+            else {
+                return Ok(());
             };
-            if json {
-                print_json(&report)?;
-            } else {
-                println!(
-                    "page groups merged: {} ({} left dirty); pages written: {}; {:.3} ms modelled",
-                    report.groups,
-                    report.remaining,
-                    report.pages_written,
-                    micros(report.modelled_ns) / 1e3
-                );
-            }
+            println!(
+                "page groups merged: {} ({} left dirty); pages written: {}; {:.3} ms modelled",
+                report.groups,
+                report.remaining,
+                report.pages_written,
+                micros(report.modelled_ns) / 1e3
+            );
             Ok(())
         }
         GtlCommand::Get {
@@ -630,8 +628,8 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             // image by dense ids.
             let opened = input.open()?;
             let graph = match &opened {
-                Input::Graph(graph) => Some(graph),
-                Input::Image(_) => None,
+                Opened::Graph(graph) => Some(graph),
+                Opened::Image(_) => None,
             };
             let dense = match graph {
                 Some(graph) => graph.dense_id(vertex),
@@ -639,11 +637,11 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             }
             .ok_or_else(|| UsageError(format!("{vertex} is not a vertex of {}", path.display())))?;
             let (mut source, _) = match &opened {
-                Input::Image(image) => {
+                Opened::Image(image) => {
                     let (ssd, mount_ns) = Ssd::open(image).with_context(what)?;
                     attach(ssd, config.backend, config.cache_bytes, mount_ns).with_context(what)?
                 }
-                Input::Graph(graph) => {
+                Opened::Graph(graph) => {
                     open(graph, &config.device, config.backend, config.cache_bytes)
                         .with_context(what)?
                 }
@@ -765,7 +763,8 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let app = App::from(app);
             let opened = input.open()?;
             let Some(report) = reported(json, hidden, |bar| {
-                run_app(&input, &opened, app, &config, bar)
+                run_input(opened.input(), app, &config, bar)
+                    .with_context(|| format!("{app:?} on {}", input.path().display()))
             })?
             else {
                 return Ok(());
@@ -815,22 +814,6 @@ fn parse_vertex(text: &str) -> Result<u64, String> {
     })
 }
 
-/// Runs `app` with `config` on `input`'s graph or device image, `opened`.
-fn run_app(
-    input: &InputArgs,
-    opened: &Input,
-    app: App,
-    config: &RunConfig,
-    bar: &Bar,
-) -> Result<Report> {
-    let what = || format!("{app:?} on {}", input.path().display());
-    match opened {
-        Input::Image(image) => quiver_gtl::run_image(image, app, config, bar),
-        Input::Graph(graph) => quiver_gtl::run(graph, app, config, bar),
-    }
-    .with_context(what)
-}
-
 /// `quiver gtl bench`: `app` on both layouts, and the ratios.
 fn bench(
     input: &InputArgs,
@@ -840,45 +823,23 @@ fn bench(
     json: bool,
     hidden: bool,
 ) -> Result<()> {
-    // The baseline first: on an image updated since init it is refused
-    // before any work.
-    let mut configs = Vec::new();
-    for backend in [BackendArg::Csr, BackendArg::Gtl] {
-        let config = options.config(backend, device);
-        flagged(config.validate())?;
-        configs.push(config);
-    }
+    let config = options.config(BackendArg::Gtl, device);
+    flagged(config.validate())?;
     let opened = input.open()?;
-    let mut reports = Vec::new();
-    for config in &configs {
-        let bar = Bar::new(json || hidden);
-        reports.push(run_app(input, &opened, app, config, &bar)?);
-    }
-    reports.reverse();
-    let (gtl, csr) = (&reports[0], &reports[1]);
-    #[allow(clippy::cast_precision_loss)] // Counts and times shown as ratios.
-    let ratio = |c: u64, g: u64| c as f64 / g.max(1) as f64;
-    let (time, pages) = (
-        ratio(csr.modelled_ns, gtl.modelled_ns),
-        ratio(csr.pages_read, gtl.pages_read),
-    );
-    if json {
-        let report = serde_json::json!({
-            "gtl": gtl,
-            "csr": csr,
-            "modelled_csr_over_gtl": time,
-            "pages_read_csr_over_gtl": pages,
-        });
-        print_json(&report)?;
+    let Some(both) = reported(json, hidden, |bar| {
+        compare(opened.input(), app, &config, bar)
+            .with_context(|| format!("{app:?} on {}", input.path().display()))
+    })?
+    else {
         return Ok(());
-    }
+    };
     println!(
         "{app:?} on {}: {} vertices, {} edges",
         input.path().display(),
-        gtl.vertices,
-        gtl.edges
+        both.gtl.vertices,
+        both.gtl.edges
     );
-    for r in &reports {
+    for r in [&both.gtl, &both.csr] {
         println!(
             "{:<4} {:>12.3} ms modelled  {:>10} pages read  {:>10} requests  {:>8} cache hits  result {}",
             r.backend,
@@ -889,7 +850,10 @@ fn bench(
             serde_json::to_string(&r.result)?
         );
     }
-    println!("csr / gtl: {time:.2}x modelled time, {pages:.2}x pages read");
+    println!(
+        "csr / gtl: {:.2}x modelled time, {:.2}x pages read",
+        both.modelled_csr_over_gtl, both.pages_read_csr_over_gtl
+    );
     Ok(())
 }
 
@@ -911,39 +875,6 @@ fn reported<T: Serialize>(
     Ok(Some(report))
 }
 
-#[derive(Serialize)]
-struct InitReport<'a> {
-    device: &'a Path,
-    vertices: u32,
-    edges: u64,
-    graph_pages: u64,
-    gtt_bytes: u64,
-    csr_pages: u64,
-    image_bytes: u64,
-    modelled_ns: u64,
-}
-
-#[derive(Serialize)]
-struct UpdateReport<'a> {
-    image: &'a Path,
-    update: String,
-    path: UpdatePath,
-    applied: bool,
-    pages_read: u64,
-    pages_written: u64,
-    modelled_ns: u64,
-    mount_ns: u64,
-}
-
-#[derive(Serialize)]
-struct MergeReport<'a> {
-    image: &'a Path,
-    groups: u64,
-    remaining: u64,
-    pages_written: u64,
-    modelled_ns: u64,
-}
-
 impl From<PathArg> for UpdatePath {
     fn from(arg: PathArg) -> UpdatePath {
         match arg {
@@ -953,58 +884,37 @@ impl From<PathArg> for UpdatePath {
     }
 }
 
-#[derive(Serialize)]
-struct FileRow {
-    layout: &'static str,
-    backend: &'static str,
-    direct: bool,
-    #[serde(flatten)]
-    reads: Reads,
-    calls_per_s: f64,
-}
-
 /// `quiver gtl file`: writes the GTL file, then times random calls on it
 /// and on the graph's CSR file.
 fn file_reads(
     path: &Path,
     gtl_path: &Path,
-    requests: u64,
-    queue_depth: u32,
-    slack: f64,
-    seed: u64,
+    config: &FileConfig,
     json: bool,
+    hidden: bool,
 ) -> Result<()> {
-    let graph = Graph::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let pages = GtlFile::write(&graph, gtl_path, slack)
-        .with_context(|| format!("writing {}", gtl_path.display()))?;
-    let with_edges: Vec<u32> = (0..graph.num_vertices())
-        .filter(|&v| graph.degree(v) > 0)
-        .collect();
-    drop(graph);
-    let rows = read_layouts(path, gtl_path, &with_edges, requests, queue_depth, seed);
-    if rows.is_err() && crate::progress::interrupted() {
-        // The GTL file was made for these reads: an interrupted run
-        // leaves nothing behind.
-        let _ = std::fs::remove_file(gtl_path);
-    }
-    let rows = rows?;
-    if json {
-        let report = serde_json::json!({
-            "graph": path,
-            "gtl": gtl_path,
-            "pages": pages,
-            "queue_depth": queue_depth,
-            "runs": rows,
-        });
-        print_json(&report)?;
+    let Some(report) = reported(json, hidden, |bar| {
+        quiver_gtl::file::bench::run(path, gtl_path, config, bar).with_context(|| {
+            format!(
+                "random reads on {} and {}",
+                path.display(),
+                gtl_path.display()
+            )
+        })
+    })?
+    else {
         return Ok(());
-    }
+    };
     println!(
-        "{}: {pages} GTL pages of 16 KiB at {}; {requests} random calls each, queue depth {queue_depth}",
+        "{}: {} GTL pages of 16 KiB at {}; {} random calls on vertices with edges each, queue depth {}",
         path.display(),
-        gtl_path.display()
+        report.pages,
+        gtl_path.display(),
+        config.requests,
+        config.queue_depth
     );
-    for r in &rows {
+    let rows = &report.runs;
+    for r in rows {
         #[allow(clippy::cast_precision_loss)] // Counts shown as ratios.
         let per = |x: u64| x as f64 / r.reads.calls.max(1) as f64;
         println!(
@@ -1030,114 +940,33 @@ fn file_reads(
     Ok(())
 }
 
-/// `read()`, unless Ctrl-C asked the command to stop.
-fn stoppable<T>(read: impl FnOnce() -> quiver_gtl::Result<T>) -> quiver_gtl::Result<T> {
-    if crate::progress::interrupted() {
-        return Err(quiver_run::Cancelled.into());
-    }
-    read()
-}
-
-/// Random reads of vertices drawn from `among` on each layout of
-/// `gtl_path` (written from the graph at `path`) and on the graph itself
-/// as a CSR file; each batch of reads first checks for Ctrl-C.
-fn read_layouts(
-    path: &Path,
-    gtl_path: &Path,
-    among: &[u32],
-    requests: u64,
-    queue_depth: u32,
-    seed: u64,
-) -> Result<Vec<FileRow>> {
-    let batch = queue_depth.max(1) as usize;
-    let mut rows = Vec::new();
-    for (layout, backend) in [("gtl", "uring"), ("csr", "uring"), ("csr", "pread")] {
-        let options = ReadOptions {
-            backend: backend.parse().map_err(anyhow::Error::msg)?,
-            direct: true,
-            queue_depth,
-        };
-        let what = || format!("random reads on the {layout} file by {backend}");
-        let (reads, direct) = if layout == "gtl" {
-            let file = GtlFile::open(gtl_path, &options).with_context(what)?;
-            let direct = file.is_direct();
-            (
-                random_reads(
-                    |v| stoppable(|| file.get_many(v)),
-                    among,
-                    requests,
-                    batch,
-                    seed,
-                )
-                .with_context(what)?,
-                direct,
-            )
-        } else {
-            let file = CsrReader::open(path, &options).with_context(what)?;
-            let direct = file.is_direct();
-            (
-                random_reads(
-                    |v| stoppable(|| file.get_many(v)),
-                    among,
-                    requests,
-                    batch,
-                    seed,
-                )
-                .with_context(what)?,
-                direct,
-            )
-        };
-        rows.push(FileRow {
-            layout,
-            backend,
-            direct,
-            calls_per_s: reads.calls_per_s(),
-            reads,
-        });
-    }
-    Ok(rows)
-}
-
-/// Opens `image`, runs `update` by `path`, saves the image if it applied,
-/// and reports; an update that names an absent edge fails (exit 1).
-fn update_image(image: &Path, update: &Update, path: UpdatePath, json: bool) -> Result<()> {
-    let what = || format!("{update} on {}", image.display());
-    let (mut ssd, mount_ns) = Ssd::open(image).with_context(what)?;
-    let counters = ssd.flash().counters().clone();
-    let start = ssd.now();
-    let applied = ssd
-        .update(std::slice::from_ref(update), path)
-        .with_context(what)?[0];
-    let after = ssd.flash().counters();
-    let report = UpdateReport {
-        image,
-        update: update.to_string(),
-        path,
-        applied,
-        pages_read: after.page_reads - counters.page_reads,
-        pages_written: after.programs - counters.programs,
-        modelled_ns: ssd.now() - start,
-        mount_ns,
+/// Runs `update` by `path` on the image `image` and reports; an update
+/// that names an absent edge fails (exit 1) and changes nothing.
+fn update_image(
+    image: &Path,
+    update: &Update,
+    path: UpdatePath,
+    json: bool,
+    hidden: bool,
+) -> Result<()> {
+    let Some(report) = reported(json, hidden, |bar| {
+        on_image::update(image, update, path, bar)
+            .with_context(|| format!("{update} on {}", image.display()))
+    })?
+    else {
+        return Ok(());
     };
-    if applied {
-        crate::progress::check_interrupted()?;
-        ssd.save(image).with_context(what)?;
-    }
-    if json {
-        print_json(&report)?;
-    } else if applied {
-        println!(
-            "{} ({path:?} path): {} pages read, {} written, {:.1} us modelled (mounting: {:.3} ms)",
-            report.update,
-            report.pages_read,
-            report.pages_written,
-            micros(report.modelled_ns),
-            micros(mount_ns) / 1e3
-        );
-    }
-    if !applied {
+    if !report.applied {
         bail!("{}: no such edge; nothing changed", report.update);
     }
+    println!(
+        "{} ({path:?} path): {} pages read, {} written, {:.1} us modelled (mounting: {:.3} ms)",
+        report.update,
+        report.pages_read,
+        report.pages_written,
+        micros(report.modelled_ns),
+        micros(report.mount_ns) / 1e3
+    );
     Ok(())
 }
 

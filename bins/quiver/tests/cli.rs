@@ -1292,7 +1292,7 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
         ),
         (
             &["gtl", "bench", "bfs", "--device", img, "--in-flight", "0"],
-            "--in-flight: must be at least 1",
+            "invalid value '0' for '--in-flight",
         ),
         (
             &["gtl", "updates", g, "--new-vertices", "1"],

@@ -155,6 +155,15 @@ pub enum Error {
     /// ([`crate::Config::flash_file`]) cannot be made or used.
     #[error("the simulated NAND's flash file")]
     FlashFile(#[source] quiver_io::Error),
+    /// A `.qcsr` graph that cannot be opened or read.
+    #[error("graph {}", path.display())]
+    Graph {
+        /// The graph.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: quiver_csr::Error,
+    },
     /// A graph page whose footer does not decode.
     #[error("physical page {ppn} is not a valid graph page: {reason}")]
     CorruptPage {

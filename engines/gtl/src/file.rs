@@ -9,6 +9,8 @@
 //! the GTT, one 8-byte entry (start vertex, page index) per page. Weights
 //! are not written: the file device serves GetAdjacencyList.
 //!
+//! [`bench`] times random GetAdjacencyList calls on both layouts.
+//!
 //! Reads come in batches: every page of every request in a batch is in
 //! flight at once (up to the file's queue depth). A CSR request reads the
 //! 4 KiB blocks holding `rowPtr[v]` and `rowPtr[v + 1]`, then those holding
@@ -27,6 +29,8 @@ use crate::gtl::{encode_pages, list_of, plan};
 use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
 use crate::page::{Page, PageFormat};
 use crate::{Error, Result};
+
+pub mod bench;
 
 const MAGIC: &[u8; 16] = b"QUIVER-GTL-FILE1";
 /// The page size of a GTL file.
@@ -343,59 +347,4 @@ impl CsrReader {
             .collect();
         Ok((lists, cost))
     }
-}
-
-/// What random GetAdjacencyList calls on a file did.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Reads {
-    /// Calls made.
-    pub calls: u64,
-    /// Read requests issued and bytes read.
-    pub reads: u64,
-    /// Bytes read.
-    pub bytes: u64,
-    /// Neighbours returned (a check that both layouts did the same work).
-    pub neighbours: u64,
-    /// Wall time of the calls.
-    pub wall_ns: u64,
-}
-
-impl Reads {
-    /// Calls per second.
-    pub fn calls_per_s(&self) -> f64 {
-        // Counts and nanoseconds far below 2^53.
-        #[allow(clippy::cast_precision_loss)]
-        let rate = self.calls as f64 / (self.wall_ns.max(1) as f64 / 1e9);
-        rate
-    }
-}
-
-/// `calls` GetAdjacencyList calls through `get`, `batch` at a time, on
-/// vertices drawn uniformly with `seed` from `among` (the vertices with
-/// edges, as the paper's workload asks for lists), timed.
-pub fn random_reads(
-    mut get: impl FnMut(&[u32]) -> Result<(Vec<Vec<u32>>, Cost)>,
-    among: &[u32],
-    calls: u64,
-    batch: usize,
-    seed: u64,
-) -> Result<Reads> {
-    let mut rng = crate::apps::SplitMix::new(seed);
-    let mut reads = Reads {
-        calls,
-        reads: 0,
-        bytes: 0,
-        neighbours: 0,
-        wall_ns: 0,
-    };
-    let picked = crate::apps::draw(&mut rng, calls, Some(among), 0);
-    let clock = quiver_run::Stopwatch::start();
-    for chunk in picked.chunks(batch.max(1)) {
-        let (lists, cost) = get(chunk)?;
-        reads.reads += cost.reads;
-        reads.bytes += cost.bytes;
-        reads.neighbours += lists.iter().map(|l| l.len() as u64).sum::<u64>();
-    }
-    reads.wall_ns = clock.elapsed_ns();
-    Ok(reads)
 }

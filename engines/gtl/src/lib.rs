@@ -191,6 +191,7 @@ pub mod gtl;
 pub mod gtt;
 mod image;
 pub mod logger;
+pub mod on_image;
 pub mod page;
 pub mod queues;
 pub mod run;

@@ -317,6 +317,67 @@ pub fn run_image(
     )
 }
 
+/// What a run reads: a graph, written onto a fresh device, or a device
+/// image, mounted.
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// A graph in memory.
+    Graph(&'a Graph),
+    /// A device image (from [`crate::on_image::init`]).
+    Image(&'a Path),
+}
+
+/// [`run`] or [`run_image`], as `input` is.
+pub fn run_input(
+    input: Input<'_>,
+    app: App,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<Report> {
+    match input {
+        Input::Graph(graph) => run(graph, app, config, progress),
+        Input::Image(path) => run_image(path, app, config, progress),
+    }
+}
+
+/// The same run on both layouts, and the baseline over GraphSSD.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// GraphSSD's run.
+    pub gtl: Report,
+    /// The baseline's.
+    pub csr: Report,
+    /// Modelled time, CSR over GTL (above 1: GraphSSD is ahead).
+    pub modelled_csr_over_gtl: f64,
+    /// NAND pages read, CSR over GTL.
+    pub pages_read_csr_over_gtl: f64,
+}
+
+/// Runs `app` with `config` on each layout, the baseline first (an image
+/// updated since init is refused before any work), each on a fresh device
+/// or the image mounted afresh.
+pub fn compare(
+    input: Input<'_>,
+    app: App,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<Comparison> {
+    let on = |backend| Config {
+        backend,
+        ..config.clone()
+    };
+    let csr = run_input(input, app, &on(Backend::Csr), progress)?;
+    let gtl = run_input(input, app, &on(Backend::Gtl), progress)?;
+    #[allow(clippy::cast_precision_loss)] // Counts and times as ratios.
+    let ratio = |c: u64, g: u64| c as f64 / g.max(1) as f64;
+    Ok(Comparison {
+        modelled_csr_over_gtl: ratio(csr.modelled_ns, gtl.modelled_ns),
+        pages_read_csr_over_gtl: ratio(csr.pages_read, gtl.pages_read),
+        gtl,
+        csr,
+    })
+}
+
 /// What a run picks on the graph in memory before it starts.
 struct Picked {
     /// BFS's root.
