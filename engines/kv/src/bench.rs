@@ -44,9 +44,11 @@ use rand_distr::{Distribution, Zipf};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
+use crate::clock::nanos;
 use crate::histogram::Histogram;
 use crate::policy::{plan_shards, Coordinator, Plan};
-use crate::store::{Store, StoreConfig, StoreCounts, Tally, Update};
+use crate::store::{Store, StoreConfig, StoreCounts, Tally};
+use crate::update::Update;
 use crate::{Clock, Error, Result};
 
 /// Where values may live and how nodes find them.
@@ -672,10 +674,6 @@ pub fn run_node(node: &Node, graph: &Graph, config: &Config, clock: Clock) -> Re
         Ok(report)
     });
     outcome
-}
-
-pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Approvals migrated together at most.

@@ -394,7 +394,7 @@ fn answer(
             node: session.store().rank(),
             one_sided: after.one_sided - before.one_sided,
             modelled_ns: after.modelled_ns - before.modelled_ns,
-            wall_ns: crate::bench::nanos(started.elapsed()),
+            wall_ns: crate::clock::nanos(started.elapsed()),
         }
     };
     let placed = |session: &mut Session<'_>, key: u32, cost: Cost| -> Result<Placed> {

@@ -141,15 +141,18 @@ mod clock;
 pub mod control;
 mod histogram;
 pub mod layout;
+mod message;
 pub mod policy;
 mod server;
 pub mod speed;
 mod store;
+mod update;
 
 pub use bench::{Config, KvTask, Mix, Policy, Report};
 pub use clock::Clock;
 pub use policy::Plan;
-pub use store::{Session, Store, StoreConfig, Update};
+pub use store::{Session, Store, StoreConfig, StoreCounts, Tally};
+pub use update::Update;
 
 use quiver_run::InvalidArgument;
 
