@@ -2,17 +2,14 @@
 //! paper's traversal benchmark under each policy.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use quiver_csr::Graph;
-use quiver_kv::bench::{join, JobConfig};
 use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig, ServeTask};
 use quiver_kv::speed::{SpeedConfig, SpeedTask};
-use quiver_kv::{Config, KvTask, Mix, Policy, Report};
-use quiver_run::{Progress, Unit};
+use quiver_kv::{Config, Mix, Plan, Policy, Report, StoreConfig, NODES};
 use quiver_verbs::job::{Fabric, Job, Nodes};
 use quiver_verbs::CostModel;
 use serde::Serialize;
@@ -20,10 +17,7 @@ use serde::Serialize;
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
 use crate::report::{print_json, UsageError};
-use crate::units::{parse_duration, seconds, ByteSize};
-
-/// Nodes of the job when no job flags are given: the paper's cluster.
-const DEFAULT_NODES: u32 = 8;
+use crate::units::{parse_duration, seconds, ByteSize, Span};
 
 /// Port of node 0 of `quiver kv serve`.
 const DEFAULT_PORT: u16 = 7420;
@@ -225,17 +219,17 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = Config::default().min_degree)]
     pub min_degree: u64,
     /// How long the workers run.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub duration: Duration,
+    #[arg(long, default_value_t = Span(Config::default().duration))]
+    pub duration: Span,
     /// Worker threads per node (0: one per core).
     #[arg(long, default_value_t = Config::default().threads)]
     pub threads: usize,
     /// Period of the monitor's full reports to the coordinator.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub interval: Duration,
+    #[arg(long, default_value_t = Span(Config::default().interval))]
+    pub interval: Span,
     /// Period of the time series and of instant reports (an interval is whole ticks).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub tick: Duration,
+    #[arg(long, default_value_t = Span(Config::default().tick))]
+    pub tick: Span,
     /// Reads per second of one remote pair that the monitor reports at once.
     #[arg(long, default_value_t = Config::default().instant_rate)]
     pub instant_rate: u32,
@@ -249,14 +243,14 @@ pub struct BenchArgs {
     /// all: any node that reads a pair often takes it at once, the home may take it back later),
     /// deferred (a candidate's home counts them until the next interval's end, when the
     /// coordinator decides), or tracked (always counted, decided at once).
-    #[arg(long, default_value_t = quiver_kv::Plan::default())]
-    pub plan: quiver_kv::Plan,
+    #[arg(long, default_value_t = Config::default().store.plan)]
+    pub plan: Plan,
     /// How long a cached address may be used (at most --reclaim-lease).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub cache_lease: Duration,
+    #[arg(long, default_value_t = Span(Config::default().store.cache_lease))]
+    pub cache_lease: Span,
     /// How long replaced or migrated memory waits before it is reused.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub reclaim_lease: Duration,
+    #[arg(long, default_value_t = Span(Config::default().store.reclaim_lease))]
+    pub reclaim_lease: Span,
     /// Value region per node beyond the loaded values: room for the copies Puts make and the
     /// values migrated in while what they replace waits out --reclaim-lease (default: 64 MiB for
     /// every 5% of Puts in --mix)
@@ -323,7 +317,7 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
 fn serve(args: &ServeArgs) -> Result<()> {
     let graph =
         Graph::open(&args.graph).with_context(|| format!("opening {}", args.graph.display()))?;
-    let job = job_or_loopback(&args.job, DEFAULT_NODES)?;
+    let job = job_or_loopback(&args.job, NODES)?;
     let nodes = match job.nodes {
         Nodes::Local(n) => n,
         Nodes::Member { size, .. } => size
@@ -355,7 +349,7 @@ fn serve(args: &ServeArgs) -> Result<()> {
             .with_context(|| format!("resolving {}", args.graph.display()))?,
         host: args.host.clone(),
         port: args.port,
-        store: quiver_kv::StoreConfig::default(),
+        store: StoreConfig::default(),
     };
     let zero = format!("{}:{}", args.host, args.port);
     let fabric = job.fabric.name();
@@ -494,11 +488,9 @@ fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
         batch: args.batch,
         // Room for every migrated value's ring entry: nothing is reclaimed
         // during the measurement.
-        store: quiver_kv::StoreConfig {
-            ring_entries: args
-                .values
-                .max(quiver_kv::StoreConfig::default().ring_entries),
-            ..quiver_kv::StoreConfig::default()
+        store: StoreConfig {
+            ring_entries: args.values.max(StoreConfig::default().ring_entries),
+            ..StoreConfig::default()
         },
     };
     let Some(reports) = job
@@ -543,17 +535,17 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         scope: args.scope,
         neighbours: args.neighbours,
         min_degree: args.min_degree,
-        duration: args.duration,
+        duration: args.duration.0,
         threads: args.threads,
-        tick: args.tick,
-        interval: args.interval,
+        tick: args.tick.0,
+        interval: args.interval.0,
         instant_rate: args.instant_rate,
         shift_every: args.shift_every,
         seed: args.seed,
-        store: quiver_kv::StoreConfig {
+        store: StoreConfig {
             plan: args.plan,
-            cache_lease: args.cache_lease,
-            reclaim_lease: args.reclaim_lease,
+            cache_lease: args.cache_lease.0,
+            reclaim_lease: args.reclaim_lease.0,
             value_headroom: args
                 .value_headroom
                 .map_or_else(|| args.mix.default_value_headroom(), |b| b.0),
@@ -561,21 +553,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         },
         ..defaults
     };
-    config.validate()?;
-    quiver_kv::bench::starts(&graph, &config)?;
-    let mut job = job_or_loopback(&args.job, DEFAULT_NODES)?;
-    // A member learns the job's size when it joins: from its reports.
-    let asked = match job.nodes {
-        Nodes::Local(n) => Some(n),
-        Nodes::Member { .. } if config.policy == Policy::Ideal => bail!(UsageError(
-            "--policy ideal runs the workload on one node; give --nodes N to scale it by N".into()
-        )),
-        Nodes::Member { .. } => None,
-    };
-    if let Some(n) = asked {
-        job.nodes = Nodes::Local(config.policy.job_nodes(n));
-    }
-    let fabric = job.fabric.name();
+    let job = job_or_loopback(&args.job, NODES)?;
     let what = || {
         format!(
             "the kv benchmark ({}) on {}",
@@ -583,20 +561,17 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
             args.graph.display()
         )
     };
-    let task = JobConfig {
-        graph: std::path::absolute(&args.graph)
-            .with_context(|| format!("resolving {}", args.graph.display()))?,
-        config: config.clone(),
-    };
-    let reports =
-        with_clock(&config, json || hidden, || job.run::<KvTask>(&task)).with_context(what)?;
-    let Some(reports) = reports else {
+    if quiver_kv::hears_its_caller(&job) {
+        crate::progress::catch_interrupts()?;
+    }
+    let bar = Bar::new(json || hidden);
+    let report = quiver_kv::run(&graph, &job, &config, &bar).with_context(what)?;
+    drop(bar);
+    let Some(report) = report else {
         // Another member of the job prints.
         return Ok(());
     };
-    let nodes =
-        asked.unwrap_or_else(|| u32::try_from(reports.len()).expect("a job's nodes fit u32"));
-    let report = join(&reports, &config, nodes, graph.num_vertices());
+    let fabric = job.fabric.name();
     if json {
         let out = JsonReport {
             graph: &args.graph,
@@ -610,31 +585,6 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
     }
     print_report(&args.graph, &graph, fabric, &report);
     Ok(())
-}
-
-/// Runs `work` while a bar counts the seconds of the run.
-fn with_clock<T>(config: &Config, hidden: bool, work: impl FnOnce() -> T) -> T {
-    let bar = Bar::new(hidden);
-    bar.start(
-        "kv benchmark (s)",
-        Unit::Rounds,
-        Some(config.duration.as_secs()),
-    );
-    let (done, wait) = mpsc::channel::<()>();
-    std::thread::scope(|scope| {
-        let bar = &bar;
-        scope.spawn(move || {
-            // Until the sender is dropped: one tick a second.
-            while let Err(mpsc::RecvTimeoutError::Timeout) =
-                wait.recv_timeout(Duration::from_secs(1))
-            {
-                bar.advance(1);
-            }
-        });
-        let result = work();
-        drop(done);
-        result
-    })
 }
 
 fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {

@@ -582,7 +582,7 @@ impl Task for ServeTask {
         let address = format!("{}:{port}", config.host);
         let listener = TcpListener::bind(&address)
             .map_err(|e| format!("node {} cannot listen on {address}: {e}", node.rank()))?;
-        let graph = crate::bench::open_graph(&config.graph)?;
+        let graph = crate::job::open_graph(&config.graph)?;
         let store = Store::open(node, &graph, &config.store, Clock::System)
             .map_err(|e| quiver_run::chain(&e))?;
         serve(&store, &graph, &listener).map_err(|e| quiver_run::chain(&e).into())

@@ -63,7 +63,7 @@ impl Task for SpeedTask {
     type Error = BoxError;
 
     fn run(node: &Node, config: &SpeedConfig) -> std::result::Result<Speed, BoxError> {
-        let graph = crate::bench::open_graph(&config.graph)?;
+        let graph = crate::job::open_graph(&config.graph)?;
         measure(node, &graph, config).map_err(|e| quiver_run::chain(&e).into())
     }
 }
