@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use quiver_csr::Graph;
-use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig, ServeTask};
-use quiver_kv::speed::{SpeedConfig, SpeedTask};
+use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig};
+use quiver_kv::speed::SpeedConfig;
 use quiver_kv::{Config, Mix, Plan, Policy, Report, StoreConfig, NODES};
 use quiver_verbs::job::{Fabric, Job, Nodes};
 use quiver_verbs::CostModel;
@@ -18,9 +18,6 @@ use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
 use crate::report::{print_json, UsageError};
 use crate::units::{parse_duration, seconds, ByteSize, Span};
-
-/// Port of node 0 of `quiver kv serve`.
-const DEFAULT_PORT: u16 = 7420;
 
 #[derive(Debug, Subcommand)]
 pub enum KvCommand {
@@ -54,7 +51,8 @@ on one node, throughput times the node count).")]
   quiver kv get 17 --on 3                              node 3 reads vertex 17 (remote operations counted)
   quiver kv stop
 
-Node r listens on --host at port --port + r; node 0 tells clients where the others are.")]
+Node r listens on --host at port --port + r; the node a client asks runs its request, or
+relays it to the node that should.")]
     Serve(ServeArgs),
     /// Read a vertex's neighbours from a running store (`quiver kv serve`), on the node given
     /// (default: the vertex's home), with what the read cost; in a weighted graph each as
@@ -96,10 +94,10 @@ pub struct ServeArgs {
     /// The .qcsr graph (every node loads the keys homed on it).
     pub graph: PathBuf,
     /// Host every node listens on.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, default_value_t = ServeConfig::default().host)]
     pub host: String,
     /// Node r listens on this port + r.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    #[arg(long, default_value_t = ServeConfig::default().port)]
     pub port: u16,
     /// The job (default without these flags: 8 nodes on --fabric loopback).
     #[command(flatten)]
@@ -109,8 +107,9 @@ pub struct ServeArgs {
 /// Where a running store is.
 #[derive(Debug, Args)]
 pub struct AtArgs {
-    /// Node 0 of the running store (`host:port`).
-    #[arg(long, default_value_t = format!("127.0.0.1:{DEFAULT_PORT}"))]
+    /// A node of the running store (`host:port`), which runs the request or relays it to the
+    /// node that should: one connection.
+    #[arg(long, default_value_t = ServeConfig::default().address(0).expect("node 0's port"))]
     pub at: String,
 }
 
@@ -180,14 +179,14 @@ pub struct MigrateArgs {
     /// The .qcsr graph.
     pub graph: PathBuf,
     /// Values to migrate.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = SpeedConfig::default().values)]
     pub values: u64,
     /// Largest value taken, in bytes (the paper's figure is for values under 4 KiB).
-    #[arg(long, default_value = "4KiB", value_parser = quiver_io::size::parse_bytes)]
-    pub max_bytes: u64,
+    #[arg(long, default_value_t = ByteSize(SpeedConfig::default().max_bytes))]
+    pub max_bytes: ByteSize,
     /// Values migrated together, the protocol's stages pipelined across them (1: one at a
     /// time, each waiting for its five operations in turn).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = SpeedConfig::default().batch)]
     pub batch: usize,
     /// The job (default without these flags: 2 nodes on --fabric loopback).
     #[command(flatten)]
@@ -279,30 +278,26 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
         KvCommand::Migrate(args) => migrate(&args, json),
         KvCommand::Serve(args) => serve(&args),
         KvCommand::Get(args) => {
-            let request = Request::Get {
-                key: args.vertex,
-                limit: args.limit,
-            };
-            ask(&args.at, args.on, args.vertex, &request, json)
+            let (key, limit) = (args.vertex, args.limit);
+            ask(&args.at, args.on, key, Request::Get { key, limit }, json)
         }
         KvCommand::Put(args) => {
+            let (key, target, weight) = (args.vertex, args.target, args.weight);
             let request = Request::Put {
-                key: args.vertex,
-                target: args.target,
-                weight: args.weight,
+                key,
+                target,
+                weight,
             };
-            ask(&args.at, args.on, args.vertex, &request, json)
+            ask(&args.at, args.on, key, request, json)
         }
         KvCommand::Traverse(args) => {
-            let request = Request::Traverse {
-                start: args.start,
-                neighbours: args.neighbours,
-            };
-            ask(&args.at, args.on, args.start, &request, json)
+            let (start, neighbours) = (args.start, args.neighbours);
+            let request = Request::Traverse { start, neighbours };
+            ask(&args.at, args.on, start, request, json)
         }
         KvCommand::Move(args) => {
-            let request = Request::Move { key: args.vertex };
-            ask(&args.at, Some(args.to), args.vertex, &request, json)
+            let key = args.vertex;
+            ask(&args.at, Some(args.to), key, Request::Move { key }, json)
         }
         KvCommand::Stop(at) => {
             Client::connect(&at.at)?.call(&Request::Stop)?;
@@ -331,28 +326,11 @@ fn serve(args: &ServeArgs) -> Result<()> {
             nodes - 1
         )));
     }
-    // A port in use would be found only after loading, and node 0's
-    // check below would meet whoever holds it: refuse now.
-    if matches!(job.nodes, Nodes::Local(_)) {
-        let ports = (0..nodes).map(|r| args.port + u16::try_from(r).expect("checked above"));
-        for port in ports {
-            if std::net::TcpListener::bind((args.host.as_str(), port)).is_err() {
-                bail!(
-                    "port {port} on {} is in use (another `quiver kv serve`?); choose another --port",
-                    args.host
-                );
-            }
-        }
-    }
     let config = ServeConfig {
-        graph: std::path::absolute(&args.graph)
-            .with_context(|| format!("resolving {}", args.graph.display()))?,
         host: args.host.clone(),
         port: args.port,
-        store: StoreConfig::default(),
+        ..ServeConfig::default()
     };
-    let zero = format!("{}:{}", args.host, args.port);
-    let fabric = job.fabric.name();
     // The example request names a vertex the graph has, by its ids.
     let first = if graph.num_vertices() > 0 {
         graph.original_id(0)
@@ -360,26 +338,16 @@ fn serve(args: &ServeArgs) -> Result<()> {
         0
     };
     eprintln!(
-        "loading {} ({} vertices) on {nodes} {fabric} nodes ...",
+        "loading {} ({} vertices) on {nodes} {} nodes ...",
         args.graph.display(),
-        graph.num_vertices()
+        graph.num_vertices(),
+        job.fabric.name()
     );
-    let served = std::thread::scope(|scope| {
-        let running = scope.spawn(|| job.run::<ServeTask>(&config));
-        // Node 0 answers once every node has loaded its share.
-        while !running.is_finished() {
-            if let Ok(Response::Info(_)) =
-                Client::connect(&zero).and_then(|mut c| c.call(&Request::Info))
-            {
-                eprintln!(
-                    "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get {first} --at {zero}`, stop with `quiver kv stop --at {zero}`",
-                    args.port
-                );
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        running.join().expect("the job's thread panicked")
+    let served = quiver_kv::control::serve_job(&graph, &job, &config, |zero| {
+        eprintln!(
+            "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get {first} --at {zero}`, stop with `quiver kv stop --at {zero}`",
+            args.port
+        );
     })
     .with_context(|| format!("serving {}", args.graph.display()))?;
     if let Some(answered) = served {
@@ -388,32 +356,15 @@ fn serve(args: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Sends `request` about `vertex` (named by the graph's ids) to node `on`
-/// (default: the vertex's home) of the store whose node 0 is `at`, and
-/// prints the answer. The store refuses a vertex the graph lacks, as an
-/// invalid argument (a usage error, as for any engine).
-fn ask(at: &AtArgs, on: Option<u32>, vertex: u64, request: &Request, json: bool) -> Result<()> {
-    let mut zero = Client::connect(&at.at)?;
-    let Response::Info(info) = zero.call(&Request::Info)? else {
-        bail!("node 0 at {} did not describe its job", at.at);
-    };
-    let node = match on {
-        Some(node) => node,
-        None => match zero.call(&Request::Home { key: vertex })? {
-            Response::Home(node) => node,
-            other => bail!("node 0 at {} answered {other:?} for a home", at.at),
-        },
-    };
-    let Some(address) = info.addresses.get(node as usize) else {
-        bail!(UsageError(format!(
-            "node {node} is not in the job (it has {} nodes)",
-            info.nodes
-        )));
-    };
-    let node_at = || format!("node {node} at {address}");
-    let mut client = Client::connect(address)
-        .with_context(|| format!("{} does not answer: it has failed or stopped", node_at()))?;
-    let response = client.call(request).with_context(node_at)?;
+/// Sends `request` about `vertex` (named by the graph's ids) to run on node
+/// `on` (default: the vertex's home), through the node of the store at
+/// `at`, and prints the answer. The store refuses a vertex the graph
+/// lacks, or a node the job lacks, as an invalid argument (a usage error,
+/// as for any engine).
+fn ask(at: &AtArgs, on: Option<u32>, vertex: u64, request: Request, json: bool) -> Result<()> {
+    let response = Client::connect(&at.at)?
+        .call_on(on, request)
+        .with_context(|| format!("the kv store at {}", at.at))?;
     if json {
         print_json(&response)?;
         return Ok(());
@@ -478,28 +429,22 @@ fn job_or_loopback(args: &JobArgs, nodes: u32) -> Result<Job> {
 }
 
 fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
+    let graph =
+        Graph::open(&args.graph).with_context(|| format!("opening {}", args.graph.display()))?;
     let job = job_or_loopback(&args.job, LOCAL_NODES)?;
     let fabric = job.fabric.name();
     let config = SpeedConfig {
-        graph: std::path::absolute(&args.graph)
-            .with_context(|| format!("resolving {}", args.graph.display()))?,
         values: args.values,
-        max_bytes: args.max_bytes,
+        max_bytes: args.max_bytes.0,
         batch: args.batch,
-        // Room for every migrated value's ring entry: nothing is reclaimed
-        // during the measurement.
-        store: StoreConfig {
-            ring_entries: args.values.max(StoreConfig::default().ring_entries),
-            ..StoreConfig::default()
-        },
+        ..SpeedConfig::default()
     };
-    let Some(reports) = job
-        .run::<SpeedTask>(&config)
+    let Some(speed) = quiver_kv::speed::run(&graph, &job, &config)
         .with_context(|| format!("migrating values of {}", args.graph.display()))?
     else {
         return Ok(());
     };
-    let speed = &reports[1];
+    let speed = &speed;
     if json {
         print_json(speed)?;
         return Ok(());

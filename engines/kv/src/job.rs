@@ -50,14 +50,7 @@ pub fn run(
 ) -> Result<Option<Report>> {
     config.validate()?;
     starts(graph, config)?;
-    let path = graph.path().ok_or_else(|| {
-        Error::invalid(
-            "graph",
-            "the job's nodes open the graph from its file, and this graph has none",
-        )
-    })?;
-    let path = std::path::absolute(path)
-        .map_err(|e| Error::invalid("graph", format!("{}: {e}", path.display())))?;
+    let path = node_path(graph)?;
     let mut job = job.clone();
     // A member learns the job's size when it joins: from its reports.
     let asked = match job.nodes {
@@ -173,6 +166,22 @@ impl JobConfig {
             watch: None,
         }
     }
+}
+
+/// The path at which a job's nodes open `graph`: its file's, made
+/// absolute.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a graph without a file.
+pub(crate) fn node_path(graph: &Graph) -> Result<PathBuf> {
+    let path = graph.path().ok_or_else(|| {
+        Error::invalid(
+            "graph",
+            "the job's nodes open the graph from its file, and this graph has none",
+        )
+    })?;
+    std::path::absolute(path)
+        .map_err(|e| Error::invalid("graph", format!("{}: {e}", path.display())))
 }
 
 /// Opens the graph a job's node was told about, for the job's error.

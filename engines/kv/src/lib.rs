@@ -40,7 +40,8 @@
 //! harvest, gather, plan, migrate or move shards, reclaim, record),
 //! `report` and `job` ([`run`], [`KvTask`]). [`speed`] measures raw
 //! migration speed; [`control`] serves a loaded store to a person's
-//! requests (Get, Put, traversal, move).
+//! requests (Get, Put, traversal, move), each run on the node asked for or
+//! routed to its vertex's home by the node the client talks to.
 //!
 //! Invariants: every key has one home and one slot, which never move (but
 //! with their whole shard, every worker held, under `shard`); the

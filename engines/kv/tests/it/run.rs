@@ -291,12 +291,14 @@ fn nonsense_parameters_are_named() {
 fn migration_speed_moves_values_with_five_operations_and_no_message() {
     let dir = tempfile::tempdir().unwrap();
     let path = graph_file(&dir);
-    let config = quiver_kv::speed::SpeedConfig {
+    let config = quiver_kv::speed::SpeedJob {
         graph: path,
-        values: 10,
-        max_bytes: 4096,
-        batch: 4,
-        store: quiver_kv::StoreConfig::default(),
+        config: quiver_kv::speed::SpeedConfig {
+            values: 10,
+            max_bytes: 4096,
+            batch: 4,
+            store: quiver_kv::StoreConfig::default(),
+        },
     };
     let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(2));
     let reports = job
