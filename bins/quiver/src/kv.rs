@@ -107,8 +107,7 @@ pub struct ServeArgs {
 /// Where a running store is.
 #[derive(Debug, Args)]
 pub struct AtArgs {
-    /// A node of the running store (`host:port`), which runs the request or relays it to the
-    /// node that should: one connection.
+    /// A node of the running store (`host:port`): the one node this command talks to.
     #[arg(long, default_value_t = ServeConfig::default().address(0).expect("node 0's port"))]
     pub at: String,
 }
