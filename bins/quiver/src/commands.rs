@@ -25,10 +25,11 @@ use quiver_run::peak_rss_bytes;
 pub fn run(cli: Cli) -> Result<()> {
     let json = cli.global.json;
     // The commands whose engines stop when their progress says so, and
-    // remove what they made: Ctrl-C stops them cleanly. The rest (kv's
-    // servers and benchmarks, whose spawned nodes die with the driver and
-    // which write no file; meta's servers and queries; verbs) end on
-    // Ctrl-C as any program does.
+    // remove what they made: Ctrl-C stops them cleanly (`kv bench` too,
+    // which says so itself when its nodes run in this process). The rest
+    // (kv's servers, migrations and local tcp benchmarks, whose spawned
+    // nodes die with the driver and which write no file; meta's servers
+    // and queries; verbs) end on Ctrl-C as any program does.
     if matches!(
         cli.command,
         Command::Generate(_)

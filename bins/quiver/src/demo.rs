@@ -354,17 +354,9 @@ fn kv(demo: &Demo<'_>) -> Result<Done> {
         interval: std::time::Duration::from_secs(1),
         ..quiver_kv::Config::default()
     };
-    config.validate()?;
-    quiver_kv::bench::starts(graph, &config)?;
     let job = JobArgs::local(FabricArg::Loopback, nodes, true).job(nodes)?;
-    let task = quiver_kv::bench::JobConfig {
-        graph: std::path::absolute(&demo.graph)?,
-        config: config.clone(),
-    };
-    let reports = job
-        .run::<quiver_kv::KvTask>(&task)?
+    let report = quiver_kv::run(graph, &job, &config, &demo.bar())?
         .context("a local job returns every node's report")?;
-    let report = quiver_kv::bench::join(&reports, &config, nodes, graph.num_vertices());
     let first = report
         .series
         .first()

@@ -2,17 +2,14 @@
 //! paper's traversal benchmark under each policy.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use quiver_csr::Graph;
-use quiver_kv::bench::{join, JobConfig};
-use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig, ServeTask};
-use quiver_kv::speed::{SpeedConfig, SpeedTask};
-use quiver_kv::{Config, KvTask, Mix, Policy, Report};
-use quiver_run::{Progress, Unit};
+use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig};
+use quiver_kv::speed::SpeedConfig;
+use quiver_kv::{Config, Mix, Plan, Policy, Report, StoreConfig, NODES};
 use quiver_verbs::job::{Fabric, Job, Nodes};
 use quiver_verbs::CostModel;
 use serde::Serialize;
@@ -20,13 +17,7 @@ use serde::Serialize;
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
 use crate::report::{print_json, UsageError};
-use crate::units::{parse_duration, seconds, ByteSize};
-
-/// Nodes of the job when no job flags are given: the paper's cluster.
-const DEFAULT_NODES: u32 = 8;
-
-/// Port of node 0 of `quiver kv serve`.
-const DEFAULT_PORT: u16 = 7420;
+use crate::units::{parse_duration, seconds, ByteSize, Span};
 
 #[derive(Debug, Subcommand)]
 pub enum KvCommand {
@@ -60,7 +51,8 @@ on one node, throughput times the node count).")]
   quiver kv get 17 --on 3                              node 3 reads vertex 17 (remote operations counted)
   quiver kv stop
 
-Node r listens on --host at port --port + r; node 0 tells clients where the others are.")]
+Node r listens on --host at port --port + r; the node a client asks runs its request, or
+relays it to the node that should.")]
     Serve(ServeArgs),
     /// Read a vertex's neighbours from a running store (`quiver kv serve`), on the node given
     /// (default: the vertex's home), with what the read cost; in a weighted graph each as
@@ -102,10 +94,10 @@ pub struct ServeArgs {
     /// The .qcsr graph (every node loads the keys homed on it).
     pub graph: PathBuf,
     /// Host every node listens on.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, default_value_t = ServeConfig::default().host)]
     pub host: String,
     /// Node r listens on this port + r.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    #[arg(long, default_value_t = ServeConfig::default().port)]
     pub port: u16,
     /// The job (default without these flags: 8 nodes on --fabric loopback).
     #[command(flatten)]
@@ -115,8 +107,8 @@ pub struct ServeArgs {
 /// Where a running store is.
 #[derive(Debug, Args)]
 pub struct AtArgs {
-    /// Node 0 of the running store (`host:port`).
-    #[arg(long, default_value_t = format!("127.0.0.1:{DEFAULT_PORT}"))]
+    /// A node of the running store (`host:port`): the one node this command talks to.
+    #[arg(long, default_value_t = ServeConfig::default().address(0).expect("node 0's port"))]
     pub at: String,
 }
 
@@ -186,14 +178,14 @@ pub struct MigrateArgs {
     /// The .qcsr graph.
     pub graph: PathBuf,
     /// Values to migrate.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = SpeedConfig::default().values)]
     pub values: u64,
     /// Largest value taken, in bytes (the paper's figure is for values under 4 KiB).
-    #[arg(long, default_value = "4KiB", value_parser = quiver_io::size::parse_bytes)]
-    pub max_bytes: u64,
+    #[arg(long, default_value_t = ByteSize(SpeedConfig::default().max_bytes))]
+    pub max_bytes: ByteSize,
     /// Values migrated together, the protocol's stages pipelined across them (1: one at a
     /// time, each waiting for its five operations in turn).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = SpeedConfig::default().batch)]
     pub batch: usize,
     /// The job (default without these flags: 2 nodes on --fabric loopback).
     #[command(flatten)]
@@ -225,17 +217,17 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = Config::default().min_degree)]
     pub min_degree: u64,
     /// How long the workers run.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub duration: Duration,
+    #[arg(long, default_value_t = Span(Config::default().duration))]
+    pub duration: Span,
     /// Worker threads per node (0: one per core).
     #[arg(long, default_value_t = Config::default().threads)]
     pub threads: usize,
     /// Period of the monitor's full reports to the coordinator.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub interval: Duration,
+    #[arg(long, default_value_t = Span(Config::default().interval))]
+    pub interval: Span,
     /// Period of the time series and of instant reports (an interval is whole ticks).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub tick: Duration,
+    #[arg(long, default_value_t = Span(Config::default().tick))]
+    pub tick: Span,
     /// Reads per second of one remote pair that the monitor reports at once.
     #[arg(long, default_value_t = Config::default().instant_rate)]
     pub instant_rate: u32,
@@ -249,14 +241,14 @@ pub struct BenchArgs {
     /// all: any node that reads a pair often takes it at once, the home may take it back later),
     /// deferred (a candidate's home counts them until the next interval's end, when the
     /// coordinator decides), or tracked (always counted, decided at once).
-    #[arg(long, default_value_t = quiver_kv::Plan::default())]
-    pub plan: quiver_kv::Plan,
+    #[arg(long, default_value_t = Config::default().store.plan)]
+    pub plan: Plan,
     /// How long a cached address may be used (at most --reclaim-lease).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub cache_lease: Duration,
+    #[arg(long, default_value_t = Span(Config::default().store.cache_lease))]
+    pub cache_lease: Span,
     /// How long replaced or migrated memory waits before it is reused.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub reclaim_lease: Duration,
+    #[arg(long, default_value_t = Span(Config::default().store.reclaim_lease))]
+    pub reclaim_lease: Span,
     /// Value region per node beyond the loaded values: room for the copies Puts make and the
     /// values migrated in while what they replace waits out --reclaim-lease (default: 64 MiB for
     /// every 5% of Puts in --mix)
@@ -285,30 +277,26 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
         KvCommand::Migrate(args) => migrate(&args, json),
         KvCommand::Serve(args) => serve(&args),
         KvCommand::Get(args) => {
-            let request = Request::Get {
-                key: args.vertex,
-                limit: args.limit,
-            };
-            ask(&args.at, args.on, args.vertex, &request, json)
+            let (key, limit) = (args.vertex, args.limit);
+            ask(&args.at, args.on, key, Request::Get { key, limit }, json)
         }
         KvCommand::Put(args) => {
+            let (key, target, weight) = (args.vertex, args.target, args.weight);
             let request = Request::Put {
-                key: args.vertex,
-                target: args.target,
-                weight: args.weight,
+                key,
+                target,
+                weight,
             };
-            ask(&args.at, args.on, args.vertex, &request, json)
+            ask(&args.at, args.on, key, request, json)
         }
         KvCommand::Traverse(args) => {
-            let request = Request::Traverse {
-                start: args.start,
-                neighbours: args.neighbours,
-            };
-            ask(&args.at, args.on, args.start, &request, json)
+            let (start, neighbours) = (args.start, args.neighbours);
+            let request = Request::Traverse { start, neighbours };
+            ask(&args.at, args.on, start, request, json)
         }
         KvCommand::Move(args) => {
-            let request = Request::Move { key: args.vertex };
-            ask(&args.at, Some(args.to), args.vertex, &request, json)
+            let key = args.vertex;
+            ask(&args.at, Some(args.to), key, Request::Move { key }, json)
         }
         KvCommand::Stop(at) => {
             Client::connect(&at.at)?.call(&Request::Stop)?;
@@ -323,7 +311,7 @@ pub fn kv(command: KvCommand, json: bool, hidden: bool) -> Result<()> {
 fn serve(args: &ServeArgs) -> Result<()> {
     let graph =
         Graph::open(&args.graph).with_context(|| format!("opening {}", args.graph.display()))?;
-    let job = job_or_loopback(&args.job, DEFAULT_NODES)?;
+    let job = job_or_loopback(&args.job, NODES)?;
     let nodes = match job.nodes {
         Nodes::Local(n) => n,
         Nodes::Member { size, .. } => size
@@ -337,28 +325,11 @@ fn serve(args: &ServeArgs) -> Result<()> {
             nodes - 1
         )));
     }
-    // A port in use would be found only after loading, and node 0's
-    // check below would meet whoever holds it: refuse now.
-    if matches!(job.nodes, Nodes::Local(_)) {
-        let ports = (0..nodes).map(|r| args.port + u16::try_from(r).expect("checked above"));
-        for port in ports {
-            if std::net::TcpListener::bind((args.host.as_str(), port)).is_err() {
-                bail!(
-                    "port {port} on {} is in use (another `quiver kv serve`?); choose another --port",
-                    args.host
-                );
-            }
-        }
-    }
     let config = ServeConfig {
-        graph: std::path::absolute(&args.graph)
-            .with_context(|| format!("resolving {}", args.graph.display()))?,
         host: args.host.clone(),
         port: args.port,
-        store: quiver_kv::StoreConfig::default(),
+        ..ServeConfig::default()
     };
-    let zero = format!("{}:{}", args.host, args.port);
-    let fabric = job.fabric.name();
     // The example request names a vertex the graph has, by its ids.
     let first = if graph.num_vertices() > 0 {
         graph.original_id(0)
@@ -366,26 +337,16 @@ fn serve(args: &ServeArgs) -> Result<()> {
         0
     };
     eprintln!(
-        "loading {} ({} vertices) on {nodes} {fabric} nodes ...",
+        "loading {} ({} vertices) on {nodes} {} nodes ...",
         args.graph.display(),
-        graph.num_vertices()
+        graph.num_vertices(),
+        job.fabric.name()
     );
-    let served = std::thread::scope(|scope| {
-        let running = scope.spawn(|| job.run::<ServeTask>(&config));
-        // Node 0 answers once every node has loaded its share.
-        while !running.is_finished() {
-            if let Ok(Response::Info(_)) =
-                Client::connect(&zero).and_then(|mut c| c.call(&Request::Info))
-            {
-                eprintln!(
-                    "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get {first} --at {zero}`, stop with `quiver kv stop --at {zero}`",
-                    args.port
-                );
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        running.join().expect("the job's thread panicked")
+    let served = quiver_kv::control::serve_job(&graph, &job, &config, |zero| {
+        eprintln!(
+            "serving: node 0 at {zero}, node r at port {} + r; try `quiver kv get {first} --at {zero}`, stop with `quiver kv stop --at {zero}`",
+            args.port
+        );
     })
     .with_context(|| format!("serving {}", args.graph.display()))?;
     if let Some(answered) = served {
@@ -394,32 +355,15 @@ fn serve(args: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Sends `request` about `vertex` (named by the graph's ids) to node `on`
-/// (default: the vertex's home) of the store whose node 0 is `at`, and
-/// prints the answer. The store refuses a vertex the graph lacks, as an
-/// invalid argument (a usage error, as for any engine).
-fn ask(at: &AtArgs, on: Option<u32>, vertex: u64, request: &Request, json: bool) -> Result<()> {
-    let mut zero = Client::connect(&at.at)?;
-    let Response::Info(info) = zero.call(&Request::Info)? else {
-        bail!("node 0 at {} did not describe its job", at.at);
-    };
-    let node = match on {
-        Some(node) => node,
-        None => match zero.call(&Request::Home { key: vertex })? {
-            Response::Home(node) => node,
-            other => bail!("node 0 at {} answered {other:?} for a home", at.at),
-        },
-    };
-    let Some(address) = info.addresses.get(node as usize) else {
-        bail!(UsageError(format!(
-            "node {node} is not in the job (it has {} nodes)",
-            info.nodes
-        )));
-    };
-    let node_at = || format!("node {node} at {address}");
-    let mut client = Client::connect(address)
-        .with_context(|| format!("{} does not answer: it has failed or stopped", node_at()))?;
-    let response = client.call(request).with_context(node_at)?;
+/// Sends `request` about `vertex` (named by the graph's ids) to run on node
+/// `on` (default: the vertex's home), through the node of the store at
+/// `at`, and prints the answer. The store refuses a vertex the graph
+/// lacks, or a node the job lacks, as an invalid argument (a usage error,
+/// as for any engine).
+fn ask(at: &AtArgs, on: Option<u32>, vertex: u64, request: Request, json: bool) -> Result<()> {
+    let response = Client::connect(&at.at)?
+        .call_on(on, request)
+        .with_context(|| format!("the kv store at {}", at.at))?;
     if json {
         print_json(&response)?;
         return Ok(());
@@ -484,30 +428,22 @@ fn job_or_loopback(args: &JobArgs, nodes: u32) -> Result<Job> {
 }
 
 fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
+    let graph =
+        Graph::open(&args.graph).with_context(|| format!("opening {}", args.graph.display()))?;
     let job = job_or_loopback(&args.job, LOCAL_NODES)?;
     let fabric = job.fabric.name();
     let config = SpeedConfig {
-        graph: std::path::absolute(&args.graph)
-            .with_context(|| format!("resolving {}", args.graph.display()))?,
         values: args.values,
-        max_bytes: args.max_bytes,
+        max_bytes: args.max_bytes.0,
         batch: args.batch,
-        // Room for every migrated value's ring entry: nothing is reclaimed
-        // during the measurement.
-        store: quiver_kv::StoreConfig {
-            ring_entries: args
-                .values
-                .max(quiver_kv::StoreConfig::default().ring_entries),
-            ..quiver_kv::StoreConfig::default()
-        },
+        ..SpeedConfig::default()
     };
-    let Some(reports) = job
-        .run::<SpeedTask>(&config)
+    let Some(speed) = quiver_kv::speed::run(&graph, &job, &config)
         .with_context(|| format!("migrating values of {}", args.graph.display()))?
     else {
         return Ok(());
     };
-    let speed = &reports[1];
+    let speed = &speed;
     if json {
         print_json(speed)?;
         return Ok(());
@@ -543,17 +479,17 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         scope: args.scope,
         neighbours: args.neighbours,
         min_degree: args.min_degree,
-        duration: args.duration,
+        duration: args.duration.0,
         threads: args.threads,
-        tick: args.tick,
-        interval: args.interval,
+        tick: args.tick.0,
+        interval: args.interval.0,
         instant_rate: args.instant_rate,
         shift_every: args.shift_every,
         seed: args.seed,
-        store: quiver_kv::StoreConfig {
+        store: StoreConfig {
             plan: args.plan,
-            cache_lease: args.cache_lease,
-            reclaim_lease: args.reclaim_lease,
+            cache_lease: args.cache_lease.0,
+            reclaim_lease: args.reclaim_lease.0,
             value_headroom: args
                 .value_headroom
                 .map_or_else(|| args.mix.default_value_headroom(), |b| b.0),
@@ -561,21 +497,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         },
         ..defaults
     };
-    config.validate()?;
-    quiver_kv::bench::starts(&graph, &config)?;
-    let mut job = job_or_loopback(&args.job, DEFAULT_NODES)?;
-    // A member learns the job's size when it joins: from its reports.
-    let asked = match job.nodes {
-        Nodes::Local(n) => Some(n),
-        Nodes::Member { .. } if config.policy == Policy::Ideal => bail!(UsageError(
-            "--policy ideal runs the workload on one node; give --nodes N to scale it by N".into()
-        )),
-        Nodes::Member { .. } => None,
-    };
-    if let Some(n) = asked {
-        job.nodes = Nodes::Local(config.policy.job_nodes(n));
-    }
-    let fabric = job.fabric.name();
+    let job = job_or_loopback(&args.job, NODES)?;
     let what = || {
         format!(
             "the kv benchmark ({}) on {}",
@@ -583,20 +505,17 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
             args.graph.display()
         )
     };
-    let task = JobConfig {
-        graph: std::path::absolute(&args.graph)
-            .with_context(|| format!("resolving {}", args.graph.display()))?,
-        config: config.clone(),
-    };
-    let reports =
-        with_clock(&config, json || hidden, || job.run::<KvTask>(&task)).with_context(what)?;
-    let Some(reports) = reports else {
+    if quiver_kv::hears_its_caller(&job) {
+        crate::progress::catch_interrupts()?;
+    }
+    let bar = Bar::new(json || hidden);
+    let report = quiver_kv::run(&graph, &job, &config, &bar).with_context(what)?;
+    drop(bar);
+    let Some(report) = report else {
         // Another member of the job prints.
         return Ok(());
     };
-    let nodes =
-        asked.unwrap_or_else(|| u32::try_from(reports.len()).expect("a job's nodes fit u32"));
-    let report = join(&reports, &config, nodes, graph.num_vertices());
+    let fabric = job.fabric.name();
     if json {
         let out = JsonReport {
             graph: &args.graph,
@@ -610,31 +529,6 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
     }
     print_report(&args.graph, &graph, fabric, &report);
     Ok(())
-}
-
-/// Runs `work` while a bar counts the seconds of the run.
-fn with_clock<T>(config: &Config, hidden: bool, work: impl FnOnce() -> T) -> T {
-    let bar = Bar::new(hidden);
-    bar.start(
-        "kv benchmark (s)",
-        Unit::Rounds,
-        Some(config.duration.as_secs()),
-    );
-    let (done, wait) = mpsc::channel::<()>();
-    std::thread::scope(|scope| {
-        let bar = &bar;
-        scope.spawn(move || {
-            // Until the sender is dropped: one tick a second.
-            while let Err(mpsc::RecvTimeoutError::Timeout) =
-                wait.recv_timeout(Duration::from_secs(1))
-            {
-                bar.advance(1);
-            }
-        });
-        let result = work();
-        drop(done);
-        result
-    })
 }
 
 fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {

@@ -112,6 +112,33 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(value * scale_ms / 1e3))
 }
 
+/// A duration as a flag takes it ([`parse_duration`]), printed in whole
+/// seconds or milliseconds where it has them, so that a default taken from
+/// a library's `Config::default()` shows in `--help` and parses back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span(pub std::time::Duration);
+
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (nanos, millis) = (self.0.as_nanos(), self.0.as_millis());
+        if nanos % 1_000_000_000 == 0 {
+            write!(f, "{}s", self.0.as_secs())
+        } else if nanos % 1_000_000 == 0 {
+            write!(f, "{millis}ms")
+        } else {
+            write!(f, "{}s", self.0.as_secs_f64())
+        }
+    }
+}
+
+impl std::str::FromStr for Span {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Span, String> {
+        parse_duration(text).map(Span)
+    }
+}
+
 /// Nanoseconds as seconds, for reports.
 #[allow(clippy::cast_precision_loss)] // A time to print, not an exact count.
 pub fn seconds(ns: u64) -> f64 {
@@ -144,6 +171,20 @@ mod tests {
         ] {
             assert_eq!(ByteSize(bytes).to_string(), shown);
             assert_eq!(shown.parse::<ByteSize>(), Ok(ByteSize(bytes)));
+        }
+    }
+
+    #[test]
+    fn spans_print_in_whole_seconds_or_milliseconds_and_parse_back() {
+        for (ms, shown) in [
+            (30_000, "30s"),
+            (1_000, "1s"),
+            (250, "250ms"),
+            (1_500, "1500ms"),
+        ] {
+            let span = Span(std::time::Duration::from_millis(ms));
+            assert_eq!(span.to_string(), shown);
+            assert_eq!(shown.parse::<Span>(), Ok(span));
         }
     }
 

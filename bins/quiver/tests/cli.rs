@@ -2680,7 +2680,7 @@ fn outputs_never_damage_what_they_name() {
 
 /// Ctrl-C or SIGTERM in the middle of a long command stops it with 130 or
 /// 143 and one line, and leaves nothing behind: no sort runs, no walk
-/// spills, no half-written output.
+/// spills, no half-written output; a kv benchmark stops within a tick.
 #[test]
 fn an_interrupted_command_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
@@ -2691,7 +2691,7 @@ fn an_interrupted_command_leaves_nothing_behind() {
         .map(|e| e.unwrap().path())
         .collect();
     let out = |name: &str| path(&dir.path().join(name)).to_string();
-    let commands: [(Vec<String>, &str, i32); 5] = [
+    let commands: [(Vec<String>, &str, i32); 6] = [
         (
             [
                 "generate",
@@ -2776,6 +2776,14 @@ fn an_interrupted_command_leaves_nothing_behind() {
             .to_vec(),
             "TERM",
             143,
+        ),
+        // Loopback nodes, which stop together at their next tick.
+        (
+            ["kv", "bench", path(&g), "--duration", "10m"]
+                .map(String::from)
+                .to_vec(),
+            "INT",
+            130,
         ),
     ];
     for (args, signal, code) in commands {

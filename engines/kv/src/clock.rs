@@ -49,3 +49,8 @@ impl Clock {
         }
     }
 }
+
+/// A duration in whole nanoseconds (`u64::MAX` past 584 years).
+pub(crate) fn nanos(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -10,8 +10,12 @@
 //! value's holder), a traversal runs on the node it was sent to, and a move
 //! migrates the value to the node it was sent to with the unilateral
 //! protocol. Each answer says what it cost: one-sided operations, modelled
-//! and wall time. Node 0 answers [`Request::Info`] with every node's
-//! address, so a client needs only node 0's; [`Request::Stop`] sent to any
+//! and wall time. Routing is the nodes' own: a [`Request::Routed`]
+//! request runs on the node it names or, by default, on the home of its
+//! vertex, and the node that receives it answers it there or relays it,
+//! so a client talks to one node over one connection
+//! ([`Client::call_on`]). Every node answers [`Request::Info`] with every
+//! node's address; [`Request::Stop`] sent to any
 //! node stops every node (node 0 tells the others to halt, or the node
 //! asked, when node 0 is gone).
 //!
@@ -29,11 +33,12 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use quiver_csr::Graph;
 use quiver_run::InvalidArgument;
-use quiver_verbs::job::Task;
+use quiver_verbs::job::{Job, Nodes, Task};
 use quiver_verbs::{BoxError, Node};
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +85,17 @@ pub enum Request {
     Move {
         /// The vertex.
         key: u64,
+    },
+    /// Runs `request` (a Get, Put, traversal or move) on node `on`, or
+    /// with none on the home of the vertex it names: the node that
+    /// receives it runs it if it is that node, or relays it there and
+    /// passes the answer back.
+    Routed {
+        /// The node that runs it (default: the vertex's home).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<u32>,
+        /// What to run.
+        request: Box<Request>,
     },
     /// Stops every node of the job.
     Stop,
@@ -314,14 +330,11 @@ fn converse(
                 stop.store(true, Ordering::Relaxed);
                 Response::Stopped
             }
+            Ok(Request::Routed { on, request }) => {
+                route(&mut session, graph, info, on, &request).unwrap_or_else(|e| refused(&e))
+            }
             Ok(request) => {
-                answer(&mut session, graph, info, &request).unwrap_or_else(|e| match refusal(&e) {
-                    Some(refused) => Response::Refused {
-                        parameter: refused.parameter.to_string(),
-                        reason: refused.reason.clone(),
-                    },
-                    None => Response::Error(quiver_run::chain(&e)),
-                })
+                answer(&mut session, graph, info, &request).unwrap_or_else(|e| refused(&e))
             }
             Err(e) => Response::Error(format!("not a request: {e}")),
         };
@@ -348,17 +361,21 @@ fn reply(writer: &mut TcpStream, response: &Response) -> std::io::Result<()> {
     writer.write_all(&bytes)
 }
 
-/// The argument `error` says makes no sense, if that is what it says.
-fn refusal(error: &Error) -> Option<&InvalidArgument> {
+/// The answer to a request that failed with `error`: a refusal of the
+/// argument it says makes no sense, or its message.
+fn refused(error: &Error) -> Response {
     match error {
-        Error::InvalidArgument(refused) => Some(refused),
-        _ => None,
+        Error::InvalidArgument(InvalidArgument { parameter, reason }) => Response::Refused {
+            parameter: (*parameter).to_string(),
+            reason: reason.clone(),
+        },
+        _ => Response::Error(quiver_run::chain(error)),
     }
 }
 
 /// The request parameters a node may refuse, by name: what
 /// [`Response::Refused`] carries back as the library's `&'static str`.
-const PARAMETERS: [&str; 5] = ["vertex", "target", "start", "update", "weight"];
+const PARAMETERS: [&str; 6] = ["vertex", "target", "start", "update", "weight", "on"];
 
 /// The dense key of the vertex the graph names `id`, or a refusal naming
 /// `parameter`.
@@ -379,6 +396,57 @@ fn dense(graph: &Graph, id: u64, parameter: &'static str) -> Result<u32> {
     })
 }
 
+/// Runs `request` on node `on`, or with none on the home of the vertex it
+/// names: here if that is this node, else relayed to that node over a
+/// connection of this node's own, whose answer goes back as it came.
+fn route(
+    session: &mut Session<'_>,
+    graph: &Graph,
+    info: &Info,
+    on: Option<u32>,
+    request: &Request,
+) -> Result<Response> {
+    if matches!(
+        request,
+        Request::Routed { .. } | Request::Stop | Request::Halt
+    ) {
+        return Err(Error::Control(format!(
+            "{request:?} is not routed: send it to a node"
+        )));
+    }
+    let node = match (on, request) {
+        (Some(node), _) => node,
+        (None, Request::Get { key, .. } | Request::Put { key, .. } | Request::Move { key }) => {
+            session.store().home_node(dense(graph, *key, "vertex")?)
+        }
+        (None, Request::Traverse { start, .. }) => {
+            session.store().home_node(dense(graph, *start, "start")?)
+        }
+        (None, _) => session.store().rank(),
+    };
+    let Some(address) = info.addresses.get(node as usize) else {
+        return Err(Error::invalid(
+            "on",
+            format!(
+                "node {node} is not in the job (it has {} nodes)",
+                info.nodes
+            ),
+        ));
+    };
+    if node == session.store().rank() {
+        return answer(session, graph, info, request);
+    }
+    let unanswered = |e: Error| {
+        Error::Control(format!(
+            "node {node} at {address} does not answer: it has failed or stopped: {}",
+            quiver_run::chain(&e)
+        ))
+    };
+    Client::connect(address)
+        .and_then(|mut relay| relay.exchange(request))
+        .map_err(unanswered)
+}
+
 /// Runs one request on this node, its vertices named as `graph` names them.
 fn answer(
     session: &mut Session<'_>,
@@ -394,7 +462,7 @@ fn answer(
             node: session.store().rank(),
             one_sided: after.one_sided - before.one_sided,
             modelled_ns: after.modelled_ns - before.modelled_ns,
-            wall_ns: crate::bench::nanos(started.elapsed()),
+            wall_ns: crate::clock::nanos(started.elapsed()),
         }
     };
     let placed = |session: &mut Session<'_>, key: u32, cost: Cost| -> Result<Placed> {
@@ -462,7 +530,9 @@ fn answer(
             reply.cost = cost(session);
             Response::Traverse(reply)
         }
-        Request::Stop | Request::Halt => unreachable!("a conversation stops by itself"),
+        Request::Stop | Request::Halt | Request::Routed { .. } => {
+            unreachable!("a conversation stops or routes by itself")
+        }
     })
 }
 
@@ -506,6 +576,22 @@ impl Client {
         Ok(Client { reader, writer })
     }
 
+    /// Sends `request` to run on node `on`, or with none on the home of the
+    /// vertex it names (a Get, Put, traversal or move), and waits for its
+    /// answer: the node this client talks to runs it or relays it, so the
+    /// client asks one node, over this one connection.
+    ///
+    /// # Errors
+    /// As [`Client::call`]; [`Error::InvalidArgument`] naming `on` for a
+    /// node the job lacks; [`Error::Control`] naming the node that should
+    /// run it when that node does not answer.
+    pub fn call_on(&mut self, on: Option<u32>, request: Request) -> Result<Response> {
+        self.call(&Request::Routed {
+            on,
+            request: Box::new(request),
+        })
+    }
+
     /// Sends `request` and waits for its answer.
     ///
     /// # Errors
@@ -514,12 +600,32 @@ impl Client {
     /// lacks); [`Error::Control`] if the connection fails
     /// or the node answers with an error (its message).
     pub fn call(&mut self, request: &Request) -> Result<Response> {
+        match self.exchange(request)? {
+            Response::Error(message) => Err(Error::Control(message)),
+            Response::Refused { parameter, reason } => {
+                let parameter = PARAMETERS
+                    .into_iter()
+                    .find(|known| *known == parameter)
+                    .unwrap_or("request");
+                Err(Error::invalid(parameter, reason))
+            }
+            response => Ok(response),
+        }
+    }
+
+    /// Sends `request` and returns the node's answer as it came, a refusal
+    /// or an error too.
+    fn exchange(&mut self, request: &Request) -> Result<Response> {
         // JSON has no NaN or infinity (serde writes them as null, which
         // would read back as no weight at all).
+        let put = match request {
+            Request::Routed { request, .. } => request,
+            request => request,
+        };
         if let Request::Put {
             weight: Some(weight),
             ..
-        } = request
+        } = *put
         {
             if !weight.is_finite() {
                 return Err(Error::invalid(
@@ -537,27 +643,14 @@ impl Client {
                 "the node closed the connection without answering".into(),
             ));
         }
-        match serde_json::from_str(line.trim())
-            .map_err(|e| Error::Control(format!("not a response: {e}")))?
-        {
-            Response::Error(message) => Err(Error::Control(message)),
-            Response::Refused { parameter, reason } => {
-                let parameter = PARAMETERS
-                    .into_iter()
-                    .find(|known| *known == parameter)
-                    .unwrap_or("request");
-                Err(Error::invalid(parameter, reason))
-            }
-            response => Ok(response),
-        }
+        serde_json::from_str(line.trim())
+            .map_err(|e| Error::Control(format!("not a response: {e}")))
     }
 }
 
-/// What every node of a serve job is told.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// How a serve job's nodes listen, and their store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServeConfig {
-    /// The `.qcsr` graph, at the same path on every node.
-    pub graph: PathBuf,
     /// Host every node listens on.
     pub host: String,
     /// Node `r` listens on port `port + r`.
@@ -566,25 +659,121 @@ pub struct ServeConfig {
     pub store: StoreConfig,
 }
 
+impl Default for ServeConfig {
+    /// Every node on 127.0.0.1, node 0 at port 7420; the store's defaults.
+    fn default() -> Self {
+        ServeConfig {
+            host: "127.0.0.1".into(),
+            port: 7420,
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Where node `rank` listens (`host:port`), if `port + rank` is a port.
+    pub fn address(&self, rank: u32) -> Option<String> {
+        let port = u16::try_from(u32::from(self.port) + rank).ok()?;
+        Some(format!("{}:{port}", self.host))
+    }
+}
+
+/// What every node of a serve job is told.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ServeJob {
+    /// The `.qcsr` graph, at the same path on every node.
+    pub graph: PathBuf,
+    /// Where the nodes listen, and their store.
+    pub config: ServeConfig,
+}
+
 /// A serve job's task ([`Task`]): loads the store and serves until stopped.
 #[derive(Debug)]
 pub struct ServeTask;
 
 impl Task for ServeTask {
     const NAME: &'static str = "kv-serve";
-    type Config = ServeConfig;
+    type Config = ServeJob;
     type Report = u64;
     type Error = BoxError;
 
-    fn run(node: &Node, config: &ServeConfig) -> std::result::Result<u64, BoxError> {
-        let port = u16::try_from(u32::from(config.port) + node.rank().0)
-            .map_err(|_| format!("port {} + rank {} is past 65535", config.port, node.rank()))?;
-        let address = format!("{}:{port}", config.host);
+    fn run(node: &Node, job: &ServeJob) -> std::result::Result<u64, BoxError> {
+        let config = &job.config;
+        let address = config
+            .address(node.rank().0)
+            .ok_or_else(|| format!("port {} + rank {} is past 65535", config.port, node.rank()))?;
         let listener = TcpListener::bind(&address)
             .map_err(|e| format!("node {} cannot listen on {address}: {e}", node.rank()))?;
-        let graph = crate::bench::open_graph(&config.graph)?;
+        let graph = crate::job::open_graph(&job.graph)?;
         let store = Store::open(node, &graph, &config.store, Clock::System)
             .map_err(|e| quiver_run::chain(&e))?;
         serve(&store, &graph, &listener).map_err(|e| quiver_run::chain(&e).into())
     }
+}
+
+/// Runs a serve job: `job`'s nodes load `graph` (from its file) and answer
+/// requests until a client stops them ([`Request::Stop`]). `ready` hears
+/// node 0's address once node 0 answers there, which it does once every
+/// node has loaded its share. Returns the requests each node answered, by
+/// rank, where rank 0's results are (`None` on the other members of a job
+/// formed elsewhere).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a graph without a file, or a `port`
+/// that leaves a local job's last node none; [`Error::Control`] when a
+/// local job's port is in use; [`Error::Job`] when a node fails (one that
+/// cannot listen, or dies).
+pub fn serve_job(
+    graph: &Graph,
+    job: &Job,
+    config: &ServeConfig,
+    ready: impl FnOnce(&str) + Send,
+) -> Result<Option<Vec<u64>>> {
+    let task = ServeJob {
+        graph: crate::job::node_path(graph)?,
+        config: config.clone(),
+    };
+    // A port in use would be found only after loading, and node 0's
+    // answer awaited below would come from whoever holds it: refuse now.
+    if let Nodes::Local(nodes) = job.nodes {
+        for rank in 0..nodes {
+            let address = config.address(rank).ok_or_else(|| {
+                Error::invalid(
+                    "port",
+                    format!(
+                        "{} leaves no port for node {rank} (node r listens on port + r)",
+                        config.port
+                    ),
+                )
+            })?;
+            if TcpListener::bind(&address).is_err() {
+                return Err(Error::Control(format!(
+                    "{address} is in use (another `quiver kv serve`?); choose another port"
+                )));
+            }
+        }
+    }
+    let zero = config.address(0).expect("a port plus 0 is a port");
+    let (running, finished) = mpsc::channel::<()>();
+    let served = std::thread::scope(|scope| {
+        scope.spawn(move || loop {
+            if let Ok(Response::Info(_)) =
+                Client::connect(&zero).and_then(|mut c| c.call(&Request::Info))
+            {
+                return ready(&zero);
+            }
+            if !matches!(
+                finished.recv_timeout(Duration::from_millis(200)),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            ) {
+                return;
+            }
+        });
+        // On this thread: a local tcp job's nodes die with the thread
+        // that spawned them.
+        let served = job.run::<ServeTask>(&task);
+        drop(running);
+        served
+    });
+    served.map_err(Error::Job)
 }

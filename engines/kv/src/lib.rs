@@ -11,7 +11,7 @@
 //! size word against the size in the address it used, so an invalidated
 //! block (size word 0) is always noticed and the read starts over.
 //!
-//! Operations ([`store::Session`]): Get (the first `limit` neighbours of a
+//! Operations ([`Session`]): Get (the first `limit` neighbours of a
 //! vertex, one READ per key-bucket hop and one for the value when remote),
 //! Put (append or repoint an edge, or set an edge's weight; always at the
 //! home first, forwarded to the value's holder if it moved:
@@ -25,11 +25,23 @@
 //! The location cache ([`cache::LocationCache`]) keeps remote keys'
 //! addresses under a lease and its counters are the hotness monitor; the
 //! coordinator ([`policy`]) approves a migration when the applicant reads a
-//! pair at least 1.5x as often as its holder. [`bench`](mod@bench) runs the paper's
-//! traversal workload as a quiver-verbs job under each policy
-//! ([`Policy`]: `orig`, `shard`, `cache`, `split`, `split+cache`, `ideal`), and
-//! [`speed`] measures raw migration speed; [`control`] serves a loaded
-//! store to a person's requests (Get, Put, traversal, move).
+//! pair at least 1.5x as often as its holder.
+//!
+//! What a user gets: [`run`] runs the paper's traversal workload as a
+//! quiver-verbs job under each policy ([`Policy`]: `orig`, `shard`,
+//! `cache`, `split`, `split+cache`, `ideal`), as a [`Config`] says (its
+//! defaults written once, in [`Config::default`]), and returns a
+//! [`Report`]: the shared run summary, the engine's counts (remote Gets,
+//! keys moved, one-sided operations per migration) and a time series. It
+//! tells its caller's [`quiver_run::Progress`] of every tick and stops,
+//! with [`Error::Cancelled`], when asked. Its parts, one file each:
+//! `config`, `workload` (the workers, their draw of start vertices, the
+//! pause while shards move), `monitor` (a node's per-tick control loop:
+//! harvest, gather, plan, migrate or move shards, reclaim, record),
+//! `report` and `job` ([`run`], [`KvTask`]). [`speed`] measures raw
+//! migration speed; [`control`] serves a loaded store to a person's
+//! requests (Get, Put, traversal, move), each run on the node asked for or
+//! routed to its vertex's home by the node the client talks to.
 //!
 //! Invariants: every key has one home and one slot, which never move (but
 //! with their whole shard, every worker held, under `shard`); the
@@ -135,26 +147,37 @@
 
 pub mod addr;
 mod alloc;
-pub mod bench;
 pub mod cache;
 mod clock;
+mod config;
 pub mod control;
 mod histogram;
+mod job;
 pub mod layout;
+mod message;
+mod monitor;
 pub mod policy;
+mod report;
 mod server;
 pub mod speed;
 mod store;
+mod update;
+mod workload;
 
-pub use bench::{Config, KvTask, Mix, Policy, Report};
 pub use clock::Clock;
+pub use config::{Config, Mix, Policy, NODES};
+pub use job::{hears_its_caller, run, run_node, JobConfig, KvTask};
 pub use policy::Plan;
-pub use store::{Session, Store, StoreConfig, Update};
+pub use report::{Latency, NodeReport, Point, Report, Steady};
+pub use store::{Session, Store, StoreConfig, StoreCounts, Tally};
+pub use update::Update;
+pub use workload::starts;
 
 use quiver_run::InvalidArgument;
 
 /// What can go wrong.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A parameter that makes no sense.
     #[error("invalid argument")]
@@ -209,6 +232,13 @@ pub enum Error {
     /// The graph could not be read.
     #[error("reading the graph")]
     Graph(#[source] quiver_csr::Error),
+    /// A node of a job failed, or the job could not be formed.
+    #[error("running the job")]
+    Job(#[source] quiver_verbs::Error),
+    /// The caller asked the run to stop (its progress says so, heard by
+    /// the nodes at their next tick).
+    #[error(transparent)]
+    Cancelled(#[from] quiver_run::Cancelled),
 }
 
 impl Error {

@@ -8,18 +8,16 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use quiver_csr::Graph;
-use quiver_verbs::job::Task;
+use quiver_verbs::job::{Job, Task};
 use quiver_verbs::{BoxError, Node, Verb};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::block_words;
 use crate::{Clock, Error, Result, Store, StoreConfig};
 
-/// What every node of a migration-speed job is told.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// A migration-speed measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpeedConfig {
-    /// The `.qcsr` graph, at the same path on every node.
-    pub graph: PathBuf,
     /// Values to migrate.
     pub values: u64,
     /// Largest value taken, in bytes (its block, size and count words
@@ -29,6 +27,28 @@ pub struct SpeedConfig {
     pub batch: usize,
     /// The store.
     pub store: StoreConfig,
+}
+
+impl Default for SpeedConfig {
+    /// 100,000 values of at most 4 KiB (the paper's figure is for values
+    /// under 4 KiB), 64 at a time.
+    fn default() -> Self {
+        SpeedConfig {
+            values: 100_000,
+            max_bytes: 4 << 10,
+            batch: 64,
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// What every node of a migration-speed job is told.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpeedJob {
+    /// The `.qcsr` graph, at the same path on every node.
+    pub graph: PathBuf,
+    /// The measurement.
+    pub config: SpeedConfig,
 }
 
 /// What the migrating node measured (other nodes report zeros).
@@ -58,14 +78,40 @@ pub struct SpeedTask;
 
 impl Task for SpeedTask {
     const NAME: &'static str = "kv-speed";
-    type Config = SpeedConfig;
+    type Config = SpeedJob;
     type Report = Speed;
     type Error = BoxError;
 
-    fn run(node: &Node, config: &SpeedConfig) -> std::result::Result<Speed, BoxError> {
-        let graph = crate::bench::open_graph(&config.graph)?;
-        measure(node, &graph, config).map_err(|e| quiver_run::chain(&e).into())
+    fn run(node: &Node, job: &SpeedJob) -> std::result::Result<Speed, BoxError> {
+        let graph = crate::job::open_graph(&job.graph)?;
+        measure(node, &graph, &job.config).map_err(|e| quiver_run::chain(&e).into())
     }
+}
+
+/// Measures migration speed on `graph` as `job` (two nodes or more), with
+/// room in every reclaim ring for an entry per value migrated (nothing is
+/// reclaimed during the measurement); returns what the migrating node
+/// measured, where rank 0's results are (`None` on the other members of a
+/// job formed elsewhere).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a graph without a file for the nodes to
+/// open; [`Error::Job`] when a node fails (fewer than two nodes, no value
+/// small enough, the store's errors).
+pub fn run(graph: &Graph, job: &Job, config: &SpeedConfig) -> Result<Option<Speed>> {
+    let task = SpeedJob {
+        graph: crate::job::node_path(graph)?,
+        config: SpeedConfig {
+            store: StoreConfig {
+                ring_entries: config.store.ring_entries.max(config.values),
+                ..config.store.clone()
+            },
+            ..config.clone()
+        },
+    };
+    let reports = job.run::<SpeedTask>(&task).map_err(Error::Job)?;
+    // Node 1 migrates (`measure` refuses a job of fewer nodes).
+    Ok(reports.map(|mut reports| reports.swap_remove(1)))
 }
 
 /// Runs the measurement on this node.

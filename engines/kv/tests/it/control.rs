@@ -168,6 +168,54 @@ fn a_client_gets_puts_moves_and_traverses_and_stop_ends_every_node() {
                 let refused = call(on(1), &request).unwrap_err();
                 assert!(format!("{refused:?}").contains(says), "{refused:?}");
             }
+            // Routed: whichever node a client asks runs the request on the
+            // node named, or by default at the vertex's home, relaying it
+            // there, over the client's one connection.
+            let mut one = Client::connect(on(0)).unwrap();
+            let routed = |one: &mut Client, to: Option<u32>| match one
+                .call_on(
+                    to,
+                    Request::Get {
+                        key: key.into(),
+                        limit: u64::MAX,
+                    },
+                )
+                .unwrap()
+            {
+                Response::Get(reply) => reply.placed.cost,
+                other => panic!("{other:?}"),
+            };
+            // The value is on node 0 by now (moved above): its home reads
+            // it remotely, node 0 locally.
+            let at_home = routed(&mut one, None);
+            assert_eq!((at_home.node, at_home.one_sided), (2, 1), "{at_home:?}");
+            assert_eq!(routed(&mut one, Some(1)).node, 1);
+            let on_0 = routed(&mut one, Some(0));
+            assert_eq!((on_0.node, on_0.one_sided), (0, 0), "{on_0:?}");
+            let Response::Traverse(hops) = one
+                .call_on(
+                    None,
+                    Request::Traverse {
+                        start: 0,
+                        neighbours: 3,
+                    },
+                )
+                .unwrap()
+            else {
+                panic!("not a traversal")
+            };
+            assert_eq!(hops.cost.node, placement.home_node(0));
+            let nowhere = one
+                .call_on(Some(3), Request::Get { key: 0, limit: 1 })
+                .unwrap_err();
+            assert_eq!(
+                chain(&nowhere),
+                "invalid argument: on: node 3 is not in the job (it has 3 nodes)"
+            );
+            let unknown = one
+                .call_on(None, Request::Get { key: 34, limit: 1 })
+                .unwrap_err();
+            assert!(chain(&unknown).contains("vertex: 34 is not"), "{unknown:?}");
             let mut raw = TcpStream::connect(on(1)).unwrap();
             raw.write_all(b"{\"get\": 3}\n").unwrap();
             let mut line = String::new();

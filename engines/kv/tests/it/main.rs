@@ -1,8 +1,8 @@
 //! quiver-kv against the graph it was loaded from, on the loopback fabric.
 
-mod bench;
 mod control;
 mod history;
+mod run;
 mod store;
 
 use quiver_csr::Graph;

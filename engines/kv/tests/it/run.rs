@@ -1,9 +1,11 @@
-//! The benchmark as a job: policies compared on one small graph.
+//! The benchmark as a job ([`quiver_kv::run`]): policies compared on one
+//! small graph, and a run its caller stops.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use quiver_kv::bench::{join, JobConfig};
-use quiver_kv::{Config, KvTask, Mix, Policy};
+use quiver_kv::{Config, Mix, Policy};
+use quiver_run::{NoProgress, Progress};
 use quiver_verbs::job::{Fabric, Job, Nodes};
 
 fn graph_file(dir: &tempfile::TempDir) -> std::path::PathBuf {
@@ -37,18 +39,12 @@ fn sparse_file(dir: &tempfile::TempDir) -> std::path::PathBuf {
 const SPARSE: u32 = 2_000;
 
 fn run(path: &std::path::Path, config: &Config, nodes: u32) -> quiver_kv::Report {
-    let job = Job::new(
-        Fabric::Loopback { cost: None },
-        Nodes::Local(config.policy.job_nodes(nodes)),
-    );
-    let reports = job
-        .run::<KvTask>(&JobConfig {
-            graph: path.to_path_buf(),
-            config: config.clone(),
-        })
+    let graph = quiver_csr::Graph::open(path).unwrap();
+    assert_eq!(graph.num_vertices(), SPARSE);
+    let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(nodes));
+    quiver_kv::run(&graph, &job, config, &NoProgress)
         .unwrap()
-        .unwrap();
-    join(&reports, config, nodes, SPARSE)
+        .expect("a local job reports")
 }
 
 /// A 1.2 s run on the sparse graph in 200 ms ticks and 400 ms intervals,
@@ -295,12 +291,14 @@ fn nonsense_parameters_are_named() {
 fn migration_speed_moves_values_with_five_operations_and_no_message() {
     let dir = tempfile::tempdir().unwrap();
     let path = graph_file(&dir);
-    let config = quiver_kv::speed::SpeedConfig {
+    let config = quiver_kv::speed::SpeedJob {
         graph: path,
-        values: 10,
-        max_bytes: 4096,
-        batch: 4,
-        store: quiver_kv::StoreConfig::default(),
+        config: quiver_kv::speed::SpeedConfig {
+            values: 10,
+            max_bytes: 4096,
+            batch: 4,
+            store: quiver_kv::StoreConfig::default(),
+        },
     };
     let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(2));
     let reports = job
@@ -321,4 +319,60 @@ fn migration_speed_moves_values_with_five_operations_and_no_message() {
         "{}",
         quiver_run::chain(&err)
     );
+}
+
+/// Hears the ticks of a run and asks it to stop once `after` have passed.
+struct StopAfter {
+    ticks: AtomicU64,
+    after: u64,
+}
+
+impl Progress for StopAfter {
+    fn advance(&self, delta: u64) {
+        self.ticks.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.ticks.load(Ordering::Relaxed) >= self.after
+    }
+}
+
+/// A run whose caller asks it to stop ends with `Cancelled` at the nodes'
+/// next tick, long before its minute is up; one asked before it starts
+/// never starts.
+#[test]
+fn a_run_its_caller_stops_ends_at_the_next_tick_with_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sparse_file(&dir);
+    let graph = quiver_csr::Graph::open(&path).unwrap();
+    let config = Config {
+        duration: Duration::from_secs(60),
+        tick: Duration::from_millis(100),
+        interval: Duration::from_millis(200),
+        ..sparse_config()
+    };
+    let job = Job::new(Fabric::Loopback { cost: None }, Nodes::Local(3));
+    let progress = StopAfter {
+        ticks: AtomicU64::new(0),
+        after: 3,
+    };
+    let started = Instant::now();
+    let err = quiver_kv::run(&graph, &job, &config, &progress).unwrap_err();
+    assert!(matches!(err, quiver_kv::Error::Cancelled(_)), "{err}");
+    assert!(
+        started.elapsed() < config.duration / 2,
+        "{:?}",
+        started.elapsed()
+    );
+    // Every tick the caller heard was one the nodes ran, and it heard
+    // those it asked to stop after.
+    let heard = progress.ticks.load(Ordering::Relaxed);
+    assert!((3..600).contains(&heard), "{heard} ticks");
+    let at_once = StopAfter {
+        ticks: AtomicU64::new(0),
+        after: 0,
+    };
+    let err = quiver_kv::run(&graph, &job, &config, &at_once).unwrap_err();
+    assert!(matches!(err, quiver_kv::Error::Cancelled(_)), "{err}");
+    assert_eq!(at_once.ticks.load(Ordering::Relaxed), 0);
 }

@@ -1,0 +1,76 @@
+//! Reclamation: blocks replaced here by Puts, and blocks other nodes
+//! migrated away and entered in this node's reclaim rings, freed once
+//! their reclaim lease has run out.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use super::{lock, Store};
+use crate::addr::Addr;
+use crate::clock::nanos;
+
+/// Reclamation state: blocks waiting out their lease.
+#[derive(Debug, Default)]
+pub(super) struct Reclaim {
+    /// Blocks of this node replaced here: (offset, words, due).
+    pub(super) local: VecDeque<(u64, u64, u64)>,
+    /// Per writer node: entries taken from its ring so far, and when each
+    /// entry seen but not yet freed falls due.
+    pub(super) rings: Vec<(u64, VecDeque<u64>)>,
+}
+
+/// This node's cursor in another node's reclaim ring.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RingCursor {
+    pub(super) tail: u64,
+    pub(super) head: u64,
+}
+
+impl Store {
+    /// Frees every block whose reclaim lease has run out: blocks replaced
+    /// here by Puts, and blocks other nodes migrated away and entered in
+    /// this node's rings. A ring entry's lease is counted from when this
+    /// node first saw it, which is never before it was written.
+    pub fn reclaim(&self) {
+        let now = self.clock.now_ns();
+        let lease = nanos(self.config.reclaim_lease);
+        let mut reclaim = lock(&self.reclaim);
+        let mut freed = 0;
+        while let Some(&(offset, words, due)) = reclaim.local.front() {
+            if now < due {
+                break;
+            }
+            reclaim.local.pop_front();
+            self.release(offset, words);
+            freed += 1;
+        }
+        for writer in 0..self.node.size() {
+            let (taken, seen) = &mut reclaim.rings[writer as usize];
+            loop {
+                let index = *taken + seen.len() as u64;
+                if seen.len() as u64 == self.layout.ring_entries {
+                    break;
+                }
+                let word = self
+                    .region
+                    .load(self.byte(self.layout.ring_entry(writer, index)));
+                if word == 0 {
+                    break;
+                }
+                seen.push_back(now.saturating_add(lease));
+            }
+            while seen.front().is_some_and(|&due| due <= now) {
+                seen.pop_front();
+                let at = self.byte(self.layout.ring_entry(writer, *taken));
+                let addr = Addr::decode(self.region.load(at)).expect("a seen entry is non-zero");
+                self.release(addr.offset(), addr.size());
+                self.region.store(at, 0);
+                *taken += 1;
+                freed += 1;
+            }
+            self.region
+                .store(self.byte(self.layout.ring(writer)), *taken);
+        }
+        self.counts.reclaimed.fetch_add(freed, Ordering::Relaxed);
+    }
+}
