@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Result;
 use crate::queues::{Queues, Submit};
 use crate::source::GraphSource;
-use crate::Result;
 
 /// Fetches the lists of `vertices` through queues of `submit` and hands
 /// each to `f` in the order asked (a list that arrives early waits for

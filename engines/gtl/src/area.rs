@@ -15,8 +15,8 @@ use std::ops::Range;
 
 use crate::blocks::{Accounting, Block, BlockPool};
 use crate::delta::Dir;
+use crate::error::Result;
 use crate::flash::{Flash, Geometry, Nanos, Ppn};
-use crate::Result;
 
 /// What a valid graph-area page holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

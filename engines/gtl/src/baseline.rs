@@ -11,9 +11,9 @@ use std::ops::Range;
 
 use quiver_csr::Graph;
 
-use crate::flash::{Flash, Nanos};
+use crate::error::{Error, Result};
+use crate::flash::{Fetched, Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
-use crate::{Error, Fetched, Result};
 
 /// The CSR file on the FTL (where its sections lie: the host's knowledge
 /// of the file, kept in a device image).

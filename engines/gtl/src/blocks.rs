@@ -12,8 +12,8 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
+use crate::error::{Error, Result};
 use crate::flash::{to_index, BlockId, Flash, Geometry, Nanos, Ppn};
-use crate::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {

@@ -21,9 +21,12 @@ use std::sync::Arc;
 
 use quiver_csr::Graph;
 
+use crate::device::Ssd;
+use crate::error::Result;
+use crate::flash::Nanos;
 use crate::ftl::Lba;
 use crate::gtl::{Layout, Merged};
-use crate::{Nanos, Result, Ssd, Update, UpdatePath};
+use crate::update::{Update, UpdatePath};
 
 /// A command the device's decoder understands.
 #[derive(Clone, Debug)]

@@ -16,8 +16,8 @@
 
 use std::collections::HashMap;
 
+use crate::error::{Error, Result};
 use crate::flash::{Flash, Nanos, Ppn};
-use crate::{Error, Result};
 
 /// Which of a vertex's lists: its out-neighbours, or (on a directed
 /// graph, which keeps both, GraphSSD §3.2) its in-neighbours.

@@ -11,11 +11,11 @@ use quiver_run::InvalidArgument;
 use crate::area::Tag;
 use crate::baseline::CsrFile;
 use crate::delta::{Adjacency, ListId};
-use crate::flash::{Flash, Geometry, Nanos, Timing};
+use crate::error::{Error, Result};
+use crate::flash::{Fetched, Flash, Geometry, Nanos, Timing};
 use crate::ftl::{Ftl, Lba};
 use crate::gtl::{Gtl, Layout};
 use crate::page::PageFormat;
-use crate::{Error, Fetched, Result};
 
 /// The device's settings; the only place their defaults are written.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

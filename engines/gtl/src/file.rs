@@ -24,11 +24,11 @@ use quiver_csr::format::Header;
 use quiver_csr::Graph;
 use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest, ALIGN};
 
+use crate::error::{Error, Result};
 use crate::flash::Ppn;
 use crate::gtl::{encode_pages, list_of, plan};
 use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
 use crate::page::{Page, PageFormat};
-use crate::{Error, Result};
 
 pub mod bench;
 

@@ -16,7 +16,7 @@ use quiver_io::SparseFile;
 
 use quiver_run::InvalidArgument;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Modelled time in nanoseconds since the device was made.
 pub type Nanos = u64;
@@ -661,6 +661,26 @@ impl Flash {
         self.host_busy = done;
         self.counters.host_bytes += bytes;
         self.finish(done)
+    }
+}
+
+/// A value read from the device, with what reading it cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fetched<T> {
+    /// The value.
+    pub value: T,
+    /// NAND pages read for it.
+    pub pages_read: u64,
+    /// When the call was submitted.
+    pub submitted: Nanos,
+    /// When its last byte reached the host.
+    pub done: Nanos,
+}
+
+impl<T> Fetched<T> {
+    /// Modelled latency of the call.
+    pub fn latency(&self) -> Nanos {
+        self.done - self.submitted
     }
 }
 

@@ -21,8 +21,8 @@ use quiver_run::InvalidArgument;
 
 pub use crate::blocks::Accounting;
 use crate::blocks::BlockPool;
+use crate::error::{Error, Result};
 use crate::flash::{Flash, Geometry, Nanos, Ppn};
-use crate::{Error, Result};
 
 /// A logical page number of the block interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

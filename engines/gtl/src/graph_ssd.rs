@@ -26,11 +26,13 @@ use std::path::Path;
 
 use quiver_csr::Graph;
 
+use crate::device::{Config, Ssd};
+use crate::error::Result;
+use crate::flash::Nanos;
 use crate::gtl::Merged;
-use crate::{
-    Completed, Config, GraphSource, GtlSource, LoggerConfig, Nanos, Result, SourceCounters, Ssd,
-    Update, UpdateLogger,
-};
+use crate::logger::{LoggerConfig, UpdateLogger};
+use crate::source::{Completed, GraphSource, GtlSource, SourceCounters};
+use crate::update::Update;
 
 /// A request to the host library's queue.
 #[derive(Clone, Debug, PartialEq)]

@@ -24,8 +24,9 @@ use quiver_io::{Output, Shape};
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::CsrFile;
+use crate::device::{Config, Ssd};
+use crate::error::{Error, Result};
 use crate::flash::{Flash, Nanos};
-use crate::{Config, Error, Result, Ssd};
 
 const MAGIC: &[u8; 16] = b"QUIVER-GTL-IMG1\n";
 

@@ -202,7 +202,7 @@ pub mod updates;
 pub use command::{Command, Queue, Reply, Response};
 pub use device::{Config, Ssd};
 pub use error::{Error, Result};
-pub use flash::{Nanos, Ppn};
+pub use flash::{Fetched, Nanos, Ppn};
 pub use graph_ssd::{Answer, Completion, GraphSsd, Request};
 pub use image::is_image;
 pub use logger::{LoggerConfig, UpdateLogger};
@@ -210,23 +210,3 @@ pub use queues::{Arrival, Issued, Queues, Submission, Submit};
 pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};
 pub use source::{Backend, Completed, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 pub use update::{Batch, Update, UpdatePath};
-
-/// A value read from the device, with what reading it cost.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fetched<T> {
-    /// The value.
-    pub value: T,
-    /// NAND pages read for it.
-    pub pages_read: u64,
-    /// When the call was submitted.
-    pub submitted: Nanos,
-    /// When its last byte reached the host.
-    pub done: Nanos,
-}
-
-impl<T> Fetched<T> {
-    /// Modelled latency of the call.
-    pub fn latency(&self) -> Nanos {
-        self.done - self.submitted
-    }
-}

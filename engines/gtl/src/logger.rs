@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use quiver_run::InvalidArgument;
 
 use crate::delta::{Adjacency, Deltas, RECORD};
-use crate::{Batch, Error, Result, Ssd, Update, UpdatePath};
+use crate::device::Ssd;
+use crate::error::{Error, Result};
+use crate::update::{Batch, Update, UpdatePath};
 
 /// The logger's settings; the only place their defaults are written.
 #[derive(Clone, Debug, PartialEq)]

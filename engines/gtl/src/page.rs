@@ -18,7 +18,7 @@
 
 use quiver_run::InvalidArgument;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Flag: the page's first list continues from the vertex's previous page.
 pub const CONTINUED: u32 = 1;

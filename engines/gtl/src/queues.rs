@@ -23,9 +23,9 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Result;
 use crate::flash::Nanos;
 use crate::source::GraphSource;
-use crate::Result;
 
 /// How the host keeps requests in flight.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,8 +283,8 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::{Config, Ssd};
     use crate::source::SourceCounters;
-    use crate::{Config, Ssd};
 
     /// A device where a request for vertex `v` takes `v + 1` us, in two
     /// steps for odd `v` (like the baseline's rowPtr, then colIdx); from

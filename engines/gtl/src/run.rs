@@ -14,10 +14,11 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::apps::{self, Order, Summary, UNREACHED};
+use crate::device::Ssd;
+use crate::error::{Error, Result};
 use crate::flash::Nanos;
 use crate::queues::{Issued, Submission, Submit};
 use crate::source::{self, Backend, GraphSource, Init, SourceCounters};
-use crate::{Error, Result, Ssd};
 
 /// An application of the paper's evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,11 +23,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::PageCache;
 use crate::delta::{Adjacency, ListId};
+use crate::device::{Config, Ssd};
+use crate::error::{Error, Result};
 use crate::flash::{Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 use crate::page::Page;
 use crate::queues::{Issued, Queues, Submit};
-use crate::{Config, Error, Result, Ssd};
 
 /// Which layout a [`GraphSource`] reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,9 +30,10 @@
 use std::collections::HashMap;
 
 use crate::delta::{Adjacency, Edit, ListId};
+use crate::device::Ssd;
+use crate::error::{Error, Result};
 use crate::flash::Nanos;
 use crate::gtl::Merged;
-use crate::{Error, Result, Ssd};
 
 /// One update command.
 // The variants are the paper's command names (Table 1).

@@ -28,11 +28,13 @@ use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
 use serde::Serialize;
 
 use crate::apps::SplitMix;
+use crate::device::Ssd;
+use crate::error::Result;
 use crate::flash::Nanos;
 use crate::ftl::gc_reserve;
 use crate::gtl::{pages_needed, GtlCounters};
 use crate::logger::{LoggerConfig, UpdateLogger};
-use crate::{Result, Ssd, Update, UpdatePath};
+use crate::update::{Update, UpdatePath};
 
 /// The benchmark's settings; the only place their defaults are written.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{Cost, CsrReader, GtlFile};
 use crate::apps::{draw, SplitMix};
-use crate::Result;
+use crate::error::Result;
 
 /// The benchmark's settings; the only place their defaults are written.
 #[derive(Clone, Debug, PartialEq)]

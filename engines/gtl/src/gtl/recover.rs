@@ -31,10 +31,10 @@ use super::{tight_pages, Gtl, GtlCounters, Layout, Table};
 use crate::area::{GraphArea, Owner, Tag};
 use crate::blocks::Block;
 use crate::delta::{Deltas, Dir, Edit, FoundPage, ListId};
+use crate::error::{Error, Result};
 use crate::flash::{Flash, Nanos, Ppn};
 use crate::gtt::{Gtt, GttEntry};
 use crate::page::{Page, PageFormat};
-use crate::{Error, Result};
 
 /// One programmed page of the area with its tag and bytes.
 struct Found {
