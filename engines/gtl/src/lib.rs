@@ -143,7 +143,8 @@
 //!   bytes per entry), the same policy for both backends; the GTL caches
 //!   graph pages by physical page, the baseline file pages by LBA. The
 //!   host's GTT copy and the baseline's file metadata are not charged.
-//! - **Update logger timer.** Wall-clock time, as a host's DRAM log would
+//! - **Update logger timer.** Wall-clock time by default (a [`ManualClock`]
+//!   for tests and simulations), as a host's DRAM log would
 //!   keep it (not the modelled device time, which stands still while the
 //!   host is idle), looked at by every host call that reaches the device
 //!   or the log, so an idle log is flushed by the next read, not held until
@@ -205,7 +206,7 @@ pub use error::{Error, Result};
 pub use flash::{Fetched, Nanos, Ppn};
 pub use graph_ssd::{Answer, Completion, GraphSsd, Request};
 pub use image::is_image;
-pub use logger::{LoggerConfig, UpdateLogger};
+pub use logger::{HostClock, LoggerConfig, ManualClock, UpdateLogger};
 pub use queues::{Arrival, Issued, Queues, Submission, Submit};
 pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};
 pub use source::{Backend, Completed, CsrSource, GraphSource, GtlSource, Host, SourceCounters};

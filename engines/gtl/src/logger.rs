@@ -2,7 +2,8 @@
 //! and reach the device as one batch when a page's worth of records has
 //! gathered (16 KiB) or the oldest has waited a timer's length (100 ms).
 //!
-//! The timer runs on the host's wall clock and is checked first by every
+//! The timer runs on the host's wall clock (or a [`ManualClock`] its
+//! caller moves, in tests and simulations) and is checked first by every
 //! call that reaches the device ([`UpdateLogger::flush_due`]; a host that
 //! merges its own reads with [`UpdateLogger::overlay`] calls it before
 //! them): a log whose timer ran out is flushed by the next read as well as
@@ -27,6 +28,8 @@
 //! the list they replace, so the log is flushed after them if it
 //! overflowed.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quiver_run::InvalidArgument;
@@ -45,6 +48,40 @@ pub struct LoggerConfig {
     pub flush_bytes: usize,
     /// ... or when its oldest update has waited this long (`None`: never).
     pub timer: Option<Duration>,
+    /// The clock the timer reads.
+    pub clock: HostClock,
+}
+
+/// The host clock the logger's timer reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum HostClock {
+    /// The wall clock, as a host's DRAM log keeps time.
+    #[default]
+    Wall,
+    /// A clock its caller moves.
+    Manual(ManualClock),
+}
+
+/// A clock that moves only when told to; clones share it.
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// Moves the clock on by `by`.
+    pub fn advance(&self, by: Duration) {
+        let nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
+
+impl PartialEq for ManualClock {
+    fn eq(&self, other: &ManualClock) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Default for LoggerConfig {
@@ -53,6 +90,7 @@ impl Default for LoggerConfig {
             path: UpdatePath::Delta,
             flush_bytes: 16 << 10,
             timer: Some(Duration::from_millis(100)),
+            clock: HostClock::Wall,
         }
     }
 }
@@ -78,7 +116,10 @@ impl LoggerConfig {
 pub struct UpdateLogger {
     config: LoggerConfig,
     batch: Option<Batch>,
-    oldest: Option<Instant>,
+    /// When the oldest update in the log was logged, on the timer's clock.
+    oldest: Option<Duration>,
+    /// The wall clock's zero.
+    started: Instant,
     flushes: u64,
     refused: u64,
 }
@@ -91,9 +132,18 @@ impl UpdateLogger {
             config,
             batch: None,
             oldest: None,
+            started: Instant::now(),
             flushes: 0,
             refused: 0,
         })
+    }
+
+    /// The timer's clock now.
+    fn now(&self) -> Duration {
+        match &self.config.clock {
+            HostClock::Wall => self.started.elapsed(),
+            HostClock::Manual(clock) => clock.now(),
+        }
     }
 
     /// Batches sent to the device so far.
@@ -133,7 +183,8 @@ impl UpdateLogger {
         let applied = ssd.stage(&mut batch, update);
         self.batch = Some(batch);
         let applied = applied?;
-        self.oldest = self.oldest.or_else(|| applied.then(Instant::now));
+        let now = self.now();
+        self.oldest = self.oldest.or_else(|| applied.then_some(now));
         // The update is in the log now, and acknowledged: a refused flush
         // keeps it there for the next one.
         if self.records() >= per_page {
@@ -150,7 +201,7 @@ impl UpdateLogger {
         let due = self
             .oldest
             .zip(self.config.timer)
-            .is_some_and(|(t, limit)| t.elapsed() >= limit);
+            .is_some_and(|(t, limit)| self.now() - t >= limit);
         if due {
             self.try_flush(ssd);
         }

@@ -33,7 +33,7 @@ use crate::error::Result;
 use crate::flash::Nanos;
 use crate::ftl::gc_reserve;
 use crate::gtl::{pages_needed, GtlCounters};
-use crate::logger::{LoggerConfig, UpdateLogger};
+use crate::logger::{HostClock, LoggerConfig, UpdateLogger};
 use crate::update::{Update, UpdatePath};
 
 /// The benchmark's settings; the only place their defaults are written.
@@ -107,6 +107,7 @@ impl Config {
             path: self.path,
             flush_bytes: self.flush_bytes,
             timer: None,
+            clock: HostClock::Wall,
         }
         .validate()?;
         // The device is the default one, sized to the graph, on this slack.
@@ -324,6 +325,7 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
             path: config.path,
             flush_bytes: config.flush_bytes,
             timer: None,
+            clock: HostClock::Wall,
         })?;
         let mut direct_calls = 0;
         for event in chunk {

@@ -1,16 +1,18 @@
 //! Power cuts at every NAND program: a seeded stream of updates (both
 //! paths) and merges runs on a fresh device with power cut after program
-//! `k`, for every `k` up to the stream's end; after recovery every
+//! `k`, for every `k` up to the stream's end (and at a random program of
+//! random streams); after recovery every
 //! update the host saw acknowledged is there, nothing half-applied is
 //! visible (the graph is the state after the acknowledged batches, or
 //! after the one that was cut short), and the device works on.
 
+use proptest::prelude::*;
 use quiver_csr::testing::build;
 use quiver_csr::Graph;
 use quiver_gtl::{Config, Error, Ssd, Update, UpdatePath};
 
 use crate::small_config;
-use crate::update::{gc_config, long_stream, resolve, Model, Raw, Step};
+use crate::update::{arb_steps, gc_config, long_stream, resolve, Model, Raw, Step};
 
 /// A weighted graph of 30 vertices with a dense vertex (0) whose list
 /// spans pages, and isolated vertices; undirected or directed (then its
@@ -147,6 +149,29 @@ fn after_a_cut_at_any_program_the_graph_is_before_or_after_the_cut_update() {
 #[test]
 fn a_directed_graph_keeps_its_in_lists_in_step_through_every_cut() {
     cut_everywhere(&graph(false));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A cut anywhere inside a random stream (the update model tests'
+    /// streams: batches of every command by either path, and merges)
+    /// recovers the acknowledged state or the one cut short, on an
+    /// undirected or a directed graph.
+    #[test]
+    fn a_cut_inside_a_random_stream_recovers_a_whole_state(
+        steps in arb_steps(),
+        at in 0.0..=1.0f64,
+        undirected in any::<bool>(),
+    ) {
+        let graph = graph(undirected);
+        let config = small_config();
+        let whole = run_until_cut(&graph, &steps, &config, None);
+        let programs = whole.ssd.flash().counters().programs;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+        let cut = (programs as f64 * at) as u64;
+        check_cut(&graph, &steps, &config, cut, programs);
+    }
 }
 
 fn cut_everywhere(graph: &Graph) {

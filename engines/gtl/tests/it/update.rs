@@ -207,7 +207,7 @@ fn arb_raw() -> impl Strategy<Value = Raw> {
     ]
 }
 
-fn arb_steps() -> impl Strategy<Value = Vec<Step>> {
+pub(crate) fn arb_steps() -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
         6 => (prop::collection::vec(arb_raw(), 1..6), any::<bool>()).prop_map(|(b, d)| Step::Batch(b, d)),
         1 => prop::option::of(1usize..4).prop_map(Step::Merge),
@@ -504,6 +504,7 @@ proptest! {
             path,
             flush_bytes: 64,
             timer: None,
+            ..LoggerConfig::default()
         })
         .unwrap();
         let mut model = Model::of(&graph);
@@ -685,6 +686,7 @@ proptest! {
             path: if direct { UpdatePath::Direct } else { UpdatePath::Delta },
             flush_bytes: 64,
             timer: None,
+            ..LoggerConfig::default()
         };
         let mut host = GraphSsd::new(ssd, 4 * 64, logger).unwrap();
         let mut model = Model::of(&graph);
@@ -861,10 +863,11 @@ fn an_idle_log_is_flushed_by_a_read_once_its_timer_ran_out() {
     let graph = karate(true);
     let mut ssd = Ssd::new(&small_config()).unwrap();
     ssd.graph_initialize(&graph).unwrap();
-    // Long enough for the read just after the update to come well before it.
-    let timer = std::time::Duration::from_millis(1500);
+    let timer = std::time::Duration::from_millis(100);
+    let clock = quiver_gtl::ManualClock::default();
     let logger = LoggerConfig {
         timer: Some(timer),
+        clock: quiver_gtl::HostClock::Manual(clock.clone()),
         ..LoggerConfig::default()
     };
     let mut host = GraphSsd::new(ssd, 64 * 64, logger).unwrap();
@@ -879,7 +882,10 @@ fn an_idle_log_is_flushed_by_a_read_once_its_timer_ran_out() {
     assert!(host.get(9).unwrap().contains(&0), "the log answers at once");
     assert_eq!(programs(&host), before, "within its timer the log keeps it");
     assert_eq!(host.ssd().gtl().unwrap().chained(), 0);
-    std::thread::sleep(timer);
+    clock.advance(timer - std::time::Duration::from_nanos(1));
+    assert!(host.get(9).unwrap().contains(&0));
+    assert_eq!(programs(&host), before, "a nanosecond short of its timer");
+    clock.advance(std::time::Duration::from_nanos(1));
     // No update comes: the next read sends the log.
     host.submit(Request::Get(9));
     let completions = host.complete();
