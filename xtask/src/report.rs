@@ -398,3 +398,21 @@ mod tests {
         vec![Row::compare("io", "e, f", 1.2, 1.0, None)]
     }
 }
+
+/// A median and the range around it, of at least one value.
+pub(crate) struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(mut xs: Vec<f64>) -> Spread {
+        xs.sort_by(f64::total_cmp);
+        Spread {
+            median: xs[xs.len() / 2],
+            min: xs[0],
+            max: xs[xs.len() - 1],
+        }
+    }
+}

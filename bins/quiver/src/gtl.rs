@@ -465,6 +465,10 @@ through io_uring and through pread. Wall time, no model: the disk's own.")]
         /// Seed of the random vertices (the same for every layout).
         #[arg(long, default_value_t = FileConfig::default().seed)]
         seed: u64,
+        /// The GTL file's page size: the paper's 16 KiB NAND page by
+        /// default; a power of two from 4 KiB to 64 KiB.
+        #[arg(long, default_value_t = ByteSize(FileConfig::default().page_bytes as u64))]
+        page_bytes: ByteSize,
     },
     /// GetAdjacencyList of one vertex, with its pages read and modelled time.
     #[command(
@@ -584,10 +588,12 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             queue_depth,
             slack,
             seed,
+            page_bytes,
         } => {
             let config = FileConfig {
                 requests,
                 queue_depth,
+                page_bytes: usize::try_from(page_bytes.0).unwrap_or(usize::MAX),
                 slack,
                 seed,
             };
@@ -906,9 +912,10 @@ fn file_reads(
         return Ok(());
     };
     println!(
-        "{}: {} GTL pages of 16 KiB at {}; {} random calls on vertices with edges each, queue depth {}",
+        "{}: {} GTL pages of {} at {}; {} random calls on vertices with edges each, queue depth {}",
         path.display(),
         report.pages,
+        format_bytes(report.page_bytes as u64),
         gtl_path.display(),
         config.requests,
         config.queue_depth

@@ -3,8 +3,9 @@
 //! so the layout can be measured on a real disk; and its baseline, the
 //! graph's own `.qcsr` file read as a CSR file (rowPtr, then colIdx).
 //!
-//! A GTL file: a 16 KiB header page (the magic `QUIVER-GTL-FILE1`, page
-//! size, |V|, page count, the GTT's offset), the graph pages packed as
+//! A GTL file: a header page (the magic `QUIVER-GTL-FILE1`, the page
+//! size, 16 KiB by default as the paper's NAND pages or any power of two
+//! from 4 KiB to 64 KiB, |V|, page count, the GTT's offset), the graph pages packed as
 //! GraphInitialize packs them (page `i` at `(1 + i) * page_bytes`), then
 //! the GTT, one 8-byte entry (start vertex, page index) per page. Weights
 //! are not written: the file device serves GetAdjacencyList.
@@ -33,10 +34,10 @@ use crate::page::{Page, PageFormat};
 pub mod bench;
 
 const MAGIC: &[u8; 16] = b"QUIVER-GTL-FILE1";
-/// The page size of a GTL file.
+/// The page size of a GTL file by default: the paper's 16 KiB NAND page.
 pub const PAGE_BYTES: usize = 16 << 10;
-/// [`PAGE_BYTES`] as the header's field.
-const PAGE_BYTES_U32: u32 = 16 << 10;
+/// The page sizes a GTL file may have: a power of two in this range.
+const PAGE_SIZES: std::ops::RangeInclusive<usize> = ALIGN..=(64 << 10);
 
 fn bad(path: &Path, reason: impl Into<String>) -> Error {
     Error::Image {
@@ -59,22 +60,34 @@ pub struct Cost {
 pub struct GtlFile {
     file: ReadFile,
     vertices: u32,
+    page_bytes: usize,
     /// One entry per page: its start vertex and its index in the file.
     gtt: Gtt,
 }
 
 impl GtlFile {
-    /// Lays `graph`'s out-lists out at `path` with `slack` (written under
-    /// a temporary name and renamed); returns the page count.
-    pub fn write(graph: &Graph, path: &Path, slack: f64) -> Result<u64> {
-        let format = PageFormat::new(PAGE_BYTES, slack)?;
+    /// Lays `graph`'s out-lists out at `path` in pages of `page_bytes` (a
+    /// power of two from 4 KiB to 64 KiB; the paper's is [`PAGE_BYTES`])
+    /// with `slack` (written under a temporary name and renamed); returns
+    /// the page count.
+    pub fn write(graph: &Graph, path: &Path, page_bytes: usize, slack: f64) -> Result<u64> {
+        if !page_bytes.is_power_of_two() || !PAGE_SIZES.contains(&page_bytes) {
+            return Err(quiver_run::InvalidArgument::new(
+                "page_bytes",
+                format!("{page_bytes} is not a power of two from 4 KiB to 64 KiB"),
+            )
+            .into());
+        }
+        let format = PageFormat::new(page_bytes, slack)?;
         let plans = plan(0, crate::gtl::lens(graph.offsets()), &format);
         let pages = encode_pages(&plans, graph.targets(), &format);
         let count = pages.len() as u64;
-        let gtt_offset = (1 + count) * PAGE_BYTES as u64;
-        let mut header = vec![0u8; PAGE_BYTES];
+        let gtt_offset = (1 + count) * page_bytes as u64;
+        let mut header = vec![0u8; page_bytes];
         header[..16].copy_from_slice(MAGIC);
-        header[16..20].copy_from_slice(&PAGE_BYTES_U32.to_le_bytes());
+        // A page size from PAGE_SIZES fits u32.
+        let size = u32::try_from(page_bytes).expect("at most 64 KiB");
+        header[16..20].copy_from_slice(&size.to_le_bytes());
         header[20..24].copy_from_slice(&graph.num_vertices().to_le_bytes());
         header[24..32].copy_from_slice(&count.to_le_bytes());
         header[32..40].copy_from_slice(&gtt_offset.to_le_bytes());
@@ -88,7 +101,7 @@ impl GtlFile {
         let file = out.file();
         file.write_all_at(&header, 0).map_err(io)?;
         for (i, page) in (1u64..).zip(&pages) {
-            file.write_all_at(page, i * PAGE_BYTES as u64).map_err(io)?;
+            file.write_all_at(page, i * page_bytes as u64).map_err(io)?;
         }
         file.write_all_at(&gtt, gtt_offset).map_err(io)?;
         out.commit().map_err(io)?;
@@ -98,8 +111,9 @@ impl GtlFile {
     /// Opens the GTL file `path` with `options` and loads its GTT.
     pub fn open(path: &Path, options: &ReadOptions) -> Result<GtlFile> {
         let file = ReadFile::open(path, options).map_err(|e| bad(path, e.to_string()))?;
-        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
-        if file.len() < PAGE_BYTES as u64 {
+        // The header's fields are in its first aligned block.
+        let mut header = AlignedBuf::zeroed(ALIGN);
+        if file.len() < ALIGN as u64 {
             return Err(bad(path, "too short for a GTL file"));
         }
         file.read_at(0, &mut header)
@@ -110,10 +124,12 @@ impl GtlFile {
         let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
         let long = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
         let (page_bytes, vertices, count, gtt_offset) = (word(16), word(20), long(24), long(32));
+        let page_bytes = page_bytes as usize;
         let pages_end = count
             .checked_add(1)
-            .and_then(|p| p.checked_mul(PAGE_BYTES as u64));
-        if page_bytes != PAGE_BYTES_U32
+            .and_then(|p| p.checked_mul(page_bytes as u64));
+        if !page_bytes.is_power_of_two()
+            || !PAGE_SIZES.contains(&page_bytes)
             || pages_end != Some(gtt_offset)
             || count > file.len()
             || count >= MAX_PAGES
@@ -152,6 +168,7 @@ impl GtlFile {
         Ok(GtlFile {
             file,
             vertices,
+            page_bytes,
             gtt,
         })
     }
@@ -185,19 +202,20 @@ impl GtlFile {
             wanted.push(pages);
         }
         let pages: usize = wanted.iter().map(|r| r.len()).sum();
-        let mut buf = AlignedBuf::zeroed(pages * PAGE_BYTES);
+        let page_bytes = self.page_bytes;
+        let mut buf = AlignedBuf::zeroed(pages * page_bytes);
         let mut requests: Vec<ReadRequest<'_>> = buf
-            .chunks_mut(PAGE_BYTES)
+            .chunks_mut(page_bytes)
             .zip(wanted.iter().flatten())
             .map(|(buf, entry)| ReadRequest {
-                offset: (1 + entry.ppn().0) * PAGE_BYTES as u64,
+                offset: (1 + entry.ppn().0) * page_bytes as u64,
                 buf,
             })
             .collect();
         self.file
             .read_batch(&mut requests)
             .map_err(|e| bad(self.file.path(), e.to_string()))?;
-        let mut chunks = buf.chunks(PAGE_BYTES);
+        let mut chunks = buf.chunks(page_bytes);
         let mut lists = Vec::with_capacity(vertices.len());
         for (&v, entries) in vertices.iter().zip(&wanted) {
             let mut list = Vec::new();
@@ -210,7 +228,7 @@ impl GtlFile {
         }
         let cost = Cost {
             reads: pages as u64,
-            bytes: (pages * PAGE_BYTES) as u64,
+            bytes: (pages * page_bytes) as u64,
         };
         Ok((lists, cost))
     }

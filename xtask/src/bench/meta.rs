@@ -19,25 +19,9 @@ use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
 use super::{capture_json, num, Context};
-use crate::report::{Row, Target};
-
-/// A median and the range around it.
-struct Spread {
-    median: f64,
-    min: f64,
-    max: f64,
-}
+use crate::report::{Row, Spread, Target};
 
 impl Spread {
-    fn of(mut xs: Vec<f64>) -> Spread {
-        xs.sort_by(f64::total_cmp);
-        Spread {
-            median: xs[xs.len() / 2],
-            min: xs[0],
-            max: xs[xs.len() - 1],
-        }
-    }
-
     /// Nanoseconds as milliseconds.
     fn shown_ms(&self) -> String {
         format!(

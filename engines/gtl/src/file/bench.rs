@@ -22,6 +22,8 @@ pub struct Config {
     pub requests: u64,
     /// Reads in flight on io_uring (calls per batch, too).
     pub queue_depth: u32,
+    /// The GTL file's page size (default the paper's 16 KiB NAND page).
+    pub page_bytes: usize,
     /// The fraction of each GTL page left free (none: the calls only read).
     pub slack: f64,
     /// Seed of the vertices (the same for every layout).
@@ -33,6 +35,7 @@ impl Default for Config {
         Config {
             requests: 1_000_000,
             queue_depth: 32,
+            page_bytes: super::PAGE_BYTES,
             slack: 0.0,
             seed: 1,
         }
@@ -44,6 +47,12 @@ impl Config {
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         if self.requests == 0 {
             return Err(InvalidArgument::new("requests", "must be at least 1"));
+        }
+        if !self.page_bytes.is_power_of_two() || !(4096..=65536).contains(&self.page_bytes) {
+            return Err(InvalidArgument::new(
+                "page_bytes",
+                "must be a power of two from 4 KiB to 64 KiB",
+            ));
         }
         if self.queue_depth == 0 {
             return Err(InvalidArgument::new("queue_depth", "must be at least 1"));
@@ -77,6 +86,8 @@ pub struct Report {
     pub gtl: PathBuf,
     /// Its graph pages.
     pub pages: u64,
+    /// Their size.
+    pub page_bytes: usize,
     /// Reads in flight on io_uring.
     pub queue_depth: u32,
     /// GTL by io_uring, CSR by io_uring, CSR by pread.
@@ -98,7 +109,7 @@ pub fn run(
         source,
     })?;
     progress.start("writing the GTL file", Unit::Ops, None);
-    let pages = GtlFile::write(&graph, gtl_path, config.slack)?;
+    let pages = GtlFile::write(&graph, gtl_path, config.page_bytes, config.slack)?;
     let with_edges: Vec<u32> = (0..graph.num_vertices())
         .filter(|&v| graph.degree(v) > 0)
         .collect();
@@ -113,6 +124,7 @@ pub fn run(
         graph: graph_path.to_owned(),
         gtl: gtl_path.to_owned(),
         pages,
+        page_bytes: config.page_bytes,
         queue_depth: config.queue_depth,
         runs: runs?,
     })

@@ -9,10 +9,10 @@ use quiver_gtl::file::{CsrReader, GtlFile};
 use quiver_gtl::Error;
 use quiver_io::{BackendChoice, ReadOptions};
 
-fn check(graph: &Graph, slack: f64) {
+fn check(graph: &Graph, page_bytes: usize, slack: f64) {
     let dir = tempfile::tempdir().unwrap();
     let (gtl, csr) = (dir.path().join("g.gtl"), dir.path().join("g.qcsr"));
-    GtlFile::write(graph, &gtl, slack).unwrap();
+    GtlFile::write(graph, &gtl, page_bytes, slack).unwrap();
     write_graph(graph, &csr).unwrap();
     let all: Vec<u32> = (0..graph.num_vertices()).rev().collect();
     for backend in [BackendChoice::Uring, BackendChoice::Pread] {
@@ -45,16 +45,32 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
 
     #[test]
-    fn both_files_return_every_list(graph in arb_graph(Shape::new(300, 3000)), slack in 0.0f64..0.2) {
-        check(&graph, slack);
+    fn both_files_return_every_list(
+        graph in arb_graph(Shape::new(300, 3000)),
+        page_bytes in prop::sample::select(vec![4096usize, 16384, 65536]),
+        slack in 0.0f64..0.2,
+    ) {
+        check(&graph, page_bytes, slack);
     }
 }
 
 #[test]
 fn a_dense_vertex_spans_pages_of_the_file() {
-    // 10,000 neighbours: three 16 KiB pages.
+    // 10,000 neighbours: three 16 KiB pages, or ten of 4 KiB.
     let edges: Vec<(u32, u32, f32)> = (0..10_000).map(|t| (1, t % 7, 1.0)).collect();
-    check(&Graph::from_edges(7, &edges, false, false).unwrap(), 0.05);
+    let graph = Graph::from_edges(7, &edges, false, false).unwrap();
+    check(&graph, quiver_gtl::file::PAGE_BYTES, 0.05);
+    check(&graph, 4096, 0.05);
+}
+
+#[test]
+fn a_page_size_that_is_not_a_power_of_two_from_4_kib_to_64_kib_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = Graph::from_edges(3, &[(0, 1, 1.0)], false, false).unwrap();
+    for bad in [2048, 12288, 1 << 17] {
+        let err = GtlFile::write(&graph, &dir.path().join("g.gtl"), bad, 0.0).unwrap_err();
+        assert!(err.to_string().contains("invalid argument"), "{bad}: {err}");
+    }
 }
 
 #[test]
