@@ -341,6 +341,24 @@ fn svg(rows: &[Row]) -> String {
     s
 }
 
+/// A median and the range around it, of at least one value.
+pub(crate) struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(mut xs: Vec<f64>) -> Spread {
+        xs.sort_by(f64::total_cmp);
+        Spread {
+            median: xs[xs.len() / 2],
+            min: xs[0],
+            max: xs[xs.len() - 1],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,23 +414,5 @@ mod tests {
 
     fn rows_near_one() -> Vec<Row> {
         vec![Row::compare("io", "e, f", 1.2, 1.0, None)]
-    }
-}
-
-/// A median and the range around it, of at least one value.
-pub(crate) struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    pub fn of(mut xs: Vec<f64>) -> Spread {
-        xs.sort_by(f64::total_cmp);
-        Spread {
-            median: xs[xs.len() / 2],
-            min: xs[0],
-            max: xs[xs.len() - 1],
-        }
     }
 }

@@ -130,8 +130,9 @@
 //!   [`Queue`] whose doorbell starts every submitted command at once, in
 //!   submission order for their effects and overlapped on the flash for
 //!   their time.
-//! - **Requests in flight.** The host keeps 256 requests on the device
-//!   by default, a new one going in whenever one completes (the paper's
+//! - **Requests in flight.** The host keeps 256 requests outstanding by
+//!   default, each holding its slot until its list arrives, a new one
+//!   going in whenever one completes (the paper's
 //!   non-blocking queues; its figures show both layouts using the same
 //!   bandwidth, so the device is kept busy), or barriered batches if
 //!   asked. Reads are issued in time order and queue on dies, channels

@@ -3,15 +3,14 @@
 //! GetAdjacencyList requests while earlier ones are on the device and
 //! takes their lists as they complete.
 //!
-//! [`Queues`] keeps at most [`Submit::in_flight`] requests on the device.
-//! In a [`Window`](Submission::Window) a new request goes in as soon as
-//! any one leaves the device, so the device always has work; a request
-//! whose pages are in the host cache, or on their way there for an
-//! earlier request, waits on the host and holds no device slot (so a
-//! sweep over vertices that share pages keeps as many pages in flight as
-//! random requests do). With [`Batches`](Submission::Batches) the host
-//! submits `in_flight` requests and waits for every one of them before it
-//! submits the next batch (a barrier). Time is the device's
+//! [`Queues`] keeps at most [`Submit::in_flight`] requests outstanding,
+//! each holding its slot in the request queue until its list arrives
+//! (Algorithm 1 waits for a free slot before each request), whether it
+//! waits on the device or on a page an earlier request is reading. In a
+//! [`Window`](Submission::Window) a new request goes in as soon as any one
+//! arrives; with [`Batches`](Submission::Batches) the host submits
+//! `in_flight` requests and waits for every one of them before it submits
+//! the next batch (a barrier). Time is the device's
 //! model ([`crate::flash`]): requests are submitted at the host's clock,
 //! the time of the last response it took, and every read is issued in
 //! time order: a baseline request's `colIdx` reads are issued when its
@@ -42,8 +41,8 @@ pub enum Submission {
 /// Requests in flight and how they are kept there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submit {
-    /// Requests reading from the device at once, at most (at least 1); in
-    /// batches, the requests of a batch.
+    /// Requests outstanding at once, at most (at least 1); in batches,
+    /// the requests of a batch.
     pub in_flight: usize,
     /// Window or batches.
     pub submission: Submission,
@@ -68,9 +67,6 @@ pub enum Issued {
         list: Vec<u32>,
         /// When its last page (or delta page) reached the host.
         done: Nanos,
-        /// Whether this step read NAND pages (else it waits on the host's
-        /// cache only).
-        read: bool,
     },
     /// More reads, which depend on the ones issued: the baseline's
     /// `colIdx` bytes, readable when its `rowPtr` pages arrive at `until`.
@@ -79,8 +75,6 @@ pub enum Issued {
         until: Nanos,
         /// The file's bytes to read next.
         bytes: Range<u64>,
-        /// Whether this step read NAND pages.
-        read: bool,
     },
 }
 
@@ -102,8 +96,6 @@ pub struct Arrival {
 struct Event {
     at: Nanos,
     seq: u64,
-    /// Whether the step holds a device slot until `at`.
-    on_device: bool,
     token: usize,
     vertex: u32,
     state: Issued,
@@ -143,8 +135,6 @@ pub struct Queues<'a, S: GraphSource + ?Sized> {
     batched: usize,
     /// Requests not yet taken.
     in_flight: usize,
-    /// Steps reading from the device.
-    on_device: usize,
     requests: u64,
     seq: u64,
     events: BinaryHeap<Reverse<Event>>,
@@ -176,7 +166,6 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
             open: true,
             batched: 0,
             in_flight: 0,
-            on_device: 0,
             requests: 0,
             seq: 0,
             events: BinaryHeap::new(),
@@ -186,7 +175,7 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
     /// Whether a request must wait for an arrival before it can go in.
     pub fn is_full(&self) -> bool {
         match self.submit.submission {
-            Submission::Window => self.on_device >= self.submit.in_flight,
+            Submission::Window => self.in_flight >= self.submit.in_flight,
             Submission::Batches => !self.open,
         }
     }
@@ -200,20 +189,7 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
     /// host's clock. Call only when not [`is_full`](Queues::is_full).
     pub fn request(&mut self, token: usize, vertex: u32) -> Result<()> {
         debug_assert!(!self.is_full(), "a request into full queues");
-        let mut state = self.source.issue(vertex, self.now)?;
-        // A next step due now (its rowPtr page was cached) is issued now:
-        // every other event is due now or later.
-        while let Issued::Then {
-            until,
-            bytes,
-            read: false,
-        } = &state
-        {
-            if *until > self.now {
-                break;
-            }
-            state = self.source.issue_next(bytes.clone(), *until)?;
-        }
+        let state = self.source.issue(vertex, self.now)?;
         self.in_flight += 1;
         self.requests += 1;
         self.batched += 1;
@@ -225,16 +201,14 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
     }
 
     fn push(&mut self, token: usize, vertex: u32, state: Issued) {
-        let (at, on_device) = match &state {
-            Issued::Done { done, read, .. } => (*done, *read),
-            Issued::Then { until, read, .. } => (*until, *read),
+        let at = match &state {
+            Issued::Done { done, .. } => *done,
+            Issued::Then { until, .. } => *until,
         };
-        self.on_device += usize::from(on_device);
         self.seq += 1;
         self.events.push(Reverse(Event {
             at,
             seq: self.seq,
-            on_device,
             token,
             vertex,
             state,
@@ -246,13 +220,12 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
     /// issued on the way, in time order.
     pub fn take(&mut self) -> Result<Option<Arrival>> {
         while let Some(Reverse(event)) = self.events.pop() {
-            self.on_device -= usize::from(event.on_device);
             match event.state {
-                Issued::Then { until, bytes, .. } => {
+                Issued::Then { until, bytes } => {
                     let state = self.source.issue_next(bytes, until)?;
                     self.push(event.token, event.vertex, state);
                 }
-                Issued::Done { list, done, .. } => {
+                Issued::Done { list, done } => {
                     self.now = self.now.max(done);
                     self.in_flight -= 1;
                     if self.in_flight == 0 {
@@ -288,8 +261,7 @@ mod tests {
 
     /// A device where a request for vertex `v` takes `v + 1` us, in two
     /// steps for odd `v` (like the baseline's rowPtr, then colIdx); from
-    /// 100 its first step is a cache hit due at once, from 200 it waits 5
-    /// us for a page another request is reading (no device read). It
+    /// 200 it waits 5 us for a page another request is reading. It
     /// records every moment it is asked to issue reads at.
     struct Fake {
         ssd: Ssd,
@@ -312,25 +284,16 @@ mod tests {
                 Issued::Done {
                     list: vec![v],
                     done: at + 5000,
-                    read: false,
-                }
-            } else if v >= 100 {
-                Issued::Then {
-                    until: at,
-                    bytes: 1..2,
-                    read: false,
                 }
             } else if v % 2 == 1 {
                 Issued::Then {
                     until: at + took / 2,
                     bytes: u64::from(v)..u64::from(v) + 1,
-                    read: true,
                 }
             } else {
                 Issued::Done {
                     list: vec![v],
                     done: at + took,
-                    read: true,
                 }
             })
         }
@@ -341,7 +304,6 @@ mod tests {
             Ok(Issued::Done {
                 list: vec![v],
                 done: at + u64::from(v + 1) * 500,
-                read: true,
             })
         }
 
@@ -445,22 +407,15 @@ mod tests {
     }
 
     #[test]
-    fn only_requests_reading_the_device_hold_a_slot() {
+    fn a_request_holds_its_slot_until_its_list_arrives_whatever_it_waits_on() {
+        let mut source = fake();
         let window = Submit {
             in_flight: 1,
             submission: Submission::Window,
         };
-        // Waiting on the host's cache holds no slot: all four go in at once.
-        let mut source = fake();
-        stream(&mut source, &[200, 200, 200, 0], window);
-        assert_eq!(source.open, [5, 5, 5, 5]);
-        // A cached first step leads at once to a device read, which holds
-        // the slot: the second request waits for the first's 1 us.
-        let mut source = fake();
-        let taken = stream(&mut source, &[100, 100], window);
-        assert_eq!(source.open, [5, 5 + 1000]);
-        assert_eq!(source.issued_at, [5, 5, 5 + 1000, 5 + 1000]);
-        assert_eq!(taken[1].done, 5 + 2000);
+        // 200 waits 5 us on a page another request reads: the next waits too.
+        stream(&mut source, &[200, 200, 0], window);
+        assert_eq!(source.open, [5, 5 + 5000, 5 + 10_000]);
     }
 
     #[test]

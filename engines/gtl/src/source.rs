@@ -227,7 +227,6 @@ impl GraphSource for GtlSource {
             return Ok(Issued::Done {
                 list: Vec::new(),
                 done: start,
-                read: false,
             });
         }
         let reads = parts.flash.counters().page_reads;
@@ -265,13 +264,8 @@ impl GraphSource for GtlSource {
                 .host_transfer(chain.pages_read * page_bytes, chain.done);
             done = done.max(arrived);
         }
-        let read = parts.flash.counters().page_reads - reads;
-        self.counters.pages_read += read;
-        Ok(Issued::Done {
-            list,
-            done,
-            read: read > 0,
-        })
+        self.counters.pages_read += parts.flash.counters().page_reads - reads;
+        Ok(Issued::Done { list, done })
     }
 
     fn issue_next(&mut self, _: std::ops::Range<u64>, _: Nanos) -> Result<Issued> {
@@ -373,12 +367,10 @@ impl GraphSource for CsrSource {
             start,
         )?;
         let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-        let read = parts.flash.counters().page_reads - reads;
-        self.counters.pages_read += read;
+        self.counters.pages_read += parts.flash.counters().page_reads - reads;
         Ok(Issued::Then {
             until,
             bytes: col_start + word(0) * 4..col_start + word(8) * 4,
-            read: read > 0,
         })
     }
 
@@ -392,17 +384,12 @@ impl GraphSource for CsrSource {
             bytes,
             at,
         )?;
-        let read = parts.flash.counters().page_reads - reads;
-        self.counters.pages_read += read;
+        self.counters.pages_read += parts.flash.counters().page_reads - reads;
         let list = bytes
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect();
-        Ok(Issued::Done {
-            list,
-            done,
-            read: read > 0,
-        })
+        Ok(Issued::Done { list, done })
     }
 
     fn now(&self) -> Nanos {
