@@ -20,8 +20,8 @@
 //!
 //! Rows: modelled device time of the baseline over GraphSSD's (above 1:
 //! GraphSSD ahead), with the page ratios in the notes. Ours, apart: random
-//! reads over every id with and without empty marks, level-synchronous
-//! BFS and CC, and barriered batches.
+//! reads over every id with and without empty marks, MIS and PageRank with
+//! empty marks, level-synchronous BFS and CC, and barriered batches.
 //!
 //! Then the update benchmark (`quiver gtl updates`, GraphSSD §6.5) on the
 //! scale-16 graph (the direct path rewrites pages per command, so the
@@ -279,6 +279,17 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             "random reads in barriered batches of 256, cache 1/64",
             &["random-reads", "--batches"],
         ),
+        Case {
+            cache: r.cache16,
+            ..own("MIS, empty marks, cache 1/16", &["mis", "--mark-empty"])
+        },
+        Case {
+            cache: r.cache16,
+            ..own(
+                "PageRank, empty marks, cache 1/16",
+                &["pagerank", "--mark-empty"],
+            )
+        },
         Case {
             cache: r.cache16,
             ..own(
