@@ -1287,6 +1287,10 @@ fn gtl_names_an_image_by_device_and_a_bad_setting_by_its_flag() {
             "is a device image: name it with --device",
         ),
         (
+            &["gtl", "add-edge", img, "3", "17"],
+            "name the image by --device, then the edge",
+        ),
+        (
             &["gtl", "run", "bfs", g, "--depth-fraction", "2"],
             "--depth-fraction: must be in (0, 1]",
         ),

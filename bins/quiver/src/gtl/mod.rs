@@ -396,6 +396,7 @@ On an undirected graph the edge is added both ways.")]
         #[command(flatten)]
         image: ImageArgs,
         /// The edge's source.
+        #[arg(value_parser = parse_endpoint)]
         source: u32,
         /// The edge's target.
         target: u32,
@@ -415,6 +416,7 @@ On an undirected graph the edge is added both ways.")]
         #[command(flatten)]
         image: ImageArgs,
         /// The edge's source.
+        #[arg(value_parser = parse_endpoint)]
         source: u32,
         /// The edge's target.
         target: u32,
@@ -492,6 +494,14 @@ from `quiver gtl init`) the list is read as updated, through no host cache.",
         #[command(flatten)]
         device: DeviceArgs,
     },
+}
+
+/// An edge's SOURCE on an image: a path there is the image given without
+/// `--device` (the old form).
+fn parse_endpoint(text: &str) -> Result<u32, String> {
+    text.parse().map_err(|_| {
+        "not a vertex id: name the image by --device, then the edge (`quiver gtl add-edge --device dev.img 3 17`)".to_string()
+    })
 }
 
 /// `get`'s VERTEX, which comes alone after `--device IMAGE`: a path there
