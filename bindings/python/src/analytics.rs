@@ -141,7 +141,8 @@ fn cdlp<'py>(
 }
 
 /// Local clustering coefficient: a `float64` array, edges among each
-/// vertex's neighbours over `d (d - 1)` (0 when `d < 2`).
+/// vertex's distinct neighbours (itself excluded) over `d (d - 1)` (0 when
+/// `d < 2`), in [0, 1] on multigraphs too.
 #[pyfunction]
 #[pyo3(signature = (graph, *, threads=None))]
 fn lcc<'py>(

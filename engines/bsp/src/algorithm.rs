@@ -60,7 +60,10 @@ pub enum Algorithm {
         iterations: u32,
     },
     /// Local clustering coefficient: edges among a vertex's neighbours (in
-    /// either direction) over `d·(d − 1)`, 0 when `d < 2`.
+    /// either direction) over `d·(d − 1)`, 0 when `d < 2`. Graphalytics
+    /// defines it on neighbour sets: the `d` neighbours are distinct and
+    /// exclude the vertex itself, and parallel edges and self-loops add no
+    /// link, so it stays in [0, 1] on a multigraph.
     Lcc,
 }
 

@@ -625,9 +625,12 @@ fn lcc(engine: &Engine<'_>) -> Vec<f64> {
     let distinct = graph.has_distinct_targets();
     let lcc = atomics(owned_range.end - owned_range.start, |_| AtomicU64::new(0));
     engine.process_vertices(None, |v| {
+        // N(v): the distinct neighbours other than v itself (a self-loop
+        // or a parallel edge adds no neighbour).
         let mut neighbours = local.out_edges(v).vertices.to_vec();
         neighbours.sort_unstable();
         neighbours.dedup();
+        neighbours.retain(|&u| u != v);
         let d = neighbours.len() as u64;
         if d < 2 {
             return 0u64;
@@ -649,9 +652,10 @@ fn lcc(engine: &Engine<'_>) -> Vec<f64> {
             } else {
                 (&neighbours[..], out)
             };
+            // An edge u-w between two neighbours, u's self-loop aside.
             links += short
                 .iter()
-                .filter(|w| long.binary_search(w).is_ok())
+                .filter(|&&w| w != u && long.binary_search(&w).is_ok())
                 .count() as u64;
         }
         let coefficient = links as f64 / (d * (d - 1)) as f64;

@@ -160,6 +160,7 @@ fn lcc(graph: &Graph) -> Vec<f64> {
                 .collect();
             neighbours.sort_unstable();
             neighbours.dedup();
+            neighbours.retain(|&u| u != v);
             let d = neighbours.len() as u64;
             if d < 2 {
                 return 0.0;
@@ -174,7 +175,7 @@ fn lcc(graph: &Graph) -> Vec<f64> {
                 out.dedup();
                 links += out
                     .iter()
-                    .filter(|&&w| in_neighbourhood[w as usize])
+                    .filter(|&&w| w != u && in_neighbourhood[w as usize])
                     .count() as u64;
             }
             for &u in &neighbours {

@@ -39,6 +39,12 @@ proptest! {
         let source = u32::try_from(source.index(graph.num_vertices() as usize)).unwrap();
         for algorithm in algorithms(&graph, source) {
             let expected = reference::run(&graph, &algorithm).unwrap();
+            if let Values::Reals(lcc) = &expected {
+                if algorithm == Algorithm::Lcc {
+                    // Self-loops and parallel edges add no neighbour and no link.
+                    prop_assert!(lcc.iter().all(|c| (0.0..=1.0).contains(c)), "LCC out of [0, 1]: {lcc:?}");
+                }
+            }
             for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
                 for threads in [1, 2] {
                     let config = Config { threads, direction, ..Config::default() };
