@@ -110,6 +110,8 @@ struct GenerateReport {
     seed: u64,
     vertices: u32,
     edges: u64,
+    /// No list holds a target twice (no parallel edges), as the header says.
+    distinct_targets: bool,
     sort: SortStats,
     wall_ns: u64,
     peak_mem_bytes: Option<u64>,
@@ -235,12 +237,16 @@ fn generate(model: Model, json: bool) -> Result<()> {
         &bar(json),
     )
     .with_context(|| format!("generating {}", common.output.display()))?;
+    let distinct_targets = quiver_csr::format::Header::read(&common.output)
+        .with_context(|| format!("reading {}", common.output.display()))?
+        .distinct_targets();
     let report = GenerateReport {
         output: common.output,
         model: spec.to_string(),
         seed: common.seed,
         vertices: sort.vertices,
         edges: sort.edges_out,
+        distinct_targets,
         sort,
         wall_ns: elapsed_ns(started),
         peak_mem_bytes: peak_rss_bytes(),
@@ -257,6 +263,9 @@ fn generate(model: Model, json: bool) -> Result<()> {
         report.seed,
         seconds(report.wall_ns)
     );
+    if !report.distinct_targets {
+        println!("note       it holds parallel edges (an edge drawn more than once); --dedupe keeps one of each");
+    }
     Ok(())
 }
 

@@ -3183,3 +3183,33 @@ fn meta_data_from_before_ids_moves_to_new_ports_whole() {
     assert_eq!(meta_answer(&cluster, travel, None), before);
     stop_cluster(&mut up);
 }
+
+/// `generate --undirected` says when its output holds parallel edges, and
+/// its JSON says whether the lists are distinct; `--dedupe` removes them.
+#[test]
+fn generate_says_whether_its_graph_has_parallel_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.qcsr");
+    for (dedupe, distinct) in [(false, false), (true, true)] {
+        let mut args = vec![
+            "generate",
+            "rmat",
+            "--scale",
+            "8",
+            "--undirected",
+            "-o",
+            path(&out),
+        ];
+        if dedupe {
+            args.push("--dedupe");
+        }
+        let human = quiver(&args);
+        assert!(human.status.success(), "{}", stderr(&human));
+        let said = String::from_utf8_lossy(&human.stdout).contains("it holds parallel edges");
+        assert_eq!(said, !distinct, "--dedupe {dedupe}");
+        let mut json = vec!["--json"];
+        json.extend(&args);
+        let report: serde_json::Value = serde_json::from_slice(&quiver(&json).stdout).unwrap();
+        assert_eq!(report["distinct_targets"], distinct, "--dedupe {dedupe}");
+    }
+}
