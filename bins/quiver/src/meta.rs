@@ -446,11 +446,11 @@ pub async fn spawn_local(
         cmd
     })
     .await
-    .map_err(flagged)
+    .map_err(meta_error)
 }
 
-/// `e`, with a setting the library refused named by its flag.
-fn flagged(e: quiver_meta::Error) -> anyhow::Error {
+/// A meta error, with a setting the library refused named by its flag.
+fn meta_error(e: quiver_meta::Error) -> anyhow::Error {
     match e {
         quiver_meta::Error::Invalid(invalid) => flag_error(invalid),
         e => e.into(),
@@ -538,7 +538,7 @@ async fn load(args: LoadArgs, json: bool, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-/// Parses `--as-of`: nanoseconds since the epoch, or an age (`-5m`).
+/// What `meta query --json` prints: the travel and its answer.
 #[derive(Serialize)]
 struct QueryReport<'a> {
     travel: &'a str,
@@ -652,7 +652,7 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
             &dir.join("rocksdb"),
             &bar,
         )
-        .map_err(flagged)?;
+        .map_err(meta_error)?;
         drop(bar);
         return print_report(&report, json);
     }
