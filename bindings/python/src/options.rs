@@ -183,12 +183,13 @@ impl SortArgs<'_, '_> {
         let defaults = quiver_csr::SortOptions::default();
         Ok(quiver_csr::SortOptions {
             mem_budget: bytes(self.mem, "mem")?.unwrap_or(defaults.mem_budget),
-            work_dir: self.work_dir.clone().or(defaults.work_dir),
+            work_dir: self.work_dir.clone().or(defaults.work_dir.clone()),
             undirected: self.undirected,
             dedupe: self.dedupe,
             drop_self_loops: self.drop_self_loops,
             relabel,
             sync: !scratch,
+            ..defaults
         })
     }
 }

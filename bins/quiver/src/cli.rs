@@ -307,6 +307,10 @@ pub struct ConvertArgs {
     /// isolated vertices at the top of the id range).
     #[arg(long, default_value_t = 0)]
     pub vertices: u64,
+    /// Keep the graph directed even if every edge has its reverse (by
+    /// default such an edge list is stored undirected, and the report says so).
+    #[arg(long, conflicts_with = "undirected")]
+    pub directed: bool,
     #[command(flatten)]
     pub shape: ShapeArgs,
 }

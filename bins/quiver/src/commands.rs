@@ -95,7 +95,7 @@ fn sort_options(shape: &ShapeArgs, relabel: bool) -> SortOptions {
         dedupe: shape.dedupe,
         drop_self_loops: shape.drop_self_loops,
         relabel,
-        sync: true,
+        ..SortOptions::default()
     }
 }
 
@@ -237,7 +237,7 @@ fn generate(model: Model, json: bool) -> Result<()> {
         &bar(json),
     )
     .with_context(|| format!("generating {}", common.output.display()))?;
-    let distinct_targets = quiver_csr::format::Header::read(&common.output)
+    let distinct_targets = quiver_csr::read_header(&common.output)
         .with_context(|| format!("reading {}", common.output.display()))?
         .distinct_targets();
     let report = GenerateReport {
@@ -301,7 +301,10 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
         weighted_binary: args.weighted,
         ignore_weights: args.ignore_weights,
         min_vertices: args.vertices,
-        sort: sort_options(&args.shape, args.relabel),
+        sort: SortOptions {
+            keep_directed: args.directed,
+            ..sort_options(&args.shape, args.relabel)
+        },
     };
     let report =
         quiver_csr::convert(&args.input, &output, &options, &bar(json)).with_context(|| {
@@ -350,6 +353,9 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
             .peak_mem_bytes
             .map_or("unknown".into(), format_bytes)
     );
+    if r.sort.symmetric {
+        println!("  every edge has its reverse: stored undirected (--directed keeps it directed)");
+    }
     Ok(())
 }
 
@@ -429,6 +435,9 @@ struct InfoReport {
     undirected: bool,
     /// No list holds a target twice (no parallel edges), as the header says.
     distinct_targets: bool,
+    /// Every edge has its reverse (true of an undirected graph; checked for
+    /// a directed one).
+    symmetric: bool,
     /// The graph keeps its vertices' original ids (an id map).
     id_map: bool,
     degrees: DegreeSummary,
@@ -491,6 +500,7 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
         weighted: graph.is_weighted(),
         undirected: graph.is_undirected(),
         distinct_targets: graph.has_distinct_targets(),
+        symmetric: graph.is_symmetric(),
         id_map: graph.original_ids().is_some(),
         degrees: graph.degree_summary(),
         blocks: blocks.map(|(rule, blocks)| BlockReport {
@@ -516,10 +526,11 @@ fn info(args: &InfoArgs, json: bool) -> Result<()> {
     println!(
         "edges      {} ({}{}{})",
         report.edges,
-        if report.undirected {
-            "undirected, both directions stored"
-        } else {
-            "directed"
+        match (report.undirected, report.symmetric) {
+            (true, _) => "undirected, both directions stored",
+            (false, true) =>
+                "directed, yet every edge has its reverse: convert stores such input undirected",
+            (false, false) => "directed",
         },
         if report.weighted { ", weighted" } else { "" },
         if report.distinct_targets {

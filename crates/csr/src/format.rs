@@ -263,21 +263,6 @@ impl Header {
         self.flags & FLAG_DISTINCT_TARGETS != 0
     }
 
-    /// Reads and validates the header of the `.qcsr` file `path` alone,
-    /// without mapping or checking the rest.
-    pub fn read(path: &Path) -> Result<Header> {
-        use std::io::Read;
-        let open = |source| Error::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let mut file = std::fs::File::open(path).map_err(open)?;
-        let len = file.metadata().map_err(open)?.len();
-        let mut page = vec![0u8; usize::try_from(HEADER_LEN.min(len)).unwrap_or(0)];
-        file.read_exact(&mut page).map_err(open)?;
-        Header::decode(path, &page, len)
-    }
-
     /// Encodes the header page, computing the header checksum.
     pub fn encode(&self) -> Vec<u8> {
         let mut page = vec![0u8; ALIGN];

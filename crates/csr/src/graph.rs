@@ -450,6 +450,32 @@ impl Graph {
         self.flags & FLAG_DISTINCT_TARGETS != 0
     }
 
+    /// Whether every edge has its reverse (of the same weight, as often):
+    /// true of an undirected graph, and found for a directed one in one
+    /// pass over its edges ([`crate::Symmetry`]).
+    pub fn is_symmetric(&self) -> bool {
+        if self.is_undirected() {
+            return true;
+        }
+        let mut sums = crate::Symmetry::default();
+        for v in 0..self.num_vertices() {
+            let targets = self.neighbors(v);
+            match self.edge_weights(v) {
+                Some(weights) => {
+                    for (&t, w) in targets.iter().zip(weights) {
+                        sums.add(v, t, w.to_bits());
+                    }
+                }
+                None => {
+                    for &t in targets {
+                        sums.add(v, t, 0);
+                    }
+                }
+            }
+        }
+        sums.is_symmetric()
+    }
+
     /// The file the graph was opened from, if any.
     pub fn path(&self) -> Option<&Path> {
         match &self.storage {

@@ -76,7 +76,7 @@ impl Dataset {
 
     /// What the properties file says of `graph.NAME.directed`: `None` when
     /// there is no such file or key.
-    fn directed(&self) -> Result<Option<bool>> {
+    pub(crate) fn directed(&self) -> Result<Option<bool>> {
         let text = match std::fs::read_to_string(&self.properties) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

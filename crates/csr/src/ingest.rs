@@ -152,7 +152,10 @@ pub fn open_input(path: &Path) -> Result<(Box<dyn Read>, Option<u64>)> {
 /// sorted: vertex `v` is the `v`-th smallest listed id, every edge is
 /// relabelled through it, and the sorted ids become the graph's id map.
 /// Undirected if `NAME.properties` says `directed = false`; asking for
-/// `sort.undirected` on a dataset it calls directed is an error.
+/// `sort.undirected` on a dataset it calls directed is an error, and such a
+/// dataset stays directed even if every edge has its reverse. Any other
+/// input in which every edge has its reverse (of the same weight) is
+/// stored undirected unless `sort.keep_directed` ([`SortStats::symmetric`](crate::SortStats::symmetric)).
 pub fn convert(
     input: &Path,
     output: &Path,
@@ -168,6 +171,8 @@ pub fn convert(
         EdgeFormat::Graphalytics => {
             let dataset = graphalytics_dataset(input, options)?;
             sort_options.undirected = dataset.undirected(sort_options.undirected)?;
+            // A dataset its properties call directed stays so, symmetric or not.
+            sort_options.keep_directed |= dataset.directed()? == Some(true);
             let ids = dataset.vertex_ids(progress)?;
             Some((dataset, ids))
         }

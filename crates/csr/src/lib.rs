@@ -41,6 +41,7 @@ mod index;
 mod ingest;
 pub mod parse;
 mod sort;
+mod symmetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod write;
@@ -55,6 +56,7 @@ pub use ingest::{
     EdgeFormat, ExportOptions, Exported,
 };
 pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
+pub use symmetry::Symmetry;
 pub use write::{write_graph, CsrWriter};
 
 // The one progress contract, re-exported for callers that know only this crate.

@@ -45,6 +45,9 @@ pub struct SortOptions {
     pub work_dir: Option<PathBuf>,
     /// Add the reverse of every edge.
     pub undirected: bool,
+    /// Keep the graph directed even if every edge has its reverse (by
+    /// default such a graph is stored undirected, [`SortStats::symmetric`]).
+    pub keep_directed: bool,
     /// Keep one copy of each `(source, target)` pair: the first in
     /// weight-bit order, which is the smallest weight for non-negative weights.
     pub dedupe: bool,
@@ -88,6 +91,7 @@ impl Default for SortOptions {
             mem_budget: 1 << 30,
             work_dir: None,
             undirected: false,
+            keep_directed: false,
             dedupe: false,
             drop_self_loops: false,
             relabel: false,
@@ -107,6 +111,9 @@ pub struct SortStats {
     pub duplicates_dropped: u64,
     /// Edges in the output.
     pub edges_out: u64,
+    /// Every edge had its reverse (of the same weight) without being
+    /// asked to add them: the graph was stored undirected.
+    pub symmetric: bool,
     /// Vertices in the output.
     pub vertices: u32,
     /// Sorted runs spilled to disk (0: converted in memory).
@@ -349,12 +356,16 @@ impl EdgeSorter {
                 )
             })?;
         let undirected = self.spill.options.undirected;
+        let detect = !undirected && !self.spill.options.keep_directed;
         let original_ids = self.original_ids.take();
         let sync = self.spill.options.sync;
         let writer = |weighted| {
             let mut writer = CsrWriter::create(output, num_vertices, weighted, undirected)?;
             if !sync {
                 writer = writer.without_sync();
+            }
+            if detect {
+                writer = writer.detecting_symmetry();
             }
             match original_ids {
                 Some(ids) => writer.with_original_ids(ids),
@@ -575,7 +586,8 @@ fn write_keys<K: Key>(
     progress.advance(unreported + targets.len() as u64);
     spill.stats.duplicates_dropped += dropped;
     spill.stats.edges_out = writer.num_edges();
-    writer.finish()?;
+    let header = writer.finish()?;
+    spill.stats.symmetric = header.undirected() && !spill.options.undirected;
     Ok(())
 }
 

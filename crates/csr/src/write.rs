@@ -12,6 +12,7 @@ use tempfile::NamedTempFile;
 use crate::format::{
     version_for, Header, Layout, FLAG_DISTINCT_TARGETS, FLAG_ID_MAP, FLAG_UNDIRECTED, FLAG_WEIGHTED,
 };
+use crate::symmetry::Symmetry;
 use crate::{to_usize, Error, Graph, Result};
 
 const BUF_BYTES: usize = 256 << 10;
@@ -62,6 +63,8 @@ pub struct CsrWriter {
     ids: Option<Vec<u64>>,
     /// Whether `finish` fsyncs the file and its directory.
     sync: bool,
+    /// With [`CsrWriter::detecting_symmetry`]: the edges' symmetry sums.
+    symmetry: Option<Symmetry>,
 }
 
 impl CsrWriter {
@@ -108,6 +111,7 @@ impl CsrWriter {
             targets: SectionSums::default(),
             ids: None,
             sync: true,
+            symmetry: None,
         })
     }
 
@@ -116,6 +120,16 @@ impl CsrWriter {
     /// not at all; only its survival of a machine crash is given up.
     pub fn without_sync(mut self) -> CsrWriter {
         self.sync = false;
+        self
+    }
+
+    /// Checks, as the edges go by, whether every edge has its reverse (of
+    /// the same weight), and if so flags the graph undirected at
+    /// [`CsrWriter::finish`] (a graph with no edge is left as it is).
+    pub fn detecting_symmetry(mut self) -> CsrWriter {
+        if self.flags & FLAG_UNDIRECTED == 0 {
+            self.symmetry = Some(Symmetry::default());
+        }
         self
     }
 
@@ -175,6 +189,17 @@ impl CsrWriter {
                 || targets.windows(2).any(|pair| pair[0] == pair[1]);
         self.last_source = source;
         self.last_target = last;
+        if let Some(sums) = &mut self.symmetry {
+            if self.weights.is_some() {
+                for (&t, w) in targets.iter().zip(weights) {
+                    sums.add(source, t, w.to_bits());
+                }
+            } else {
+                for &t in targets {
+                    sums.add(source, t, 0);
+                }
+            }
+        }
         let count = targets.len() as u64;
         self.degrees[to_usize(u64::from(source)) + 1] += count;
         self.num_edges += count;
@@ -223,6 +248,9 @@ impl CsrWriter {
     /// [`CsrWriter::without_sync`]), and renames the file into place.
     /// Returns the header written.
     pub fn finish(mut self) -> Result<Header> {
+        if self.num_edges > 0 && self.symmetry.is_some_and(|s| s.is_symmetric()) {
+            self.flags |= FLAG_UNDIRECTED;
+        }
         let layout = Layout::new(self.num_vertices, self.num_edges, self.flags);
         let [offsets, targets, weights, ids] = self.finish_sections(&layout)?;
         let pages_crc = self.write_page_checksums(&layout, [&offsets, &targets, &weights, &ids])?;

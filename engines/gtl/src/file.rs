@@ -10,7 +10,7 @@
 //! the GTT, one 8-byte entry (start vertex, page index) per page. Weights
 //! are not written: the file device serves GetAdjacencyList.
 //!
-//! [`bench`] times random GetAdjacencyList calls on both layouts.
+//! [`bench`](mod@bench) times random GetAdjacencyList calls on both layouts.
 //!
 //! Reads come in batches: every page of every request in a batch is in
 //! flight at once (up to the file's queue depth). A CSR request reads the

@@ -472,3 +472,62 @@ fn a_cancelled_conversion_leaves_nothing_behind() {
     assert_eq!(files_in(dir.path()), ["edges.txt"]);
     convert(&input, &output, &options, &NoProgress).unwrap();
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// An edge list in which every edge has its reverse (of the same
+    /// weight) is stored undirected, and says so; any other stays directed,
+    /// as does every list with `keep_directed`. The lists are the
+    /// reference's either way.
+    #[test]
+    fn a_symmetric_edge_list_is_stored_undirected(
+        edges in prop::collection::vec((0u64..8, 0u64..8, 0u32..3), 1..30),
+        mirror in any::<bool>(),
+        options in arb_options(),
+        weighted in any::<bool>(),
+        keep_directed in any::<bool>(),
+    ) {
+        let mut edges: Vec<(u64, u64, f32)> =
+            edges.iter().map(|&(s, t, w)| (s, t, w as f32 + 1.0)).collect();
+        if mirror {
+            let reverses: Vec<_> = edges.iter().map(|&(s, t, w)| (t, s, w)).collect();
+            edges.extend(reverses);
+        }
+        let options = SortOptions { keep_directed, ..options };
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("edges.txt");
+        write_text(&input, &edges, weighted);
+        let directed = reference(&edges, &SortOptions { undirected: false, ..options.clone() }, weighted, 0);
+        // The reference's own check: its edges, sorted, equal their reverses.
+        let list = |reverse: bool| {
+            let mut all: Vec<(u32, u32, u32)> = (0..directed.num_vertices())
+                .flat_map(|v| {
+                    let ws = directed.edge_weights(v).map(<[f32]>::to_vec);
+                    directed.neighbors(v).iter().enumerate().map(move |(i, &t)| {
+                        let w = ws.as_ref().map_or(0, |ws| ws[i].to_bits());
+                        if reverse { (t, v, w) } else { (v, t, w) }
+                    }).collect::<Vec<_>>()
+                })
+                .collect();
+            all.sort_unstable();
+            all
+        };
+        let symmetric = directed.num_edges() > 0 && list(false) == list(true);
+        let report = convert(
+            &input,
+            &dir.path().join("g.qcsr"),
+            &ConvertOptions { sort: options.clone(), ..ConvertOptions::default() },
+            &NoProgress,
+        ).unwrap();
+        let graph = Graph::open(dir.path().join("g.qcsr")).unwrap();
+        let detected = !options.undirected && !keep_directed && symmetric;
+        prop_assert_eq!(report.sort.symmetric, detected);
+        prop_assert_eq!(graph.is_undirected(), options.undirected || detected);
+        prop_assert_eq!(graph.is_symmetric(), options.undirected || symmetric);
+        let expected = reference(&edges, &options, weighted, 0);
+        for v in 0..expected.num_vertices() {
+            prop_assert_eq!(graph.neighbors(v), expected.neighbors(v));
+        }
+    }
+}

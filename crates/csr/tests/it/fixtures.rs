@@ -21,6 +21,9 @@ struct Expected {
     edges: u64,
     out_degrees: Vec<u64>,
     weighted: Option<bool>,
+    /// Whether every converted edge has its reverse, so that the graph is
+    /// stored undirected without the `undirected` option.
+    symmetric: bool,
     self_loops_dropped: Option<u64>,
     duplicates_dropped: Option<u64>,
 }
@@ -118,6 +121,11 @@ fn parse_expected(path: &Path) -> Expected {
         "false" => false,
         other => panic!("{name}.expected: weighted = {other:?} is not true or false"),
     });
+    let symmetric = take("symmetric").is_some_and(|w| match w.as_str() {
+        "true" => true,
+        "false" => false,
+        other => panic!("{name}.expected: symmetric = {other:?} is not true or false"),
+    });
     let self_loops_dropped = take("self_loops_dropped").map(|v| number("self_loops_dropped", v));
     let duplicates_dropped = take("duplicates_dropped").map(|v| number("duplicates_dropped", v));
     assert!(
@@ -135,6 +143,7 @@ fn parse_expected(path: &Path) -> Expected {
         edges,
         out_degrees,
         weighted,
+        symmetric,
         self_loops_dropped,
         duplicates_dropped,
     }
@@ -177,8 +186,12 @@ fn check_fixture(expected: &Expected, dir: &Path) {
     );
     assert_eq!(
         graph.is_undirected(),
-        expected.undirected,
+        expected.undirected || expected.symmetric,
         "{name}: undirected flag"
+    );
+    assert_eq!(
+        report.sort.symmetric, expected.symmetric,
+        "{name}: stored undirected because symmetric"
     );
     if let Some(weighted) = expected.weighted {
         assert_eq!(graph.is_weighted(), weighted, "{name}: weighted flag");

@@ -168,7 +168,15 @@ proptest! {
         // Without a properties file, weights are known from the edge
         // file's third column: an empty edge file makes an unweighted graph.
         let weighted = weighted && !edges.is_empty();
-        let expected = Graph::from_edges(sorted.len() as u32, &by_hand, weighted, undirected)
+        // Without a properties file, an edge list in which every edge has
+        // its reverse is stored undirected.
+        let bits = |&(s, t, w): &(u32, u32, f32)| (s, t, if weighted { w.to_bits() } else { 0 });
+        let mut forward: Vec<_> = by_hand.iter().map(bits).collect();
+        let mut reverse: Vec<_> = forward.iter().map(|&(s, t, w)| (t, s, w)).collect();
+        forward.sort_unstable();
+        reverse.sort_unstable();
+        let symmetric = !forward.is_empty() && forward == reverse;
+        let expected = Graph::from_edges(sorted.len() as u32, &by_hand, weighted, undirected || symmetric)
             .unwrap()
             .with_original_ids(sorted.clone())
             .unwrap();
