@@ -2,16 +2,16 @@
 //! edges in any order: each edge `(u, v, w)` adds a 64-bit hash of
 //! `(u, v, w)` to one sum and of `(v, u, w)` to another (wrapping), and
 //! the edge multiset equals its reverse exactly when the sums agree, up to
-//! a hash collision (about 2^-64 for input that is not built to collide;
-//! two independent sums make it 2^-128). Weights take part: a weighted
+//! a hash collision (about 2^-64 for input that is not built to collide).
+//! Weights take part: a weighted
 //! graph is symmetric when every edge has a reverse of the same weight.
 //! Parallel edges count with their multiplicity.
 
 /// The two sums, fed edge by edge.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Symmetry {
-    forward: [u64; 2],
-    reverse: [u64; 2],
+    forward: u64,
+    reverse: u64,
 }
 
 impl Symmetry {
@@ -19,10 +19,8 @@ impl Symmetry {
     /// unweighted graph).
     #[inline]
     pub fn add(&mut self, source: u32, target: u32, weight: u32) {
-        for (i, seed) in SEEDS.iter().enumerate() {
-            self.forward[i] = self.forward[i].wrapping_add(hash(source, target, weight, *seed));
-            self.reverse[i] = self.reverse[i].wrapping_add(hash(target, source, weight, *seed));
-        }
+        self.forward = self.forward.wrapping_add(hash(source, target, weight));
+        self.reverse = self.reverse.wrapping_add(hash(target, source, weight));
     }
 
     /// Whether every edge added has its reverse among them.
@@ -31,13 +29,10 @@ impl Symmetry {
     }
 }
 
-/// Independent seeds of the two sums.
-const SEEDS: [u64; 2] = [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03];
-
-/// SplitMix64's finalizer over the edge, from `seed`.
+/// SplitMix64's finalizer over the edge.
 #[inline]
-fn hash(source: u32, target: u32, weight: u32, seed: u64) -> u64 {
-    let mut z = (u64::from(source) << 32 | u64::from(target)) ^ seed;
+fn hash(source: u32, target: u32, weight: u32) -> u64 {
+    let mut z = (u64::from(source) << 32 | u64::from(target)) ^ 0x9e37_79b9_7f4a_7c15;
     z = z.wrapping_add(u64::from(weight).wrapping_mul(0xbf58_476d_1ce4_e5b9));
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
