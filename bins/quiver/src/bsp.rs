@@ -1,19 +1,15 @@
 //! `quiver bsp`: RGraph's BSP analytics, the six LDBC Graphalytics
 //! algorithms, with the sequential reference beside them (`--reference`).
 
-use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_bsp::job::{join, BspTask, JobConfig, NodeReport};
-use quiver_bsp::{
-    graphalytics_depth, reference, Algorithm, Config, Direction, Transport, Values, UNREACHED,
-};
+use quiver_bsp::{reference, Algorithm, Config, Direction, Transport, Values, UNREACHED};
 use quiver_csr::Graph;
 use quiver_io::size::format_bytes;
-use quiver_io::{Output, ReadOptions, Shape};
+use quiver_io::ReadOptions;
 use serde::Serialize;
 
 use crate::job::{JobArgs, LOCAL_NODES};
@@ -249,7 +245,8 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
         (values, vec![report], None)
     };
     if let Some(path) = &run.output {
-        write_output(path, &graph, &values)
+        values
+            .write_graphalytics(&graph, path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let summary = summarize(&values);
@@ -359,59 +356,5 @@ fn summarize(values: &Values) -> String {
                 finite.len()
             )
         }
-    }
-}
-
-/// Writes `id value` lines for every vertex, by the input's ids (labels
-/// too), to a temporary file beside `path` renamed over it once complete.
-fn write_output(path: &Path, graph: &Graph, values: &Values) -> Result<()> {
-    let mut out = std::io::BufWriter::new(Output::create(path, Shape::Stream)?);
-    let mut line = String::new();
-    {
-        for v in 0..graph.num_vertices() {
-            let (id, i) = (graph.original_id(v), v as usize);
-            line.clear();
-            match values {
-                Values::Depths(d) => write!(line, "{id} {}", graphalytics_depth(d[i])),
-                Values::Labels(l) => write!(line, "{id} {}", graph.original_id(l[i])),
-                Values::Reals(r) => write!(line, "{id} {}", graphalytics_real(r[i])),
-            }
-            .expect("writing to a String cannot fail");
-            writeln!(out, "{line}")?;
-        }
-    }
-    out.into_inner().map_err(|e| e.into_error())?.commit()?;
-    Ok(())
-}
-
-/// A real as Graphalytics' reference outputs print it:
-/// `1.477629166666667e-01`, `Infinity`.
-fn graphalytics_real(x: f64) -> String {
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    let text = format!("{x:.15e}");
-    let (mantissa, exponent) = text.split_once('e').expect("{:e} has an exponent");
-    let (sign, digits) = match exponent.strip_prefix('-') {
-        Some(digits) => ('-', digits),
-        None => ('+', exponent),
-    };
-    format!("{mantissa}e{sign}{digits:0>2}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::graphalytics_real;
-
-    #[test]
-    fn reals_print_as_the_reference_outputs() {
-        assert_eq!(
-            graphalytics_real(0.1477629166666667),
-            "1.477629166666667e-01"
-        );
-        assert_eq!(graphalytics_real(0.0), "0.000000000000000e+00");
-        assert_eq!(graphalytics_real(0.83), "8.300000000000000e-01");
-        assert_eq!(graphalytics_real(f64::INFINITY), "Infinity");
-        assert_eq!(graphalytics_real(12.5), "1.250000000000000e+01");
     }
 }

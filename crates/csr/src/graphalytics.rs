@@ -138,6 +138,43 @@ impl Dataset {
     }
 }
 
+/// Writes a Graphalytics output file: a line `ID VALUE` for every vertex of
+/// `graph`, by its original id, `value(v)` giving the text of dense vertex
+/// `v`'s value; written beside `path` and renamed over it once complete.
+pub fn write_vertex_values(
+    path: &Path,
+    graph: &crate::Graph,
+    mut value: impl FnMut(u32) -> String,
+) -> Result<()> {
+    use std::io::Write;
+    let write_err = |source| Error::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let out = quiver_io::Output::create(path, quiver_io::Shape::Stream).map_err(write_err)?;
+    let mut out = std::io::BufWriter::new(out);
+    for v in 0..graph.num_vertices() {
+        writeln!(out, "{} {}", graph.original_id(v), value(v)).map_err(write_err)?;
+    }
+    let out = out.into_inner().map_err(|e| write_err(e.into_error()))?;
+    out.commit().map_err(write_err)
+}
+
+/// A real as Graphalytics' reference outputs print it:
+/// `1.477629166666667e-01`, `Infinity`.
+pub fn format_real(x: f64) -> String {
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let text = format!("{x:.15e}");
+    let (mantissa, exponent) = text.split_once('e').expect("{:e} has an exponent");
+    let (sign, digits) = match exponent.strip_prefix('-') {
+        Some(digits) => ('-', digits),
+        None => ('+', exponent),
+    };
+    format!("{mantissa}e{sign}{digits:0>2}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +191,14 @@ mod tests {
             let err = Dataset::of_edge_file(Path::new(bad)).unwrap_err();
             assert!(err.to_string().contains("invalid argument"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn reals_print_as_the_reference_outputs() {
+        assert_eq!(format_real(0.1477629166666667), "1.477629166666667e-01");
+        assert_eq!(format_real(0.0), "0.000000000000000e+00");
+        assert_eq!(format_real(0.83), "8.300000000000000e-01");
+        assert_eq!(format_real(f64::INFINITY), "Infinity");
+        assert_eq!(format_real(12.5), "1.250000000000000e+01");
     }
 }

@@ -50,6 +50,7 @@ pub use blocks::{Block, BlockId, BlockSource, Blocks, Extent};
 pub use error::{Error, Result};
 pub use generate::{generate_to_file, DiskNeeds, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
+pub use graphalytics::{format_real, write_vertex_values};
 pub use index::{read_header, GraphIndex, VertexIds};
 pub use ingest::{
     convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,

@@ -172,6 +172,27 @@ mod bits {
 }
 
 impl Values {
+    /// Dense vertex `v`'s value as Graphalytics' reference outputs print
+    /// it, on `graph` (labels by the graph's original ids).
+    pub fn graphalytics_text(&self, graph: &Graph, v: u32) -> String {
+        let i = v as usize;
+        match self {
+            Values::Depths(d) => graphalytics_depth(d[i]).to_string(),
+            Values::Labels(l) => graph.original_id(l[i]).to_string(),
+            Values::Reals(r) => quiver_csr::format_real(r[i]),
+        }
+    }
+
+    /// Writes the Graphalytics output file of these values on `graph` at
+    /// `path` (`ID VALUE` lines by original id, written then renamed).
+    pub fn write_graphalytics(
+        &self,
+        graph: &Graph,
+        path: &std::path::Path,
+    ) -> quiver_csr::Result<()> {
+        quiver_csr::write_vertex_values(path, graph, |v| self.graphalytics_text(graph, v))
+    }
+
     /// Number of vertices.
     pub fn len(&self) -> usize {
         match self {

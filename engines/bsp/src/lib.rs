@@ -86,6 +86,7 @@ pub use engine::{Direction, Superstep, Transport};
 
 /// What can go wrong in a run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A parameter that makes no sense.
     #[error("invalid argument")]
