@@ -57,8 +57,9 @@ impl Dataset {
     /// says `directed = false`, or when `requested` and the file does not
     /// say otherwise. Asking to symmetrise a dataset its properties call
     /// directed is an error: the result would not be the benchmark's graph.
-    pub(crate) fn undirected(&self, requested: bool) -> Result<bool> {
-        match self.directed()? {
+    /// `declared` is what the properties file says ([`Dataset::directed`]).
+    pub(crate) fn undirected(&self, declared: Option<bool>, requested: bool) -> Result<bool> {
+        match declared {
             Some(false) => Ok(true),
             Some(true) if requested => Err(Error::invalid(
                 "undirected",

@@ -170,9 +170,10 @@ pub fn convert(
     let dataset = match format {
         EdgeFormat::Graphalytics => {
             let dataset = graphalytics_dataset(input, options)?;
-            sort_options.undirected = dataset.undirected(sort_options.undirected)?;
+            let declared = dataset.directed()?;
+            sort_options.undirected = dataset.undirected(declared, sort_options.undirected)?;
             // A dataset its properties call directed stays so, symmetric or not.
-            sort_options.keep_directed |= dataset.directed()? == Some(true);
+            sort_options.keep_directed |= declared == Some(true);
             let ids = dataset.vertex_ids(progress)?;
             Some((dataset, ids))
         }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{check_vertex, Result};
 use crate::queues::{Queues, Submit};
 use crate::source::GraphSource;
 
@@ -37,7 +37,12 @@ fn for_each_list(
         let Some(response) = queues.take()? else {
             break;
         };
-        early.insert(response.token, response.list);
+        if response.token == handed {
+            f(vertices[handed], &response.list);
+            handed += 1;
+        } else {
+            early.insert(response.token, response.list);
+        }
         while let Some(list) = early.remove(&handed) {
             f(vertices[handed], &list);
             handed += 1;
@@ -117,12 +122,7 @@ pub fn bfs(
     submit: Submit,
 ) -> Result<Bfs> {
     let n = source.vertices();
-    if root >= n {
-        return Err(crate::Error::VertexOutOfRange {
-            vertex: root,
-            vertices: n,
-        });
-    }
+    check_vertex(root, n)?;
     let mut depths = vec![UNREACHED; n as usize];
     depths[root as usize] = 0;
     let search = match order {

@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use quiver_csr::Graph;
 
-use crate::error::{Error, Result};
+use crate::error::{check_vertex, Error, Result};
 use crate::flash::{Fetched, Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 
@@ -132,13 +132,7 @@ impl CsrFile {
     }
 
     fn check(&self, vertex: u32) -> Result<()> {
-        if vertex >= self.vertices {
-            return Err(Error::VertexOutOfRange {
-                vertex,
-                vertices: self.vertices,
-            });
-        }
-        Ok(())
+        check_vertex(vertex, self.vertices)
     }
 
     /// `rowPtr[v]` and `rowPtr[v + 1]`, read from the device.

@@ -180,3 +180,11 @@ pub enum Error {
 
 /// Results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// [`Error::VertexOutOfRange`] unless `vertex` is below `vertices`.
+pub(crate) fn check_vertex(vertex: u32, vertices: u32) -> Result<()> {
+    if vertex >= vertices {
+        return Err(Error::VertexOutOfRange { vertex, vertices });
+    }
+    Ok(())
+}

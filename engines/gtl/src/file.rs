@@ -25,7 +25,7 @@ use quiver_csr::format::Header;
 use quiver_csr::Graph;
 use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest, ALIGN};
 
-use crate::error::{Error, Result};
+use crate::error::{check_vertex, Error, Result};
 use crate::flash::Ppn;
 use crate::gtl::{encode_pages, list_of, plan};
 use crate::gtt::{Gtt, GttEntry, MAX_PAGES};
@@ -187,12 +187,7 @@ impl GtlFile {
     pub fn get_many(&self, vertices: &[u32]) -> Result<(Vec<Vec<u32>>, Cost)> {
         let mut wanted = Vec::new();
         for &v in vertices {
-            if v >= self.vertices {
-                return Err(Error::VertexOutOfRange {
-                    vertex: v,
-                    vertices: self.vertices,
-                });
-            }
+            check_vertex(v, self.vertices)?;
             let pages: Vec<GttEntry> = self
                 .gtt
                 .locate(v)
@@ -319,12 +314,7 @@ impl CsrReader {
         let layout = self.header.layout;
         let mut rows = Vec::with_capacity(vertices.len());
         for &v in vertices {
-            if v >= n {
-                return Err(Error::VertexOutOfRange {
-                    vertex: v,
-                    vertices: n,
-                });
-            }
+            check_vertex(v, n)?;
             let at = layout.offsets.offset + u64::from(v) * 8;
             rows.push((at, at + 16));
         }

@@ -129,9 +129,8 @@ pub struct Queues<'a, S: GraphSource + ?Sized> {
     /// The host's clock: when it took the last response.
     now: Nanos,
     start: Nanos,
-    /// Whether a batch is still being filled (always, for a window).
-    open: bool,
-    /// Requests submitted in the batch being filled.
+    /// Requests submitted in the batch being filled (batches only: the
+    /// batch is full at `in_flight`, and starts again when all arrived).
     batched: usize,
     /// Requests not yet taken.
     in_flight: usize,
@@ -163,7 +162,6 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
             },
             now,
             start: now,
-            open: true,
             batched: 0,
             in_flight: 0,
             requests: 0,
@@ -176,7 +174,7 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
     pub fn is_full(&self) -> bool {
         match self.submit.submission {
             Submission::Window => self.in_flight >= self.submit.in_flight,
-            Submission::Batches => !self.open,
+            Submission::Batches => self.batched >= self.submit.in_flight,
         }
     }
 
@@ -193,9 +191,6 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
         self.in_flight += 1;
         self.requests += 1;
         self.batched += 1;
-        if self.batched >= self.submit.in_flight {
-            self.open = false;
-        }
         self.push(token, vertex, state);
         Ok(())
     }
@@ -229,7 +224,6 @@ impl<'a, S: GraphSource + ?Sized> Queues<'a, S> {
                     self.now = self.now.max(done);
                     self.in_flight -= 1;
                     if self.in_flight == 0 {
-                        self.open = true;
                         self.batched = 0;
                     }
                     return Ok(Some(Arrival {

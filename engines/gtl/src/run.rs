@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apps::{self, Order, Summary, UNREACHED};
 use crate::device::Ssd;
-use crate::error::{Error, Result};
+use crate::error::{check_vertex, Result};
 use crate::flash::Nanos;
 use crate::queues::{Issued, Submission, Submit};
 use crate::source::{self, Backend, GraphSource, Init, SourceCounters};
@@ -186,12 +186,7 @@ pub fn paper_walks(graph: &Graph) -> u32 {
 /// the root's BFS depth.
 pub fn bfs_target(graph: &Graph, root: u32, fraction: f64) -> Result<(u32, u32, u32)> {
     let n = graph.num_vertices();
-    if root >= n {
-        return Err(Error::VertexOutOfRange {
-            vertex: root,
-            vertices: n,
-        });
-    }
+    check_vertex(root, n)?;
     let mut depths = vec![UNREACHED; n as usize];
     depths[root as usize] = 0;
     let mut frontier = vec![root];

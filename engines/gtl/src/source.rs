@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::PageCache;
 use crate::delta::{Adjacency, ListId};
 use crate::device::{Config, Ssd};
-use crate::error::{Error, Result};
+use crate::error::{check_vertex, Error, Result};
 use crate::flash::{Flash, Nanos};
 use crate::ftl::{Ftl, Lba};
 use crate::page::Page;
@@ -139,13 +139,6 @@ pub trait GraphSource {
     fn ssd(&self) -> &Ssd;
 }
 
-fn check(vertex: u32, vertices: u32) -> Result<()> {
-    if vertex >= vertices {
-        return Err(Error::VertexOutOfRange { vertex, vertices });
-    }
-    Ok(())
-}
-
 impl SourceCounters {
     /// Counts a run of `requests` from `start` to `end`.
     fn count_run(&mut self, start: Nanos, end: Nanos, requests: u64) {
@@ -215,7 +208,7 @@ impl GraphSource for GtlSource {
     }
 
     fn issue(&mut self, v: u32, start: Nanos) -> Result<Issued> {
-        check(v, self.vertices())?;
+        check_vertex(v, self.vertices())?;
         let parts = self.ssd.parts();
         // new() checked the graph is there.
         let gtl = parts.gtl.expect("the GTL is initialized");
@@ -351,7 +344,7 @@ impl GraphSource for CsrSource {
     }
 
     fn issue(&mut self, v: u32, start: Nanos) -> Result<Issued> {
-        check(v, self.vertices())?;
+        check_vertex(v, self.vertices())?;
         let parts = self.ssd.parts();
         // new() checked the file is there.
         let csr = parts.csr.expect("the CSR file is written");

@@ -3,20 +3,14 @@
 
 use super::Gtl;
 use crate::delta::{Adjacency, Chain, DeltaBuffer, Dir, ListId};
-use crate::error::{Error, Result};
+use crate::error::{check_vertex, Error, Result};
 use crate::flash::{Fetched, Flash, Nanos};
 use crate::gtt::GttEntry;
 use crate::page::Page;
 
 impl Gtl {
     fn check(&self, vertex: u32) -> Result<()> {
-        if vertex >= self.vertices {
-            return Err(Error::VertexOutOfRange {
-                vertex,
-                vertices: self.vertices,
-            });
-        }
-        Ok(())
+        check_vertex(vertex, self.vertices)
     }
 
     /// The GTT entries of the pages holding `vertex`'s out-list, in order.

@@ -30,6 +30,17 @@ impl Store {
         self.region.write(at + 8, &block[8..]);
     }
 
+    /// Gives back the dark copy of `words` words at `offset` of a migration
+    /// of `key` that must start again (its source changed, or the home's
+    /// slot moved on), forgets where `key` was, and counts the retry.
+    fn abandon_copy(&self, offset: u64, words: u64, key: u32) {
+        self.release(offset, words);
+        self.cache.forget(key);
+        self.counts
+            .migration_retries
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Makes the dark copy of `words` words at `offset` readable.
     fn light(&self, offset: u64, words: u64) {
         self.region
@@ -89,12 +100,7 @@ impl Session<'_> {
             let len = usize::try_from(size * 8).expect("a block fits memory");
             let bytes = self.read(source, store.layout.value(addr.offset()), len)?;
             if decode_block(addr, &bytes, store.weighted).is_none() {
-                store.release(offset, size);
-                store.cache.forget(key);
-                store
-                    .counts
-                    .migration_retries
-                    .fetch_add(1, Ordering::Relaxed);
+                store.abandon_copy(offset, size, key);
                 continue;
             }
             store.write_dark(offset, &bytes);
@@ -103,12 +109,7 @@ impl Session<'_> {
             let won = store.within_lease(&location)
                 && self.compare_swap(home, location.slot, location.word, new)? == location.word;
             if !won {
-                store.release(offset, size);
-                store.cache.forget(key);
-                store
-                    .counts
-                    .migration_retries
-                    .fetch_add(1, Ordering::Relaxed);
+                store.abandon_copy(offset, size, key);
                 continue;
             }
             store.published(key, home, location.slot, new);
