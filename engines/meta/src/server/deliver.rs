@@ -2,6 +2,7 @@
 //! again after a crash or while a peer is unreachable.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use prost::Message;
@@ -34,8 +35,28 @@ pub(super) fn delivery_chunks(mut ops: Vec<rpc::Op>) -> Vec<Vec<rpc::Op>> {
 pub(super) const REDELIVERY_WARN_EVERY: u64 = 30;
 
 impl Shared {
-    /// Delivers every pending reverse edge to its server.
+    /// Delivers every pending reverse edge to its server, when some may
+    /// wait that no delivery in flight will take (`redeliver`): at start,
+    /// and after a delivery failed. Otherwise every pending entry belongs
+    /// to a delivery in flight, and scanning them (once a second) would
+    /// send them twice.
     pub(super) async fn deliver_pending(self: &Arc<Self>) -> Result<(), Error> {
+        if !self.redeliver.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let scanned = self.scan_pending();
+        if scanned.is_err() {
+            self.redeliver.store(true, Ordering::SeqCst);
+        }
+        let pending = scanned?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.deliver(pending).await
+    }
+
+    /// The pending reverse edges, each with its id.
+    fn scan_pending(&self) -> Result<Vec<(Vec<u8>, rpc::EdgePut)>, Error> {
         let store_error = |source| Error::Store {
             path: self.config.data.clone(),
             source,
@@ -55,17 +76,26 @@ impl Shared {
             edge.ts = ts;
             pending.push((id, edge));
         }
-        if pending.is_empty() {
-            return Ok(());
-        }
-        self.deliver(pending).await
+        Ok(pending)
     }
 
     /// Writes reverse edges, each stamped with its own `ts`, on their
     /// servers, one request per server ([`DELIVERY_OPS`] edges at most
-    /// each), re-routing those that meet a
-    /// split; then drops them from the pending family.
+    /// each), re-routing those that meet a split; then drops them from the
+    /// pending family. On a failure they stay pending, and the upkeep
+    /// delivers them again.
     pub(super) async fn deliver(
+        self: &Arc<Self>,
+        group: Vec<(Vec<u8>, rpc::EdgePut)>,
+    ) -> Result<(), Error> {
+        let delivered = self.send_reverse(group).await;
+        if delivered.is_err() {
+            self.redeliver.store(true, Ordering::SeqCst);
+        }
+        delivered
+    }
+
+    async fn send_reverse(
         self: &Arc<Self>,
         group: Vec<(Vec<u8>, rpc::EdgePut)>,
     ) -> Result<(), Error> {

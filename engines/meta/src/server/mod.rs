@@ -49,7 +49,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -163,6 +163,10 @@ struct Shared {
     instance: u64,
     counters: Counters,
     pending_seq: AtomicU64,
+    /// Pending reverse edges may wait that no delivery in flight will
+    /// take: true at start (a crash may have left some) and after a
+    /// delivery fails. The upkeep scans the pending family only then.
+    redeliver: AtomicBool,
     /// The point where this server stops for a test to kill it
     /// ([`PAUSE_AT`]).
     pause_at: Option<String>,
@@ -244,6 +248,7 @@ pub fn open(config: ServerConfig) -> Result<Opened> {
         instance: Clock::default().read_time(0),
         counters: Counters::default(),
         pending_seq: AtomicU64::new(0),
+        redeliver: AtomicBool::new(true),
         pause_at: std::env::var(PAUSE_AT).ok(),
         prefetches: config
             .prefetch

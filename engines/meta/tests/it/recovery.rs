@@ -149,3 +149,85 @@ async fn a_gracefully_stopped_server_restarts_without_its_write_ahead_log() {
     );
     cluster.stop().await;
 }
+
+/// A reverse edge whose delivery failed while its server was down arrives
+/// once the server is back, with the writer up all along (the failure, not
+/// a restart, makes the writer's upkeep deliver again). And under a load
+/// that spans several upkeep ticks, every reverse edge is written exactly
+/// once: the upkeep leaves entries that a delivery in flight will take
+/// alone (it once scanned the pending family every second and sent those
+/// again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delivery_is_retried_and_a_working_one_is_never_doubled() {
+    // Edge-cut: no splits, so no write is sent twice for a stale partition
+    // and the servers' op counts are exact.
+    let mut cluster = Cluster::start(2, Partitioner::EdgeCut, 8, 128).await;
+    let c = cluster.client.clone();
+    let (writer, down) = (0, 1);
+    let job = homed_on(&c, "job:", writer, 1).remove(0);
+    let file = homed_on(&c, "/out", down, 1).remove(0);
+    c.write(&[vertex(&job, "job"), vertex(&file, "file")])
+        .await
+        .unwrap();
+    cluster.stop_server(down).await;
+    let err = c.write(&[edge(&job, "write", &file)]).await.unwrap_err();
+    assert!(err.is_unavailable(), "{}", quiver_run::chain(&err));
+    cluster.restart(down).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .scan_edges(file.as_bytes(), Some("wasWrittenBy"), None)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the reverse edge did not arrive within 10 s of its server's return"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let before: u64 = c.stats().await.unwrap().iter().map(|s| s.writes).sum();
+    let jobs: Vec<String> = (0..64).map(|i| format!("job:{i}")).collect();
+    let files: Vec<String> = (0..64).map(|i| format!("/f{i}")).collect();
+    let vertices: Vec<Write> = jobs
+        .iter()
+        .map(|j| vertex(j, "job"))
+        .chain(files.iter().map(|f| vertex(f, "file")))
+        .collect();
+    c.write(&vertices).await.unwrap();
+    // Batches from 4 clients until the load has spanned 3 upkeep ticks.
+    let started = Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for k in 0..4usize {
+        let (c, jobs, files) = (c.clone(), jobs.clone(), files.clone());
+        clients.spawn(async move {
+            let mut edges = 0u64;
+            let mut round = 0usize;
+            while started.elapsed() < Duration::from_millis(3_200) {
+                let batch: Vec<Write> = (0..32)
+                    .map(|i| {
+                        let n = (round * 32 + i) * 4 + k;
+                        edge(&jobs[n % 64], "write", &files[(n / 64) % 64])
+                    })
+                    .collect();
+                c.write(&batch).await.unwrap();
+                edges += batch.len() as u64;
+                round += 1;
+            }
+            edges
+        });
+    }
+    let mut edges = 0;
+    while let Some(n) = clients.join_next().await {
+        edges += n.unwrap();
+    }
+    let after: u64 = c.stats().await.unwrap().iter().map(|s| s.writes).sum();
+    assert_eq!(
+        after - before,
+        vertices.len() as u64 + 2 * edges,
+        "ops the servers wrote for {} vertices and {edges} edges with their reverse edges",
+        vertices.len()
+    );
+    cluster.stop().await;
+}
