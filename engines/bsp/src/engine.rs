@@ -29,7 +29,6 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use quiver_csr::Graph;
 use quiver_run::Progress;
@@ -37,10 +36,13 @@ use quiver_verbs::{Node, Reduce};
 use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
 
+use crate::channel::{Channel, Traffic};
+use crate::frontier::{vertex, Bitmap, Frontier, WordBuffer};
 use crate::local::LocalGraph;
 use crate::migrate::Worklists;
 use crate::partition::Partition;
-use crate::rings::{Rings, Traffic};
+use crate::program::{Combine, EdgeProgram, Edges};
+use crate::rings::Rings;
 use crate::sends::Sends;
 use crate::{Error, Result};
 
@@ -86,259 +88,6 @@ pub enum Direction {
     Auto,
 }
 
-/// The edges a program reads: out-edges, or every edge in both directions
-/// (the graph taken as undirected).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// Edges as stored.
-    Out,
-    /// Every edge in both directions.
-    Both,
-}
-
-/// How messages to one vertex combine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Combine {
-    /// Idempotent (a minimum): a mirror forwards each improvement at once.
-    Min,
-    /// A sum: a mirror accumulates and forwards once per superstep.
-    Sum,
-}
-
-/// A set of vertices bit by bit, set concurrently.
-#[derive(Debug)]
-pub struct Bitmap {
-    words: Vec<AtomicU64>,
-}
-
-impl Bitmap {
-    /// An empty set over `n` vertices.
-    pub fn new(n: u32) -> Bitmap {
-        Bitmap {
-            words: (0..(n as usize).div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-        }
-    }
-
-    /// Adds `v`; returns whether it was absent.
-    #[inline]
-    pub fn insert(&self, v: u32) -> bool {
-        let bit = 1u64 << (v % 64);
-        self.words[v as usize / 64].fetch_or(bit, Ordering::Relaxed) & bit == 0
-    }
-
-    /// Whether `v` is in the set.
-    #[inline]
-    pub fn contains(&self, v: u32) -> bool {
-        self.words[v as usize / 64].load(Ordering::Relaxed) & (1u64 << (v % 64)) != 0
-    }
-
-    /// The members within `range`, ascending: a pass over the words, so
-    /// O(|range| / 64 + members).
-    pub fn members(&self, range: Range<u32>) -> Vec<u32> {
-        let mut members = Vec::new();
-        if range.is_empty() {
-            return members;
-        }
-        let (first, last) = (range.start as usize / 64, (range.end as usize - 1) / 64);
-        for (i, word) in self.words[first..=last].iter().enumerate() {
-            let mut bits = word.load(Ordering::Relaxed);
-            let base = u32::try_from((first + i) * 64).expect("vertex ids fit u32");
-            while bits != 0 {
-                let v = base + bits.trailing_zeros();
-                if range.contains(&v) {
-                    members.push(v);
-                }
-                bits &= bits - 1;
-            }
-        }
-        members
-    }
-
-    /// How many members lie within `range`: a popcount over its words.
-    pub fn count(&self, range: Range<u32>) -> usize {
-        if range.is_empty() {
-            return 0;
-        }
-        let (first, last) = (range.start as usize / 64, (range.end as usize - 1) / 64);
-        // The bits of the first and last word that lie within the range.
-        let from = u64::MAX << (range.start % 64);
-        let to = u64::MAX >> (63 - (range.end - 1) % 64);
-        self.words[first..=last]
-            .iter()
-            .enumerate()
-            .map(|(i, word)| {
-                let mut bits = word.load(Ordering::Relaxed);
-                if i == 0 {
-                    bits &= from;
-                }
-                if first + i == last {
-                    bits &= to;
-                }
-                bits.count_ones() as usize
-            })
-            .sum()
-    }
-}
-
-/// Bits for one word of a [`Bitmap`], set by one worker and or-ed into the
-/// shared word once, instead of an atomic operation per vertex.
-#[derive(Debug, Default)]
-struct WordBuffer {
-    word: usize,
-    bits: u64,
-}
-
-impl WordBuffer {
-    fn insert(&mut self, into: &Bitmap, v: u32) {
-        let word = v as usize / 64;
-        if word != self.word {
-            self.flush(into);
-            self.word = word;
-        }
-        self.bits |= 1 << (v % 64);
-    }
-
-    fn flush(&mut self, into: &Bitmap) {
-        if self.bits != 0 {
-            into.words[self.word].fetch_or(self.bits, Ordering::Relaxed);
-            self.bits = 0;
-        }
-    }
-}
-
-/// The active vertices of a superstep that this node owns: a bitmap for
-/// pulling and lookups, and the same vertices as a list for pushing (a
-/// frontier of every vertex of its range needs none: [`Frontier::part`]
-/// counts them). A superstep's result lists its vertices only when
-/// something asks for them:
-/// a pull that follows a pull reads the bitmap alone, and listing the
-/// half-million vertices a BFS pull on Kronecker 20 activates took about
-/// 2.7 ms, a sixth of that superstep.
-#[derive(Debug)]
-pub struct Frontier {
-    bits: Bitmap,
-    /// How many vertices are active.
-    count: usize,
-    /// Where they lie.
-    range: Range<u32>,
-    /// Them, listed.
-    list: OnceLock<Vec<u32>>,
-}
-
-impl Frontier {
-    /// The frontier holding `vertices` (of a graph of `n`).
-    pub fn of(n: u32, vertices: impl IntoIterator<Item = u32>) -> Frontier {
-        let bits = Bitmap::new(n);
-        let list: Vec<u32> = vertices.into_iter().filter(|&v| bits.insert(v)).collect();
-        Frontier {
-            bits,
-            count: list.len(),
-            range: 0..n,
-            list: OnceLock::from(list),
-        }
-    }
-
-    /// Every vertex of `range` (of a graph of `n`), never listed: [`Frontier::part`]
-    /// counts them off the range (a list of a million vertices is 4 MB).
-    pub fn every(n: u32, range: Range<u32>) -> Frontier {
-        let bits = Bitmap::new(n);
-        for v in range.clone() {
-            bits.insert(v);
-        }
-        Frontier::of_bits(bits, range)
-    }
-
-    /// The members of `bits` within `range`, listed when first asked for.
-    fn of_bits(bits: Bitmap, range: Range<u32>) -> Frontier {
-        Frontier {
-            count: bits.count(range.clone()),
-            bits,
-            range,
-            list: OnceLock::new(),
-        }
-    }
-
-    /// Number of active vertices here.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Marks `v`, a vertex another node owns, active for a pull's gathers.
-    fn mark(&self, v: u32) {
-        self.bits.insert(v);
-    }
-
-    /// Unmarks every vertex outside `owned` (a frontier used again for
-    /// another pull must not keep the last one's marks).
-    fn forget_others(&self, owned: Range<u32>) {
-        let words = &self.bits.words;
-        let (first, last) = (owned.start as usize / 64, owned.end as usize / 64);
-        for word in words[..first].iter().chain(words.iter().skip(last + 1)) {
-            word.store(0, Ordering::Relaxed);
-        }
-        // The bits of the boundary words that lie outside `owned`.
-        let below = !(u64::MAX << (owned.start % 64));
-        let above = u64::MAX << (owned.end % 64);
-        if let Some(word) = words.get(first) {
-            word.fetch_and(!below, Ordering::Relaxed);
-        }
-        if let Some(word) = words.get(last) {
-            word.fetch_and(!above, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether no vertex is active here.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Whether `v` is active.
-    #[inline]
-    pub fn contains(&self, v: u32) -> bool {
-        self.bits.contains(v)
-    }
-
-    /// The active vertices, in no particular order.
-    pub fn vertices(&self) -> &[u32] {
-        self.list
-            .get_or_init(|| self.bits.members(self.range.clone()))
-    }
-
-    /// The active vertices at positions `at` of [`Frontier::vertices`]'
-    /// order, counted off the range instead of listed when every vertex
-    /// of the range is active (their list would be the range in order).
-    pub fn part(&self, at: Range<usize>) -> impl Iterator<Item = u32> + '_ {
-        debug_assert!(at.end <= self.count, "positions {at:?} of {}", self.count);
-        let every = self.is_every();
-        let first = self.range.start;
-        let listed = if every {
-            &[][..]
-        } else {
-            &self.vertices()[at.clone()]
-        };
-        let counted = if every { at } else { 0..0 };
-        listed
-            .iter()
-            .copied()
-            .chain(counted.map(move |i| first + vertex(i)))
-    }
-
-    /// Lists the vertices now if [`Frontier::part`] will need the list,
-    /// so that making it is not the first worker's busy time.
-    fn list_for_parts(&self) {
-        if !self.is_every() {
-            self.vertices();
-        }
-    }
-
-    /// Whether every vertex of the range is active.
-    fn is_every(&self) -> bool {
-        self.count == self.range.len()
-    }
-}
-
 /// What one superstep of `process_edges` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Superstep {
@@ -364,100 +113,6 @@ pub struct Superstep {
     pub ns: u64,
 }
 
-/// One vertex's edges.
-#[derive(Clone, Copy, Debug)]
-pub struct Edges<'a> {
-    /// Neighbours.
-    pub vertices: &'a [u32],
-    /// The edges' weights, beside `vertices`, on weighted graphs.
-    pub weights: Option<&'a [f32]>,
-}
-
-impl Edges<'_> {
-    /// The `i`-th edge's weight (1 on an unweighted graph).
-    #[inline]
-    pub fn weight(&self, i: usize) -> f32 {
-        self.weights.map_or(1.0, |w| w[i])
-    }
-}
-
-/// A superstep's computation along edges, as messages: the paper's
-/// `compute` (here `signal` for pushing and `gather` for pulling) and
-/// `reduce`. Messages are `u64`s (a depth, a label, the bits of an `f64`).
-pub trait EdgeProgram: Sync {
-    /// The edges this program reads.
-    fn side(&self) -> Side {
-        Side::Out
-    }
-
-    /// How messages to one vertex combine.
-    fn combine(&self) -> Combine {
-        Combine::Min
-    }
-
-    /// Whether a changed vertex becomes active (default: yes). A program
-    /// that runs on every vertex each superstep (PageRank) skips the
-    /// bookkeeping.
-    fn activates(&self) -> bool {
-        true
-    }
-
-    /// The state an active vertex carries into its superstep (a distance,
-    /// a label): what `signal` reads of its source. A task handed to
-    /// another node carries it, so that node needs no copy of the source's
-    /// value. Default: nothing.
-    fn state(&self, _src: u32) -> u64 {
-        0
-    }
-
-    /// The message that active `src`, carrying `state`, sends to `dst`
-    /// along an edge of `weight`, if any.
-    fn signal(&self, src: u32, state: u64, dst: u32, weight: f32) -> Option<u64>;
-
-    /// Whether `dst` takes part in a pull superstep at all (default: yes).
-    fn wants_pull(&self, _dst: u32) -> bool {
-        true
-    }
-
-    /// Whether [`EdgeProgram::wants_pull`] turns false for good once a
-    /// vertex has its value (BFS), so that pulls read fewer lists as the
-    /// run goes on and a large frontier is cheaper pulled than pushed (see
-    /// [`PUSH_BELOW`]); default: no, a pull reads every edge.
-    fn pull_narrows(&self) -> bool {
-        false
-    }
-
-    /// Pull: the message that owned `dst` gets from its incoming `edges`
-    /// whose sources are in `active`, combined, if any. A source another
-    /// node owns is in `active` when it is active there, and its state is
-    /// what [`EdgeProgram::mirror`] was given this superstep.
-    fn gather(&self, dst: u32, edges: Edges<'_>, active: &Frontier) -> Option<u64>;
-
-    /// Pull: the `state` of `src`, active on the node that owns it, for
-    /// the gathers of this node's masters (called before them, concurrently
-    /// for different sources). Default: nothing, for a program whose gather
-    /// reads no more of a source than that it is active.
-    fn mirror(&self, _src: u32, _state: u64) {}
-
-    /// Applies a message to `dst`'s value (master or mirror); returns
-    /// whether the value changed.
-    fn reduce(&self, dst: u32, message: u64) -> bool;
-
-    /// Pull into a master this node owns: `message` is all that `dst`'s
-    /// in-neighbours give it this superstep, and nothing else writes it
-    /// (a pull sends no messages), so a program may store it without an
-    /// atomic read-modify-write. Returns whether the value changed; by
-    /// default it is `reduce`.
-    fn assign(&self, dst: u32, message: u64) -> bool {
-        self.reduce(dst, message)
-    }
-
-    /// A sum's mirror: its accumulated message, reset to empty.
-    fn take(&self, _mirror: u32) -> u64 {
-        unreachable!("only Combine::Sum programs forward mirrors at the end")
-    }
-}
-
 /// How messages travel between nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -467,34 +122,6 @@ pub enum Transport {
     OneSided,
     /// The baseline: SEND of the same blocks into receives the target keeps posted.
     TwoSided,
-}
-
-/// How a node's workers exchange message blocks with the other nodes'
-/// (RGraph's rings, or the two-sided baseline). `deliver` takes the
-/// messages that arrive for this node's masters, whenever a worker polls.
-pub(crate) trait Channel: Send + Sync + std::fmt::Debug {
-    /// Queues a message for `dst` on node `to` from `worker`.
-    fn send(
-        &self,
-        worker: usize,
-        to: usize,
-        dst: u32,
-        value: u64,
-        deliver: &dyn Fn(u32, u64),
-    ) -> Result<()>;
-
-    /// Processes what has arrived for `worker`, without waiting.
-    fn poll(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()>;
-
-    /// Ends `worker`'s superstep: flushes it and waits for every peer's end.
-    fn finish(&self, worker: usize, deliver: &dyn Fn(u32, u64)) -> Result<()>;
-
-    /// After every worker finished (before the barrier): the superstep's
-    /// traffic, and the channel ready for the next one.
-    fn end_superstep(&self) -> Traffic;
-
-    /// Bytes of message buffers this node holds.
-    fn bytes(&self) -> u64;
 }
 
 /// The other nodes of a job and how to reach them.
@@ -892,7 +519,7 @@ impl<'g> Engine<'g> {
                                 // Own tasks are the frontier's, in the order
                                 // published: no need to read them back.
                                 let mut read = 0;
-                                while let Some(range) = worklists.grab() {
+                                while let Some(range) = worklists.grab(GRAB) {
                                     for src in active.part(range) {
                                         let edges = this.local.out_edges(src);
                                         read += task(worker, src, program.state(src), edges)?;
@@ -1093,95 +720,5 @@ impl std::fmt::Debug for Engine<'_> {
             .field("direction", &self.direction)
             .field("supersteps", &self.supersteps.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// An index below |V| as a vertex id.
-#[inline]
-fn vertex(i: usize) -> u32 {
-    u32::try_from(i).expect("vertex indices are below |V|, which fits u32")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Bitmap, Frontier};
-
-    #[test]
-    fn forgetting_others_keeps_exactly_the_owned_marks() {
-        let n = 300;
-        for (start, end) in [
-            (0, 300),
-            (5, 65),
-            (64, 128),
-            (63, 64),
-            (70, 70),
-            (128, 300),
-            (1, 299),
-        ] {
-            let frontier = Frontier::of(n, (start..end).step_by(3));
-            for v in 0..n {
-                frontier.mark(v);
-            }
-            frontier.forget_others(start..end);
-            let kept: Vec<u32> = (0..n).filter(|&v| frontier.contains(v)).collect();
-            assert_eq!(kept, (start..end).collect::<Vec<_>>(), "{start}..{end}");
-        }
-    }
-
-    /// Every frontier's parts, over any split of its positions, are its
-    /// listed vertices in order: counted off the range for a frontier of
-    /// every vertex of it, read from the list otherwise.
-    #[test]
-    fn parts_are_the_listed_vertices() {
-        let n = 300;
-        for (start, end) in [(0, 300), (5, 65), (64, 128), (70, 70), (1, 299)] {
-            let every = Frontier::every(n, start..end);
-            let bits = Bitmap::new(n);
-            for v in (start..end).step_by(7) {
-                bits.insert(v);
-            }
-            let some = Frontier::of_bits(bits, start..end);
-            for frontier in [every, some, Frontier::of(n, (start..end).rev().step_by(5))] {
-                let listed = frontier.vertices().to_vec();
-                assert_eq!(listed.len(), frontier.len(), "{start}..{end}");
-                for cut in [0, listed.len().min(1), listed.len() / 2, listed.len()] {
-                    let parts: Vec<u32> = frontier
-                        .part(0..cut)
-                        .chain(frontier.part(cut..listed.len()))
-                        .collect();
-                    assert_eq!(parts, listed, "{start}..{end} cut at {cut}");
-                }
-            }
-        }
-        let every = Frontier::every(n, 5..65);
-        assert!((0..n).all(|v| every.contains(v) == (5..65).contains(&v)));
-    }
-
-    #[test]
-    fn members_and_their_count_are_the_set_bits_within_the_range() {
-        let bits = Bitmap::new(300);
-        let set = [0, 5, 63, 64, 65, 127, 128, 200, 255, 299];
-        for v in set {
-            assert!(bits.insert(v));
-        }
-        for (start, end) in [
-            (0, 300),
-            (5, 65),
-            (64, 64),
-            (66, 127),
-            (128, 300),
-            (1, 299),
-            (63, 65),
-            (64, 128),
-            (5, 6),
-        ] {
-            let expected: Vec<u32> = set
-                .iter()
-                .copied()
-                .filter(|v| (start..end).contains(v))
-                .collect();
-            assert_eq!(bits.members(start..end), expected, "{start}..{end}");
-            assert_eq!(bits.count(start..end), expected.len(), "{start}..{end}");
-        }
     }
 }

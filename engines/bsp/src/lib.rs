@@ -62,11 +62,14 @@
 #![warn(missing_docs)]
 
 pub mod algorithm;
+mod channel;
 pub mod engine;
+pub mod frontier;
 pub mod job;
 mod local;
 mod migrate;
 pub mod partition;
+pub mod program;
 mod programs;
 pub mod reference;
 mod rings;

@@ -27,7 +27,7 @@ use std::ops::Range;
 
 use quiver_csr::Graph;
 
-use crate::engine::{Edges, Side};
+use crate::program::{Edges, Side};
 
 /// Sources a transpose reads between two releases of what it read
 /// (64 Ki vertices: on Kronecker 20, about 2 MB of lists).
@@ -302,7 +302,7 @@ mod tests {
     use quiver_csr::Graph;
 
     use super::{Csr, LocalGraph};
-    use crate::engine::Side;
+    use crate::program::Side;
 
     /// A directed weighted graph with a self-loop, a repeated edge and an
     /// isolated vertex.
@@ -341,7 +341,7 @@ mod tests {
         edges
     }
 
-    fn listed(edges: crate::engine::Edges<'_>) -> Vec<(u32, u32)> {
+    fn listed(edges: crate::program::Edges<'_>) -> Vec<(u32, u32)> {
         let weights = edges.weights.unwrap();
         let listed: Vec<(u32, u32)> = edges
             .vertices

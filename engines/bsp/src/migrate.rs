@@ -5,8 +5,8 @@
 //!
 //! Each node publishes its superstep's tasks in a registered region: one
 //! 64-bit word `head << 32 | tail`, then the tasks, 12 bytes each (the
-//! vertex and the state it carries, [`crate::engine::EdgeProgram::state`]).
-//! Its own workers claim [`GRAB`] tasks from the head; another node claims
+//! vertex and the state it carries, [`crate::program::EdgeProgram::state`]).
+//! Its own workers claim a grab of tasks from the head; another node claims
 //! [`MIGRATE_BLOCK`] from the tail, visiting the others in ring order from
 //! its successor, while more than `threshold` tasks are left: it READs the
 //! word, CASes it to the shortened tail, and READs the claimed tasks. Both
@@ -34,7 +34,6 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Node, Queue, Region, RemoteRegion};
 
-use crate::engine::GRAB;
 use crate::rings::lock;
 use crate::{Error, Result};
 
@@ -89,15 +88,17 @@ impl Worklists {
         self.region.store(0, pack(0, tail));
     }
 
-    /// Claims the next [`GRAB`] of this node's own tasks from the head.
-    pub fn grab(&self) -> Option<Range<usize>> {
+    /// Claims the next `n` (at most) of this node's own tasks from the
+    /// head.
+    pub fn grab(&self, n: usize) -> Option<Range<usize>> {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
         loop {
             let word = self.region.load(0);
             let (head, tail) = unpack(word);
             if head >= tail {
                 return None;
             }
-            let end = (head + u32::try_from(GRAB).expect("64 fits u32")).min(tail);
+            let end = head.saturating_add(n).min(tail);
             if self.region.compare_swap(0, word, pack(end, tail)) == word {
                 return Some(head as usize..end as usize);
             }
@@ -206,7 +207,7 @@ mod tests {
             node.barrier().unwrap();
             let mut mine = Vec::new();
             if rank == 0 {
-                while let Some(range) = worklists.grab() {
+                while let Some(range) = worklists.grab(64) {
                     mine.extend(range.map(|i| (tasks[i], u64::from(tasks[i]) * 7)));
                     // A busy owner: its tasks take time.
                     std::thread::sleep(std::time::Duration::from_millis(1));

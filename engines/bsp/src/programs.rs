@@ -26,7 +26,9 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use crate::algorithm::{Algorithm, Values, UNREACHED};
-use crate::engine::{Combine, EdgeProgram, Edges, Engine, Frontier, Side};
+use crate::engine::Engine;
+use crate::frontier::Frontier;
+use crate::program::{Combine, EdgeProgram, Edges, Side};
 use crate::Result;
 
 /// The edges `algorithm` reads.

@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Completion, Node, Op, Queue, Region, RemoteRegion, WorkRequest};
 
-use crate::engine::Channel;
+use crate::channel::{Channel, Traffic};
 use crate::{Error, Result};
 
 /// Bytes of one receive ring: the paper's 2 MB.
@@ -45,27 +45,6 @@ pub const UNIT: usize = 12;
 
 const END: u32 = u32::MAX;
 const PAD: u32 = u32::MAX - 1;
-
-/// What a superstep's traffic cost this node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Traffic {
-    /// Messages (units) sent.
-    pub messages: u64,
-    /// Bytes of message blocks sent (headers and padding included; credits
-    /// are not messages).
-    pub bytes: u64,
-    /// Operations posted: WRITEs or SENDs of blocks, pads and END markers,
-    /// and the credits written back.
-    pub writes: u64,
-}
-
-impl std::ops::AddAssign for Traffic {
-    fn add_assign(&mut self, other: Traffic) {
-        self.messages += other.messages;
-        self.bytes += other.bytes;
-        self.writes += other.writes;
-    }
-}
 
 /// The rings of one node of a job.
 pub struct Rings {

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 
 use quiver_verbs::{Completion, Node, NodeRank, Op, Output, Queue, Verb, WorkRequest};
 
-use crate::engine::Channel;
-use crate::rings::{deliver_units, lock, push_unit, Traffic, BLOCK_UNITS, UNIT, WINDOW};
+use crate::channel::{Channel, Traffic};
+use crate::rings::{deliver_units, lock, push_unit, BLOCK_UNITS, UNIT, WINDOW};
 use crate::{Error, Result};
 
 /// Receives each worker keeps posted.
