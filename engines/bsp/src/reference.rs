@@ -2,6 +2,11 @@
 //! straight from the specification's pseudo-code: the engine's test oracle
 //! and the COST yardstick (`quiver bsp --reference`).
 //!
+//! An undirected graph stores each edge both ways, so its in-neighbours
+//! are its own lists: the reference builds a transpose only for a directed
+//! graph, and walks an undirected graph's lists once (as a COST yardstick
+//! should: no work a simple single-thread program would not do).
+//!
 //! The graph's edges are taken as stored: a graph with duplicate edges
 //! counts them in PageRank and CDLP as a multigraph would, while LCC, whose
 //! definition is over sets of neighbours and a set of edges, ignores them.
@@ -50,7 +55,7 @@ fn bfs(graph: &Graph, source: u32) -> Vec<u32> {
 fn pagerank(graph: &Graph, damping: f64, iterations: u32) -> Vec<f64> {
     let n = graph.num_vertices();
     let size = f64::from(n);
-    let inbound = InEdges::of(graph);
+    let inbound = transpose(graph);
     let mut rank = vec![1.0 / size; n as usize];
     for _ in 0..iterations {
         let sink_sum: f64 = (0..n)
@@ -59,8 +64,7 @@ fn pagerank(graph: &Graph, damping: f64, iterations: u32) -> Vec<f64> {
             .sum();
         let next: Vec<f64> = (0..n)
             .map(|v| {
-                let pulled: f64 = inbound
-                    .sources(v)
+                let pulled: f64 = sources(graph, inbound.as_ref(), v)
                     .iter()
                     .map(|&u| rank[u as usize] / graph.degree(u) as f64)
                     .sum();
@@ -74,7 +78,7 @@ fn pagerank(graph: &Graph, damping: f64, iterations: u32) -> Vec<f64> {
 
 fn wcc(graph: &Graph) -> Vec<u32> {
     let n = graph.num_vertices();
-    let inbound = InEdges::of(graph);
+    let inbound = transpose(graph);
     let mut label = vec![u32::MAX; n as usize];
     for root in 0..n {
         if label[root as usize] != u32::MAX {
@@ -85,7 +89,7 @@ fn wcc(graph: &Graph) -> Vec<u32> {
         label[root as usize] = root;
         let mut stack = vec![root];
         while let Some(v) = stack.pop() {
-            for &u in graph.neighbors(v).iter().chain(inbound.sources(v)) {
+            for &u in either_way(graph, inbound.as_ref(), v) {
                 if label[u as usize] == u32::MAX {
                     label[u as usize] = root;
                     stack.push(u);
@@ -120,16 +124,13 @@ fn sssp(graph: &Graph, source: u32) -> Vec<f64> {
 
 fn cdlp(graph: &Graph, iterations: u32) -> Vec<u32> {
     let n = graph.num_vertices();
-    // An undirected graph stores each edge both ways: its in-neighbours are
-    // its out-neighbours, and counting them twice changes no maximum.
-    let inbound = (!graph.is_undirected()).then(|| InEdges::of(graph));
+    let inbound = transpose(graph);
     let mut labels: Vec<u32> = (0..n).collect();
     for _ in 0..iterations {
         let next: Vec<u32> = (0..n)
             .map(|v| {
                 let mut histogram: HashMap<u32, u64> = HashMap::new();
-                let ins = inbound.as_ref().map_or(&[][..], |i| i.sources(v));
-                for &u in graph.neighbors(v).iter().chain(ins) {
+                for &u in either_way(graph, inbound.as_ref(), v) {
                     *histogram.entry(labels[u as usize]).or_default() += 1;
                 }
                 // Most frequent, then smallest; a vertex without neighbours
@@ -148,14 +149,11 @@ fn cdlp(graph: &Graph, iterations: u32) -> Vec<u32> {
 #[allow(clippy::cast_precision_loss)] // Neighbourhood sizes far below 2^52.
 fn lcc(graph: &Graph) -> Vec<f64> {
     let n = graph.num_vertices();
-    let inbound = InEdges::of(graph);
+    let inbound = transpose(graph);
     let mut in_neighbourhood = vec![false; n as usize];
     (0..n)
         .map(|v| {
-            let mut neighbours: Vec<u32> = graph
-                .neighbors(v)
-                .iter()
-                .chain(inbound.sources(v))
+            let mut neighbours: Vec<u32> = either_way(graph, inbound.as_ref(), v)
                 .copied()
                 .collect();
             neighbours.sort_unstable();
@@ -184,6 +182,28 @@ fn lcc(graph: &Graph) -> Vec<f64> {
             links as f64 / (d * (d - 1)) as f64
         })
         .collect()
+}
+
+/// A directed graph's in-edges; `None` for an undirected graph, whose
+/// lists already hold them.
+fn transpose(graph: &Graph) -> Option<InEdges> {
+    (!graph.is_undirected()).then(|| InEdges::of(graph))
+}
+
+/// The sources of `v`'s in-edges (`inbound` from [`transpose`]).
+fn sources<'g>(graph: &'g Graph, inbound: Option<&'g InEdges>, v: u32) -> &'g [u32] {
+    inbound.map_or_else(|| graph.neighbors(v), |i| i.sources(v))
+}
+
+/// `v`'s neighbours along its edges either way: its list, then in a
+/// directed graph its in-edges' sources (`inbound` from [`transpose`]).
+fn either_way<'g>(
+    graph: &'g Graph,
+    inbound: Option<&'g InEdges>,
+    v: u32,
+) -> impl Iterator<Item = &'g u32> {
+    let ins = inbound.map_or(&[][..], |i| i.sources(v));
+    graph.neighbors(v).iter().chain(ins)
 }
 
 /// An `f64` ordered by `total_cmp`, for the heap (distances are never NaN).
