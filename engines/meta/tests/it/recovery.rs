@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use prost::Message;
-use quiver_meta::store::Store;
+use quiver_meta::store::{EdgeVersion, Store};
 use quiver_meta::{rpc, Partitioner, Write};
 
 use super::{bytes, edge, homed_on, vertex, Cluster};
@@ -22,21 +22,7 @@ use super::{bytes, edge, homed_on, vertex, Cluster};
 async fn a_reverse_edge_whose_server_was_down_arrives_when_it_returns() {
     let mut cluster = Cluster::start(2, Partitioner::Dido, 8, 128).await;
     let c = cluster.client.clone();
-    let (writer, down) = (0, 1);
-    let job = homed_on(&c, "job:", writer, 1).remove(0);
-    let file = homed_on(&c, "/out", down, 1).remove(0);
-    c.write(&[vertex(&job, "job"), vertex(&file, "file")])
-        .await
-        .unwrap();
-
-    cluster.stop_server(down).await;
-    let err = c.write(&[edge(&job, "write", &file)]).await.unwrap_err();
-    assert!(err.is_unavailable(), "{}", quiver_run::chain(&err));
-    assert!(
-        quiver_run::chain(&err).contains("the write is stored but its reverse edges wait"),
-        "{}",
-        quiver_run::chain(&err)
-    );
+    let (job, file) = edge_to_a_stopped_server(&mut cluster).await;
     let forward = c
         .scan_edges(job.as_bytes(), Some("write"), None)
         .await
@@ -45,8 +31,8 @@ async fn a_reverse_edge_whose_server_was_down_arrives_when_it_returns() {
     assert_eq!(forward[0].dst, bytes(&file));
 
     // The reverse edge waits in the writer's pending family.
-    cluster.stop_server(writer).await;
-    let pending = pending_reverse_edges(&cluster.configs[writer].data).await;
+    cluster.stop_server(WRITER).await;
+    let pending = pending_reverse_edges(&cluster.configs[WRITER].data).await;
     assert_eq!(pending.len(), 1, "{pending:?}");
     let waiting = &pending[0];
     assert_eq!(
@@ -57,27 +43,58 @@ async fn a_reverse_edge_whose_server_was_down_arrives_when_it_returns() {
     // The writer comes back first and fails to deliver (its peer is still
     // down); the reverse edge arrives on a later attempt, after the peer
     // returns.
-    cluster.restart(writer).await;
-    cluster.restart(down).await;
+    cluster.restart(WRITER).await;
+    cluster.restart(DOWN).await;
+    let reverse = reverse_edges_within_10s(&c, &file).await;
+    assert_eq!(reverse.len(), 1, "{reverse:?}");
+    assert_eq!(reverse[0].dst, bytes(&job));
+    assert_eq!(reverse[0].ts, forward[0].ts, "stamped as its forward edge");
+    cluster.stop().await;
+}
+
+/// The server that writes an edge, and the one its reverse edge goes to.
+const WRITER: usize = 0;
+const DOWN: usize = 1;
+
+/// Writes a job homed on [`WRITER`] and a file on [`DOWN`], stops `DOWN`
+/// and writes an edge from the job to the file, which is stored but not
+/// acknowledged (its reverse edge waits); returns the job and the file.
+async fn edge_to_a_stopped_server(cluster: &mut Cluster) -> (String, String) {
+    let c = cluster.client.clone();
+    let job = homed_on(&c, "job:", WRITER, 1).remove(0);
+    let file = homed_on(&c, "/out", DOWN, 1).remove(0);
+    c.write(&[vertex(&job, "job"), vertex(&file, "file")])
+        .await
+        .unwrap();
+    cluster.stop_server(DOWN).await;
+    let err = c.write(&[edge(&job, "write", &file)]).await.unwrap_err();
+    assert!(err.is_unavailable(), "{}", quiver_run::chain(&err));
+    assert!(
+        quiver_run::chain(&err).contains("the write is stored but its reverse edges wait"),
+        "{}",
+        quiver_run::chain(&err)
+    );
+    (job, file)
+}
+
+/// The `wasWrittenBy` edges of `file`, once there are any; fails after
+/// 10 s without.
+async fn reverse_edges_within_10s(c: &quiver_meta::Client, file: &str) -> Vec<EdgeVersion> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let reverse = loop {
+    loop {
         let reverse = c
             .scan_edges(file.as_bytes(), Some("wasWrittenBy"), None)
             .await
             .unwrap();
         if !reverse.is_empty() {
-            break reverse;
+            return reverse;
         }
         assert!(
             Instant::now() < deadline,
             "the reverse edge did not arrive within 10 s of its server's return"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(reverse.len(), 1, "{reverse:?}");
-    assert_eq!(reverse[0].dst, bytes(&job));
-    assert_eq!(reverse[0].ts, forward[0].ts, "stamped as its forward edge");
-    cluster.stop().await;
+    }
 }
 
 /// The reverse edges waiting in the store in `data`, its server stopped.
@@ -163,29 +180,9 @@ async fn a_failed_delivery_is_retried_and_a_working_one_is_never_doubled() {
     // and the servers' op counts are exact.
     let mut cluster = Cluster::start(2, Partitioner::EdgeCut, 8, 128).await;
     let c = cluster.client.clone();
-    let (writer, down) = (0, 1);
-    let job = homed_on(&c, "job:", writer, 1).remove(0);
-    let file = homed_on(&c, "/out", down, 1).remove(0);
-    c.write(&[vertex(&job, "job"), vertex(&file, "file")])
-        .await
-        .unwrap();
-    cluster.stop_server(down).await;
-    let err = c.write(&[edge(&job, "write", &file)]).await.unwrap_err();
-    assert!(err.is_unavailable(), "{}", quiver_run::chain(&err));
-    cluster.restart(down).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c
-        .scan_edges(file.as_bytes(), Some("wasWrittenBy"), None)
-        .await
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the reverse edge did not arrive within 10 s of its server's return"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (_, file) = edge_to_a_stopped_server(&mut cluster).await;
+    cluster.restart(DOWN).await;
+    reverse_edges_within_10s(&c, &file).await;
 
     let before: u64 = c.stats().await.unwrap().iter().map(|s| s.writes).sum();
     let jobs: Vec<String> = (0..64).map(|i| format!("job:{i}")).collect();
