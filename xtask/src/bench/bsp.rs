@@ -9,6 +9,11 @@
 //! - transports: two tcp node processes, one-sided WRITE rings against
 //!   two-sided SEND/RECV, for PageRank and BFS: communication time (the
 //!   supersteps' time outside the workers' compute), messages and bytes;
+//! - over mpi (when Open MPI's `mpirun` is on the PATH; the driver is
+//!   built with `--features mpi`): the same one-sided against two-sided
+//!   comparison between 2 ranks, and 2 and 4 ranks of one thread beside 2
+//!   and 4 tcp node processes, for PageRank and BFS: on this 2-core
+//!   machine these rows show each fabric's overhead, not a speedup;
 //! - memory: in every run of several nodes, the largest node's peak
 //!   resident memory against its share of the graph file (file size over
 //!   nodes), the paper's measure.
@@ -22,47 +27,81 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture_json, num, symmetric_rmat, Bins, Context};
+use super::{capture_json, num, symmetric_rmat, Bins, Context, Mpi};
 use crate::report::{Row, Target};
 
 const SCALE: u32 = 20;
 
-/// One way of running an algorithm: its name in the summary and the
-/// `quiver bsp` flags after the graph.
+/// One way of running an algorithm: its name in the summary, the
+/// `quiver bsp` flags after the graph, and the ranks `mpirun` starts
+/// (`None`: the driver runs alone, and spawns its tcp nodes itself).
 #[derive(PartialEq)]
 struct Setup {
     name: &'static str,
     flags: &'static [&'static str],
+    ranks: Option<u32>,
 }
 
 const ENGINE: Setup = Setup {
     name: "1 node x 2 threads",
     flags: &["--threads", "2"],
+    ranks: None,
 };
 const REFERENCE: Setup = Setup {
     name: "reference, 1 thread",
     flags: &["--reference"],
+    ranks: None,
 };
 const TWO_NODES: Setup = Setup {
     name: "2 tcp nodes x 1 thread",
     flags: &["--nodes", "2", "--threads", "1"],
+    ranks: None,
 };
 const ONE_SIDED: Setup = Setup {
     name: "2 tcp nodes x 2 threads, one-sided",
     flags: &["--nodes", "2", "--threads", "2", "--transport", "one-sided"],
+    ranks: None,
 };
 const TWO_SIDED: Setup = Setup {
     name: "2 tcp nodes x 2 threads, two-sided",
     flags: &["--nodes", "2", "--threads", "2", "--transport", "two-sided"],
+    ranks: None,
+};
+
+const FOUR_NODES: Setup = Setup {
+    name: "4 tcp nodes x 1 thread",
+    flags: &["--nodes", "4", "--threads", "1"],
+    ranks: None,
+};
+const MPI_TWO: Setup = Setup {
+    name: "mpirun -n 2 x 1 thread",
+    flags: &["--fabric", "mpi", "--threads", "1"],
+    ranks: Some(2),
+};
+const MPI_FOUR: Setup = Setup {
+    name: "mpirun -n 4 x 1 thread",
+    flags: &["--fabric", "mpi", "--threads", "1"],
+    ranks: Some(4),
+};
+const MPI_ONE_SIDED: Setup = Setup {
+    name: "mpirun -n 2 x 2 threads, one-sided",
+    flags: &["--fabric", "mpi", "--threads", "2", "--transport", "one-sided"],
+    ranks: Some(2),
+};
+const MPI_TWO_SIDED: Setup = Setup {
+    name: "mpirun -n 2 x 2 threads, two-sided",
+    flags: &["--fabric", "mpi", "--threads", "2", "--transport", "two-sided"],
+    ranks: Some(2),
 };
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
     let (bins, reps) = (cx.bins, cx.args.reps.max(1));
     let mut notes = Vec::new();
     let (graph, generate) = symmetric_rmat(cx, SCALE, "bsp", &mut notes)?;
+    let mpi = Mpi::build()?;
     let facts = capture_json(
         &bins.bench_latency,
         &argv!["graph", &graph, "--from", "1", "--count", "1"],
@@ -93,11 +132,17 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     for (name, algorithm, work, runs_each) in &algorithms {
         let mut setups = vec![&ENGINE, &REFERENCE];
         match *name {
-            "PageRank" => setups.extend([&TWO_NODES, &ONE_SIDED, &TWO_SIDED]),
-            "BFS" => setups.extend([&ONE_SIDED, &TWO_SIDED]),
+            "PageRank" => setups.extend([&TWO_NODES, &ONE_SIDED, &TWO_SIDED, &FOUR_NODES]),
+            "BFS" => setups.extend([&ONE_SIDED, &TWO_SIDED, &FOUR_NODES]),
             _ => setups.push(&TWO_NODES),
         }
-        let measured = measure(bins, &graph, algorithm, &setups, *runs_each)?;
+        if mpi.is_some() && *name != "WCC" {
+            setups.extend([&MPI_ONE_SIDED, &MPI_TWO_SIDED, &MPI_TWO, &MPI_FOUR]);
+            if !setups.contains(&&TWO_NODES) {
+                setups.push(&TWO_NODES);
+            }
+        }
+        let measured = measure(bins, mpi.as_ref(), &graph, algorithm, &setups, *runs_each)?;
         let rate = |setup: &Setup| -> Result<f64> {
             let run = &measured[setup.name];
             Ok(work / (compute_ns(run)? / 1e9))
@@ -150,24 +195,30 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
                 Some(Target::AtMost(1.5)),
             ));
         }
-        if setups.contains(&&ONE_SIDED) {
+        for (fabric, one, two) in [
+            ("2 tcp nodes x 2 threads", &ONE_SIDED, &TWO_SIDED),
+            ("mpirun -n 2 x 2 threads", &MPI_ONE_SIDED, &MPI_TWO_SIDED),
+        ] {
+            if !setups.contains(&one) {
+                continue;
+            }
             rows.push(Row::compare(
                 "bsp",
-                &format!("{name}, 2 tcp nodes x 2 threads, one-sided vs two-sided, edges/s"),
-                rate(&ONE_SIDED)?,
-                rate(&TWO_SIDED)?,
+                &format!("{name}, {fabric}, one-sided vs two-sided, edges/s"),
+                rate(one)?,
+                rate(two)?,
                 None,
             ));
             rows.push(Row::compare(
                 "bsp",
                 &format!(
-                    "{name}, 2 tcp nodes x 2 threads, communication time (supersteps' time outside compute, slowest node), two-sided vs one-sided"
+                    "{name}, {fabric}, communication time (supersteps' time outside compute, slowest node), two-sided vs one-sided"
                 ),
-                communication_ns(&measured[TWO_SIDED.name])?,
-                communication_ns(&measured[ONE_SIDED.name])?,
+                communication_ns(&measured[two.name])?,
+                communication_ns(&measured[one.name])?,
                 Some(Target::AtLeast(1.3)),
             ));
-            for setup in [&ONE_SIDED, &TWO_SIDED] {
+            for setup in [one, two] {
                 let run = &measured[setup.name];
                 notes.push(format!(
                     "bsp: {name}, {}: {} messages, {} bytes, {} WRITEs or SENDs posted, {} supersteps",
@@ -178,6 +229,29 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
                     run["nodes"][0]["supersteps"].as_array().map_or(0, Vec::len)
                 ));
             }
+        }
+        for (tcp, mpi) in [(&TWO_NODES, &MPI_TWO), (&FOUR_NODES, &MPI_FOUR)] {
+            if setups.contains(&mpi) {
+                rows.push(Row::compare(
+                    "bsp",
+                    &format!("{name}, {} vs {}, edges/s of compute", mpi.name, tcp.name),
+                    rate(mpi)?,
+                    rate(tcp)?,
+                    None,
+                ));
+            }
+        }
+        if setups.contains(&&FOUR_NODES) {
+            rows.push(Row::compare(
+                "bsp",
+                &format!(
+                    "{name}, {} vs {} (2 cores: the protocol's overhead, not a speedup), edges/s of compute",
+                    FOUR_NODES.name, ENGINE.name
+                ),
+                rate(&FOUR_NODES)?,
+                rate(&ENGINE)?,
+                None,
+            ));
         }
         runs.insert((*name).to_owned(), Value::Object(measured));
     }
@@ -200,6 +274,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
 /// setup's run with the median compute time.
 fn measure(
     bins: &Bins,
+    mpi: Option<&Mpi>,
     graph: &Path,
     algorithm: &[&str],
     setups: &[&Setup],
@@ -208,11 +283,16 @@ fn measure(
     let mut all: Vec<Vec<Value>> = vec![Vec::new(); setups.len()];
     for _ in 0..reps {
         for (setup, runs) in setups.iter().zip(&mut all) {
-            let mut args: Vec<OsString> = argv!["--json", "bsp"].into();
+            let (program, mut args) = match (setup.ranks, mpi) {
+                (None, _) => (&bins.quiver, Vec::new()),
+                (Some(n), Some(mpi)) => (&mpi.mpirun, mpi.ranks(n, &bins.quiver)),
+                (Some(_), None) => bail!("{}: a setup under mpirun without Open MPI", setup.name),
+            };
+            args.extend(argv!["--json", "bsp"]);
             args.extend(algorithm.iter().map(OsString::from));
             args.push(graph.into());
             args.extend(setup.flags.iter().map(OsString::from));
-            runs.push(capture_json(&bins.quiver, &args)?);
+            runs.push(capture_json(program, &args)?);
         }
     }
     let mut kept = serde_json::Map::new();

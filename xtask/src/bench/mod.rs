@@ -77,7 +77,7 @@ pub const BENCHMARKS: &[Benchmark] = &[
     },
     Benchmark {
         name: "bsp",
-        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging",
+        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging over tcp and mpi, mpirun beside tcp at 2 and 4 processes",
         run: bsp::run,
     },
     Benchmark {
@@ -290,6 +290,67 @@ fn capture(program: &Path, args: &[OsString]) -> Result<Vec<u8>> {
         bail!("{name} {} failed ({})", shown.join(" "), out.status);
     }
     Ok(out.stdout)
+}
+
+/// `mpirun` for ranks of the driver on this machine (the mpi fabric).
+struct Mpi {
+    mpirun: PathBuf,
+    /// `mpirun` refuses root without `--allow-run-as-root`.
+    root: bool,
+}
+
+impl Mpi {
+    /// Builds the driver with `--features mpi` (at the path [`Bins`]
+    /// names) when Open MPI's `mpirun` is on the PATH; `None` without it.
+    fn build() -> Result<Option<Mpi>> {
+        let Some(mpirun) = which("mpirun") else {
+            eprintln!("xtask: no mpirun on PATH; skipping the mpi fabric");
+            return Ok(None);
+        };
+        eprintln!("xtask: building the driver with --features mpi");
+        let status = cargo()
+            .args(["build", "--release", "-p", "quiver", "--features", "mpi"])
+            .current_dir(workspace_root())
+            .status()
+            .context("running cargo build --features mpi")?;
+        ensure!(
+            status.success(),
+            "cargo build --features mpi failed ({status})"
+        );
+        Ok(Some(Mpi {
+            mpirun,
+            root: is_root(),
+        }))
+    }
+
+    /// `mpirun`'s arguments that start `n` ranks of `driver`, however
+    /// many cores there are; the driver's own arguments follow.
+    fn ranks(&self, n: u32, driver: &Path) -> Vec<OsString> {
+        let mut args = Vec::from(argv!["-n", n.to_string(), "--oversubscribe"]);
+        if self.root {
+            args.push("--allow-run-as-root".into());
+        }
+        args.push(driver.into());
+        args
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|path| path.is_file())
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            == Some("0")
+    })
 }
 
 /// `target/bench/runs.jsonl`: every child's JSON report (benchmark runs,

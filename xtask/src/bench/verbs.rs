@@ -3,16 +3,14 @@
 //! under `mpirun` when Open MPI is installed), tcp against a plain TCP
 //! ping-pong between the same two nodes.
 
-use std::ffi::OsString;
-use std::fs;
-use std::path::{Path, PathBuf};
 
-use anyhow::{ensure, Context as _, Result};
+use std::ffi::OsString;
+
+use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture_json, num, Bins, Context};
+use super::{capture_json, num, Bins, Context, Mpi};
 use crate::report::{Row, Target};
-use crate::{cargo, workspace_root};
 
 /// `quiver verbs bench` on each fabric: tcp between two processes (`reps`
 /// runs, the one with the median READ/ping-pong ratio kept) and loopback
@@ -133,53 +131,12 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
 }
 
 /// The mpi fabric between two ranks under `mpirun`, when Open MPI is
-/// installed: builds the driver with `--features mpi` for it.
+/// installed.
 fn mpi_bench(bins: &Bins) -> Result<Option<Value>> {
-    let Some(mpirun) = which("mpirun") else {
-        eprintln!("xtask: no mpirun on PATH; skipping the mpi fabric");
+    let Some(mpi) = Mpi::build()? else {
         return Ok(None);
     };
-    eprintln!("xtask: building the driver with --features mpi");
-    let status = cargo()
-        .args(["build", "--release", "-p", "quiver", "--features", "mpi"])
-        .current_dir(workspace_root())
-        .status()
-        .context("running cargo build --features mpi")?;
-    ensure!(
-        status.success(),
-        "cargo build --features mpi failed ({status})"
-    );
-    let mut argv = Vec::from(argv!["-n", "2", "--oversubscribe"]);
-    if is_root() {
-        argv.extend(argv!["--allow-run-as-root"]);
-    }
-    argv.extend(argv![
-        &bins.quiver,
-        "verbs",
-        "bench",
-        "--fabric",
-        "mpi",
-        "--ops",
-        "20000",
-        "--json"
-    ]);
-    capture_json(&mpirun, &argv).map(Some)
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|dir| Path::new(dir).join(program))
-        .find(|path| path.is_file())
-}
-
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            == Some("0")
-    })
+    let mut args = mpi.ranks(2, &bins.quiver);
+    args.extend(argv!["verbs", "bench", "--fabric", "mpi", "--ops", "20000", "--json"]);
+    capture_json(&mpi.mpirun, &args).map(Some)
 }
