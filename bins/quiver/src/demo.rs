@@ -440,8 +440,7 @@ fn meta(demo: &Demo<'_>) -> Result<Done> {
 
 async fn meta_steps(demo: &Demo<'_>) -> Result<Done> {
     let dir = demo.path("meta-cluster");
-    let (mut cluster, client) =
-        spawn_local(META_SERVERS, &dir, 0, None, true).await?;
+    let (mut cluster, client) = spawn_local(META_SERVERS, &dir, 0, None, true).await?;
     let vertices = demo.args.meta_vertices;
     let writes = quiver_meta::darshan::generate(vertices, SEED);
     let before = quiver_meta::clock::wall_ns();

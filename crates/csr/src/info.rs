@@ -140,7 +140,9 @@ pub fn info(graph: &Graph, options: &InfoOptions) -> Result<InfoReport> {
             vertices: Spread::of(blocks.iter().map(|b| u64::from(b.num_vertices()))),
             edges: Spread::of(blocks.iter().map(Block::num_edges)),
             extent_bytes: Spread::of(blocks.iter().map(Block::extent_bytes)),
-            list: options.list_blocks.then(|| blocks.iter().cloned().collect()),
+            list: options
+                .list_blocks
+                .then(|| blocks.iter().cloned().collect()),
         }),
         verified: options.verify,
     })

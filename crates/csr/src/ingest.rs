@@ -1,13 +1,13 @@
 //! Conversion of edge lists into `.qcsr`, and export back to edge lists.
 
+use quiver_io::{Output, Shape};
+use quiver_run::Stopwatch;
+use serde::Serialize;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use quiver_io::{Output, Shape};
-use quiver_run::Stopwatch;
-use serde::Serialize;
 
 use crate::graphalytics::Dataset;
 use crate::parse::{self, ParseSummary, TextIds};

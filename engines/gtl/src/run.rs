@@ -266,11 +266,15 @@ impl GraphSource for Stoppable<'_> {
 pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) -> Result<Report> {
     let wall = Stopwatch::start();
     let picked = prepare(graph, app, config)?;
-    progress.start("writing the device", Unit::Edges, Some(graph.num_edges()));
     let load = Stopwatch::start();
-    let (source, init) = source::open(graph, &config.device, config.backend, config.cache_bytes)?;
+    let (source, init) = source::open(
+        graph,
+        &config.device,
+        config.backend,
+        config.cache_bytes,
+        progress,
+    )?;
     let load_ns = load.elapsed_ns();
-    progress.advance(graph.num_edges());
     run_source(
         graph,
         app,
@@ -352,10 +356,15 @@ pub struct GetReport {
 }
 
 /// GetAdjacencyList of `vertex` on `input` (a graph written onto a fresh
-/// device, or an image mounted), through `config`'s backend and cache. A
-/// graph names its vertices by its id map, if it has one; an image by
-/// dense ids.
-pub fn get(input: Input<'_>, vertex: u64, config: &Config) -> Result<GetReport> {
+/// device, `progress` hearing of the writes, or an image mounted),
+/// through `config`'s backend and cache. A graph names its vertices by its
+/// id map, if it has one; an image by dense ids.
+pub fn get(
+    input: Input<'_>,
+    vertex: u64,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<GetReport> {
     config.validate()?;
     let graph = match input {
         Input::Graph(graph) => Some(graph),
@@ -373,9 +382,13 @@ pub fn get(input: Input<'_>, vertex: u64, config: &Config) -> Result<GetReport> 
             let (ssd, mount_ns) = Ssd::open(path)?;
             source::attach(ssd, config.backend, config.cache_bytes, mount_ns)?
         }
-        Input::Graph(graph) => {
-            source::open(graph, &config.device, config.backend, config.cache_bytes)?
-        }
+        Input::Graph(graph) => source::open(
+            graph,
+            &config.device,
+            config.backend,
+            config.cache_bytes,
+            progress,
+        )?,
     };
     let neighbours = source
         .get(dense)?

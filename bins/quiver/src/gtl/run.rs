@@ -141,12 +141,13 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             flagged(config.validate())?;
             let path = input.path();
             let opened = input.open()?;
-            let report = quiver_gtl::get(opened.input(), vertex, &config).with_context(|| {
-                format!("GetAdjacencyList({vertex}) on {}", path.display())
-            })?;
-            if json {
-                return print_json(&report);
-            }
+            let Some(report) = reported(json, hidden, |bar| {
+                quiver_gtl::get(opened.input(), vertex, &config, bar)
+                    .with_context(|| format!("GetAdjacencyList({vertex}) on {}", path.display()))
+            })?
+            else {
+                return Ok(());
+            };
             let shown: Vec<String> = report.neighbours.iter().map(u64::to_string).collect();
             println!("{vertex}: [{}]", shown.join(", "));
             println!(

@@ -75,8 +75,8 @@ pub async fn spawn_local(
     args.extend(placement.map(PlacementArgs::to_args).unwrap_or_default());
     let server = Program::this_executable(args)?;
     LocalCluster::spawn(n, dir, base_port, quiet, &server)
-    .await
-    .map_err(meta_error)
+        .await
+        .map_err(meta_error)
 }
 
 /// A meta error, with a setting the library refused named by its flag.
@@ -217,8 +217,15 @@ async fn bench(args: BenchArgs, json: bool, quiet: bool) -> Result<()> {
     let report = if args.raw_rocksdb {
         let schema = args.placement.schema()?;
         let rocksdb = dir.join("rocksdb");
-        quiver_meta::bench::raw_rocksdb(workload, &config, &schema, args.placement.sync, &rocksdb, &bar)
-            .map_err(meta_error)?
+        quiver_meta::bench::raw_rocksdb(
+            workload,
+            &config,
+            &schema,
+            args.placement.sync,
+            &rocksdb,
+            &bar,
+        )
+        .map_err(meta_error)?
     } else {
         // The servers' messages go to server{i}.log beside their data.
         let servers = dir.join("servers");
