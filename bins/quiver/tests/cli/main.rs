@@ -1,4 +1,7 @@
-//! The driver as a user runs it: help, exit codes, reports, errors.
+//! The driver as a user runs it: help, exit codes, reports, errors; and
+//! the conventions its source keeps (`tidy`).
+
+mod tidy;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -2899,7 +2902,7 @@ fn generate_refuses_up_front_what_its_budget_cannot_sort() {
 /// what the program prints: `quiver info` of the karate club.
 #[test]
 fn the_readmes_info_transcript_is_what_info_prints() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let command = "$ quiver info karate.qcsr --block-size 4KiB --verify\n";
     let start = readme.find(command).expect("the README shows info") + command.len();
     let shown = &readme[start..start + readme[start..].find("```").unwrap()];
