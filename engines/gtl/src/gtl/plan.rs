@@ -98,13 +98,13 @@ pub(crate) fn lens(offsets: &[u64]) -> impl Iterator<Item = usize> + '_ {
 /// stop.
 const VERTICES_A_CHECK: u32 = 1 << 16;
 
+/// Lists as CSR arrays: offsets, neighbours, weights.
+pub(super) type CsrLists = (Vec<u64>, Vec<u32>, Option<Vec<f32>>);
+
 /// A directed graph's in-lists as CSR (offsets, sources, weights): each
 /// vertex's in-neighbours in increasing order of source. Stops with
 /// [`crate::Error::Cancelled`] when `progress` asks.
-pub(super) fn transpose(
-    graph: &Graph,
-    progress: &dyn Progress,
-) -> Result<(Vec<u64>, Vec<u32>, Option<Vec<f32>>)> {
+pub(super) fn transpose(graph: &Graph, progress: &dyn Progress) -> Result<CsrLists> {
     let n = graph.num_vertices() as usize;
     let (out_offsets, targets, out_weights) = (graph.offsets(), graph.targets(), graph.weights());
     let mut offsets = vec![0u64; n + 1];
