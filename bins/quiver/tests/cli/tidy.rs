@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 /// The only file of the driver that may start processes and own sockets.
 const EXEMPT: &str = "job.rs";
 
+/// What starting a process is called.
+const PROCESS: &str = "starts a process (process::Command)";
+
 /// Socket types a file of the driver may not name.
 const SOCKETS: [&str; 5] = [
     "TcpStream",
@@ -67,19 +70,7 @@ fn violations(text: &str) -> Vec<(usize, String)> {
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     let mut found = Vec::new();
     for at in find_all(&code, "process::Command") {
-        found.push((
-            line_of(at),
-            "starts a process (process::Command)".to_owned(),
-        ));
-    }
-    for at in find_all(&code, "process::{") {
-        let group = &code[at..code[at..].find('}').map_or(code.len(), |end| at + end)];
-        if !words(group, "Command").is_empty() {
-            found.push((
-                line_of(at),
-                "starts a process (process::Command)".to_owned(),
-            ));
-        }
+        found.push((line_of(at), PROCESS.to_owned()));
     }
     for socket in SOCKETS {
         for at in words(&code, socket) {
@@ -96,13 +87,23 @@ fn violations(text: &str) -> Vec<(usize, String)> {
             found.push((line_of(at), format!("defines a report (struct {name})")));
         }
     }
-    for at in find_all(&code, "#[derive(") {
-        let derive = &code[at..code[at..].find(")]").map_or(code.len(), |end| at + end)];
-        if !words(derive, "Serialize").is_empty() {
-            found.push((
-                line_of(at),
-                "defines a report (derive Serialize)".to_owned(),
-            ));
+    // What a bracketed list names: a `use std::process::{...}` naming
+    // `Command`, a `#[derive(...)]` naming `Serialize`.
+    let lists = [
+        ("process::{", "}", "Command", PROCESS),
+        (
+            "#[derive(",
+            ")]",
+            "Serialize",
+            "defines a report (derive Serialize)",
+        ),
+    ];
+    for (opens, closes, word, what) in lists {
+        for at in find_all(&code, opens) {
+            let end = code[at..].find(closes).map_or(code.len(), |end| at + end);
+            if !words(&code[at..end], word).is_empty() {
+                found.push((line_of(at), what.to_owned()));
+            }
         }
     }
     found.sort();
