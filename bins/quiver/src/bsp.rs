@@ -1,16 +1,15 @@
 //! `quiver bsp`: RGraph's BSP analytics, the six LDBC Graphalytics
 //! algorithms, with the sequential reference beside them (`--reference`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use quiver_bsp::job::{join, BspTask, JobConfig, NodeReport};
-use quiver_bsp::{reference, Algorithm, Config, Direction, Transport, Values, UNREACHED};
+use quiver_bsp::{reference, Algorithm, Config, Direction, RunReport, Transport};
 use quiver_csr::Graph;
 use quiver_io::size::format_bytes;
 use quiver_io::ReadOptions;
-use serde::Serialize;
 
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
@@ -118,21 +117,6 @@ pub enum BspCommand {
         #[command(flatten)]
         run: RunArgs,
     },
-}
-
-/// What `--json` prints.
-#[derive(Debug, Serialize)]
-struct JsonReport<'a> {
-    graph: &'a Path,
-    vertices: u32,
-    edges: u64,
-    /// Every node's report, by rank; empty with `--reference`.
-    nodes: Vec<&'a quiver_bsp::Report>,
-    /// With `--reference`: its time, in nanoseconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reference_ns: Option<u64>,
-    summary: &'a str,
-    output: Option<&'a Path>,
 }
 
 /// `quiver bsp ...` as typed by the user.
@@ -249,35 +233,33 @@ pub fn bsp(command: BspCommand, json: bool, hidden: bool) -> Result<()> {
             .write_graphalytics(&graph, path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let summary = summarize(&values);
+    let report = RunReport {
+        graph: run.graph.clone(),
+        vertices: graph.num_vertices(),
+        edges: graph.num_edges(),
+        nodes: reports,
+        reference_ns,
+        summary: values.summary(),
+        output: run.output.clone(),
+    };
     if json {
-        let report = JsonReport {
-            graph: &run.graph,
-            vertices: graph.num_vertices(),
-            edges: graph.num_edges(),
-            nodes: reports.iter().collect(),
-            reference_ns,
-            summary: &summary,
-            output: run.output.as_deref(),
-        };
-        print_json(&report)?;
-        return Ok(());
+        return print_json(&report);
     }
     println!("algorithm  {}", algorithm.graphalytics_name());
     println!(
         "graph      {} ({} vertices, {} edges)",
-        run.graph.display(),
-        graph.num_vertices(),
-        graph.num_edges()
+        report.graph.display(),
+        report.vertices,
+        report.edges
     );
-    println!("result     {summary}");
-    if let Some(ns) = reference_ns {
+    println!("result     {}", report.summary);
+    if let Some(ns) = report.reference_ns {
         println!("reference  {:.3} s on one thread", seconds(ns));
     }
-    for report in &reports {
-        print_engine(report);
+    for node in &report.nodes {
+        print_engine(node);
     }
-    if let Some(path) = &run.output {
+    if let Some(path) = &report.output {
         println!("output     {}", path.display());
     }
     Ok(())
@@ -327,34 +309,5 @@ fn print_engine(report: &quiver_bsp::Report) {
     );
     if report.teps > 0.0 {
         println!("TEPS       {:.3e}", report.teps);
-    }
-}
-
-/// One line about the values: reach, components, communities, extremes.
-fn summarize(values: &Values) -> String {
-    match values {
-        Values::Depths(depths) => {
-            let reached: Vec<u32> = depths.iter().copied().filter(|&d| d != UNREACHED).collect();
-            format!(
-                "{} vertices reached, deepest at depth {}",
-                reached.len(),
-                reached.iter().max().unwrap_or(&0)
-            )
-        }
-        Values::Labels(labels) => {
-            let mut distinct = labels.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            format!("{} distinct labels", distinct.len())
-        }
-        Values::Reals(reals) => {
-            let finite: Vec<f64> = reals.iter().copied().filter(|x| x.is_finite()).collect();
-            let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let sum: f64 = finite.iter().sum();
-            format!(
-                "{} finite values, largest {max:.6e}, sum {sum:.6e}",
-                finite.len()
-            )
-        }
     }
 }

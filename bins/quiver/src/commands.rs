@@ -2,14 +2,12 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use quiver_csr::{
-    Blocks, ConvertOptions, ConvertReport, DegreeSummary, EdgeFormat, ExportOptions, Graph,
-    GraphSpec, SortOptions, SortStats,
+    BlockRule, ConvertOptions, EdgeFormat, ExportOptions, Graph, GraphSpec, InfoOptions,
+    SortOptions,
 };
-use serde::Serialize;
 
 use crate::cli::{
     Cli, Command, ConvertArgs, ExportArgs, GenerateCommon, InfoArgs, Model, ShapeArgs,
@@ -19,7 +17,6 @@ use crate::report::{print_json, UsageError};
 use quiver_io::size::{format_byte_amount, format_bytes};
 
 use crate::units::seconds;
-use quiver_run::peak_rss_bytes;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
@@ -97,24 +94,6 @@ fn sort_options(shape: &ShapeArgs, relabel: bool) -> SortOptions {
         relabel,
         ..SortOptions::default()
     }
-}
-
-fn elapsed_ns(started: Instant) -> u64 {
-    u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-#[derive(Serialize)]
-struct GenerateReport {
-    output: PathBuf,
-    model: String,
-    seed: u64,
-    vertices: u32,
-    edges: u64,
-    /// No list holds a target twice (no parallel edges), as the header says.
-    distinct_targets: bool,
-    sort: SortStats,
-    wall_ns: u64,
-    peak_mem_bytes: Option<u64>,
 }
 
 /// Refuses, before a single edge is drawn, a graph whose sort runs would
@@ -219,7 +198,6 @@ fn generate(model: Model, json: bool) -> Result<()> {
         Model::Grid { rows, cols, common } => (GraphSpec::Grid(rows, cols), common),
         Model::Complete { vertices, common } => (GraphSpec::Complete(vertices), common),
     };
-    let started = Instant::now();
     let options = sort_options(&common.shape, false);
     check_room(
         &spec,
@@ -228,7 +206,7 @@ fn generate(model: Model, json: bool) -> Result<()> {
         &common.output,
         &quiver_io::available_bytes,
     )?;
-    let sort = quiver_csr::generate_to_file(
+    let report = quiver_csr::generate_to_file(
         &spec,
         common.seed,
         common.weights,
@@ -237,20 +215,6 @@ fn generate(model: Model, json: bool) -> Result<()> {
         &bar(json),
     )
     .with_context(|| format!("generating {}", common.output.display()))?;
-    let distinct_targets = quiver_csr::read_header(&common.output)
-        .with_context(|| format!("reading {}", common.output.display()))?
-        .distinct_targets();
-    let report = GenerateReport {
-        output: common.output,
-        model: spec.to_string(),
-        seed: common.seed,
-        vertices: sort.vertices,
-        edges: sort.edges_out,
-        distinct_targets,
-        sort,
-        wall_ns: elapsed_ns(started),
-        peak_mem_bytes: peak_rss_bytes(),
-    };
     if json {
         return print_json(&report);
     }
@@ -267,17 +231,6 @@ fn generate(model: Model, json: bool) -> Result<()> {
         println!("note       it holds parallel edges (an edge drawn more than once); --dedupe keeps one of each");
     }
     Ok(())
-}
-
-#[derive(Serialize)]
-struct ConvertSummary {
-    output: PathBuf,
-    vertices: u32,
-    edges: u64,
-    #[serde(flatten)]
-    report: ConvertReport,
-    input_mb_per_s: f64,
-    peak_mem_bytes: Option<u64>,
 }
 
 fn convert(args: ConvertArgs, json: bool) -> Result<()> {
@@ -314,32 +267,24 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
                 output.display()
             )
         })?;
-    let summary = ConvertSummary {
-        output,
-        vertices: report.sort.vertices,
-        edges: report.sort.edges_out,
-        input_mb_per_s: report.input_bytes as f64 / 1e6 / seconds(report.wall_ns).max(1e-9),
-        report,
-        peak_mem_bytes: peak_rss_bytes(),
-    };
     if json {
-        return print_json(&summary);
+        return print_json(&report);
     }
-    let r = &summary.report;
+    let r = &report;
     println!(
         "converted {} ({}, {}) into {}: {} vertices, {} edges{}",
         r.input.display(),
         r.format,
         format_bytes(r.input_bytes),
-        summary.output.display(),
-        summary.vertices,
-        summary.edges,
+        r.output.display(),
+        r.vertices,
+        r.edges,
         if r.weighted { ", weighted" } else { "" },
     );
     println!(
         "  {:.2} s, {:.1} MB/s of input; {} edges parsed, {} self-loops and {} duplicates dropped",
         seconds(r.wall_ns),
-        summary.input_mb_per_s,
+        r.input_mb_per_s,
         r.edges_parsed,
         r.sort.self_loops_dropped,
         r.sort.duplicates_dropped
@@ -349,9 +294,7 @@ fn convert(args: ConvertArgs, json: bool) -> Result<()> {
         r.sort.runs_spilled,
         format_bytes(r.sort.spill_bytes),
         r.sort.merge_passes,
-        summary
-            .peak_mem_bytes
-            .map_or("unknown".into(), format_bytes)
+        r.peak_mem_bytes.map_or("unknown".into(), format_bytes)
     );
     if r.sort.symmetric {
         println!("  every edge has its reverse: stored undirected (--directed keeps it directed)");
@@ -368,18 +311,7 @@ fn default_output(input: &Path) -> PathBuf {
     plain.with_extension("qcsr")
 }
 
-#[derive(Serialize)]
-struct ExportReport {
-    graph: PathBuf,
-    output: PathBuf,
-    format: EdgeFormat,
-    edges: u64,
-    bytes: u64,
-    wall_ns: u64,
-}
-
 fn export(args: ExportArgs, json: bool) -> Result<()> {
-    let started = Instant::now();
     let graph = open_graph(&args.graph)?;
     let format = args
         .format
@@ -391,19 +323,11 @@ fn export(args: ExportArgs, json: bool) -> Result<()> {
     if let Some(why) = quiver_csr::export_refusal(&graph, options) {
         return Err(UsageError(format!("{}: {why}", args.graph.display())).into());
     }
-    let exported = match quiver_csr::export_file(&graph, &args.output, options) {
-        Ok(exported) => exported,
+    let report = match quiver_csr::export_file(&graph, &args.output, options) {
+        Ok(report) => report,
         // A reader that stopped early (`| head`): done, as Unix tools are.
         Err(err) if args.output == Path::new("-") && is_broken_pipe(&err) => return Ok(()),
         Err(err) => return Err(err).with_context(|| format!("exporting {}", args.graph.display())),
-    };
-    let report = ExportReport {
-        graph: args.graph,
-        output: args.output,
-        format,
-        edges: exported.edges,
-        bytes: exported.bytes,
-        wall_ns: elapsed_ns(started),
     };
     if json {
         return print_json(&report);
@@ -412,7 +336,7 @@ fn export(args: ExportArgs, json: bool) -> Result<()> {
         println!(
             "wrote {} edges of {} to {} ({}, {})",
             report.edges,
-            report.graph.display(),
+            args.graph.display(),
             report.output.display(),
             report.format,
             format_bytes(report.bytes)
@@ -425,101 +349,29 @@ fn open_graph(path: &Path) -> Result<Graph> {
     Graph::open(path).with_context(|| format!("opening graph {}", path.display()))
 }
 
-#[derive(Serialize)]
-struct InfoReport {
-    path: PathBuf,
-    file_bytes: u64,
-    vertices: u32,
-    edges: u64,
-    weighted: bool,
-    undirected: bool,
-    /// No list holds a target twice (no parallel edges), as the header says.
-    distinct_targets: bool,
-    /// Every edge has its reverse (true of an undirected graph; checked for
-    /// a directed one).
-    symmetric: bool,
-    /// The graph keeps its vertices' original ids (an id map).
-    id_map: bool,
-    degrees: DegreeSummary,
-    blocks: Option<BlockReport>,
-    verified: bool,
-}
-
-#[derive(Serialize)]
-struct BlockReport {
-    rule: String,
-    count: usize,
-    vertices: Spread,
-    edges: Spread,
-    extent_bytes: Spread,
-    list: Option<Vec<quiver_csr::Block>>,
-}
-
-/// Minimum, mean and maximum of a quantity over blocks.
-#[derive(Serialize)]
-struct Spread {
-    min: u64,
-    mean: f64,
-    max: u64,
-}
-
-impl Spread {
-    fn of(values: impl Iterator<Item = u64> + Clone) -> Spread {
-        let n = values.clone().count().max(1) as f64;
-        Spread {
-            min: values.clone().min().unwrap_or(0),
-            mean: values.clone().sum::<u64>() as f64 / n,
-            max: values.max().unwrap_or(0),
-        }
-    }
-}
-
 fn info(args: &InfoArgs, json: bool) -> Result<()> {
     let graph = open_graph(&args.graph)?;
-    if args.verify {
-        graph
-            .verify()
-            .with_context(|| format!("verifying {}", args.graph.display()))?;
-    }
-    let blocks = match (args.block_size, args.chunks) {
-        (Some(size), _) => Some((
-            format!("at most {} per block", format_bytes(size)),
-            Blocks::by_bytes(&graph, size)?,
-        )),
-        (None, Some(k)) => Some((
-            format!("{k} chunks balancing {}*|V|+|E|", args.alpha),
-            Blocks::balanced(&graph, k, args.alpha)?,
-        )),
-        (None, None) => None,
+    let options = InfoOptions {
+        verify: args.verify,
+        blocks: match (args.block_size, args.chunks) {
+            (Some(size), _) => Some(BlockRule::Bytes(size)),
+            (None, Some(chunks)) => Some(BlockRule::Balanced {
+                chunks,
+                alpha: args.alpha,
+            }),
+            (None, None) => None,
+        },
+        list_blocks: args.list_blocks,
     };
-    let report = InfoReport {
-        path: args.graph.clone(),
-        file_bytes: graph.layout().file_len(),
-        vertices: graph.num_vertices(),
-        edges: graph.num_edges(),
-        weighted: graph.is_weighted(),
-        undirected: graph.is_undirected(),
-        distinct_targets: graph.has_distinct_targets(),
-        symmetric: graph.is_symmetric(),
-        id_map: graph.original_ids().is_some(),
-        degrees: graph.degree_summary(),
-        blocks: blocks.map(|(rule, blocks)| BlockReport {
-            rule,
-            count: blocks.len(),
-            vertices: Spread::of(blocks.iter().map(|b| u64::from(b.num_vertices()))),
-            edges: Spread::of(blocks.iter().map(|b| b.num_edges())),
-            extent_bytes: Spread::of(blocks.iter().map(|b| b.extent_bytes())),
-            list: args.list_blocks.then(|| blocks.iter().cloned().collect()),
-        }),
-        verified: args.verify,
-    };
+    let report = quiver_csr::info(&graph, &options)
+        .with_context(|| format!("inspecting {}", args.graph.display()))?;
     if json {
         return print_json(&report);
     }
     let d = &report.degrees;
     println!(
         "graph      {} ({})",
-        report.path.display(),
+        args.graph.display(),
         format_bytes(report.file_bytes)
     );
     println!("vertices   {}", report.vertices);

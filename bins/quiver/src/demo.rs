@@ -22,12 +22,11 @@ use quiver_csr::{
 use quiver_io::size::format_bytes;
 use quiver_meta::{Travel, TravelOptions};
 use quiver_walker::apps::VisitFrequency;
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::cli::DemoArgs;
 use crate::job::{FabricArg, JobArgs};
-use crate::meta::{spawn_local, PlacementArgs};
+use crate::meta::spawn_local;
 use crate::progress::{self, Bar};
 use crate::units::{seconds, ByteSize};
 
@@ -37,20 +36,6 @@ const SEED: u64 = 42;
 const META_SERVERS: usize = 2;
 /// The provenance query of the meta step: the files user 1000's jobs wrote.
 const META_QUERY: &str = r#"v("uid:1000").e(run).v().e(contains).v().e(write).v()"#;
-
-/// One step's report: what `--json` prints on a line of its own.
-#[derive(Serialize)]
-struct Step {
-    step: usize,
-    name: &'static str,
-    /// What the human lines say.
-    summary: String,
-    /// The command that does the same by hand.
-    by_hand: String,
-    seconds: f64,
-    /// The step's own figures.
-    result: Value,
-}
 
 /// What a step hands back: its lines, its command and its figures.
 struct Done {
@@ -110,19 +95,21 @@ pub fn demo(args: &DemoArgs, json: bool) -> Result<()> {
         progress::check_interrupted()?;
         let step_started = quiver_run::Stopwatch::start();
         let done = run(&demo).with_context(|| format!("demo step {} ({name})", i + 1))?;
-        let step = Step {
-            step: i + 1,
-            name,
-            summary: done.summary,
-            by_hand: done.by_hand,
-            seconds: seconds(step_started.elapsed_ns()),
-            result: done.result,
-        };
+        let step = i + 1;
         if json {
-            println!("{}", serde_json::to_string(&step)?);
+            // One line a step: the demo's own, which no library reports.
+            let line = json!({
+                "step": step,
+                "name": name,
+                "summary": done.summary,
+                "by_hand": done.by_hand,
+                "seconds": seconds(step_started.elapsed_ns()),
+                "result": done.result,
+            });
+            println!("{line}");
         } else {
-            println!("{}. {}", step.step, step.summary);
-            println!("   by hand: {}", step.by_hand);
+            println!("{step}. {}", done.summary);
+            println!("   by hand: {}", done.by_hand);
         }
     }
     if !json {
@@ -175,18 +162,18 @@ fn generate(demo: &Demo<'_>) -> Result<Done> {
         drop_self_loops: true,
         ..SortOptions::default()
     };
-    let stats =
+    let report =
         quiver_csr::generate_to_file(&spec, SEED, None, &options, &demo.graph, &demo.bar())?;
     Ok(Done {
         summary: format!(
             "generated an undirected R-MAT graph (scale {scale}, Graph500 parameters, ids permuted): {} vertices, {} edges",
-            stats.vertices, stats.edges_out
+            report.vertices, report.edges
         ),
         by_hand: format!(
             "quiver generate rmat --scale {scale} --undirected --dedupe --drop-self-loops --seed {SEED} -o {}",
             demo.graph.display()
         ),
-        result: json!({ "vertices": stats.vertices, "edges": stats.edges_out }),
+        result: json!({ "vertices": report.vertices, "edges": report.edges }),
     })
 }
 
@@ -453,8 +440,7 @@ fn meta(demo: &Demo<'_>) -> Result<Done> {
 
 async fn meta_steps(demo: &Demo<'_>) -> Result<Done> {
     let dir = demo.path("meta-cluster");
-    let (mut cluster, client) =
-        spawn_local(META_SERVERS, &dir, 0, &PlacementArgs::default(), true).await?;
+    let (mut cluster, client) = spawn_local(META_SERVERS, &dir, 0, None, true).await?;
     let vertices = demo.args.meta_vertices;
     let writes = quiver_meta::darshan::generate(vertices, SEED);
     let before = quiver_meta::clock::wall_ns();

@@ -1,7 +1,7 @@
 //! `quiver kv`: Pragh's graph store with split live migration, and the
 //! paper's traversal benchmark under each policy.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -9,10 +9,9 @@ use clap::{Args, Subcommand};
 use quiver_csr::Graph;
 use quiver_kv::control::{Client, Cost, Placed, Request, Response, ServeConfig};
 use quiver_kv::speed::SpeedConfig;
-use quiver_kv::{Config, Mix, Plan, Policy, Report, StoreConfig, NODES};
+use quiver_kv::{BenchReport, Config, Mix, Plan, Policy, StoreConfig, NODES};
 use quiver_verbs::job::{Fabric, Job, Nodes};
 use quiver_verbs::CostModel;
-use serde::Serialize;
 
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
@@ -257,17 +256,6 @@ pub struct BenchArgs {
     /// The job (default without these flags: 8 nodes on --fabric loopback).
     #[command(flatten)]
     pub job: JobArgs,
-}
-
-/// What `--json` prints.
-#[derive(Debug, Serialize)]
-struct JsonReport<'a> {
-    graph: &'a Path,
-    vertices: u32,
-    edges: u64,
-    fabric: &'static str,
-    #[serde(flatten)]
-    report: &'a Report,
 }
 
 /// `quiver kv ...` as typed by the user.
@@ -515,29 +503,28 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         // Another member of the job prints.
         return Ok(());
     };
-    let fabric = job.fabric.name();
+    let bench = BenchReport {
+        graph: args.graph.clone(),
+        vertices: graph.num_vertices(),
+        edges: graph.num_edges(),
+        fabric: job.fabric.name(),
+        report,
+    };
     if json {
-        let out = JsonReport {
-            graph: &args.graph,
-            vertices: graph.num_vertices(),
-            edges: graph.num_edges(),
-            fabric,
-            report: &report,
-        };
-        print_json(&out)?;
-        return Ok(());
+        return print_json(&bench);
     }
-    print_report(&args.graph, &graph, fabric, &report);
+    print_report(&bench);
     Ok(())
 }
 
-fn print_report(path: &Path, graph: &Graph, fabric: &str, report: &Report) {
+fn print_report(bench: &BenchReport) {
+    let (report, fabric) = (&bench.report, bench.fabric);
     let share = |x: f64| 100.0 * x;
     println!(
         "graph      {} ({} vertices, {} edges)",
-        path.display(),
-        graph.num_vertices(),
-        graph.num_edges()
+        bench.graph.display(),
+        bench.vertices,
+        bench.edges
     );
     println!(
         "policy     {}{} on {} {} nodes{}",

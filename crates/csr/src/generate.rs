@@ -2,11 +2,15 @@
 //! and small named shapes for tests. The same spec and seed always give the
 //! same edges, in the same order.
 
+use std::path::{Path, PathBuf};
+
+use quiver_run::Stopwatch;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use serde::Serialize;
 
 use crate::format::{Layout, FLAG_UNDIRECTED, FLAG_WEIGHTED};
-use crate::{Error, Result, SortOptions};
+use crate::{Error, Result, SortOptions, SortStats};
 
 /// Graph500 R-MAT quadrant probabilities `(a, b, c)`; `d = 1 - a - b - c`.
 pub const GRAPH500: (f64, f64, f64) = (0.57, 0.19, 0.19);
@@ -316,17 +320,41 @@ impl Permutation {
     }
 }
 
+/// What generating a graph file did: `quiver generate --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateReport {
+    /// The `.qcsr` file written.
+    pub output: PathBuf,
+    /// The model and its parameters, in words ([`GraphSpec`]'s `Display`).
+    pub model: String,
+    /// The seed the edges were drawn from.
+    pub seed: u64,
+    /// Vertices of the graph written.
+    pub vertices: u32,
+    /// Edges of the graph written (stored directed edges).
+    pub edges: u64,
+    /// No list holds a target twice (no parallel edges), as the header says.
+    pub distinct_targets: bool,
+    /// What the sort did.
+    pub sort: SortStats,
+    /// From the call to the report, in nanoseconds.
+    pub wall_ns: u64,
+    /// The process's peak resident memory in bytes, when Linux says.
+    pub peak_mem_bytes: Option<u64>,
+}
+
 /// Generates `spec` into the `.qcsr` file `output` through the external
 /// sorter (so `sort` may symmetrise, deduplicate and drop self-loops).
 pub fn generate_to_file(
     spec: &GraphSpec,
     seed: u64,
     weights: Option<(u32, u32)>,
-    sort: &crate::SortOptions,
-    output: &std::path::Path,
+    sort: &SortOptions,
+    output: &Path,
     progress: &dyn crate::Progress,
-) -> Result<crate::SortStats> {
-    let mut sorter = crate::EdgeSorter::new(crate::SortOptions {
+) -> Result<GenerateReport> {
+    let wall = Stopwatch::start();
+    let mut sorter = crate::EdgeSorter::new(SortOptions {
         relabel: false,
         ..sort.clone()
     })?;
@@ -340,7 +368,18 @@ pub fn generate_to_file(
         }
         sorter.push(u64::from(s), u64::from(t), weights.map(|_| w))
     })?;
-    sorter.finish(output, u64::from(spec.num_vertices()?), progress)
+    let sort = sorter.finish(output, u64::from(spec.num_vertices()?), progress)?;
+    Ok(GenerateReport {
+        output: output.to_owned(),
+        model: spec.to_string(),
+        seed,
+        vertices: sort.vertices,
+        edges: sort.edges_out,
+        distinct_targets: crate::read_header(output)?.distinct_targets(),
+        sort,
+        wall_ns: wall.elapsed_ns(),
+        peak_mem_bytes: quiver_run::peak_rss_bytes(),
+    })
 }
 
 #[cfg(test)]
@@ -361,8 +400,8 @@ mod tests {
         ] {
             let needs = spec.disk_needs(weights.is_some(), &sort).unwrap();
             let out = dir.path().join("g.qcsr");
-            let stats = generate_to_file(&spec, 1, weights, &sort, &out, &NoProgress).unwrap();
-            assert_eq!(needs.edges, stats.edges_out, "{spec}");
+            let report = generate_to_file(&spec, 1, weights, &sort, &out, &NoProgress).unwrap();
+            assert_eq!(needs.edges, report.edges, "{spec}");
             assert_eq!(
                 needs.graph_bytes,
                 std::fs::metadata(&out).unwrap().len(),

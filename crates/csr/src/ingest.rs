@@ -1,14 +1,13 @@
 //! Conversion of edge lists into `.qcsr`, and export back to edge lists.
 
+use quiver_io::{Output, Shape};
+use quiver_run::Stopwatch;
+use serde::Serialize;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::Instant;
-
-use quiver_io::{Output, Shape};
-use serde::Serialize;
 
 use crate::graphalytics::Dataset;
 use crate::parse::{self, ParseSummary, TextIds};
@@ -98,9 +97,15 @@ pub struct ConvertOptions {
     pub sort: SortOptions,
 }
 
-/// What a conversion read and wrote.
+/// What a conversion read and wrote: `quiver convert --json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct ConvertReport {
+    /// The `.qcsr` file written.
+    pub output: PathBuf,
+    /// Vertices of the graph written.
+    pub vertices: u32,
+    /// Edges of the graph written (stored directed edges).
+    pub edges: u64,
     /// The input (`-` for standard input).
     pub input: PathBuf,
     /// The format it was read as.
@@ -115,6 +120,10 @@ pub struct ConvertReport {
     pub sort: SortStats,
     /// Wall time in nanoseconds.
     pub wall_ns: u64,
+    /// Megabytes (10^6 bytes) of input read per second of wall time.
+    pub input_mb_per_s: f64,
+    /// The process's peak resident memory in bytes, when Linux says.
+    pub peak_mem_bytes: Option<u64>,
 }
 
 /// Opens `path` for reading: `-` is standard input and a `.gz` name is
@@ -162,7 +171,7 @@ pub fn convert(
     options: &ConvertOptions,
     progress: &dyn Progress,
 ) -> Result<ConvertReport> {
-    let started = Instant::now();
+    let started = Stopwatch::start();
     let format = options
         .format
         .unwrap_or_else(|| EdgeFormat::from_path(input));
@@ -228,14 +237,22 @@ pub fn convert(
         sorter.set_original_ids(ids)?;
     }
     let sort = sorter.finish(output, min_vertices, progress)?;
+    let wall_ns = started.elapsed_ns();
+    #[allow(clippy::cast_precision_loss)] // a rate, not an exact count
+    let input_mb_per_s = summary.bytes as f64 * 1e3 / wall_ns.max(1) as f64;
     Ok(ConvertReport {
+        output: output.to_owned(),
+        vertices: sort.vertices,
+        edges: sort.edges_out,
         input: input.to_owned(),
         format,
         input_bytes: summary.bytes,
         edges_parsed: summary.edges,
         weighted,
         sort,
-        wall_ns: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        wall_ns,
+        input_mb_per_s,
+        peak_mem_bytes: quiver_run::peak_rss_bytes(),
     })
 }
 
@@ -386,16 +403,40 @@ impl<W: Write> Write for CountingWriter<W> {
     }
 }
 
+/// What [`export_file`] wrote: `quiver export --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExportReport {
+    /// The graph's file (`None` for a graph made in memory).
+    pub graph: Option<PathBuf>,
+    /// Where it went (`-` for standard output).
+    pub output: PathBuf,
+    /// The records' format.
+    pub format: EdgeFormat,
+    /// Edge records.
+    pub edges: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Wall time in nanoseconds.
+    pub wall_ns: u64,
+}
+
 /// Exports `graph` to `path` as [`quiver_io::Output`] writes it: a file
 /// atomically (temporary name, fsync, rename), a FIFO or device in place.
-/// Returns the edges and bytes written.
-pub fn export_file(graph: &Graph, path: &Path, options: ExportOptions) -> Result<Exported> {
+pub fn export_file(graph: &Graph, path: &Path, options: ExportOptions) -> Result<ExportReport> {
+    let started = Stopwatch::start();
     let write_err = |source| Error::Write {
         path: path.to_owned(),
         source,
     };
     let mut out = Output::create(path, Shape::Stream).map_err(write_err)?;
-    let exported = export(graph, &mut out, options).map_err(write_err)?;
+    let Exported { edges, bytes } = export(graph, &mut out, options).map_err(write_err)?;
     out.commit().map_err(write_err)?;
-    Ok(exported)
+    Ok(ExportReport {
+        graph: graph.path().map(Path::to_owned),
+        output: path.to_owned(),
+        format: options.format,
+        edges,
+        bytes,
+        wall_ns: started.elapsed_ns(),
+    })
 }

@@ -38,6 +38,7 @@ mod graph;
 mod graphalytics;
 mod ids;
 mod index;
+mod info;
 mod ingest;
 pub mod parse;
 mod sort;
@@ -48,13 +49,14 @@ mod write;
 
 pub use blocks::{Block, BlockId, BlockSource, Blocks, Extent};
 pub use error::{Error, Result};
-pub use generate::{generate_to_file, DiskNeeds, GraphSpec, Permutation, GRAPH500};
+pub use generate::{generate_to_file, DiskNeeds, GenerateReport, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
 pub use graphalytics::{format_real, write_vertex_values};
 pub use index::{read_header, GraphIndex, VertexIds};
+pub use info::{info, BlockReport, BlockRule, InfoOptions, InfoReport, Spread};
 pub use ingest::{
     convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,
-    EdgeFormat, ExportOptions, Exported,
+    EdgeFormat, ExportOptions, ExportReport, Exported,
 };
 pub use sort::{EdgeSorter, SortOptions, SortStats, MAX_VERTEX_ID, MIN_MEM_BUDGET};
 pub use symmetry::Symmetry;

@@ -206,4 +206,35 @@ impl Values {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// One line about the values: reach, distinct labels, or the finite
+    /// values' count, largest and sum.
+    pub fn summary(&self) -> String {
+        match self {
+            Values::Depths(depths) => {
+                let reached: Vec<u32> =
+                    depths.iter().copied().filter(|&d| d != UNREACHED).collect();
+                format!(
+                    "{} vertices reached, deepest at depth {}",
+                    reached.len(),
+                    reached.iter().max().unwrap_or(&0)
+                )
+            }
+            Values::Labels(labels) => {
+                let mut distinct = labels.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                format!("{} distinct labels", distinct.len())
+            }
+            Values::Reals(reals) => {
+                let finite: Vec<f64> = reals.iter().copied().filter(|x| x.is_finite()).collect();
+                let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = finite.iter().sum();
+                format!(
+                    "{} finite values, largest {max:.6e}, sum {sum:.6e}",
+                    finite.len()
+                )
+            }
+        }
+    }
 }

@@ -77,7 +77,7 @@ mod sends;
 mod transpose;
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
@@ -196,6 +196,28 @@ pub struct Report {
     /// BFS: edges of the reached vertices (over the whole graph) per second
     /// of compute (Graph500's TEPS); 0 for the other algorithms.
     pub teps: f64,
+}
+
+/// One computation of an algorithm on a graph, as `quiver bsp --json`
+/// prints it: the graph, every node's [`Report`] and a line about the
+/// values.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// The graph's file.
+    pub graph: PathBuf,
+    /// |V|.
+    pub vertices: u32,
+    /// |E| (stored directed edges).
+    pub edges: u64,
+    /// Every node's report, by rank; empty when the reference ran instead.
+    pub nodes: Vec<Report>,
+    /// The reference's time in nanoseconds, when it ran instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_ns: Option<u64>,
+    /// One line about the values ([`Values::summary`]).
+    pub summary: String,
+    /// The file the values were written to, if any.
+    pub output: Option<PathBuf>,
 }
 
 /// Runs `algorithm` on `graph` on this machine alone, with `config`,

@@ -10,6 +10,7 @@
 use std::ops::Range;
 
 use quiver_csr::Graph;
+use quiver_run::{Progress, Unit};
 
 use crate::error::{check_vertex, Error, Result};
 use crate::flash::{Fetched, Flash, Nanos};
@@ -29,12 +30,14 @@ pub struct CsrFile {
 impl CsrFile {
     /// Writes `graph`'s CSR through `ftl` at logical pages 0 on (all
     /// unwritten), every page submitted at `at`. Returns the file and when
-    /// its last page was programmed.
+    /// its last page was programmed. `progress` hears of every 64 pages,
+    /// and may stop the writes there ([`Error::Cancelled`]).
     pub fn write(
         ftl: &mut Ftl,
         flash: &mut Flash,
         graph: &Graph,
         at: Nanos,
+        progress: &dyn Progress,
     ) -> Result<(CsrFile, Nanos)> {
         let page_bytes = u64::from(flash.geometry().page_bytes);
         let pages_for = |bytes: u64| bytes.div_ceil(page_bytes);
@@ -72,11 +75,20 @@ impl CsrFile {
             ));
         }
         let len = usize::try_from(page_bytes).expect("a page fits usize");
+        progress.start(
+            "writing the CSR file",
+            Unit::Bytes,
+            Some(pages * page_bytes),
+        );
         for (start, bytes) in sections {
             for (i, chunk) in bytes.chunks(len).enumerate() {
                 let mut page = chunk.to_vec();
                 page.resize(len, 0);
                 done = done.max(ftl.write(flash, Lba(start + i as u64), &page, at)?);
+                if (i + 1) % 64 == 0 {
+                    progress.advance(64 * page_bytes);
+                    progress.check()?;
+                }
             }
         }
         let file = CsrFile {

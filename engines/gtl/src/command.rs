@@ -20,6 +20,7 @@
 use std::sync::Arc;
 
 use quiver_csr::Graph;
+use quiver_run::NoProgress;
 
 use crate::device::Ssd;
 use crate::error::Result;
@@ -100,7 +101,7 @@ impl Ssd {
     pub fn execute(&mut self, command: Command) -> Result<Response> {
         Ok(match command {
             Command::GraphInitialize(graph) => {
-                Response::Initialized(self.graph_initialize(&graph)?)
+                Response::Initialized(self.graph_initialize(&graph, &NoProgress)?)
             }
             Command::GetAdjacencyList { vertex } => {
                 Response::List(self.get_adjacency_list(vertex)?.value)

@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use quiver_csr::Graph;
-use quiver_run::InvalidArgument;
+use quiver_run::{InvalidArgument, Progress};
 
 use crate::area::Tag;
 use crate::baseline::CsrFile;
@@ -206,8 +206,11 @@ impl Ssd {
         self.config.ftl_blocks_per_die..self.config.geometry.blocks_per_die
     }
 
-    /// GraphInitialize: lays `graph` out in graph pages on the GTL's blocks.
-    pub fn graph_initialize(&mut self, graph: &Graph) -> Result<Layout> {
+    /// GraphInitialize: lays `graph` out in graph pages on the GTL's
+    /// blocks, telling `progress` of the pages written; stops between pages
+    /// with [`Error::Cancelled`] when it asks (the device then holds an
+    /// incomplete graph, as after a power cut).
+    pub fn graph_initialize(&mut self, graph: &Graph, progress: &dyn Progress) -> Result<Layout> {
         let blocks = self.graph_blocks();
         let gtl = Gtl::initialize(
             &mut self.flash,
@@ -215,6 +218,7 @@ impl Ssd {
             graph,
             (self.config.slack, self.config.mark_empty),
             self.now,
+            progress,
         )?;
         let layout = gtl.layout().clone();
         self.now = layout.done;
@@ -268,9 +272,11 @@ impl Ssd {
 
     /// Writes `graph`'s CSR file through the FTL (the baseline's storage)
     /// at logical pages 0 on, which no block write may have used
-    /// ([`Error::BlocksInUse`]); returns its logical pages.
-    pub fn write_csr(&mut self, graph: &Graph) -> Result<u64> {
-        let (file, done) = CsrFile::write(&mut self.ftl, &mut self.flash, graph, self.now)?;
+    /// ([`Error::BlocksInUse`]); returns its logical pages. `progress` as
+    /// for [`Ssd::graph_initialize`].
+    pub fn write_csr(&mut self, graph: &Graph, progress: &dyn Progress) -> Result<u64> {
+        let (file, done) =
+            CsrFile::write(&mut self.ftl, &mut self.flash, graph, self.now, progress)?;
         self.now = done;
         let pages = file.pages();
         self.csr = Some(file);

@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use quiver_csr::Graph;
+use quiver_run::NoProgress;
 
 use crate::device::{Config, Ssd};
 use crate::error::Result;
@@ -105,7 +106,7 @@ impl GraphSsd {
         logger: LoggerConfig,
     ) -> Result<GraphSsd> {
         let mut ssd = Ssd::new(config)?;
-        ssd.graph_initialize(graph)?;
+        ssd.graph_initialize(graph, &NoProgress)?;
         GraphSsd::new(ssd, cache_bytes, logger)
     }
 
@@ -120,7 +121,7 @@ impl GraphSsd {
     /// [`Ssd::save`]): every update logged so far is in it.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         self.flush()?;
-        self.source.ssd().save(path)
+        self.source.ssd().save(path, &NoProgress)
     }
 
     /// Queues `request`; returns its tag.

@@ -47,6 +47,7 @@ pub(crate) use read::list_of;
 use std::ops::Range;
 
 use quiver_csr::Graph;
+use quiver_run::{Progress, Unit};
 
 use crate::area::{GraphArea, GraphKind, Owner, Tag};
 use crate::delta::{Adjacency, Deltas, Dir, ListId};
@@ -55,6 +56,10 @@ use crate::flash::{Flash, Nanos, Ppn};
 use crate::ftl::gc_reserve;
 use crate::gtt::{Gtt, GttEntry};
 use crate::page::{PageFormat, ENTRY};
+
+/// Pages a unit programs between reports to its progress (1 MiB of 16 KiB
+/// pages): where a cancelled GraphInitialize stops.
+const PAGES_A_REPORT: u32 = 64;
 
 /// What GraphInitialize did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -160,13 +165,16 @@ impl Gtl {
     /// in-lists, and the weights of both) with
     /// `slack` to blocks `blocks` of every die, submitted at `at`. Each page
     /// crosses the host link and is programmed; all are issued at once, so
-    /// the dies work in parallel. The area keeps room for GC.
+    /// the dies work in parallel. The area keeps room for GC. `progress`
+    /// hears of the pages programmed, and stops the work between pages
+    /// ([`Error::Cancelled`]) when it asks.
     pub fn initialize(
         flash: &mut Flash,
         blocks: Range<u32>,
         graph: &Graph,
         (slack, mark_empty): (f64, bool),
         at: Nanos,
+        progress: &dyn Progress,
     ) -> Result<Gtl> {
         let geometry = flash.geometry().clone();
         if graph.num_vertices() == 0 {
@@ -177,7 +185,11 @@ impl Gtl {
         let format = PageFormat::new(geometry.page_bytes as usize, slack)?;
         let weighted = graph.is_weighted();
         // The lists of each direction: out-lists, and a directed graph's in-lists.
-        let transposed = (!graph.is_undirected()).then(|| transpose(graph));
+        let transposed = if graph.is_undirected() {
+            None
+        } else {
+            Some(transpose(graph, progress)?)
+        };
         let mut sides = vec![(Dir::Out, graph.offsets(), graph.targets(), graph.weights())];
         if let Some((offsets, targets, weights)) = &transposed {
             sides.push((Dir::In, offsets, targets, weights.as_deref()));
@@ -226,13 +238,17 @@ impl Gtl {
         for ((dir, _, targets, weights), plans) in sides.iter().zip(&plans) {
             let pages = encode_pages(plans, targets, &gtl.format);
             unit.extend(pages.into_iter().map(|page| (Owner::Adjacency(*dir), page)));
+            progress.check()?;
             if let Some(weights) = weights {
                 let bits: Vec<u32> = weights.iter().map(|w| w.to_bits()).collect();
                 let pages = encode_pages(plans, &bits, &gtl.format);
                 unit.extend(pages.into_iter().map(|page| (Owner::Weights(*dir), page)));
+                progress.check()?;
             }
         }
-        let (ppns, done) = gtl.write_unit(flash, &unit, true, at)?;
+        let bytes = needed * u64::from(geometry.page_bytes);
+        progress.start("writing graph pages", Unit::Bytes, Some(bytes));
+        let (ppns, done) = gtl.write_unit(flash, &unit, true, at, progress)?;
         let mut ppns = ppns.into_iter();
         for plans in &plans {
             let mut table = Table::default();
@@ -270,12 +286,15 @@ impl Gtl {
     /// Programs `pages` as one unit (tagged with the next sequence
     /// number), submitted at `at`, each first sent over the host link if
     /// `upload`; returns where they went and when the last was programmed.
+    /// `progress` hears of every [`PAGES_A_REPORT`] pages, and may stop the
+    /// unit there: a unit cut short is incomplete, as after a power cut.
     fn write_unit(
         &mut self,
         flash: &mut Flash,
         pages: &[(Owner, Vec<u8>)],
         upload: bool,
         at: Nanos,
+        progress: &dyn Progress,
     ) -> Result<(Vec<Ppn>, Nanos)> {
         let seq = self.seq;
         self.seq += 1;
@@ -298,6 +317,10 @@ impl Gtl {
             let (ppn, written) = self.area.program(flash, tag, data, arrived)?;
             ppns.push(ppn);
             done = done.max(written);
+            if (index + 1) % PAGES_A_REPORT == 0 {
+                progress.advance(u64::from(PAGES_A_REPORT) * data.len() as u64);
+                progress.check()?;
+            }
         }
         Ok((ppns, done))
     }

@@ -21,6 +21,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use quiver_io::{Output, Shape};
+use quiver_run::{Progress, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::CsrFile;
@@ -54,8 +55,11 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 
 impl Ssd {
     /// Writes the device to the image `path` (atomically: a temporary
-    /// file beside it, then a rename).
-    pub fn save(&self, path: &Path) -> Result<()> {
+    /// file beside it, then a rename). `progress` hears of the bytes
+    /// written, and may stop the write every 64 pages
+    /// ([`Error::Cancelled`]): the temporary file is removed and the image
+    /// left as it was.
+    pub fn save(&self, path: &Path, progress: &dyn Progress) -> Result<()> {
         let flash = self.flash();
         let header = Header {
             config: self.config().clone(),
@@ -71,9 +75,20 @@ impl Ssd {
         let len = (json.len() as u64).to_le_bytes();
         let parts = [MAGIC.as_slice(), len.as_slice(), json.as_slice()];
         let pages = header.pages.iter().map(|&ppn| flash.raw(ppn));
-        for bytes in parts.into_iter().chain(pages) {
+        let page_len =
+            u64::from(self.config().geometry.page_bytes + self.config().geometry.spare_bytes);
+        progress.start(
+            "saving the image",
+            Unit::Bytes,
+            Some(header.pages.len() as u64 * page_len),
+        );
+        for (i, bytes) in parts.into_iter().chain(pages).enumerate() {
             crc = crc32c::crc32c_append(crc, bytes);
             out.write_all(bytes).map_err(io(path))?;
+            if (i + 1) % 64 == 0 {
+                progress.advance(64 * page_len);
+                progress.check()?;
+            }
         }
         out.write_all(&crc.to_le_bytes()).map_err(io(path))?;
         let out = out.into_inner().map_err(|e| bad(path, e.to_string()))?;

@@ -209,6 +209,6 @@ pub use graph_ssd::{Answer, Completion, GraphSsd, Request};
 pub use image::is_image;
 pub use logger::{HostClock, LoggerConfig, ManualClock, UpdateLogger};
 pub use queues::{Arrival, Issued, Queues, Submission, Submit};
-pub use run::{bfs_target, run, run_image, App, Config as RunConfig, Report};
+pub use run::{bfs_target, get, run, run_image, App, Config as RunConfig, GetReport, Report};
 pub use source::{Backend, Completed, CsrSource, GraphSource, GtlSource, Host, SourceCounters};
 pub use update::{Batch, Update, UpdatePath};

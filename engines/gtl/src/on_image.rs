@@ -46,10 +46,10 @@ pub fn init(
 ) -> Result<InitReport> {
     config.validate()?;
     let mut ssd = Ssd::new(config)?;
-    let layout = ssd.graph_initialize(graph)?;
-    let csr_pages = ssd.write_csr(graph)?;
+    let layout = ssd.graph_initialize(graph, progress)?;
+    let csr_pages = ssd.write_csr(graph, progress)?;
     progress.check()?;
-    ssd.save(path)?;
+    ssd.save(path, progress)?;
     Ok(InitReport {
         device: path.to_owned(),
         vertices: graph.num_vertices(),
@@ -113,7 +113,7 @@ pub fn update(
     };
     if applied {
         progress.check()?;
-        ssd.save(image)?;
+        ssd.save(image, progress)?;
     }
     Ok(report)
 }
@@ -140,7 +140,7 @@ pub fn merge(image: &Path, groups: Option<usize>, progress: &dyn Progress) -> Re
     let (programs, start) = (ssd.flash().counters().programs, ssd.now());
     let merged = ssd.merge(groups)?;
     progress.check()?;
-    ssd.save(image)?;
+    ssd.save(image, progress)?;
     Ok(MergeReport {
         image: image.to_owned(),
         groups: merged.groups,

@@ -7,7 +7,7 @@
 //! (`load_ns`); its programs and modelled time are reported apart from
 //! the application's (`init`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use quiver_csr::Graph;
 use quiver_run::{InvalidArgument, Progress, RunSummary, Stopwatch, Unit};
@@ -266,11 +266,15 @@ impl GraphSource for Stoppable<'_> {
 pub fn run(graph: &Graph, app: App, config: &Config, progress: &dyn Progress) -> Result<Report> {
     let wall = Stopwatch::start();
     let picked = prepare(graph, app, config)?;
-    progress.start("writing the device", Unit::Edges, Some(graph.num_edges()));
     let load = Stopwatch::start();
-    let (source, init) = source::open(graph, &config.device, config.backend, config.cache_bytes)?;
+    let (source, init) = source::open(
+        graph,
+        &config.device,
+        config.backend,
+        config.cache_bytes,
+        progress,
+    )?;
     let load_ns = load.elapsed_ns();
-    progress.advance(graph.num_edges());
     run_source(
         graph,
         app,
@@ -321,6 +325,85 @@ pub enum Input<'a> {
     Graph(&'a Graph),
     /// A device image (from [`crate::on_image::init`]).
     Image(&'a Path),
+}
+
+impl Input<'_> {
+    /// The graph's file or the image.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Input::Graph(graph) => graph.path(),
+            Input::Image(path) => Some(path),
+        }
+    }
+}
+
+/// What GetAdjacencyList of one vertex returned and cost: `quiver gtl get
+/// --json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GetReport {
+    /// The graph's file or the image.
+    pub graph: Option<PathBuf>,
+    /// The layout read.
+    pub backend: Backend,
+    /// The vertex, by the graph's ids (an image's are dense).
+    pub vertex: u64,
+    /// Its out-neighbours, by the same ids.
+    pub neighbours: Vec<u64>,
+    /// NAND pages read.
+    pub pages_read: u64,
+    /// Modelled time.
+    pub modelled_ns: Nanos,
+}
+
+/// GetAdjacencyList of `vertex` on `input` (a graph written onto a fresh
+/// device, `progress` hearing of the writes, or an image mounted),
+/// through `config`'s backend and cache. A graph names its vertices by its
+/// id map, if it has one; an image by dense ids.
+pub fn get(
+    input: Input<'_>,
+    vertex: u64,
+    config: &Config,
+    progress: &dyn Progress,
+) -> Result<GetReport> {
+    config.validate()?;
+    let graph = match input {
+        Input::Graph(graph) => Some(graph),
+        Input::Image(_) => None,
+    };
+    let dense = match graph {
+        Some(graph) => graph.dense_id(vertex),
+        None => u32::try_from(vertex).ok(),
+    }
+    .ok_or_else(|| {
+        InvalidArgument::new("vertex", format!("{vertex} is not a vertex of the graph"))
+    })?;
+    let (mut source, _) = match input {
+        Input::Image(path) => {
+            let (ssd, mount_ns) = Ssd::open(path)?;
+            source::attach(ssd, config.backend, config.cache_bytes, mount_ns)?
+        }
+        Input::Graph(graph) => source::open(
+            graph,
+            &config.device,
+            config.backend,
+            config.cache_bytes,
+            progress,
+        )?,
+    };
+    let neighbours = source
+        .get(dense)?
+        .iter()
+        .map(|&v| graph.map_or(u64::from(v), |g| g.original_id(v)))
+        .collect();
+    let counters = source.counters();
+    Ok(GetReport {
+        graph: input.path().map(Path::to_owned),
+        backend: config.backend,
+        vertex,
+        neighbours,
+        pages_read: counters.pages_read,
+        modelled_ns: counters.modelled_ns,
+    })
 }
 
 /// [`run`] or [`run_image`], as `input` is.

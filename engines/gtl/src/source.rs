@@ -19,6 +19,7 @@
 use std::rc::Rc;
 
 use quiver_csr::Graph;
+use quiver_run::Progress;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::PageCache;
@@ -424,21 +425,22 @@ pub struct Init {
 }
 
 /// A fresh device of `config` holding `graph` for `backend` (GraphInitialize
-/// or the CSR file's writes), and its host side with a cache of
-/// `cache_bytes`.
+/// or the CSR file's writes, which `progress` hears of and may stop), and
+/// its host side with a cache of `cache_bytes`.
 pub fn open(
     graph: &Graph,
     config: &Config,
     backend: Backend,
     cache_bytes: u64,
+    progress: &dyn Progress,
 ) -> Result<(Box<dyn GraphSource>, Init)> {
     let mut ssd = Ssd::new(config)?;
     match backend {
         Backend::Gtl => {
-            ssd.graph_initialize(graph)?;
+            ssd.graph_initialize(graph, progress)?;
         }
         Backend::Csr => {
-            ssd.write_csr(graph)?;
+            ssd.write_csr(graph, progress)?;
         }
     }
     let loaded = ssd.now();
@@ -483,6 +485,7 @@ pub fn attach(
 #[cfg(test)]
 mod tests {
     use quiver_csr::testing::karate;
+    use quiver_run::NoProgress;
 
     use super::*;
 
@@ -490,7 +493,8 @@ mod tests {
     fn a_cached_page_costs_no_read_and_no_time() {
         for backend in [Backend::Gtl, Backend::Csr] {
             let graph = karate(true);
-            let (mut source, _) = open(&graph, &Config::default(), backend, 1 << 20).unwrap();
+            let (mut source, _) =
+                open(&graph, &Config::default(), backend, 1 << 20, &NoProgress).unwrap();
             let host_bytes = |s: &dyn GraphSource| s.ssd().flash().counters().host_bytes;
             let page_bytes = u64::from(source.ssd().flash().geometry().page_bytes);
             let loaded = host_bytes(source.as_ref());
@@ -528,11 +532,11 @@ mod tests {
         let graph = karate(true);
         let all: Vec<u32> = (0..graph.num_vertices()).collect();
         for backend in [Backend::Gtl, Backend::Csr] {
-            let (mut one, _) = open(&graph, &Config::default(), backend, 0).unwrap();
+            let (mut one, _) = open(&graph, &Config::default(), backend, 0, &NoProgress).unwrap();
             for &v in &all {
                 one.get(v).unwrap();
             }
-            let (mut batch, _) = open(&graph, &Config::default(), backend, 0).unwrap();
+            let (mut batch, _) = open(&graph, &Config::default(), backend, 0, &NoProgress).unwrap();
             batch.get_many(&all).unwrap();
             assert_eq!(one.counters().pages_read, batch.counters().pages_read);
             assert!(batch.counters().modelled_ns < one.counters().modelled_ns);

@@ -260,14 +260,14 @@ fn split(graph: &Graph, config: &Config) -> (Graph, Vec<Event>) {
 
 /// The device config for `graph` on `config`'s slack: default timing and
 /// channels, blocks per die sized to the graph.
-fn device_for(graph: &Graph, slack: f64) -> Result<crate::Config> {
+fn device_for(graph: &Graph, slack: f64, progress: &dyn Progress) -> Result<crate::Config> {
     let mut device = crate::Config {
         slack,
         ..crate::Config::default()
     };
     let geometry = &device.geometry;
     let format = crate::page::PageFormat::new(geometry.page_bytes as usize, slack)?;
-    let image = pages_needed(graph, &format);
+    let image = pages_needed(graph, &format, progress)?;
     let per_block_row = u64::from(geometry.dies()) * u64::from(geometry.pages_per_block);
     let want = 2 * image + 2 * gc_reserve(geometry);
     let gtl_blocks = u32::try_from(want.div_ceil(per_block_row)).expect("fits u32");
@@ -298,13 +298,11 @@ fn run_on(graph: &Graph, config: &Config, progress: &dyn Progress) -> Result<(Re
     let wall = Stopwatch::start();
     config.validate()?;
     let (initial, events) = split(graph, config);
-    let device = device_for(graph, config.slack)?;
-    progress.start("writing the device", Unit::Edges, Some(initial.num_edges()));
+    let device = device_for(graph, config.slack, progress)?;
     let load = Stopwatch::start();
     let mut ssd = Ssd::new(&device)?;
-    let layout = ssd.graph_initialize(&initial)?;
+    let layout = ssd.graph_initialize(&initial, progress)?;
     let load_ns = load.elapsed_ns();
-    progress.advance(initial.num_edges());
     let programs_at_start = ssd.flash().counters().programs;
     let compute = Stopwatch::start();
     let mut rng = SplitMix::new(config.seed ^ 0x9e37_79b9_7f4a_7c15);

@@ -168,7 +168,7 @@ pub use clock::Clock;
 pub use config::{Config, Mix, Policy, NODES};
 pub use job::{hears_its_caller, run, run_node, JobConfig, KvTask};
 pub use policy::Plan;
-pub use report::{Latency, NodeReport, Point, Report, Steady};
+pub use report::{BenchReport, Latency, NodeReport, Point, Report, Steady};
 pub use store::{Session, Store, StoreConfig, StoreCounts, Tally};
 pub use update::Update;
 pub use workload::starts;

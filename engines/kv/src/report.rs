@@ -1,8 +1,10 @@
 //! What a run reports: each node's [`NodeReport`], and the job's
-//! [`Report`] joined from them: the shared run summary, the engine's own
+//! [`Report`] joined from them (and [`BenchReport`], it with its graph): the shared run summary, the engine's own
 //! counts (remote Gets, keys moved, one-sided operations per migration,
 //! shards moved), latencies, the time series of [`Point`]s and the last
 //! interval's [`Steady`] state.
+
+use std::path::PathBuf;
 
 use quiver_run::RunSummary;
 use serde::{Deserialize, Serialize};
@@ -105,6 +107,23 @@ impl Latency {
             p999_ns: histogram.quantile(0.999),
         }
     }
+}
+
+/// What `quiver kv bench --json` prints: the graph, the fabric and the
+/// benchmark's [`Report`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// The graph's file.
+    pub graph: PathBuf,
+    /// |V|.
+    pub vertices: u32,
+    /// |E| (stored directed edges).
+    pub edges: u64,
+    /// The fabric the nodes spoke over.
+    pub fabric: &'static str,
+    /// The run.
+    #[serde(flatten)]
+    pub report: Report,
 }
 
 /// A benchmark run of the whole job.

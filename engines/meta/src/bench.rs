@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use quiver_csr::{Graph, GraphSpec};
+use quiver_csr::{Graph, GraphSpec, SortOptions};
 use quiver_run::{InvalidArgument, Progress, RunSummary, Unit};
 use serde::Serialize;
 
@@ -102,6 +102,24 @@ impl BenchConfig {
         }
     }
 
+    /// Writes [`BenchConfig::graph`] from `seed` into the scratch file
+    /// `path` (deduplicated, without self-loops, and not fsynced: it goes
+    /// with its directory) and opens it.
+    ///
+    /// # Errors
+    /// [`crate::Error::Graph`] if it cannot be written or opened.
+    pub fn write_graph(&self, path: &Path, progress: &dyn Progress) -> Result<Graph> {
+        let sort = SortOptions {
+            dedupe: true,
+            drop_self_loops: true,
+            sync: false,
+            ..SortOptions::default()
+        };
+        quiver_csr::generate_to_file(&self.graph(), self.seed, None, &sort, path, progress)
+            .and_then(|_| Graph::open(path))
+            .map_err(crate::Error::Graph)
+    }
+
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         self.load.validate()?;
@@ -189,6 +207,87 @@ pub struct BenchReport {
     /// their load, so theirs is all compute).
     #[serde(flatten)]
     pub summary: RunSummary,
+}
+
+/// The report in lines: the load, the workload's own figures, the
+/// servers' counts.
+impl std::fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.servers == 0 {
+            writeln!(
+                f,
+                "{} straight into one RocksDB in this process (no servers)",
+                self.workload.name()
+            )?;
+        } else {
+            writeln!(
+                f,
+                "{} on {} servers ({}), {} clients",
+                self.workload.name(),
+                self.servers,
+                self.partitioner,
+                self.clients
+            )?;
+        }
+        writeln!(f, "  load: {}", self.load)?;
+        if let Some(c) = self.creates_per_s {
+            writeln!(f, "  {c:.0} creates/s")?;
+        }
+        if let Some(start) = &self.start {
+            writeln!(f, "  traversals from {start}:")?;
+            for t in &self.traversals {
+                #[allow(clippy::cast_precision_loss)] // milliseconds, shown
+                let ms = t.totals.ns as f64 / 1e6;
+                writeln!(
+                    f,
+                    "  {} steps, {}{}{}: {ms:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
+                    t.steps,
+                    t.engine,
+                    if t.prefetch { ", prefetch" } else { "" },
+                    if t.past { ", as of the first versions" } else { "" },
+                    t.end_vertices,
+                    t.totals.edges,
+                    t.totals.stat_comm,
+                    t.totals.stat_reads,
+                    t.totals.messages,
+                    t.totals.bytes,
+                    t.totals.prefetch_hits
+                )?;
+            }
+        }
+        if !self.degrees.is_empty() {
+            writeln!(
+                f,
+                "  from one vertex of each of {} out-degrees (StatComm / StatReads):",
+                self.degrees.len()
+            )?;
+            for sum in &self.degree_sums {
+                let range = if sum.max_degree == u64::MAX {
+                    format!("{}+", sum.min_degree)
+                } else {
+                    format!("{}-{}", sum.min_degree, sum.max_degree)
+                };
+                writeln!(
+                    f,
+                    "  degrees {range} ({} vertices): scans {} / {}, {DEGREE_TRAVERSAL_STEPS}-step traversals {} / {}",
+                    sum.vertices,
+                    sum.scan.stat_comm,
+                    sum.scan.stat_reads,
+                    sum.traversal.stat_comm,
+                    sum.traversal.stat_reads
+                )?;
+            }
+        }
+        if self.servers > 0 {
+            let t = &self.totals;
+            writeln!(
+                f,
+                "  servers: {} splits, {} edges moved, {} messages ({} B) between servers",
+                t.splits, t.edges_moved, t.messages, t.bytes
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// StatComm and StatReads of one operation.

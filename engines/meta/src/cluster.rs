@@ -1,21 +1,26 @@
 //! A cluster of servers on this machine: free ports, child processes that
 //! die with their starter, the cluster file written only once every server
-//! answered, and a stop that lets them flush.
+//! answered, and a stop that lets them flush; and one server's life in its
+//! own process ([`serve`]), from its port bound to its flush on a signal.
 //!
-//! The caller says how to run one server (a [`Command`] for each
-//! [`Slot`]); everything else is here. A directory holds the cluster:
+//! The caller names the program that runs one server (`quiver meta
+//! serve`, which takes `--listen ADDR --cluster FILE --data DIR` after its
+//! own arguments); everything else is here. A directory holds the cluster:
 //! `cluster` (the [`Membership`] file clients read), `server{i}` (each
 //! server's data) and, for quiet servers, `server{i}.log`.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use quiver_run::InvalidArgument;
+use quiver_verbs::job::Program;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::membership::{DataLock, Membership};
+use crate::server::{self, ServerConfig};
 
 /// Servers a local cluster has unless told otherwise.
 pub const DEFAULT_SERVERS: usize = 4;
@@ -28,19 +33,6 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The first port [`free_ports`] considers.
 const FIRST_PORT: u16 = 10_000;
-
-/// What a server of a starting cluster is run with.
-#[derive(Clone, Copy, Debug)]
-pub struct Slot<'a> {
-    /// Its place in the cluster file.
-    pub index: usize,
-    /// The address it listens on.
-    pub addr: &'a str,
-    /// The cluster file it reads.
-    pub cluster_file: &'a Path,
-    /// Its data directory.
-    pub data: &'a Path,
-}
 
 /// Servers running as child processes of this one. Dropping it kills them
 /// (and removes a cluster file still being started); they also die with
@@ -56,8 +48,8 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// Starts `n` servers with data under `dir`, each run by
-    /// `command(slot)`, and waits until each has answered as the server
+    /// Starts `n` servers with data under `dir`, each running `server`
+    /// with `--listen ADDR --cluster FILE --data DIR` appended, and waits until each has answered as the server
     /// the cluster file names. The data's cluster comes back on its own
     /// ids at new ports; a new directory gets a new cluster. `base_port` 0
     /// takes free ports, another the `n` ports from it.
@@ -78,7 +70,7 @@ impl LocalCluster {
         dir: &Path,
         base_port: u16,
         quiet: bool,
-        mut command: impl FnMut(Slot<'_>) -> Command,
+        server: &Program,
     ) -> Result<(LocalCluster, Client)> {
         if n == 0 {
             return Err(InvalidArgument::new("servers", "must be at least 1").into());
@@ -141,12 +133,14 @@ impl LocalCluster {
         };
         for (i, addr) in addrs.iter().enumerate() {
             let data = data(i);
-            let mut cmd = command(Slot {
-                index: i,
-                addr,
-                cluster_file: &starting,
-                data: &data,
-            });
+            let mut cmd = Command::new(&server.path);
+            cmd.args(&server.args)
+                .arg("--listen")
+                .arg(addr)
+                .arg("--cluster")
+                .arg(&starting)
+                .arg("--data")
+                .arg(&data);
             if quiet {
                 let file = std::fs::File::create(log(i))
                     .map_err(io(format!("creating {}", log(i).display())))?;
@@ -215,6 +209,40 @@ impl LocalCluster {
         Ok(None)
     }
 
+    /// Runs until Ctrl-C or SIGTERM, then stops the servers ([`stop`]).
+    /// A server that exits first stops the others, and the cluster fails
+    /// naming it.
+    ///
+    /// [`stop`]: LocalCluster::stop
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] for a server that exited, or signals that cannot
+    /// be listened for.
+    pub async fn run_until_signal(&mut self) -> Result<()> {
+        let mut watch = tokio::time::interval(Duration::from_millis(500));
+        let stop = stop_signal();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                signalled = &mut stop => {
+                    signalled.map_err(|e| Error::Cluster(format!("listening for signals: {e}")))?;
+                    break;
+                }
+                _ = watch.tick() => {
+                    if let Some((i, status)) = self.exited()? {
+                        self.stop();
+                        return Err(Error::Cluster(format!(
+                            "server {i} ({}) exited with {status}; stopped the others",
+                            self.addrs[i]
+                        )));
+                    }
+                }
+            }
+        }
+        self.stop();
+        Ok(())
+    }
+
     /// Asks every server still running to stop (SIGTERM: they finish
     /// requests and flush) and waits up to 10 s before killing what is
     /// left.
@@ -250,6 +278,42 @@ impl Drop for LocalCluster {
         if let Some(starting) = &self.starting {
             let _ = std::fs::remove_file(starting);
         }
+    }
+}
+
+/// Runs one server in this process until Ctrl-C or SIGTERM: opens its
+/// store (replaying its log) before it binds `listen`, so a server that
+/// listens is ready; tells `started` the address it serves on; on the
+/// signal it finishes requests and flushes.
+///
+/// # Errors
+/// What opening the store or serving returns; [`Error::Serve`] if the
+/// address cannot be bound or signals cannot be listened for.
+pub async fn serve(
+    config: ServerConfig,
+    listen: SocketAddr,
+    started: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    let serve_error = |e: std::io::Error| Error::Serve {
+        addr: listen.to_string(),
+        source: Box::new(e),
+    };
+    let opened = server::open(config)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(serve_error)?;
+    let running = opened.serve(listener).await?;
+    started(running.addr);
+    stop_signal().await.map_err(serve_error)?;
+    running.shutdown().await
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn stop_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
     }
 }
 

@@ -50,6 +50,9 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The benchmark's graph could not be generated or opened.
+    #[error("the benchmark's graph")]
+    Graph(#[source] quiver_csr::Error),
     /// The caller asked the work to stop (its `Progress` said cancelled).
     #[error("stopped")]
     Cancelled(#[from] quiver_run::Cancelled),

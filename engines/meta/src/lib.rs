@@ -100,4 +100,4 @@ pub use error::{Error, Result};
 pub use membership::{Identity, Member, Membership};
 pub use place::Partitioner;
 pub use server::{Running, ServerConfig};
-pub use travel::{Filter, GTravel, Test, Travel};
+pub use travel::{Filter, GTravel, QueryReport, Test, Travel};

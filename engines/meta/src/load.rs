@@ -78,6 +78,19 @@ pub struct LoadReport {
     pub ts: u64,
 }
 
+/// One line: the writes acknowledged, their rate, splits and re-routes.
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        #[allow(clippy::cast_precision_loss)] // seconds, shown
+        let seconds = self.summary.wall_ns as f64 / 1e9;
+        write!(
+            f,
+            "{} writes acknowledged ({} vertices, {} edges) in {seconds:.2} s = {:.0} writes/s; {} splits, {} re-routed",
+            self.acknowledged, self.vertices, self.edges, self.writes_per_s, self.splits, self.rerouted
+        )
+    }
+}
+
 /// Writes `writes` with `config.clients` clients at once, each taking the
 /// next batch in order, so a vertex's batch is written no later than the
 /// batches after it.

@@ -28,7 +28,9 @@
 use std::collections::BTreeMap;
 
 use quiver_run::InvalidArgument;
+use serde::Serialize;
 
+use crate::client::TravelAnswer;
 use crate::rpc;
 
 /// What a filter asks of one attribute.
@@ -472,6 +474,17 @@ impl Parser<'_> {
         travel.validate()?;
         Ok(travel)
     }
+}
+
+/// What `quiver meta query --json` prints: a traversal in its text form,
+/// and its answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QueryReport {
+    /// The traversal, as given.
+    pub travel: String,
+    /// Its answer.
+    #[serde(flatten)]
+    pub answer: TravelAnswer,
 }
 
 #[cfg(test)]

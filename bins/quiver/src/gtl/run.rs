@@ -8,25 +8,14 @@ use quiver_csr::Graph;
 use quiver_gtl::file::bench::Config as FileConfig;
 use quiver_gtl::on_image;
 use quiver_gtl::run::{compare, run_input};
-use quiver_gtl::source::{attach, open};
 use quiver_gtl::updates::{self, Config as UpdatesConfig};
-use quiver_gtl::{App, Backend, Ssd, Update, UpdatePath};
+use quiver_gtl::{App, Update, UpdatePath};
 use quiver_io::size::format_bytes;
 use serde::Serialize;
 
-use super::{AppArgs, BackendArg, DeviceArgs, GtlCommand, ImageArgs, InputArgs, Opened};
+use super::{AppArgs, BackendArg, DeviceArgs, GtlCommand, ImageArgs, InputArgs};
 use crate::progress::Bar;
-use crate::report::{flagged, print_json, UsageError};
-
-#[derive(Serialize)]
-struct GetReport<'a> {
-    graph: &'a Path,
-    backend: Backend,
-    vertex: u64,
-    neighbours: &'a [u64],
-    pages_read: u64,
-    modelled_ns: u64,
-}
+use crate::report::{flagged, print_json};
 
 /// `quiver gtl ...` as typed by the user.
 pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
@@ -151,56 +140,21 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let config = device.config(backend);
             flagged(config.validate())?;
             let path = input.path();
-            let what = || format!("GetAdjacencyList({vertex}) on {}", path.display());
-            // A graph names its vertices by its id map, if it has one; an
-            // image by dense ids.
             let opened = input.open()?;
-            let graph = match &opened {
-                Opened::Graph(graph) => Some(graph),
-                Opened::Image(_) => None,
-            };
-            let dense = match graph {
-                Some(graph) => graph.dense_id(vertex),
-                None => u32::try_from(vertex).ok(),
-            }
-            .ok_or_else(|| UsageError(format!("{vertex} is not a vertex of {}", path.display())))?;
-            let (mut source, _) = match &opened {
-                Opened::Image(image) => {
-                    let (ssd, mount_ns) = Ssd::open(image).with_context(what)?;
-                    attach(ssd, config.backend, config.cache_bytes, mount_ns).with_context(what)?
-                }
-                Opened::Graph(graph) => {
-                    open(graph, &config.device, config.backend, config.cache_bytes)
-                        .with_context(what)?
-                }
-            };
-            let list: Vec<u64> = source
-                .get(dense)
-                .with_context(what)?
-                .iter()
-                .map(|&v| graph.map_or(u64::from(v), |g| g.original_id(v)))
-                .collect();
-            let counters = source.counters();
-            let (pages_read, modelled_ns) = (counters.pages_read, counters.modelled_ns);
-            let report = GetReport {
-                graph: path,
-                backend: config.backend,
-                vertex,
-                neighbours: &list,
-                pages_read,
-                modelled_ns,
-            };
-            if json {
-                print_json(&report)?;
+            let Some(report) = reported(json, hidden, |bar| {
+                quiver_gtl::get(opened.input(), vertex, &config, bar)
+                    .with_context(|| format!("GetAdjacencyList({vertex}) on {}", path.display()))
+            })?
+            else {
                 return Ok(());
-            }
-            let shown: Vec<String> = list.iter().map(u64::to_string).collect();
+            };
+            let shown: Vec<String> = report.neighbours.iter().map(u64::to_string).collect();
             println!("{vertex}: [{}]", shown.join(", "));
             println!(
                 "{} neighbours, {} pages read, {:.1} us modelled ({})",
-                list.len(),
-                pages_read,
-                micros(modelled_ns),
+                report.neighbours.len(),
+                report.pages_read,
+                micros(report.modelled_ns),
                 config.backend
             );
             Ok(())

@@ -4,7 +4,9 @@
 use std::ops::Range;
 
 use quiver_csr::Graph;
+use quiver_run::Progress;
 
+use crate::error::Result;
 use crate::page::{PageFormat, CONTINUED, CONTINUES, FIXED_FOOTER, TUPLE};
 
 /// One page of a layout before it is written.
@@ -92,42 +94,60 @@ pub(crate) fn lens(offsets: &[u64]) -> impl Iterator<Item = usize> + '_ {
         .map(|w| usize::try_from(w[1] - w[0]).expect("a list's length fits usize"))
 }
 
+/// Vertices [`transpose`] turns between asking its progress whether to
+/// stop.
+const VERTICES_A_CHECK: u32 = 1 << 16;
+
+/// Lists as CSR arrays: offsets, neighbours, weights.
+pub(super) type CsrLists = (Vec<u64>, Vec<u32>, Option<Vec<f32>>);
+
 /// A directed graph's in-lists as CSR (offsets, sources, weights): each
-/// vertex's in-neighbours in increasing order of source.
-pub(super) fn transpose(graph: &Graph) -> (Vec<u64>, Vec<u32>, Option<Vec<f32>>) {
+/// vertex's in-neighbours in increasing order of source. Stops with
+/// [`crate::Error::Cancelled`] when `progress` asks.
+pub(super) fn transpose(graph: &Graph, progress: &dyn Progress) -> Result<CsrLists> {
     let n = graph.num_vertices() as usize;
+    let (out_offsets, targets, out_weights) = (graph.offsets(), graph.targets(), graph.weights());
     let mut offsets = vec![0u64; n + 1];
-    for &t in graph.targets() {
+    for &t in targets {
         offsets[t as usize + 1] += 1;
     }
     for i in 1..=n {
         offsets[i] += offsets[i - 1];
     }
     let mut fill: Vec<u64> = offsets[..n].to_vec();
-    let mut sources = vec![0u32; graph.targets().len()];
-    let mut weights = graph.weights().map(|w| vec![0f32; w.len()]);
+    let mut sources = vec![0u32; targets.len()];
+    let mut weights = out_weights.map(|w| vec![0f32; w.len()]);
+    let index = |x: u64| usize::try_from(x).expect("an offset fits usize");
     for v in 0..graph.num_vertices() {
-        let start = usize::try_from(graph.offsets()[v as usize]).expect("fits usize");
-        for (i, &t) in graph.neighbors(v).iter().enumerate() {
-            let at = usize::try_from(fill[t as usize]).expect("fits usize");
-            fill[t as usize] += 1;
+        if v % VERTICES_A_CHECK == 0 {
+            progress.check()?;
+        }
+        let list = index(out_offsets[v as usize])..index(out_offsets[v as usize + 1]);
+        for e in list {
+            let t = targets[e] as usize;
+            let at = index(fill[t]);
+            fill[t] += 1;
             sources[at] = v;
-            if let (Some(w), Some(from)) = (&mut weights, graph.weights()) {
-                w[at] = from[start + i];
+            if let (Some(w), Some(from)) = (&mut weights, out_weights) {
+                w[at] = from[e];
             }
         }
     }
-    (offsets, sources, weights)
+    Ok((offsets, sources, weights))
 }
 
 /// Graph pages (neighbour and weight pages, of both directions on a
 /// directed graph) GraphInitialize writes for `graph` under `format`.
-pub(crate) fn pages_needed(graph: &Graph, format: &PageFormat) -> u64 {
+pub(crate) fn pages_needed(
+    graph: &Graph,
+    format: &PageFormat,
+    progress: &dyn Progress,
+) -> Result<u64> {
     let mut pages = plan(0, lens(graph.offsets()), format).len() as u64;
     if !graph.is_undirected() {
-        pages += plan(0, lens(&transpose(graph).0), format).len() as u64;
+        pages += plan(0, lens(&transpose(graph, progress)?.0), format).len() as u64;
     }
-    pages * if graph.is_weighted() { 2 } else { 1 }
+    Ok(pages * if graph.is_weighted() { 2 } else { 1 })
 }
 
 /// Pages of `format` that `entry_bytes` of neighbours and `vertices`

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use quiver_run::NoProgress;
+
 use super::read::read_page;
 use super::{plan_rewrite, GroupRead, Gtl, Merged};
 use crate::area::{Owner, Tag};
@@ -30,7 +32,7 @@ impl Gtl {
             .iter()
             .map(|(_, p)| (Owner::Delta, p.clone()))
             .collect();
-        let (ppns, done) = self.write_unit(flash, &unit, true, at)?;
+        let (ppns, done) = self.write_unit(flash, &unit, true, at, &NoProgress)?;
         for ((first, _), ppn) in pages.iter().zip(ppns) {
             self.deltas.placed(*first, ppn);
         }
@@ -248,7 +250,7 @@ impl Gtl {
                 ));
             }
         }
-        let (ppns, done) = self.write_unit(flash, &unit, false, at)?;
+        let (ppns, done) = self.write_unit(flash, &unit, false, at, &NoProgress)?;
         let entries: Vec<GttEntry> = plans
             .iter()
             .zip(ppns.chunks(kinds))

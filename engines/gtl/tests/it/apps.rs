@@ -16,7 +16,9 @@ use crate::small_config;
 /// Tiny pages and a cache of 3 of them, so that lists span pages and
 /// pages are evicted.
 fn source(graph: &Graph, backend: Backend) -> Box<dyn GraphSource> {
-    open(graph, &small_config(), backend, 3 * 64).unwrap().0
+    open(graph, &small_config(), backend, 3 * 64, &NoProgress)
+        .unwrap()
+        .0
 }
 
 /// How the host keeps requests in flight: one at a time, a small window,
@@ -198,7 +200,7 @@ proptest! {
 fn hits_cost_no_reads_and_a_cacheless_source_rereads() {
     let graph = karate(true);
     for backend in [Backend::Gtl, Backend::Csr] {
-        let (mut big, _) = open(&graph, &small_config(), backend, 1 << 20).unwrap();
+        let (mut big, _) = open(&graph, &small_config(), backend, 1 << 20, &NoProgress).unwrap();
         let all: Vec<u32> = (0..graph.num_vertices()).collect();
         big.get_many(&all).unwrap();
         let first = big.counters();
@@ -207,7 +209,7 @@ fn hits_cost_no_reads_and_a_cacheless_source_rereads() {
         assert_eq!(again.pages_read, first.pages_read, "{backend}");
         assert_eq!(again.modelled_ns, first.modelled_ns, "{backend}");
         assert_eq!(again.cache_misses, first.cache_misses, "{backend}");
-        let (mut none, _) = open(&graph, &small_config(), backend, 0).unwrap();
+        let (mut none, _) = open(&graph, &small_config(), backend, 0, &NoProgress).unwrap();
         none.get_many(&all).unwrap();
         let once = none.counters().pages_read;
         assert!(
@@ -252,7 +254,7 @@ fn a_device_on_a_sparse_file_runs_every_application_as_in_memory() {
     let mut device = RunConfig::default().device;
     device.flash_file = Some(file.clone());
     let mut ssd = quiver_gtl::Ssd::new(&device).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let meta = std::fs::metadata(&file).unwrap();
     let geometry = &device.geometry;
     let page_len = u64::from(geometry.page_bytes + geometry.spare_bytes);
@@ -338,7 +340,7 @@ fn empty_marks_skip_reads_until_an_edit_names_the_vertex() {
         let mut config = small_config();
         config.mark_empty = true;
         let mut ssd = Ssd::new(&config).unwrap();
-        ssd.graph_initialize(&graph).unwrap();
+        ssd.graph_initialize(&graph, &NoProgress).unwrap();
         let mut host = GtlSource::new(ssd, 0).unwrap();
         for v in 3..6 {
             assert!(host.get(v).unwrap().is_empty());
@@ -368,7 +370,7 @@ fn empty_marks_skip_reads_until_an_edit_names_the_vertex() {
     }
     // Without marks, an empty list costs its page.
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let mut host = GtlSource::new(ssd, 0).unwrap();
     assert!(host.get(3).unwrap().is_empty());
     assert_eq!(host.counters().pages_read, 1);

@@ -10,6 +10,7 @@ use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
 use quiver_gtl::ftl::Lba;
 use quiver_gtl::{Command, Error, Queue, Response, Result, Ssd, Update, UpdatePath};
+use quiver_run::NoProgress;
 
 use crate::small_config;
 
@@ -19,7 +20,7 @@ fn loaded(graph: &Arc<Graph>) -> Ssd {
     let mut ssd = Ssd::new(&small_config()).unwrap();
     let response = ssd.execute(Command::GraphInitialize(Arc::clone(graph)));
     assert!(matches!(response, Ok(Response::Initialized(_))));
-    ssd.write_csr(graph).unwrap();
+    ssd.write_csr(graph, &NoProgress).unwrap();
     ssd
 }
 
@@ -129,7 +130,7 @@ fn a_csr_file_is_not_written_over_block_data() {
     let mut ssd = Ssd::new(&small_config()).unwrap();
     let data = page(&ssd, 3);
     ssd.write_block(Lba(4), &data).unwrap();
-    let refused = ssd.write_csr(&graph);
+    let refused = ssd.write_csr(&graph, &NoProgress);
     assert!(matches!(refused, Err(Error::BlocksInUse { lba: 4, .. })));
     assert!(ssd.csr().is_none());
     assert_eq!(

@@ -7,14 +7,15 @@ use quiver_csr::testing::{arb_graph, karate, Shape};
 use quiver_csr::Graph;
 use quiver_gtl::page::{Page, CONTINUED, CONTINUES};
 use quiver_gtl::{Config, Error, Ssd};
+use quiver_run::NoProgress;
 
 use crate::small_config;
 
 /// Loads `graph` both ways on a device of `config`.
 fn loaded(graph: &Graph, config: &Config) -> Ssd {
     let mut ssd = Ssd::new(config).unwrap();
-    ssd.graph_initialize(graph).unwrap();
-    ssd.write_csr(graph).unwrap();
+    ssd.graph_initialize(graph, &NoProgress).unwrap();
+    ssd.write_csr(graph, &NoProgress).unwrap();
     ssd
 }
 
@@ -190,7 +191,7 @@ fn out_of_range_vertices_and_small_devices_are_errors() {
     tiny.ftl_blocks_per_die = 19;
     let mut ssd = Ssd::new(&tiny).unwrap();
     assert!(matches!(
-        ssd.graph_initialize(&graph),
+        ssd.graph_initialize(&graph, &NoProgress),
         Err(Error::GeometryTooSmall {
             area: "graph area",
             ..
@@ -202,7 +203,7 @@ fn out_of_range_vertices_and_small_devices_are_errors() {
     tiny.over_provisioning = 0.86;
     let mut ssd = Ssd::new(&tiny).unwrap();
     assert!(matches!(
-        ssd.write_csr(&graph),
+        ssd.write_csr(&graph, &NoProgress),
         Err(Error::GeometryTooSmall {
             area: "block area",
             ..

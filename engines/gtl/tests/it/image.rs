@@ -4,6 +4,7 @@
 
 use quiver_csr::testing::karate;
 use quiver_gtl::{Error, Ssd, Update, UpdatePath};
+use quiver_run::NoProgress;
 
 use crate::small_config;
 
@@ -11,8 +12,8 @@ fn saved() -> (tempfile::TempDir, std::path::PathBuf, Ssd) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&karate(true)).unwrap();
-    ssd.write_csr(&karate(true)).unwrap();
+    ssd.graph_initialize(&karate(true), &NoProgress).unwrap();
+    ssd.write_csr(&karate(true), &NoProgress).unwrap();
     let add = |s, t| Update::AddEdge {
         source: s,
         target: t,
@@ -25,7 +26,7 @@ fn saved() -> (tempfile::TempDir, std::path::PathBuf, Ssd) {
         UpdatePath::Delta,
     )
     .unwrap();
-    ssd.save(&path).unwrap();
+    ssd.save(&path, &NoProgress).unwrap();
     (dir, path, ssd)
 }
 
@@ -68,7 +69,7 @@ fn a_saved_device_opens_with_the_same_graph_and_unmerged_deltas() {
     after.gtl().unwrap().check_structure(after.flash());
     // It works on, and saves over itself.
     after.merge(None).unwrap();
-    after.save(&path).unwrap();
+    after.save(&path, &NoProgress).unwrap();
     let (mut again, _) = Ssd::open(&path).unwrap();
     assert_eq!(lists(&mut again), lists(&mut before));
     assert_eq!(again.gtl().unwrap().chained(), 0);

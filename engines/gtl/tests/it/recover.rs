@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use quiver_csr::testing::build;
 use quiver_csr::Graph;
 use quiver_gtl::{Config, Error, Ssd, Update, UpdatePath};
+use quiver_run::NoProgress;
 
 use crate::small_config;
 use crate::update::{arb_steps, gc_config, long_stream, resolve, Model, Raw, Step};
@@ -92,7 +93,10 @@ fn run_until_cut(graph: &Graph, steps: &[Step], config: &Config, cut: Option<u64
     }
     let mut models = Vec::new();
     let mut gc_programs = Vec::new();
-    if matches!(ssd.graph_initialize(graph), Err(Error::PowerCut { .. })) {
+    if matches!(
+        ssd.graph_initialize(graph, &NoProgress),
+        Err(Error::PowerCut { .. })
+    ) {
         return Run {
             ssd,
             models,

@@ -12,6 +12,7 @@ use quiver_gtl::{
     Answer, Config, Error, GraphSource, GraphSsd, GtlSource, LoggerConfig, Request, Ssd, Update,
     UpdateLogger, UpdatePath,
 };
+use quiver_run::NoProgress;
 
 use crate::small_config;
 
@@ -312,7 +313,7 @@ fn assert_matches(host: &mut GtlSource, model: &Model, context: &str) {
 /// `cache_pages`, checking after each step; returns what the GTL did.
 fn run_steps(graph: &Graph, steps: &[Step], config: &Config, cache_pages: u64) -> GtlCounters {
     let mut ssd = Ssd::new(config).unwrap();
-    ssd.graph_initialize(graph).unwrap();
+    ssd.graph_initialize(graph, &NoProgress).unwrap();
     let page_bytes = u64::from(config.geometry.page_bytes);
     let mut host = GtlSource::new(ssd, cache_pages * page_bytes).unwrap();
     let mut model = Model::of(graph);
@@ -424,7 +425,7 @@ fn gc_under_a_long_stream(graph: &Graph) {
 fn presence_and_range_errors() {
     let graph = karate(false);
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let absent = Update::DeleteEdge {
         source: 0,
         target: 0,
@@ -497,7 +498,7 @@ proptest! {
         direct in any::<bool>(),
     ) {
         let mut ssd = Ssd::new(&small_config()).unwrap();
-        ssd.graph_initialize(&graph).unwrap();
+        ssd.graph_initialize(&graph, &NoProgress).unwrap();
         let path = if direct { UpdatePath::Direct } else { UpdatePath::Delta };
         // 64-byte pages hold two records: the log flushes every few updates.
         let mut logger = UpdateLogger::new(LoggerConfig {
@@ -534,7 +535,7 @@ proptest! {
 fn the_logger_flushes_at_a_page_or_the_timer_and_finds_edges_only_it_holds() {
     let graph = karate(true);
     let mut ssd = Ssd::new(&crate::small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let add = Update::AddEdge {
         source: 0,
         target: 9,
@@ -588,7 +589,7 @@ fn a_full_area_refuses_a_write_and_keeps_every_list() {
     };
     let graph = karate(true);
     let mut ssd = Ssd::new(&config).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let mut model = Model::of(&graph);
     let mut refused = None;
     for i in 0u32..2000 {
@@ -621,7 +622,7 @@ fn a_full_area_refuses_a_write_and_keeps_every_list() {
 /// 0 -> 9, not yet flushed.
 fn karate_with_a_logged_edge(timer: Option<std::time::Duration>) -> (Ssd, UpdateLogger) {
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&karate(true)).unwrap();
+    ssd.graph_initialize(&karate(true), &NoProgress).unwrap();
     let mut logger = UpdateLogger::new(LoggerConfig {
         timer,
         ..LoggerConfig::default()
@@ -666,7 +667,7 @@ fn a_refused_add_vertex_leaves_the_log_as_it_was() {
     let mut empty = Ssd::new(&small_config()).unwrap();
     let none = quiver_csr::Graph::from_edges(0, &[], false, false).unwrap();
     assert!(matches!(
-        empty.graph_initialize(&none),
+        empty.graph_initialize(&none, &NoProgress),
         Err(Error::InvalidArgument(_))
     ));
 }
@@ -681,7 +682,7 @@ proptest! {
         direct in any::<bool>(),
     ) {
         let mut ssd = Ssd::new(&small_config()).unwrap();
-        ssd.graph_initialize(&graph).unwrap();
+        ssd.graph_initialize(&graph, &NoProgress).unwrap();
         let logger = LoggerConfig {
             path: if direct { UpdatePath::Direct } else { UpdatePath::Delta },
             flush_bytes: 64,
@@ -780,7 +781,7 @@ proptest! {
 fn the_completion_queue_returns_a_cached_list_before_one_from_flash() {
     let graph = karate(true);
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
     host.get(0).unwrap();
     let start = host.ssd().now();
@@ -802,7 +803,7 @@ fn the_completion_queue_returns_a_cached_list_before_one_from_flash() {
 fn a_failed_request_stops_the_queue_and_leaves_the_rest_queued() {
     let graph = karate(true);
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
     let first = host.submit(Request::Get(0));
     let bad = host.submit(Request::Get(34));
@@ -862,7 +863,7 @@ fn a_failed_request_stops_the_queue_and_leaves_the_rest_queued() {
 fn an_idle_log_is_flushed_by_a_read_once_its_timer_ran_out() {
     let graph = karate(true);
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&graph).unwrap();
+    ssd.graph_initialize(&graph, &NoProgress).unwrap();
     let timer = std::time::Duration::from_millis(100);
     let clock = quiver_gtl::ManualClock::default();
     let logger = LoggerConfig {
@@ -915,7 +916,8 @@ fn get_edge_weight_merges_the_log_and_answers_none_for_an_absent_edge() {
         (5, 4, 1.0),
     ];
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&build(6, edges, true, false)).unwrap();
+    ssd.graph_initialize(&build(6, edges, true, false), &NoProgress)
+        .unwrap();
     let logger = LoggerConfig {
         timer: None,
         ..LoggerConfig::default()
@@ -993,7 +995,7 @@ fn get_edge_weight_merges_the_log_and_answers_none_for_an_absent_edge() {
     ));
     // An unweighted graph has no weights, in the log or on the device.
     let mut ssd = Ssd::new(&small_config()).unwrap();
-    ssd.graph_initialize(&karate(true)).unwrap();
+    ssd.graph_initialize(&karate(true), &NoProgress).unwrap();
     let mut host = GraphSsd::new(ssd, 64 * 64, LoggerConfig::default()).unwrap();
     assert!(matches!(host.edge_weight(0, 1), Err(Error::Unweighted)));
     host.update(&Update::AddEdge {
@@ -1076,7 +1078,7 @@ fn an_update_in_the_log_is_acknowledged_even_if_its_page_is_refused() {
     };
     let start = || {
         let mut ssd = Ssd::new(&small_config()).unwrap();
-        ssd.graph_initialize(&karate(true)).unwrap();
+        ssd.graph_initialize(&karate(true), &NoProgress).unwrap();
         (ssd, UpdateLogger::new(config.clone()).unwrap())
     };
     // How many of these updates it takes to fill a page: a dry run to the

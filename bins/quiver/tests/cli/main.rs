@@ -1,4 +1,7 @@
-//! The driver as a user runs it: help, exit codes, reports, errors.
+//! The driver as a user runs it: help, exit codes, reports, errors; and
+//! the conventions its source keeps (`tidy`).
+
+mod tidy;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -2812,6 +2815,60 @@ fn an_interrupted_command_leaves_nothing_behind() {
     }
 }
 
+/// Ctrl-C while `gtl init` lays a graph out stops it within a moment
+/// (the device's writes and the image's ask between pages whether to go
+/// on), with exit 130 and the interrupted line, and leaves neither the
+/// image nor a temporary file beside it.
+#[test]
+fn an_interrupted_gtl_init_stops_promptly_and_leaves_no_image() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    // Weighted and directed: neighbour and weight pages of both
+    // directions and the CSR file, seconds of writing.
+    let out = quiver(&[
+        "generate",
+        "rmat",
+        "--scale",
+        "21",
+        "--weights",
+        "1..100",
+        "-o",
+        path(&g),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let image = dir.path().join("g.img");
+    let args = ["gtl", "init", path(&g), "--device", path(&image)];
+    let mut child = spawn_with_tmpdir(&args, dir.path());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "gtl init ended within a second: too small a graph to interrupt"
+    );
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let signalled = Instant::now();
+    let status = exit_within_a_minute(&mut child, "gtl init outlived SIGINT");
+    let waited = signalled.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(
+        waited < Duration::from_secs(2),
+        "gtl init took {waited:?} to stop"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != "g.qcsr")
+        .collect();
+    assert!(left.is_empty(), "gtl init left {left:?}");
+}
+
 /// `generate complete --vertices 100000` (10^10 edges) is refused before
 /// an edge is drawn, with its sizes, and leaves nothing behind.
 #[test]
@@ -2845,7 +2902,7 @@ fn generate_refuses_up_front_what_its_budget_cannot_sort() {
 /// what the program prints: `quiver info` of the karate club.
 #[test]
 fn the_readmes_info_transcript_is_what_info_prints() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let command = "$ quiver info karate.qcsr --block-size 4KiB --verify\n";
     let start = readme.find(command).expect("the README shows info") + command.len();
     let shown = &readme[start..start + readme[start..].find("```").unwrap()];
