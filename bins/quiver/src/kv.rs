@@ -15,7 +15,7 @@ use quiver_verbs::CostModel;
 
 use crate::job::{JobArgs, LOCAL_NODES};
 use crate::progress::Bar;
-use crate::report::{print_json, UsageError};
+use crate::report::{flagged, print_json, UsageError};
 use crate::units::{parse_duration, seconds, ByteSize, Span};
 
 #[derive(Debug, Subcommand)]
@@ -426,6 +426,7 @@ fn migrate(args: &MigrateArgs, json: bool) -> Result<()> {
         batch: args.batch,
         ..SpeedConfig::default()
     };
+    flagged(config.validate_for(&graph))?;
     let Some(speed) = quiver_kv::speed::run(&graph, &job, &config)
         .with_context(|| format!("migrating values of {}", args.graph.display()))?
     else {

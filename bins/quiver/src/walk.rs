@@ -8,7 +8,7 @@ use quiver_csr::VertexIds;
 use quiver_io::size::format_bytes;
 
 use crate::progress::Bar;
-use crate::report::{print_json, UsageError};
+use crate::report::{flagged, print_json, UsageError};
 use crate::units::{at_least_one, parse_mem_size, ByteSize};
 use quiver_walker::apps::{Domination, RawWalks, SimRank, Triangles, VisitFrequency};
 use quiver_walker::{Config, DeadEnd, IoMode, Kind, Mode, Report};
@@ -51,8 +51,8 @@ pub struct EngineArgs {
     #[arg(long)]
     pub exact: bool,
     /// Probability of loading the block with the slowest walk rather than the fullest.
-    #[arg(long, default_value_t = Config::default().p_slowest)]
-    pub p: f64,
+    #[arg(long, visible_alias = "p", default_value_t = Config::default().p_slowest)]
+    pub p_slowest: f64,
     /// Walks buffered per block before spilling to its walk file (fewer, down to 16, when a
     /// --mem with no --block-size cannot hold the pools and a block otherwise).
     #[arg(long, default_value_t = Config::default().pool_capacity)]
@@ -225,8 +225,10 @@ pub enum WalkCommand {
     },
 }
 
-fn config(engine: &EngineArgs) -> Config {
-    Config {
+/// The engine's settings from the flags, checked: a refusal names its
+/// flag (each setting is its flag's name).
+fn config(engine: &EngineArgs) -> Result<Config> {
+    let config = Config {
         mode: match engine.mode {
             ModeArg::Graphwalker => Mode::GraphWalker,
             ModeArg::Iteration => Mode::Iteration,
@@ -242,7 +244,7 @@ fn config(engine: &EngineArgs) -> Config {
             IoArg::Direct => IoMode::Direct,
             IoArg::Buffered => IoMode::Buffered,
         },
-        p_slowest: engine.p,
+        p_slowest: engine.p_slowest,
         pool_capacity: engine.pool_capacity,
         vertex_threshold: engine.vertex_threshold,
         work_dir: engine
@@ -250,7 +252,9 @@ fn config(engine: &EngineArgs) -> Config {
             .clone()
             .unwrap_or_else(|| Config::default().work_dir),
         partition_bytes: engine.partition_size.0,
-    }
+    };
+    flagged(config.validate())?;
+    Ok(config)
 }
 
 fn shaped(mut spec: quiver_walker::WalkSpec, shape: &WalkShape) -> quiver_walker::WalkSpec {
@@ -307,7 +311,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
             let engine = $engine;
             let app = $app;
             let report =
-                quiver_walker::run_with_progress(&engine.graph, &config(&engine), &app, &bar)
+                quiver_walker::run_with_progress(&engine.graph, &config(&engine)?, &app, &bar)
                     .with_context(|| format!("walking {}", engine.graph.display()))?;
             drop(bar);
             print_report(&report, json, names.as_ref(), $show)
@@ -403,7 +407,7 @@ pub fn walk(command: WalkCommand, json: bool, hidden: bool) -> Result<()> {
         } => {
             let template = shaped(RawWalks::new(0, length).spec, &shape);
             let engine_mem = engine.mem.0;
-            let (walking, max_bytes) = quiver_walker::apps::split_corpus_budget(&config(&engine));
+            let (walking, max_bytes) = quiver_walker::apps::split_corpus_budget(&config(&engine)?);
             let report = quiver_walker::apps::write_corpus(
                 &engine.graph,
                 &walking,

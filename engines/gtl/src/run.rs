@@ -123,6 +123,13 @@ impl Config {
         if self.submit.in_flight == 0 {
             return Err(InvalidArgument::new("in_flight", "must be at least 1"));
         }
+        let page = u64::from(self.device.geometry.page_bytes);
+        if self.cache_bytes > 0 && self.cache_bytes < page {
+            return Err(InvalidArgument::new(
+                "cache",
+                format!("must hold one {page}-byte page at least, or be 0 for no host cache"),
+            ));
+        }
         if self.walks == Some(0) {
             return Err(InvalidArgument::new("walks", "must be at least 1"));
         }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use quiver_csr::Graph;
+use quiver_run::InvalidArgument;
 use quiver_verbs::job::{Job, Task};
 use quiver_verbs::{BoxError, Node, Verb};
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,31 @@ impl Default for SpeedConfig {
             batch: 64,
             store: StoreConfig::default(),
         }
+    }
+}
+
+impl SpeedConfig {
+    /// Checks the settings against `graph`: some value must fit in
+    /// `max_bytes`.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`] naming `max_bytes` when no vertex's block fits.
+    pub fn validate_for(&self, graph: &Graph) -> std::result::Result<(), InvalidArgument> {
+        let smallest = (0..graph.num_vertices())
+            .map(|v| block_words(graph.degree(v), graph.is_weighted()))
+            .min()
+            .unwrap_or(0);
+        if smallest * 8 > self.max_bytes {
+            return Err(InvalidArgument::new(
+                "max_bytes",
+                format!(
+                    "no value fits in {} bytes: the smallest takes {} bytes",
+                    self.max_bytes,
+                    smallest * 8
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -96,9 +122,10 @@ impl Task for SpeedTask {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a graph without a file for the nodes to
-/// open; [`Error::Job`] when a node fails (fewer than two nodes, no value
+/// open, or whose values are all over `max_bytes`; [`Error::Job`] when a node fails (fewer than two nodes, no value
 /// small enough, the store's errors).
 pub fn run(graph: &Graph, job: &Job, config: &SpeedConfig) -> Result<Option<Speed>> {
+    config.validate_for(graph)?;
     let task = SpeedJob {
         graph: crate::job::node_path(graph)?,
         config: SpeedConfig {

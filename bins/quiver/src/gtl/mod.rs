@@ -136,7 +136,7 @@ impl InputArgs {
 /// The device and host flags every reading command takes.
 #[derive(Debug, Args)]
 pub struct DeviceArgs {
-    /// The host page cache's size (16 KiB pages, LRU).
+    /// The host page cache's size (the device's 16 KiB pages, LRU; 0: no host cache).
     #[arg(long, default_value_t = ByteSize(RunConfig::default().cache_bytes))]
     pub cache: ByteSize,
     /// The fraction of each graph page left free by GraphInitialize

@@ -2976,6 +2976,40 @@ fn zero_counts_are_usage_errors_naming_the_flag() {
     }
 }
 
+/// A setting out of its range and a vertex the graph does not hold are
+/// usage errors (exit 2) named as the user wrote them: by the flag (not
+/// the library's field), or by the vertex.
+#[test]
+fn bad_settings_and_absent_vertices_are_usage_errors_named_by_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.qcsr");
+    undirected_rmat(&g, 8, 4);
+    let image = dir.path().join("d.img");
+    let out = quiver(&["gtl", "init", path(&g), "--device", path(&image)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (args, named) in [
+        (
+            vec!["walk", "ppr", path(&g), "--source", "1", "--p", "2"],
+            "--p-slowest",
+        ),
+        (vec!["gtl", "run", "bfs", path(&g), "--cache", "100"], "--cache"),
+        (vec!["kv", "migrate", path(&g), "--max-bytes", "1"], "--max-bytes"),
+        (
+            vec!["gtl", "add-edge", "--device", path(&image), "1", "99999"],
+            "vertex 99999",
+        ),
+        (
+            vec!["gtl", "get", "--device", path(&image), "99999"],
+            "vertex 99999",
+        ),
+    ] {
+        let out = quiver(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains('_'), "{args:?}: {}", stderr(&out));
+    }
+}
+
 /// A memory budget above the machine's memory bounds nothing: refused
 /// (exit 2), naming the flag and the machine's memory.
 #[test]
