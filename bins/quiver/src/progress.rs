@@ -189,7 +189,9 @@ impl Progress for Bar {
                 // Early rates are noise: no estimate before a tenth of the
                 // work and two seconds.
                 if state.fraction() >= 0.1 && state.elapsed() >= Duration::from_secs(2) {
-                    let secs = state.eta().as_secs();
+                    // Rounded up: work is left, so never "0s left".
+                    let eta = state.eta();
+                    let secs = eta.as_secs() + u64::from(eta.subsec_nanos() > 0);
                     let _ = if secs >= 60 {
                         write!(w, ", {}m{:02}s left", secs / 60, secs % 60)
                     } else {

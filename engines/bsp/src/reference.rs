@@ -153,9 +153,8 @@ fn lcc(graph: &Graph) -> Vec<f64> {
     let mut in_neighbourhood = vec![false; n as usize];
     (0..n)
         .map(|v| {
-            let mut neighbours: Vec<u32> = either_way(graph, inbound.as_ref(), v)
-                .copied()
-                .collect();
+            let mut neighbours: Vec<u32> =
+                either_way(graph, inbound.as_ref(), v).copied().collect();
             neighbours.sort_unstable();
             neighbours.dedup();
             neighbours.retain(|&u| u != v);

@@ -562,6 +562,24 @@ impl PathSink for ArraySink {
     }
 }
 
+/// A run's progress as part of a phase already started: the rounds of a
+/// corpus advance one bar, whose total is every round's walks.
+struct Continued<'a>(&'a dyn crate::Progress);
+
+impl crate::Progress for Continued<'_> {
+    fn advance(&self, delta: u64) {
+        self.0.advance(delta);
+    }
+
+    fn note(&self, note: &str) {
+        self.0.note(note);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.0.cancelled()
+    }
+}
+
 /// Runs a corpus of `walks_per_vertex` walks of `spec.length` steps from
 /// every vertex of `graph`, in rounds of as many vertices as `max_bytes`
 /// of paths allow (4 bytes a position), handing each round's paths to
@@ -584,6 +602,14 @@ fn corpus_rounds(
             "{max_bytes} bytes cannot hold the paths of one vertex's {walks_per_vertex} walks ({per_vertex} bytes)"
         )));
     }
+    // One bar for every round: the rounds' runs advance it, and do not
+    // start phases of their own.
+    progress.start(
+        "walking",
+        quiver_run::Unit::Walks,
+        Some(u64::from(num_vertices) * walks_per_vertex),
+    );
+    let continued = Continued(progress);
     let mut total: Option<crate::Report<()>> = None;
     let mut rounds = 0u64;
     for first in (0..num_vertices).step_by(usize::try_from(round).expect("u32 fits usize")) {
@@ -605,7 +631,7 @@ fn corpus_rounds(
                 .wrapping_add(rounds.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             ..config.clone()
         };
-        let report = crate::run_with_progress(graph, &round_config, &app, progress)?;
+        let report = crate::run_with_progress(graph, &round_config, &app, &continued)?;
         sink.done()?;
         rounds += 1;
         total = Some(match total {
@@ -638,7 +664,7 @@ pub fn split_corpus_budget(config: &crate::Config) -> (crate::Config, u64) {
 /// (4 bytes a position). `spec` gives the walk kind, Node2Vec bias and
 /// dead-end policy; its starts are replaced. Rounds draw from their own
 /// seeds. The report sums the rounds (peak memory is the largest round's).
-/// Each round reports to `progress` as a run does. Lines name vertices as
+/// `progress` has one "walking" phase for all rounds. Lines name vertices as
 /// the graph does: by its id map's ids where it has one.
 pub fn write_corpus(
     graph: &std::path::Path,
@@ -707,7 +733,7 @@ pub struct Walks {
 /// `max_bytes` exactly as there (and draw the same walks), but each
 /// writes straight into its part of the result, which is allocated once,
 /// whole (`|V| * walks_per_vertex * (length + 1)` `u32`s, beyond the
-/// budget). Each round reports to `progress` as a run does.
+/// budget). `progress` has one "walking" phase for all rounds.
 pub fn collect_walks(
     graph: &std::path::Path,
     config: &crate::Config,

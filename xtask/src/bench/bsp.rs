@@ -88,12 +88,26 @@ const MPI_FOUR: Setup = Setup {
 };
 const MPI_ONE_SIDED: Setup = Setup {
     name: "mpirun -n 2 x 2 threads, one-sided",
-    flags: &["--fabric", "mpi", "--threads", "2", "--transport", "one-sided"],
+    flags: &[
+        "--fabric",
+        "mpi",
+        "--threads",
+        "2",
+        "--transport",
+        "one-sided",
+    ],
     ranks: Some(2),
 };
 const MPI_TWO_SIDED: Setup = Setup {
     name: "mpirun -n 2 x 2 threads, two-sided",
-    flags: &["--fabric", "mpi", "--threads", "2", "--transport", "two-sided"],
+    flags: &[
+        "--fabric",
+        "mpi",
+        "--threads",
+        "2",
+        "--transport",
+        "two-sided",
+    ],
     ranks: Some(2),
 };
 

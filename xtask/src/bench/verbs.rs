@@ -3,7 +3,6 @@
 //! under `mpirun` when Open MPI is installed), tcp against a plain TCP
 //! ping-pong between the same two nodes.
 
-
 use std::ffi::OsString;
 
 use anyhow::{Context as _, Result};
@@ -137,6 +136,8 @@ fn mpi_bench(bins: &Bins) -> Result<Option<Value>> {
         return Ok(None);
     };
     let mut args = mpi.ranks(2, &bins.quiver);
-    args.extend(argv!["verbs", "bench", "--fabric", "mpi", "--ops", "20000", "--json"]);
+    args.extend(argv![
+        "verbs", "bench", "--fabric", "mpi", "--ops", "20000", "--json"
+    ]);
     capture_json(&mpi.mpirun, &args).map(Some)
 }

@@ -2992,8 +2992,14 @@ fn bad_settings_and_absent_vertices_are_usage_errors_named_by_the_flag() {
             vec!["walk", "ppr", path(&g), "--source", "1", "--p", "2"],
             "--p-slowest",
         ),
-        (vec!["gtl", "run", "bfs", path(&g), "--cache", "100"], "--cache"),
-        (vec!["kv", "migrate", path(&g), "--max-bytes", "1"], "--max-bytes"),
+        (
+            vec!["gtl", "run", "bfs", path(&g), "--cache", "100"],
+            "--cache",
+        ),
+        (
+            vec!["kv", "migrate", path(&g), "--max-bytes", "1"],
+            "--max-bytes",
+        ),
         (
             vec!["gtl", "add-edge", "--device", path(&image), "1", "99999"],
             "vertex 99999",
