@@ -44,10 +44,9 @@ fn main() -> ExitCode {
     init_logging(cli.global.verbose);
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(_) if progress::interrupted() => {
-            eprintln!("interrupted: stopped, and removed what the run had made");
-            ExitCode::from(progress::interrupted_exit_code())
-        }
+        // The signal's handler said what happens; the exit code says it
+        // is done.
+        Err(_) if progress::interrupted() => ExitCode::from(progress::interrupted_exit_code()),
         Err(err) => {
             eprintln!("error: {err:#}");
             if is_usage_error(&err) {

@@ -73,7 +73,10 @@ pub fn catch_interrupts() -> anyhow::Result<()> {
                 let signal = tokio::select! { _ = int.recv() => 2, _ = term.recv() => 15 };
                 SIGNAL.store(signal, Ordering::Relaxed);
                 INTERRUPTED.store(true, Ordering::Relaxed);
-                eprintln!("\ninterrupted: stopping and cleaning up (again to quit at once)");
+                // The one line an interrupt prints: what happens now.
+                eprintln!(
+                    "\ninterrupted: stopping, and removing what the run made (again to quit at once)"
+                );
                 let signal = tokio::select! { _ = int.recv() => 2, _ = term.recv() => 15 };
                 std::process::exit(128 + signal);
             });

@@ -2806,7 +2806,11 @@ fn an_interrupted_command_leaves_nothing_behind() {
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
         assert_eq!(status.code(), Some(code), "{args:?}: {err}");
-        assert!(err.contains("interrupted"), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("interrupted").count(),
+            1,
+            "{args:?}: one line says what the interrupt does: {err}"
+        );
         let now: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().path())
