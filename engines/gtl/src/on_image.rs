@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use quiver_csr::Graph;
-use quiver_run::Progress;
+use quiver_run::{InvalidArgument, Progress};
 use serde::Serialize;
 
 use crate::device::{Config, Ssd};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::flash::Nanos;
 use crate::update::{Update, UpdatePath};
 
@@ -90,6 +90,10 @@ pub struct UpdateReport {
 
 /// Mounts the image `image`, applies `update` by `path` and saves the
 /// image if it applied.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `vertex` when the update names a
+/// vertex the image does not hold; the device's and the image's errors.
 pub fn update(
     image: &Path,
     update: &Update,
@@ -99,7 +103,13 @@ pub fn update(
     let (mut ssd, mount_ns) = Ssd::open(image)?;
     let before = ssd.flash().counters().clone();
     let start = ssd.now();
-    let applied = ssd.update(std::slice::from_ref(update), path)?[0];
+    // A vertex the image lacks is the caller's mistake, named by the update.
+    let applied = match ssd.update(std::slice::from_ref(update), path) {
+        Err(err @ Error::VertexOutOfRange { .. }) => {
+            return Err(InvalidArgument::new("vertex", err.to_string()).into())
+        }
+        applied => applied?[0],
+    };
     let after = ssd.flash().counters();
     let report = UpdateReport {
         image: image.to_owned(),

@@ -373,29 +373,28 @@ pub fn get(
     progress: &dyn Progress,
 ) -> Result<GetReport> {
     config.validate()?;
-    let graph = match input {
-        Input::Graph(graph) => Some(graph),
-        Input::Image(_) => None,
-    };
-    let dense = match graph {
-        Some(graph) => graph.dense_id(vertex),
-        None => u32::try_from(vertex).ok(),
-    }
-    .ok_or_else(|| {
-        InvalidArgument::new("vertex", format!("{vertex} is not a vertex of the graph"))
-    })?;
-    let (mut source, _) = match input {
+    let absent = || InvalidArgument::new("vertex", format!("vertex {vertex} is not in the graph"));
+    let (graph, dense, (mut source, _)) = match input {
+        Input::Graph(graph) => {
+            let dense = graph.dense_id(vertex).ok_or_else(absent)?;
+            let opened = source::open(
+                graph,
+                &config.device,
+                config.backend,
+                config.cache_bytes,
+                progress,
+            )?;
+            (Some(graph), dense, opened)
+        }
         Input::Image(path) => {
             let (ssd, mount_ns) = Ssd::open(path)?;
-            source::attach(ssd, config.backend, config.cache_bytes, mount_ns)?
+            let attached = source::attach(ssd, config.backend, config.cache_bytes, mount_ns)?;
+            let dense = u32::try_from(vertex)
+                .ok()
+                .filter(|&v| v < attached.0.vertices())
+                .ok_or_else(absent)?;
+            (None, dense, attached)
         }
-        Input::Graph(graph) => source::open(
-            graph,
-            &config.device,
-            config.backend,
-            config.cache_bytes,
-            progress,
-        )?,
     };
     let neighbours = source
         .get(dense)?

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{AppArgs, BackendArg, DeviceArgs, GtlCommand, ImageArgs, InputArgs};
 use crate::progress::Bar;
-use crate::report::{flagged, print_json, UsageError};
+use crate::report::{flagged, print_json};
 
 /// `quiver gtl ...` as typed by the user.
 pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
@@ -143,7 +143,6 @@ pub fn gtl(command: GtlCommand, json: bool, hidden: bool) -> Result<()> {
             let opened = input.open()?;
             let Some(report) = reported(json, hidden, |bar| {
                 quiver_gtl::get(opened.input(), vertex, &config, bar)
-                    .map_err(out_of_range_is_usage)
                     .with_context(|| format!("GetAdjacencyList({vertex}) on {}", path.display()))
             })?
             else {
@@ -407,16 +406,6 @@ fn file_reads(
     Ok(())
 }
 
-/// A vertex the graph does not hold, named on the command line, is a usage
-/// error (exit 2), as in every engine; any other error stays a failure.
-fn out_of_range_is_usage(err: quiver_gtl::Error) -> anyhow::Error {
-    if matches!(err, quiver_gtl::Error::VertexOutOfRange { .. }) {
-        UsageError(err.to_string()).into()
-    } else {
-        err.into()
-    }
-}
-
 /// Runs `update` by `path` on the image `image` and reports; an update
 /// that names an absent edge fails (exit 1) and changes nothing.
 fn update_image(
@@ -428,7 +417,6 @@ fn update_image(
 ) -> Result<()> {
     let Some(report) = reported(json, hidden, |bar| {
         on_image::update(image, update, path, bar)
-            .map_err(out_of_range_is_usage)
             .with_context(|| format!("{update} on {}", image.display()))
     })?
     else {
