@@ -373,10 +373,11 @@ pub fn get(
     progress: &dyn Progress,
 ) -> Result<GetReport> {
     config.validate()?;
-    let absent = || InvalidArgument::new("vertex", format!("vertex {vertex} is not in the graph"));
     let (graph, dense, (mut source, _)) = match input {
         Input::Graph(graph) => {
-            let dense = graph.dense_id(vertex).ok_or_else(absent)?;
+            let dense = graph.dense_id(vertex).ok_or_else(|| {
+                InvalidArgument::new("vertex", format!("{vertex} is not a vertex of the graph"))
+            })?;
             let opened = source::open(
                 graph,
                 &config.device,
@@ -389,10 +390,18 @@ pub fn get(
         Input::Image(path) => {
             let (ssd, mount_ns) = Ssd::open(path)?;
             let attached = source::attach(ssd, config.backend, config.cache_bytes, mount_ns)?;
+            let vertices = attached.0.vertices();
             let dense = u32::try_from(vertex)
                 .ok()
-                .filter(|&v| v < attached.0.vertices())
-                .ok_or_else(absent)?;
+                .filter(|&v| v < vertices)
+                .ok_or_else(|| {
+                    InvalidArgument::new(
+                        "vertex",
+                        format!(
+                            "vertex {vertex} is out of range: the image has {vertices} vertices"
+                        ),
+                    )
+                })?;
             (None, dense, attached)
         }
     };
