@@ -71,12 +71,14 @@ pub fn catch_interrupts() -> anyhow::Result<()> {
                 // The caller goes on once the handlers are in place.
                 let _ = ready.send(Ok(()));
                 let signal = tokio::select! { _ = int.recv() => 2, _ = term.recv() => 15 };
-                SIGNAL.store(signal, Ordering::Relaxed);
-                INTERRUPTED.store(true, Ordering::Relaxed);
-                // The one line an interrupt prints: what happens now.
+                // The one line an interrupt prints: what happens now. It
+                // is written before the run can see the interrupt, so an
+                // exit that follows at once cannot cut it off.
                 eprintln!(
                     "\ninterrupted: stopping, and removing what the run made (again to quit at once)"
                 );
+                SIGNAL.store(signal, Ordering::Relaxed);
+                INTERRUPTED.store(true, Ordering::Relaxed);
                 let signal = tokio::select! { _ = int.recv() => 2, _ = term.recv() => 15 };
                 std::process::exit(128 + signal);
             });
