@@ -242,17 +242,20 @@ pub struct BenchArgs {
     /// coordinator decides), or tracked (always counted, decided at once).
     #[arg(long, default_value_t = Config::default().store.plan)]
     pub plan: Plan,
-    /// How long a cached address may be used (at most --reclaim-lease).
+    /// The longest a cached address may be used (at most --reclaim-lease). The run shortens
+    /// it, to half the reclaim lease, while the headroom would not hold the copies.
     #[arg(long, default_value_t = Span(Config::default().store.cache_lease))]
     pub cache_lease: Span,
-    /// How long replaced or migrated memory waits before it is reused.
+    /// The longest replaced or migrated memory waits before it is reused (the paper's 60 s). The
+    /// run shortens it while the fullest node's headroom would not hold half of what it replaces
+    /// for that long, at the rate it replaces it.
     #[arg(long, default_value_t = Span(Config::default().store.reclaim_lease))]
     pub reclaim_lease: Span,
     /// Value region per node beyond the loaded values: room for the copies Puts make and the
-    /// values migrated in while what they replace waits out --reclaim-lease (default: 64 MiB for
-    /// every 5% of Puts in --mix)
-    #[arg(long)]
-    pub value_headroom: Option<ByteSize>,
+    /// values migrated in while what they replace waits out the reclaim lease. Untouched room
+    /// costs no memory on the loopback and tcp fabrics.
+    #[arg(long, default_value_t = ByteSize(Config::default().store.value_headroom))]
+    pub value_headroom: ByteSize,
     /// The job (default without these flags: 8 nodes on --fabric loopback).
     #[command(flatten)]
     pub job: JobArgs,
@@ -479,9 +482,7 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
             plan: args.plan,
             cache_lease: args.cache_lease.0,
             reclaim_lease: args.reclaim_lease.0,
-            value_headroom: args
-                .value_headroom
-                .map_or_else(|| args.mix.default_value_headroom(), |b| b.0),
+            value_headroom: args.value_headroom.0,
             ..defaults.store.clone()
         },
         ..defaults
@@ -599,13 +600,13 @@ fn print_report(bench: &BenchReport) {
         report.summary.peak_mem_bytes
     );
     println!(
-        "series     t(s)   ops/s  modelled  remote%  hit%  moved  ops/move  p50(us)  p99(us)  p99.9(us)  get p99.9(us)"
+        "series     t(s)   ops/s  modelled  remote%  hit%  moved  ops/move  p50(us)  p99(us)  p99.9(us)  get p99.9(us)  leases(s)"
     );
     let maybe =
         |x: Option<f64>, scale: f64| x.map_or("-".to_string(), |x| format!("{:.1}", x * scale));
     for point in &report.series {
         println!(
-            "           {:>5.1} {:>8.0} {:>9.0} {:>8.1} {:>5} {:>6} {:>9} {:>8.1} {:>8.1} {:>10.1} {:>14.1}",
+            "           {:>5.1} {:>8.0} {:>9.0} {:>8.1} {:>5} {:>6} {:>9} {:>8.1} {:>8.1} {:>10.1} {:>14.1}  {:.1}/{:.1}",
             point.t_s,
             point.ops_per_s,
             point.modelled_ops_per_s,
@@ -616,7 +617,9 @@ fn print_report(bench: &BenchReport) {
             micros(point.p50_ns),
             micros(point.p99_ns),
             micros(point.p999_ns),
-            micros(point.get_p999_ns)
+            micros(point.get_p999_ns),
+            point.cache_lease_s,
+            point.reclaim_lease_s
         );
     }
 }

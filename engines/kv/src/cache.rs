@@ -3,7 +3,8 @@
 //!
 //! Set-associative with 8 ways; each item holds the key, the address word,
 //! the byte offset of the key's address word at its home (so a migration
-//! or Put can CAS it without looking the key up), when the word was cached, and two
+//! or Put can CAS it without looking the key up), when the word's lease
+//! ends, and two
 //! counters: `hits`, which replacement keeps (least frequently used goes,
 //! halved every monitoring interval so old fame fades), and `window`, the
 //! accesses since the monitor last asked. An item whose word was dropped
@@ -26,19 +27,21 @@ struct Item {
     key: u64,
     word: u64,
     slot: u64,
-    cached_at: u64,
+    until: u64,
     hits: u32,
     window: u32,
     recent: u32,
 }
 
 /// A key's location: the address word, the key's slot at its home, and
-/// when the word was known to be the home's.
+/// when its lease ends: one cache lease after the word was known to be
+/// the home's.
 ///
 /// A block is reclaimed no sooner than a reclaim lease after the word
-/// naming it was replaced, and the cache lease is never longer, so a read
-/// through this word that ends within a cache lease of `since` read the
-/// block it named, not memory given to another value since
+/// naming it was replaced, and the reclaim lease in force is never shorter
+/// than a cache lease granted within the last cache lease (a run changes
+/// them in that order), so a read through this word that ends before `until`
+/// read the block it named, not memory given to another value since
 /// ([`Store`](crate::Store) checks it after every read it trusts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Location {
@@ -46,9 +49,8 @@ pub struct Location {
     pub word: u64,
     /// Byte offset of the key's address word in its home's region.
     pub slot: u64,
-    /// When the word was read from the home (or written there), on the
-    /// store's clock.
-    pub since: u64,
+    /// When the lease ends, on the store's clock.
+    pub until: u64,
 }
 
 /// The cache of one node, shared by its threads.
@@ -56,21 +58,18 @@ pub struct Location {
 pub struct LocationCache {
     sets: Vec<Mutex<[Item; WAYS]>>,
     serve: bool,
-    lease_ns: u64,
 }
 
 impl LocationCache {
-    /// A cache of about `bytes` bytes whose words stay usable `lease_ns`
-    /// after they were cached; `serve: false` counts accesses but never
-    /// answers a lookup.
-    pub fn new(bytes: usize, lease_ns: u64, serve: bool) -> LocationCache {
+    /// A cache of about `bytes` bytes; `serve: false` counts accesses but
+    /// never answers a lookup.
+    pub fn new(bytes: usize, serve: bool) -> LocationCache {
         let sets = (bytes / (ITEM_BYTES * WAYS)).max(1);
         LocationCache {
             sets: (0..sets)
                 .map(|_| Mutex::new([Item::default(); WAYS]))
                 .collect(),
             serve,
-            lease_ns,
         }
     }
 
@@ -89,15 +88,15 @@ impl LocationCache {
         let mut set = self.set(key);
         let item = set.iter_mut().find(|item| item.key == tag)?;
         item.count();
-        let fresh = item.word != 0 && now < item.cached_at.saturating_add(self.lease_ns);
+        let fresh = item.word != 0 && now < item.until;
         (self.serve && fresh).then_some(Location {
             word: item.word,
             slot: item.slot,
-            since: item.cached_at,
+            until: item.until,
         })
     }
 
-    /// Stores `key`'s location, whose lease runs from `location.since`. A
+    /// Stores `key`'s location, whose lease ends at `location.until`. A
     /// new item replaces the least frequently used of its set and starts
     /// with one access.
     pub fn fill(&self, key: u32, location: Location) {
@@ -106,14 +105,14 @@ impl LocationCache {
         if let Some(item) = set.iter_mut().find(|item| item.key == tag) {
             item.word = location.word;
             item.slot = location.slot;
-            item.cached_at = location.since;
+            item.until = location.until;
             return;
         }
         *least_used(&mut set) = Item {
             key: tag,
             word: location.word,
             slot: location.slot,
-            cached_at: location.since,
+            until: location.until,
             hits: 1,
             window: 1,
             recent: 1,
@@ -201,25 +200,25 @@ fn least_used(set: &mut [Item; WAYS]) -> &mut Item {
 mod tests {
     use super::*;
 
-    /// A location known at `since`.
-    const fn at(since: u64) -> Location {
+    /// A location whose lease ends at `until`.
+    const fn at(until: u64) -> Location {
         Location {
             word: 7,
             slot: 16,
-            since,
+            until,
         }
     }
 
-    const AT: Location = at(0);
+    const AT: Location = at(u64::MAX);
 
     #[test]
     fn a_location_serves_until_its_lease_ends() {
-        let cache = LocationCache::new(1 << 16, 100, true);
+        let cache = LocationCache::new(1 << 16, true);
         assert_eq!(cache.access(5, 0), None);
-        cache.fill(5, at(10));
-        assert_eq!(cache.access(5, 109), Some(at(10)));
-        assert_eq!(cache.access(5, 110), None);
         cache.fill(5, at(110));
+        assert_eq!(cache.access(5, 109), Some(at(110)));
+        assert_eq!(cache.access(5, 110), None);
+        cache.fill(5, at(210));
         cache.forget(5);
         assert_eq!(cache.access(5, 111), None);
         // Every access to an item counted, served or not: the fill and three
@@ -241,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_monitor_counts_but_never_serves() {
-        let cache = LocationCache::new(1 << 16, u64::MAX, false);
+        let cache = LocationCache::new(1 << 16, false);
         cache.fill(3, AT);
         for _ in 0..9 {
             assert_eq!(cache.access(3, 1), None);
@@ -252,7 +251,7 @@ mod tests {
     #[test]
     fn replacement_keeps_the_frequent() {
         // One set of 8 ways.
-        let cache = LocationCache::new(ITEM_BYTES * WAYS, u64::MAX, true);
+        let cache = LocationCache::new(ITEM_BYTES * WAYS, true);
         for key in 0..8 {
             cache.fill(key, AT);
             for _ in 0..=key {

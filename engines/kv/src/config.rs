@@ -113,18 +113,6 @@ pub struct Mix {
     pub queries: u32,
 }
 
-impl Mix {
-    /// The value room per node a store needs by default for this mix:
-    /// [`StoreConfig`]'s default (sized for the paper's 5% of Puts) for
-    /// every 5% of Puts, since every Put copies a list and the copy it
-    /// replaces waits out the reclaim lease. Untouched room costs no memory
-    /// on the loopback and tcp fabrics.
-    pub fn default_value_headroom(&self) -> u64 {
-        let puts = u64::from(100 - self.queries);
-        StoreConfig::default().value_headroom * puts.div_ceil(5).max(1)
-    }
-}
-
 impl FromStr for Mix {
     type Err = String;
 
@@ -292,17 +280,6 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_default_value_room_grows_with_the_puts() {
-        let room = |mix: &str| Mix::from_str(mix).unwrap().default_value_headroom();
-        let base = StoreConfig::default().value_headroom;
-        assert_eq!(room("100/0"), base);
-        assert_eq!(room("95/5"), base);
-        assert_eq!(room("94/6"), 2 * base);
-        assert_eq!(room("50/50"), 10 * base);
-        assert_eq!(room("0/100"), 20 * base);
-    }
 
     /// Every parameter that makes no sense is named by its library name,
     /// the first one when several do.

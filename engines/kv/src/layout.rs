@@ -5,10 +5,11 @@
 //! A node registers one region:
 //!
 //! ```text
-//! key region    one table per shard of the job (see [`Placement`]):
-//!               buckets of 8 slots of 16 bytes (key word, address word);
-//!               main buckets first, then overflow buckets; the last slot
-//!               of a bucket links to an overflow bucket of its table
+//! key region    one table per shard of the job (see [`Placement`]): for
+//!               each of its main buckets, in order, a group of adjacent
+//!               buckets of 8 slots of 16 bytes (key word, address word),
+//!               as many buckets as the keys hashed there fill (see
+//!               [`Tables`])
 //! reclaim rings one per node of the job: a head word (entries the owner
 //!               has taken) and `ring_entries` 8-byte address words
 //! value region  blocks of 8-byte words
@@ -22,19 +23,19 @@
 
 use crate::addr::Addr;
 
-/// Slots in a bucket, the link slot included.
+/// Slots in a bucket.
 pub const SLOTS: usize = 8;
+#[allow(clippy::cast_possible_truncation)]
+const SLOTS_U32: u32 = SLOTS as u32;
 /// Bytes of a slot: the key word and the address word.
 pub const SLOT_BYTES: usize = 16;
-/// Bytes of a bucket: what one READ of a lookup fetches.
+/// Bytes of a bucket.
 pub const BUCKET_BYTES: usize = SLOTS * SLOT_BYTES;
-/// Key word of the link slot that chains to an overflow bucket.
-pub const LINK: u64 = u64::MAX;
 /// Words of a block before its neighbour ids: size and count.
 pub const HEADER_WORDS: u64 = 2;
 
-/// Keys per bucket slot on average when a node's keys are loaded: 3/4 of
-/// the 7 data slots, so that few buckets overflow.
+/// Keys per main bucket on average, as a share of its slots: 3/4, so that
+/// few main buckets' keys take a second bucket.
 const LOAD: f64 = 0.75;
 
 /// Shards per node of the job: the unit the `shard` baseline moves (the
@@ -42,54 +43,29 @@ const LOAD: f64 = 0.75;
 pub const SHARDS_PER_NODE: u32 = 100;
 
 /// Which shard holds a key, which node the shard is loaded on, and which
-/// main bucket of the shard's table starts the key's chain. The same on
-/// every node: a function of the vertex count and the node count.
+/// main bucket of the shard's table the key hashes to. The same on every
+/// node: a function of the vertex count and the node count.
 ///
 /// Keys are hashed to `SHARDS_PER_NODE` shards per node, and shard `s` is
 /// loaded on node `s mod nodes`, so a key's first home is its hash modulo
-/// the node count. Each shard has its own table of buckets (main, then
-/// overflow) at the same place in every node's key region: a shard moved
-/// to another node (the `shard` baseline) is copied there verbatim, its
-/// chain links included, and every other policy leaves the shards where
-/// they were loaded.
+/// the node count. Each shard has its own table at the same place in every
+/// node's key region (see [`Tables`]): a shard moved to another node (the
+/// `shard` baseline) is copied there verbatim, and every other policy
+/// leaves the shards where they were loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
     nodes: u32,
     table_main: u64,
-    table_buckets: u64,
 }
 
 impl Placement {
     /// Placement of `vertices` keys on `nodes` nodes.
-    ///
-    /// Each table has as many overflow buckets as the fullest shard's
-    /// chains take, counted here with one hash a key, so a load always
-    /// fits: a fixed share of the main buckets was too few for the hash
-    /// skew of some shards (2^16 keys on 8 nodes).
     pub fn new(vertices: u32, nodes: u32) -> Placement {
         let nodes = nodes.max(1);
         let per_shard = f64::from(vertices) / f64::from(nodes * SHARDS_PER_NODE);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let table_main = (per_shard / ((SLOTS - 1) as f64 * LOAD)).ceil() as u64 + 1;
-        let mut placement = Placement {
-            nodes,
-            table_main,
-            table_buckets: table_main,
-        };
-        let main = usize::try_from(table_main).expect("a table's main buckets fit usize");
-        let mut keys = vec![0u32; placement.shards() as usize * main];
-        // Tables without overflow yet: a main bucket's number is its index.
-        for key in 0..vertices {
-            let (_, bucket) = placement.locate(key);
-            keys[usize::try_from(bucket).expect("below the vector's length")] += 1;
-        }
-        let overflow = keys
-            .chunks(main)
-            .map(|table| table.iter().map(|&k| overflow_buckets(k)).sum::<u64>())
-            .max()
-            .unwrap_or(0);
-        placement.table_buckets = table_main + overflow;
-        placement
+        let table_main = (per_shard / (SLOTS as f64 * LOAD)).ceil() as u64 + 1;
+        Placement { nodes, table_main }
     }
 
     /// Shards of the job.
@@ -97,16 +73,9 @@ impl Placement {
         self.nodes * SHARDS_PER_NODE
     }
 
-    /// Buckets of every shard's table, on every node.
-    pub fn buckets(&self) -> u64 {
-        u64::from(self.shards()) * self.table_buckets
-    }
-
-    /// The first bucket of shard `shard`'s table and its bucket count; its
-    /// first [`Placement::table_main`] buckets are main buckets, the rest
-    /// overflow.
-    pub fn table(&self, shard: u32) -> (u64, u64) {
-        (u64::from(shard) * self.table_buckets, self.table_buckets)
+    /// Main buckets of the job: [`Placement::table_main`] a shard.
+    pub fn main_buckets(&self) -> u64 {
+        u64::from(self.shards()) * self.table_main
     }
 
     /// Main buckets of a shard's table.
@@ -114,14 +83,15 @@ impl Placement {
         self.table_main
     }
 
-    /// The key's shard and the main bucket that starts its chain (`H(key)`
-    /// of the paper, within the shard's table).
+    /// The key's shard and the main bucket it hashes to (`H(key)` of the
+    /// paper), numbered over every shard's table in shard order: shard
+    /// `s`'s are `s * table_main ..` up to the next shard's.
     pub fn locate(&self, key: u32) -> (u32, u64) {
         let hash = mix(u64::from(key));
         let shards = u64::from(self.shards());
         let shard = u32::try_from(hash % shards).expect("below the shard count");
-        let (first, _) = self.table(shard);
-        (shard, first + (hash / shards) % self.table_main)
+        let main = u64::from(shard) * self.table_main + (hash / shards) % self.table_main;
+        (shard, main)
     }
 
     /// The node shard `shard` is loaded on.
@@ -136,13 +106,68 @@ impl Placement {
     }
 }
 
-/// Overflow buckets a chain of `keys` keys takes beyond its main bucket:
-/// each bucket holds `SLOTS - 1` keys and links on with its last slot.
-fn overflow_buckets(keys: u32) -> u64 {
-    let data_slots = SLOTS as u64 - 1;
-    u64::from(keys)
-        .saturating_sub(data_slots)
-        .div_ceil(data_slots)
+/// Where each main bucket's keys lie in a node's key region: a *group* of
+/// adjacent buckets, as many as the keys hashed to it fill (one for most),
+/// so that one READ of its group finds any key, however many keys share
+/// its main bucket. (DrTM's overflow chains cost a READ a hop, which broke
+/// the paper's bound of five one-sided operations a migration for the
+/// keys down a chain.) Keys are loaded once and never added, so the groups
+/// are counted once, from the keys themselves, one hash a key.
+///
+/// Groups lie in main-bucket order, so a shard's table is its main
+/// buckets' groups, one run of buckets. The same on every node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tables {
+    /// The first bucket of each main bucket's group, in main-bucket
+    /// order, and then the bucket past the last group.
+    starts: Vec<u32>,
+    table_main: u64,
+}
+
+impl Tables {
+    /// The groups of `vertices` keys placed by `placement`.
+    ///
+    /// # Panics
+    /// If the buckets number 2^32 or more (keys are `u32`s, and each
+    /// group but empty ones holds at least one).
+    pub fn new(placement: &Placement, vertices: u32) -> Tables {
+        let index = |main: u64| usize::try_from(main).expect("main buckets fit usize");
+        let mut keys = vec![0u32; index(placement.main_buckets())];
+        for key in 0..vertices {
+            keys[index(placement.locate(key).1)] += 1;
+        }
+        let mut starts = Vec::with_capacity(keys.len() + 1);
+        let mut next = 0u32;
+        for k in keys {
+            starts.push(next);
+            let buckets = k.div_ceil(SLOTS_U32).max(1);
+            next = next.checked_add(buckets).expect("fewer than 2^32 buckets");
+        }
+        starts.push(next);
+        Tables {
+            starts,
+            table_main: placement.table_main(),
+        }
+    }
+
+    /// Buckets of every shard's table, on every node.
+    pub fn buckets(&self) -> u64 {
+        u64::from(*self.starts.last().expect("the end is always there"))
+    }
+
+    /// The first bucket of main bucket `main`'s group and its bucket count.
+    pub fn group(&self, main: u64) -> (u64, u64) {
+        let i = usize::try_from(main).expect("main buckets fit usize");
+        let first = u64::from(self.starts[i]);
+        (first, u64::from(self.starts[i + 1]) - first)
+    }
+
+    /// The first bucket of shard `shard`'s table and its bucket count.
+    pub fn table(&self, shard: u32) -> (u64, u64) {
+        let first = self.group(u64::from(shard) * self.table_main).0;
+        let end = self.group(u64::from(shard + 1) * self.table_main - 1);
+        (first, end.0 + end.1 - first)
+    }
 }
 
 /// SplitMix64's finaliser: consecutive ids land on unrelated nodes.
@@ -156,7 +181,7 @@ fn mix(mut x: u64) -> u64 {
 /// Byte offsets of the three parts of a node's region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Buckets (main and overflow).
+    /// Buckets of the key region: every shard's table.
     pub buckets: u64,
     /// Nodes of the job: one reclaim ring each.
     pub rings: u32,
@@ -366,15 +391,50 @@ mod tests {
         assert_eq!(decode_block(addr, &block, false), None);
     }
 
+    proptest! {
+        /// Each main bucket's group holds its keys, the groups tile the
+        /// key region in order, and a shard's table is its own groups.
+        #[test]
+        fn groups_hold_their_keys_and_tables_tile_the_region(
+            vertices in 0u32..20_000,
+            nodes in 1u32..9,
+        ) {
+            let placement = Placement::new(vertices, nodes);
+            let tables = Tables::new(&placement, vertices);
+            let mut keys = vec![0u64; usize::try_from(placement.main_buckets()).unwrap()];
+            for key in 0..vertices {
+                keys[usize::try_from(placement.locate(key).1).unwrap()] += 1;
+            }
+            let mut next = 0;
+            for (main, &k) in keys.iter().enumerate() {
+                let (first, buckets) = tables.group(main as u64);
+                prop_assert_eq!(first, next);
+                prop_assert!(buckets * SLOTS as u64 >= k && buckets >= 1);
+                prop_assert!(buckets == 1 || (buckets - 1) * (SLOTS as u64) < k);
+                next += buckets;
+            }
+            prop_assert_eq!(tables.buckets(), next);
+            let mut next = 0;
+            for shard in 0..placement.shards() {
+                let (first, buckets) = tables.table(shard);
+                let main = u64::from(shard) * placement.table_main();
+                prop_assert_eq!(first, tables.group(main).0);
+                prop_assert_eq!(first, next);
+                next += buckets;
+            }
+            prop_assert_eq!(next, tables.buckets());
+        }
+    }
+
     #[test]
     fn homes_spread_keys_evenly() {
         let placement = Placement::new(80_000, 8);
         let mut per_node = [0u32; 8];
         let mut per_shard = vec![0u32; placement.shards() as usize];
         for key in 0..80_000 {
-            let (shard, bucket) = placement.locate(key);
-            let (first, _) = placement.table(shard);
-            assert!((first..first + placement.table_main()).contains(&bucket));
+            let (shard, main) = placement.locate(key);
+            let first = u64::from(shard) * placement.table_main();
+            assert!((first..first + placement.table_main()).contains(&main));
             per_node[placement.home_node(key) as usize] += 1;
             per_shard[shard as usize] += 1;
         }

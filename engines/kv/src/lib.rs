@@ -12,7 +12,8 @@
 //! block (size word 0) is always noticed and the read starts over.
 //!
 //! Operations ([`Session`]): Get (the first `limit` neighbours of a
-//! vertex, one READ per key-bucket hop and one for the value when remote),
+//! vertex, one READ of the key's bucket group and one for the value when
+//! remote),
 //! Put (append or repoint an edge, or set an edge's weight; always at the
 //! home first, forwarded to the value's holder if it moved:
 //! check-and-forward), and Migrate, the
@@ -20,8 +21,9 @@
 //! one-sided operations: READ key (skipped on a location-cache hit), local
 //! allocation, READ value, CAS of the home's address word, WRITE 0 over the
 //! old size word, WRITE of the old address into the source's reclaim ring.
-//! (A key down an overflow chain costs one READ more a hop, as its Get
-//! does: 2% of keys at the load factor, 45 of 2,021 in the chain test.)
+//! Five for every key: its key READ fetches its main bucket's whole group
+//! of buckets ([`layout::Tables`]), so a key past its main bucket costs no
+//! READ more.
 //! The location cache ([`cache::LocationCache`]) keeps remote keys'
 //! addresses under a lease and its counters are the hotness monitor; the
 //! coordinator ([`policy`]) approves a migration when the applicant reads a
@@ -58,15 +60,17 @@
 //! - **Address word**: `0 | size:29 | offset:34` local, `1 | size:22 |
 //!   machine:7 | offset:34` remote, in 8-byte units; 0 means no value.
 //! - **Key region**: 8-slot buckets of 16-byte slots (key + 1, address
-//!   word), the last slot a link to an overflow bucket; main buckets sized
-//!   for 3/4 of 7 keys each, overflow as many as the fullest shard's chains
-//!   take (counted at placement, one hash a key). Keys are loaded
+//!   word); main buckets sized for 3/4 of 8 keys each, and each main
+//!   bucket's keys in a group of adjacent buckets, as many as they fill
+//!   (counted at placement, one hash a key), read whole by one READ.
+//!   DrTM chains overflow buckets instead, a READ a hop, which costs a
+//!   migration of a key down a chain a sixth operation. Keys are loaded
 //!   once and never added or removed; AddVertex is not an operation. Keys
 //!   hash to 100 shards per node (the `shard` baseline's unit, the paper's
 //!   100 per machine), shard `s` loaded on node `s mod N`, and each shard
 //!   has its own bucket table at the same offset in every node's region,
 //!   so a moved shard's table is copied verbatim; every node reserves
-//!   room for every shard's table (32 MiB a node for 2^20 keys on 8 nodes,
+//!   room for every shard's table (25 MiB a node for 2^20 keys on 8 nodes,
 //!   committed only where written).
 //! - **The `shard` baseline** (§5: 100 shards per machine, every access
 //!   tracked at no cost, the optimal plan, block transfers): each node
@@ -154,6 +158,7 @@ pub mod control;
 mod histogram;
 mod job;
 pub mod layout;
+mod lease;
 mod message;
 mod monitor;
 pub mod policy;
@@ -164,7 +169,7 @@ mod store;
 mod update;
 mod workload;
 
-pub use clock::Clock;
+pub use clock::{Clock, Pause};
 pub use config::{Config, Mix, Policy, NODES};
 pub use job::{hears_its_caller, run, run_node, JobConfig, KvTask};
 pub use policy::Plan;

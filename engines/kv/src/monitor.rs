@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::nanos;
 use crate::histogram::Histogram;
 use crate::job::Watch;
+use crate::lease::{LeasePlan, Room};
 use crate::policy::{plan_shards, Coordinator, Plan};
 use crate::report::Point;
 use crate::store::{Store, StoreCounts};
@@ -47,6 +48,8 @@ struct Tick {
     cache_misses: u64,
     /// The node's migration counts so far.
     counts: StoreCounts,
+    /// Words free in the node's value region, and waiting out a lease.
+    room: (u64, u64),
     latency: Histogram,
     get_latency: Histogram,
     /// Whether this node's caller asked the run to stop.
@@ -140,6 +143,13 @@ pub(crate) fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<C
     }
     let ticks = config.ticks();
     let per_interval = config.ticks_per_interval();
+    let (cache_lease, reclaim_lease) = store.leases();
+    let mut leases = LeasePlan::new(
+        cache_lease,
+        reclaim_lease,
+        nanos(config.tick),
+        usize::try_from(per_interval).unwrap_or(usize::MAX),
+    );
     let tick_s = config.tick.as_secs_f64();
     let mut series = Vec::new();
     let mut moved_before = Moved::default();
@@ -196,6 +206,7 @@ pub(crate) fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<C
             cache_hits: live.cache_hits.swap(0, Ordering::Relaxed),
             cache_misses: live.cache_misses.swap(0, Ordering::Relaxed),
             counts: store.counts(),
+            room: store.room(),
             latency,
             get_latency,
             stop: watch.is_some_and(Watch::stopping),
@@ -244,9 +255,22 @@ pub(crate) fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<C
             move_shards(store, &reports, pause, config.workers())?;
             paused_ns += nanos(held.elapsed());
         }
+        let rooms: Vec<Room> = reports
+            .iter()
+            .map(|t| Room {
+                free_words: t.room.0,
+                waiting_words: t.room.1,
+                retired_words: t.counts.words_retired,
+            })
+            .collect();
+        let (cache_ns, reclaim_ns) = leases.tick(tick, &rooms);
+        store.set_leases((cache_ns, reclaim_ns));
         store.reclaim();
+        #[allow(clippy::cast_precision_loss)]
         let mut point = Point {
             t_s: begun.elapsed().as_secs_f64(),
+            cache_lease_s: cache_ns as f64 / 1e9,
+            reclaim_lease_s: reclaim_ns as f64 / 1e9,
             ..Point::default()
         };
         let (mut gets, mut remote, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);

@@ -46,6 +46,12 @@ pub struct Point {
     /// The 99.9th percentile of the tick's Gets (each hop of a query),
     /// wall clock: what a migration wave must not inflate.
     pub get_p999_ns: u64,
+    /// The cache lease in force from the tick's end, in seconds (derived
+    /// from the value room and the rate blocks are replaced: see
+    /// [`StoreConfig`](crate::StoreConfig)).
+    pub cache_lease_s: f64,
+    /// The reclaim lease in force from the tick's end, in seconds.
+    pub reclaim_lease_s: f64,
 }
 
 /// What one node reports.
@@ -183,6 +189,9 @@ pub struct Report {
     pub forwarded_puts: u64,
     /// Reads that met an invalidated block and started over.
     pub read_retries: u64,
+    /// Reads that met memory reused under them (a torn read, or one that
+    /// ended past its lease) and started over.
+    pub stale_reads: u64,
     /// Operation latency, wall clock.
     pub latency: Latency,
     /// Operation latency, modelled.
@@ -205,6 +214,8 @@ pub struct Steady {
     pub modelled_ops_per_s: f64,
     /// Share of Gets that needed a remote operation.
     pub remote_share: f64,
+    /// The cache lease in force, seconds.
+    pub cache_lease_s: f64,
 }
 
 impl Steady {
@@ -217,6 +228,7 @@ impl Steady {
             ops_per_s: mean(|p| p.ops_per_s),
             modelled_ops_per_s: mean(|p| p.modelled_ops_per_s),
             remote_share: mean(|p| p.remote_share),
+            cache_lease_s: mean(|p| p.cache_lease_s),
         }
     }
 }
@@ -308,6 +320,7 @@ pub(crate) fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices
         shared_share: reports.first().map_or(0.0, |r| r.shared_share),
         forwarded_puts: counts.forwarded_puts,
         read_retries: tally.retries,
+        stale_reads: tally.stale_reads,
         latency: Latency::of(&latency),
         modelled_latency: Latency::of(&modelled),
         last_interval: Steady::of(&series[series.len() - last..]),

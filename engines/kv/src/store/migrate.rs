@@ -1,6 +1,6 @@
 //! Split live migration (Pragh §4.5): the unilateral protocol, run by the
-//! target alone with at most five one-sided operations (one READ more a
-//! hop for a key down a bucket chain), for one key or for a batch whose
+//! target alone with at most five one-sided operations for every key, for
+//! one key or for a batch whose
 //! stages are pipelined across its keys (§4.7). The copy is written dark
 //! and lit once the block it replaced is invalid; the replaced block goes
 //! into its node's reclaim ring for this node.
@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use quiver_verbs::{Op, Output, WorkRequest};
 
-use super::session::{chained, find_in_bucket};
+use super::session::find_in_group;
 use super::{lock, Session, Store};
 use crate::addr::{Addr, REMOTE_SIZE_BITS};
 use crate::cache::Location;
-use crate::layout::{decode_block, BUCKET_BYTES};
+use crate::layout::decode_block;
 use crate::{Error, Result};
 
 /// The largest value a migration can move, in words.
@@ -50,12 +50,12 @@ impl Store {
 
 impl Session<'_> {
     /// Moves `key`'s value to this node with the unilateral protocol: READ
-    /// the key (skipped on a location-cache hit; one READ more for each
-    /// overflow bucket its chain passes), allocate, READ the value, CAS the
-    /// address word at the home, WRITE 0 over the old size word and WRITE
-    /// the old address into the holder's reclaim ring: 5 one-sided
-    /// operations for a key in its main bucket. Returns the one-sided
-    /// operations it posted (0 if the value was already here).
+    /// the key (its bucket group, skipped on a location-cache hit),
+    /// allocate, READ the value, CAS the address word at the home, WRITE 0
+    /// over the old size word and WRITE the old address into the holder's
+    /// reclaim ring: at most 5 one-sided operations, wherever the key lies
+    /// in its group. Returns the one-sided operations it posted (0 if the
+    /// value was already here; more if a race made it start again).
     ///
     /// The copy is written dark (size word 0) and lit only once the old
     /// block's invalidation has landed: until then every Get, Put and
@@ -129,8 +129,7 @@ impl Session<'_> {
 
     /// Moves the values of `keys` to this node like [`Session::migrate`],
     /// with the protocol's stages pipelined across the keys (Pragh §4.7):
-    /// the key READs of all of them posted together (a key down a bucket
-    /// chain then follows it, one READ a hop), then the value READs, then
+    /// the key READs of all of them posted together, then the value READs, then
     /// the CASes, then the invalidations and ring entries; each key's
     /// stages stay in order. A key whose CAS loses a race or whose copy was
     /// invalid is migrated again on its own. Returns the one-sided
@@ -150,11 +149,11 @@ impl Session<'_> {
         // Stage 1: where each value is (cached, local, or one bucket READ).
         let mut located: Vec<(u32, Location)> = Vec::with_capacity(keys.len());
         let mut lookups = Vec::new();
-        let since = store.clock.now_ns();
+        let until = store.lease_end();
         for &key in &keys {
-            let (home, bucket) = store.home(key);
+            let (home, main) = store.home(key);
             let known = if home == store.rank {
-                store.local_lookup(key, bucket)
+                store.local_lookup(key, main)
             } else {
                 store
                     .cache
@@ -163,14 +162,17 @@ impl Session<'_> {
             };
             match known {
                 Some(location) => located.push((key, location)),
-                None => lookups.push(WorkRequest::new(
-                    u64::from(key),
-                    Op::Read {
-                        remote: self.remote(home),
-                        offset: store.layout.bucket(bucket),
-                        len: BUCKET_BYTES,
-                    },
-                )),
+                None => {
+                    let (offset, len) = store.group_bytes(main);
+                    lookups.push(WorkRequest::new(
+                        u64::from(key),
+                        Op::Read {
+                            remote: self.remote(home),
+                            offset,
+                            len,
+                        },
+                    ));
+                }
             }
         }
         let mut alone = Vec::new();
@@ -179,17 +181,8 @@ impl Session<'_> {
             let Output::Data(bytes) = output else {
                 unreachable!("a READ completes with data")
             };
-            let base = store.layout.bucket(store.placement.locate(key).1);
-            let found = match find_in_bucket(key, base, &bytes, since) {
-                Some(location) => Some(location),
-                // Down the bucket's chain: on from the next bucket, one
-                // READ a hop, as a lookup of its own would.
-                None => match chained(&bytes) {
-                    Some(next) => self.remote_lookup(key, store.home_node(key), next)?,
-                    None => None,
-                },
-            };
-            match found {
+            let (base, _) = store.group_bytes(store.placement.locate(key).1);
+            match find_in_group(key, base, &bytes, until) {
                 Some(location) => {
                     store.cache.fill(key, location);
                     located.push((key, location));

@@ -24,7 +24,7 @@ mod shard;
 pub(crate) use put::PutOutcome;
 pub use session::{Session, Tally};
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -37,7 +37,10 @@ use crate::addr::Addr;
 use crate::alloc::Alloc;
 use crate::cache::{Location, LocationCache};
 use crate::clock::{nanos, Clock};
-use crate::layout::{block_words, encode_block, Edges, Layout, Placement, LINK, SLOTS, SLOT_BYTES};
+use crate::layout::{
+    block_words, encode_block, Edges, Layout, Placement, Tables, SLOTS, SLOT_BYTES,
+};
+use crate::lease::Leases;
 use crate::policy::Plan;
 use crate::{Error, Result};
 use put::Replies;
@@ -55,10 +58,15 @@ pub struct StoreConfig {
     /// Whether the location cache answers lookups (`false`: it only counts,
     /// as the monitor of the `split` policy).
     pub serve_cache: bool,
-    /// How long a cached address may be used after it was cached.
+    /// The longest a cached address may be used after it was read at its
+    /// home. A benchmark run shortens it (to half the reclaim lease) while
+    /// the value room would not hold the copies (see `lease` in the
+    /// crate's source).
     pub cache_lease: Duration,
-    /// How long replaced or migrated memory is kept before it is reused;
-    /// at least `cache_lease`.
+    /// The longest replaced or migrated memory is kept before it is
+    /// reused; at least `cache_lease`. A benchmark run shortens it while
+    /// the fullest node's free and waiting room would not hold half of
+    /// what it replaces at the rate it replaces it.
     pub reclaim_lease: Duration,
     /// Address words per reclaim ring (one ring per writing node). A
     /// migrating node waits while the ring at its source is full, so this
@@ -80,27 +88,29 @@ pub struct StoreConfig {
 }
 
 impl Default for StoreConfig {
-    /// A 32 MiB location cache; leases of 1 s (cache) and 2 s (reclaim);
-    /// 64 MiB of room for new values per node; local accesses modelled
-    /// 20x cheaper than an RDMA READ ("local is more than 20x faster", §2).
+    /// A 32 MiB location cache; leases of at most 30 s (cache) and 60 s
+    /// (reclaim, the paper's), shortened by a run while the room would
+    /// not hold the copies; 1 GiB of room for new values per node; local
+    /// accesses modelled 20x cheaper than an RDMA READ ("local is more
+    /// than 20x faster", §2).
     ///
-    /// The paper's leases are 60 s. A lease must outlast the longest time a
-    /// worker holds an address, which is an operation's (microseconds) or a
-    /// cached address's lease; but copy-on-write Puts keep every replaced
-    /// block for the reclaim lease, and a Zipf-hot vertex's list grows by
-    /// each Put, so at 60 s a 5%-Put run on a Kronecker graph holds
-    /// gigabytes of dead copies. Refreshing a hot key's cached address once
-    /// a second costs one READ a second.
+    /// A long cache lease saves the READ that refreshes a hot key's
+    /// cached address, which makes a Get remote; but every replaced block
+    /// waits out the reclaim lease, and a Zipf-hot vertex's list grows by
+    /// each Put, so at 60 s a 5%-Put run on a Kronecker graph of scale 22
+    /// holds hundreds of megabytes of dead copies a node, and a 50/50 run
+    /// gigabytes. Hence leases derived from what a run replaces, under
+    /// these ceilings.
     fn default() -> Self {
         let cost = CostModel::default();
         Self {
             cache_bytes: 32 << 20,
             serve_cache: true,
             plan: Plan::Tracked,
-            cache_lease: Duration::from_secs(1),
-            reclaim_lease: Duration::from_secs(2),
+            cache_lease: Duration::from_secs(30),
+            reclaim_lease: Duration::from_secs(60),
             ring_entries: 1 << 14,
-            value_headroom: 64 << 20,
+            value_headroom: 1 << 30,
             local_ns: cost.read_ns / 20,
             cost,
             shards_move: false,
@@ -123,6 +133,9 @@ pub struct StoreCounts {
     pub forwarded_puts: u64,
     /// Blocks returned to the allocator after their lease.
     pub reclaimed: u64,
+    /// Words of the blocks replaced here (by Puts, or moved away by
+    /// migrations) that waited out their lease.
+    pub words_retired: u64,
     /// Shards moved to this node (the `shard` baseline); their values
     /// count in `migrations`, `words_moved` and `migration_ops`.
     pub shards_moved: u64,
@@ -136,6 +149,7 @@ struct Counts {
     migration_retries: AtomicU64,
     forwarded_puts: AtomicU64,
     reclaimed: AtomicU64,
+    words_retired: AtomicU64,
     shards_moved: AtomicU64,
 }
 
@@ -148,6 +162,8 @@ pub struct Store {
     /// Whether the graph's edges have weights, which values then hold.
     weighted: bool,
     placement: Placement,
+    /// Where each main bucket's keys lie in the key region.
+    tables: Tables,
     /// Each shard's node (the paper's POS map), the same on every node;
     /// only the `shard` baseline changes it, with every worker paused.
     homes: Vec<AtomicU32>,
@@ -160,6 +176,8 @@ pub struct Store {
     alloc: Mutex<Alloc>,
     cache: LocationCache,
     home_reads: LocationCache,
+    /// The cache and reclaim leases in force (a run's monitor changes them).
+    leases: Leases,
     /// Under [`Plan::Deferred`], the keys homed here whose reads the
     /// coordinator asked this home to count, a bit each (empty under the
     /// other plans).
@@ -215,12 +233,13 @@ impl Store {
             0
         };
         let placement = Placement::new(vertices, node.size());
+        let tables = Tables::new(&placement, vertices);
         let loaded: u64 = (0..vertices)
             .filter(|&v| config.shards_move || placement.home_node(v) == rank)
             .map(|v| block_words(graph.degree(v), weighted))
             .sum();
         let layout = Layout {
-            buckets: placement.buckets(),
+            buckets: tables.buckets(),
             rings: node.size(),
             ring_entries: config.ring_entries,
             value_words: loaded + config.value_headroom.div_ceil(8),
@@ -234,6 +253,7 @@ impl Store {
             vertices,
             weighted,
             placement,
+            tables,
             homes: (0..placement.shards())
                 .map(|shard| AtomicU32::new(placement.first_home(shard)))
                 .collect(),
@@ -248,18 +268,16 @@ impl Store {
             region,
             remotes: Vec::new(),
             alloc: Mutex::new(Alloc::new(layout.value_words)),
-            cache: LocationCache::new(
-                config.cache_bytes,
-                nanos(config.cache_lease),
-                config.serve_cache,
-            ),
-            home_reads: LocationCache::new(config.cache_bytes / 8, u64::MAX, false),
+            cache: LocationCache::new(config.cache_bytes, config.serve_cache),
+            home_reads: LocationCache::new(config.cache_bytes / 8, false),
+            leases: Leases::new(nanos(config.cache_lease), nanos(config.reclaim_lease)),
             candidates: (0..candidate_words).map(|_| AtomicU64::new(0)).collect(),
             clock,
             config: config.clone(),
             reclaim: Mutex::new(Reclaim {
                 local: VecDeque::new(),
                 rings: vec![(0, VecDeque::new()); node.size() as usize],
+                waiting_words: 0,
             }),
             rings: Mutex::new(vec![RingCursor::default(); node.size() as usize]),
             next_request: AtomicU64::new(0),
@@ -272,10 +290,8 @@ impl Store {
     }
 
     fn load(&self, graph: &Graph) -> Result<()> {
-        // Each table's next free overflow bucket, by shard.
-        let mut next_overflow: HashMap<u32, u64> = HashMap::new();
         for v in 0..self.vertices {
-            let (home, bucket) = self.home(v);
+            let (home, main) = self.home(v);
             if home != self.rank {
                 continue;
             }
@@ -290,48 +306,25 @@ impl Store {
             }
             .encode()
             .map_err(|source| Error::TooLarge { vertex: v, source })?;
-            let shard = self.placement.locate(v).0;
-            let next = next_overflow.entry(shard).or_insert_with(|| {
-                let (first, _) = self.placement.table(shard);
-                first + self.placement.table_main()
-            });
-            self.insert(v, bucket, word, next);
+            self.insert(v, main, word);
         }
         Ok(())
     }
 
-    /// Puts `key` with `word` into the chain from `bucket`, taking overflow
-    /// buckets of its shard's table from `next_overflow` (load time only:
-    /// keys are never added later, and move only with their whole table).
-    fn insert(&self, key: u32, bucket: u64, word: u64, next_overflow: &mut u64) {
-        let shard = self.placement.locate(key).0;
-        let (table_first, table_buckets) = self.placement.table(shard);
-        let mut bucket = bucket;
-        loop {
-            let base = self.layout.bucket(bucket);
-            for slot in 0..SLOTS - 1 {
-                let at = self.byte(base + (slot * SLOT_BYTES) as u64);
-                if self.region.load(at) == 0 {
-                    // The address first: a reader that sees the key sees it.
-                    self.region.store(at + 8, word);
-                    self.region.store(at, u64::from(key) + 1);
-                    return;
-                }
-            }
-            let link = self.byte(base + ((SLOTS - 1) * SLOT_BYTES) as u64);
-            if self.region.load(link) == LINK {
-                bucket = self.region.load(link + 8);
-                continue;
-            }
-            assert!(
-                *next_overflow < table_first + table_buckets,
-                "shard {shard}'s table has room for its chains, as Placement counted them"
-            );
-            self.region.store(link + 8, *next_overflow);
-            self.region.store(link, LINK);
-            bucket = *next_overflow;
-            *next_overflow += 1;
-        }
+    /// Puts `key` with `word` into the first free slot of main bucket
+    /// `main`'s group (load time only: keys are never added later, and
+    /// move only with their whole table).
+    fn insert(&self, key: u32, main: u64, word: u64) {
+        let (first, buckets) = self.tables.group(main);
+        let base = self.layout.bucket(first);
+        let slots = usize::try_from(buckets).expect("a group fits memory") * SLOTS;
+        let free = (0..slots)
+            .map(|slot| self.byte(base + (slot * SLOT_BYTES) as u64))
+            .find(|&at| self.region.load(at) == 0)
+            .expect("a group has a slot for each of its keys, as Tables counted them");
+        // The address first: a reader that sees the key sees it.
+        self.region.store(free + 8, word);
+        self.region.store(free, u64::from(key) + 1);
     }
 
     fn byte(&self, offset: u64) -> usize {
@@ -388,11 +381,11 @@ impl Store {
         self.placement
     }
 
-    /// The key's home node now (its shard's node) and the main bucket that
-    /// starts its chain there.
+    /// The key's home node now (its shard's node) and the main bucket it
+    /// hashes to (see [`Tables::group`] for where its keys lie).
     pub fn home(&self, key: u32) -> (u32, u64) {
-        let (shard, bucket) = self.placement.locate(key);
-        (self.homes[shard as usize].load(Ordering::Acquire), bucket)
+        let (shard, main) = self.placement.locate(key);
+        (self.homes[shard as usize].load(Ordering::Acquire), main)
     }
 
     /// The key's home node now.
@@ -420,6 +413,7 @@ impl Store {
             migration_retries: c.migration_retries.load(Ordering::Relaxed),
             forwarded_puts: c.forwarded_puts.load(Ordering::Relaxed),
             reclaimed: c.reclaimed.load(Ordering::Relaxed),
+            words_retired: c.words_retired.load(Ordering::Relaxed),
             shards_moved: c.shards_moved.load(Ordering::Relaxed),
         }
     }
@@ -455,22 +449,45 @@ impl Store {
                 Location {
                     word,
                     slot,
-                    since: self.clock.now_ns(),
+                    until: self.lease_end(),
                 },
             );
         }
     }
 
     /// Whether a read through `location` that ended before now read the
-    /// block its word named: it is within a cache lease of when the word
-    /// was the home's, so the block has not been reclaimed since (see
-    /// [`Location`]). Past that, the memory may hold another value, or an
-    /// older copy of this one.
+    /// block its word named: its lease has not ended, so the block has not
+    /// been reclaimed since the word was the home's (see [`Location`]).
+    /// Past that, the memory may hold another value, or an older copy of
+    /// this one.
     fn within_lease(&self, location: &Location) -> bool {
-        self.clock.now_ns()
-            < location
-                .since
-                .saturating_add(nanos(self.config.cache_lease))
+        self.clock.now_ns() < location.until
+    }
+
+    /// When the lease of an address read at its home now ends.
+    pub(super) fn lease_end(&self) -> u64 {
+        self.clock.now_ns().saturating_add(self.leases.cache_ns())
+    }
+
+    /// The leases in force, in nanoseconds: (cache, reclaim).
+    pub fn leases(&self) -> (u64, u64) {
+        (self.leases.cache_ns(), self.leases.reclaim_ns())
+    }
+
+    /// Puts leases (cache, reclaim) a [`crate::lease::LeasePlan`] derived
+    /// in force.
+    pub(crate) fn set_leases(&self, leases: (u64, u64)) {
+        self.leases.set(leases);
+    }
+
+    /// Words free in this node's value region, and words of replaced
+    /// blocks waiting out their lease in it.
+    pub(crate) fn room(&self) -> (u64, u64) {
+        let free = {
+            let alloc = lock(&self.alloc);
+            alloc.capacity() - alloc.used()
+        };
+        (free, lock(&self.reclaim).waiting_words)
     }
 
     /// Before a Get or Put of `key` started at `started` reads its invalid

@@ -12,7 +12,6 @@ use quiver_verbs::NodeRank;
 
 use super::{lock, Session, Store};
 use crate::addr::Addr;
-use crate::clock::nanos;
 use crate::layout::{decode_block, encode_block};
 use crate::message::Message;
 use crate::update::Update;
@@ -200,10 +199,12 @@ impl Session<'_> {
             let due = store
                 .clock
                 .now_ns()
-                .saturating_add(nanos(store.config.reclaim_lease));
-            lock(&store.reclaim)
-                .local
-                .push_back((addr.offset(), addr.size(), due));
+                .saturating_add(store.leases.reclaim_ns());
+            lock(&store.reclaim).wait(addr.offset(), addr.size(), due);
+            store
+                .counts
+                .words_retired
+                .fetch_add(addr.size(), Ordering::Relaxed);
             return Ok(PutOutcome::Done);
         }
     }

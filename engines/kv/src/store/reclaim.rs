@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 
 use super::{lock, Store};
 use crate::addr::Addr;
-use crate::clock::nanos;
 
 /// Reclamation state: blocks waiting out their lease.
 #[derive(Debug, Default)]
@@ -17,6 +16,17 @@ pub(super) struct Reclaim {
     /// Per writer node: entries taken from its ring so far, and when each
     /// entry seen but not yet freed falls due.
     pub(super) rings: Vec<(u64, VecDeque<u64>)>,
+    /// Words of the blocks waiting, in the local list and seen in rings.
+    pub(super) waiting_words: u64,
+}
+
+impl Reclaim {
+    /// Enters block (`offset`, `words`), replaced here now, to be freed at
+    /// `due`.
+    pub(super) fn wait(&mut self, offset: u64, words: u64, due: u64) {
+        self.local.push_back((offset, words, due));
+        self.waiting_words += words;
+    }
 }
 
 /// This node's cursor in another node's reclaim ring.
@@ -33,14 +43,16 @@ impl Store {
     /// node first saw it, which is never before it was written.
     pub fn reclaim(&self) {
         let now = self.clock.now_ns();
-        let lease = nanos(self.config.reclaim_lease);
+        let lease = self.leases.reclaim_ns();
         let mut reclaim = lock(&self.reclaim);
+        let reclaim = &mut *reclaim;
         let mut freed = 0;
         while let Some(&(offset, words, due)) = reclaim.local.front() {
             if now < due {
                 break;
             }
             reclaim.local.pop_front();
+            reclaim.waiting_words -= words;
             self.release(offset, words);
             freed += 1;
         }
@@ -54,15 +66,20 @@ impl Store {
                 let word = self
                     .region
                     .load(self.byte(self.layout.ring_entry(writer, index)));
-                if word == 0 {
+                let Some(addr) = Addr::decode(word) else {
                     break;
-                }
+                };
                 seen.push_back(now.saturating_add(lease));
+                reclaim.waiting_words += addr.size();
+                self.counts
+                    .words_retired
+                    .fetch_add(addr.size(), Ordering::Relaxed);
             }
             while seen.front().is_some_and(|&due| due <= now) {
                 seen.pop_front();
                 let at = self.byte(self.layout.ring_entry(writer, *taken));
                 let addr = Addr::decode(self.region.load(at)).expect("a seen entry is non-zero");
+                reclaim.waiting_words -= addr.size();
                 self.release(addr.offset(), addr.size());
                 self.region.store(at, 0);
                 *taken += 1;

@@ -1,6 +1,6 @@
 //! A thread's handle on the store ([`Session`]): its verbs queue and its
 //! counts ([`Tally`]), one-sided operations charged to its modelled time,
-//! key lookups (in this node's own key region, by a READ a bucket at the
+//! key lookups (in this node's own key region, by one READ of its bucket group at the
 //! home, or through the location cache), and Get with the benchmark's
 //! two-hop query.
 
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Store;
 use crate::addr::Addr;
 use crate::cache::Location;
-use crate::layout::{decode_block, prefix_bytes, Edges, BUCKET_BYTES, LINK, SLOTS, SLOT_BYTES};
+use crate::layout::{decode_block, prefix_bytes, Edges, BUCKET_BYTES, SLOTS, SLOT_BYTES};
 use crate::message::Message;
 use crate::{Error, Result};
 
@@ -30,8 +30,16 @@ pub struct Tally {
     /// Gets whose value was read from another node (the rest of the
     /// remote Gets only looked their key up remotely).
     pub remote_values: u64,
-    /// Reads that found an invalidated block and started over.
+    /// Reads that found an invalidated block (size word 0: replaced by a
+    /// Put or a migration, or a migration's copy not yet lit) and started
+    /// over.
     pub retries: u64,
+    /// Reads that found memory reused under them and started over: a
+    /// block whose size word or count does not match its address, or a
+    /// read that ended past its address's lease, when the block it named
+    /// may have been reclaimed and written again (a torn read looks
+    /// valid, so only the lease tells it).
+    pub stale_reads: u64,
     /// Puts done.
     pub puts: u64,
     /// One-sided operations posted.
@@ -49,6 +57,7 @@ impl Tally {
         self.cache_misses += other.cache_misses;
         self.remote_values += other.remote_values;
         self.retries += other.retries;
+        self.stale_reads += other.stale_reads;
         self.puts += other.puts;
         self.one_sided += other.one_sided;
         self.modelled_ns += other.modelled_ns;
@@ -65,29 +74,29 @@ pub struct Session<'s> {
 }
 
 impl Store {
-    /// Looks `key` up in this node's own key region.
-    pub(super) fn local_lookup(&self, key: u32, bucket: u64) -> Option<Location> {
+    /// Looks `key`, which hashes to main bucket `main`, up in this node's
+    /// own key region.
+    pub(super) fn local_lookup(&self, key: u32, main: u64) -> Option<Location> {
         let tag = u64::from(key) + 1;
-        let since = self.clock.now_ns();
-        let mut bucket = bucket;
-        loop {
-            let base = self.layout.bucket(bucket);
-            for slot in 0..SLOTS - 1 {
-                let at = base + (slot * SLOT_BYTES) as u64;
-                if self.region.load(self.byte(at)) == tag {
-                    return Some(Location {
-                        word: self.region.load(self.byte(at + 8)),
-                        slot: at + 8,
-                        since,
-                    });
-                }
-            }
-            let link = self.byte(base + ((SLOTS - 1) * SLOT_BYTES) as u64);
-            if self.region.load(link) != LINK {
-                return None;
-            }
-            bucket = self.region.load(link + 8);
-        }
+        let until = self.lease_end();
+        let (first, buckets) = self.tables.group(main);
+        let base = self.layout.bucket(first);
+        (0..buckets * SLOTS as u64)
+            .map(|slot| base + slot * SLOT_BYTES as u64)
+            .find(|&at| self.region.load(self.byte(at)) == tag)
+            .map(|at| Location {
+                word: self.region.load(self.byte(at + 8)),
+                slot: at + 8,
+                until,
+            })
+    }
+
+    /// Where the group of main bucket `main` lies: its byte offset and
+    /// length, what one READ of a lookup fetches.
+    pub(super) fn group_bytes(&self, main: u64) -> (u64, usize) {
+        let (first, buckets) = self.tables.group(main);
+        let len = usize::try_from(buckets).expect("a group fits memory") * BUCKET_BYTES;
+        (self.layout.bucket(first), len)
     }
 }
 
@@ -144,36 +153,22 @@ impl Session<'_> {
             .map_err(Error::Verbs)
     }
 
-    /// Looks `key` up at its home `home` (one READ per bucket of the chain).
-    pub(super) fn remote_lookup(
-        &mut self,
-        key: u32,
-        home: u32,
-        bucket: u64,
-    ) -> Result<Option<Location>> {
-        let layout = self.store.layout;
-        let since = self.store.clock.now_ns();
-        let mut bucket = bucket;
-        loop {
-            let base = layout.bucket(bucket);
-            let bytes = self.read(home, base, BUCKET_BYTES)?;
-            if let Some(location) = find_in_bucket(key, base, &bytes, since) {
-                return Ok(Some(location));
-            }
-            match chained(&bytes) {
-                Some(next) => bucket = next,
-                None => return Ok(None),
-            }
-        }
+    /// Looks `key`, which hashes to main bucket `main`, up at its home
+    /// `home`: one READ of the main bucket's group.
+    fn remote_lookup(&mut self, key: u32, home: u32, main: u64) -> Result<Option<Location>> {
+        let until = self.store.lease_end();
+        let (base, len) = self.store.group_bytes(main);
+        let bytes = self.read(home, base, len)?;
+        Ok(find_in_group(key, base, &bytes, until))
     }
 
     /// `key`'s location: from its home's key region (local, or READ), or
     /// from the location cache when `cached` allows and it holds one.
     pub(super) fn locate(&mut self, key: u32, cached: bool) -> Result<Location> {
         let store = self.store;
-        let (home, bucket) = store.home(key);
+        let (home, main) = store.home(key);
         let found = if home == store.rank {
-            store.local_lookup(key, bucket)
+            store.local_lookup(key, main)
         } else {
             let now = store.clock.now_ns();
             match store.cache.access(key, now).filter(|_| cached) {
@@ -183,7 +178,7 @@ impl Session<'_> {
                 }
                 None => {
                     self.tally.cache_misses += u64::from(store.config.serve_cache);
-                    let found = self.remote_lookup(key, home, bucket)?;
+                    let found = self.remote_lookup(key, home, main)?;
                     if let Some(location) = found {
                         store.cache.fill(key, location);
                     }
@@ -235,13 +230,14 @@ impl Session<'_> {
             }
             let len = prefix_bytes(addr, limit, store.weighted);
             let bytes = self.read_block(holder, addr, len)?;
-            let read = decode_block(addr, &bytes, store.weighted)
-                .filter(|_| store.within_lease(&location));
-            if let Some(edges) = read {
-                self.tally.remote_values += u64::from(holder != store.rank);
-                break edges;
+            match decode_block(addr, &bytes, store.weighted) {
+                Some(edges) if store.within_lease(&location) => {
+                    self.tally.remote_values += u64::from(holder != store.rank);
+                    break edges;
+                }
+                None if word(&bytes, 0) == 0 => self.tally.retries += 1,
+                _ => self.tally.stale_reads += 1,
             }
-            self.tally.retries += 1;
             store.cache.forget(key);
             store.before_retry(key, started)?;
         };
@@ -309,17 +305,25 @@ impl Session<'_> {
             .collect()
     }
 
+    /// `key`'s address word, read at its home: where its value is now,
+    /// and its size (for checks).
+    ///
+    /// # Errors
+    /// As [`Session::get`].
+    pub fn address(&mut self, key: u32) -> Result<Addr> {
+        self.store.check_vertex(key)?;
+        let location = self.locate(key, false)?;
+        Addr::decode(location.word)
+            .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))
+    }
+
     /// The value's holder for `key`, read at its home (for checks).
     ///
     /// # Errors
     /// As [`Session::get`].
     pub fn holder(&mut self, key: u32) -> Result<u32> {
-        self.store.check_vertex(key)?;
-        let home = self.store.home_node(key);
-        let location = self.locate(key, false)?;
-        Addr::decode(location.word)
-            .map(|addr| addr.holder(home))
-            .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))
+        let addr = self.address(key)?;
+        Ok(addr.holder(self.store.home_node(key)))
     }
 
     /// Stops this node's [`Store::serve`].
@@ -337,21 +341,17 @@ impl Session<'_> {
     }
 }
 
-/// `key`'s location if the bucket read at byte `base` holds it.
-pub(super) fn find_in_bucket(key: u32, base: u64, bytes: &[u8], since: u64) -> Option<Location> {
+/// `key`'s location if the group read at byte `base` holds it, its lease
+/// ending at `until`.
+pub(super) fn find_in_group(key: u32, base: u64, bytes: &[u8], until: u64) -> Option<Location> {
     let tag = u64::from(key) + 1;
-    (0..SLOTS - 1)
+    (0..bytes.len() / SLOT_BYTES)
         .find(|&slot| word(bytes, 2 * slot) == tag)
         .map(|slot| Location {
             word: word(bytes, 2 * slot + 1),
             slot: base + (slot * SLOT_BYTES) as u64 + 8,
-            since,
+            until,
         })
-}
-
-/// The overflow bucket a bucket read links to, if any.
-pub(super) fn chained(bytes: &[u8]) -> Option<u64> {
-    (word(bytes, 2 * (SLOTS - 1)) == LINK).then(|| word(bytes, 2 * SLOTS - 1))
 }
 
 /// The `i`-th 8-byte word of bytes read from a region.

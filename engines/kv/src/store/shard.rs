@@ -49,10 +49,10 @@ impl Store {
     /// Drops this node's copy of shard `shard` after it moved away: frees
     /// its values and clears its table. Only while no worker runs.
     pub fn drop_shard(&self, shard: u32) {
-        let (first, buckets) = self.placement.table(shard);
+        let (first, buckets) = self.tables.table(shard);
         for bucket in first..first + buckets {
             let base = self.layout.bucket(bucket);
-            for slot in 0..SLOTS - 1 {
+            for slot in 0..SLOTS {
                 let at = self.byte(base + (slot * SLOT_BYTES) as u64);
                 if self.region.load(at) == 0 {
                     continue;
@@ -93,13 +93,13 @@ impl Session<'_> {
             return Ok(0);
         }
         let before = self.tally.one_sided;
-        let (first, buckets) = store.placement.table(shard);
+        let (first, buckets) = store.tables.table(shard);
         let base = store.layout.bucket(first);
         let len = usize::try_from(buckets * BUCKET_BYTES as u64).expect("a table fits memory");
         let mut table = self.read(source, base, len)?;
         let mut slots = Vec::new();
         for bucket in 0..len / BUCKET_BYTES {
-            for slot in 0..SLOTS - 1 {
+            for slot in 0..SLOTS {
                 let at = bucket * BUCKET_BYTES + slot * SLOT_BYTES;
                 let tag = word(&table, at / 8);
                 if tag == 0 {

@@ -1,173 +1,283 @@
-//! Linearizability of Gets and Puts while values migrate, checked on
-//! recorded histories.
+//! Linearizability of Gets and Puts while values migrate (one at a time or
+//! pipelined) or whole shards move, checked on recorded histories.
 //!
-//! Puts append unique ids, so a key's history is an append-only list: the
-//! final list fixes the order the Puts took effect, and every Get must
-//! have returned the original list plus a prefix of the appended ids. The
-//! history is linearizable iff no two operations contradict real time
-//! (Wing & Gong's search has a single candidate order here; for an
-//! append-only object, pairwise checks of real-time order against it
-//! decide):
-//! - a Put that ended before another began takes effect before it;
-//! - a Get sees every Put that ended before it began, and no Put that
-//!   began after it ended;
-//! - a Get that ended before another began sees no more than it.
+//! A key is an object whose state is its list (ids and weights): a Put
+//! applies an update (append, repoint an edge, set a weight) and a Get
+//! returns a prefix of the list. A key's history is linearizable iff some
+//! order of its operations that keeps real time (an operation that
+//! returned before another was invoked comes first) explains every Get's
+//! result from the sequential list. [`linearizable`] searches for one:
+//! Wing & Gong's search, with Lowe's memo of (operations taken, list)
+//! pairs, which is quick when few operations overlap.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use quiver_csr::testing::karate;
-use quiver_kv::layout::{block_words, Placement};
+use quiver_kv::layout::{block_words, Edges, Placement};
 use quiver_kv::{Clock, StoreConfig, Update};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::on_stores;
+use crate::{on_stores, weighted_karate};
 
-/// One operation on a key: when it was invoked and when it returned, on a
-/// clock shared by every thread.
-#[derive(Clone, Debug)]
-enum Event {
-    /// Appended `id`.
-    Put {
-        id: u32,
-        invoked: u64,
-        returned: u64,
-    },
-    /// Read `list`.
-    Get {
-        list: Vec<u32>,
-        invoked: u64,
-        returned: u64,
-    },
+/// A list as the checkers hold it: each edge's target and weight bits (of
+/// 1 in an unweighted graph, the weight `.qcsr` gives an unweighted edge).
+pub type List = Vec<(u32, u32)>;
+
+/// `edges` as a [`List`].
+pub fn list_of(edges: &Edges) -> List {
+    let one = 1.0f32.to_bits();
+    match &edges.weights {
+        Some(weights) => edges
+            .ids
+            .iter()
+            .zip(weights)
+            .map(|(&id, w)| (id, w.to_bits()))
+            .collect(),
+        None => edges.ids.iter().map(|&id| (id, one)).collect(),
+    }
 }
 
-/// Why a key's history is not linearizable.
-fn check(original: &[u32], last: &[u32], events: &[Event]) -> Result<(), String> {
-    if last.get(..original.len()) != Some(original) {
-        return Err("the original list changed".into());
-    }
-    let appended = &last[original.len()..];
-    let position = |id: u32| appended.iter().position(|&a| a == id);
-    let mut puts = Vec::new();
-    for event in events {
-        if let Event::Put {
-            id,
-            invoked,
-            returned,
-        } = *event
-        {
-            let at = position(id).ok_or(format!("acknowledged put {id} is lost"))?;
-            puts.push((at, invoked, returned));
+/// What an operation did to a key.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// A Put of the update.
+    Put(Update),
+    /// A Get of the first `limit` edges, which read `read`.
+    Get { limit: u64, read: List },
+}
+
+/// One operation on a key: what it did, and when it was invoked and when
+/// it returned, on a clock shared by every thread (no two times equal).
+#[derive(Clone, Debug)]
+struct Event {
+    op: Op,
+    invoked: u64,
+    returned: u64,
+}
+
+/// The list after `op` on `list`, the sequential specification; `None`
+/// when `op` is a Get whose result this list does not explain (a weighted
+/// graph's prefix: exactly the first `limit` edges), or a weight set on a
+/// list without edges.
+pub fn step(op: &Op, list: &List) -> Option<List> {
+    let mut list = list.clone();
+    let one = 1.0f32.to_bits();
+    match *op {
+        Op::Put(Update::AddEdge(target)) => list.push((target, one)),
+        Op::Put(Update::AddWeightedEdge { target, weight }) => {
+            list.push((target, weight.to_bits()))
+        }
+        Op::Put(Update::SetEdge { index, target }) => match list.len() {
+            0 => list.push((target, one)),
+            n => list[index as usize % n].0 = target,
+        },
+        Op::Put(Update::SetWeight { index, weight }) => {
+            let n = list.len();
+            list.get_mut(index as usize % n.max(1))?.1 = weight.to_bits();
+        }
+        Op::Get { limit, ref read } => {
+            let cut = usize::try_from(limit).unwrap_or(usize::MAX).min(list.len());
+            return (read[..] == list[..cut]).then_some(list);
         }
     }
-    if puts.len() != appended.len() {
-        return Err(format!(
-            "{} puts acknowledged, {} ids appended",
-            puts.len(),
-            appended.len()
-        ));
+    Some(list)
+}
+
+/// Whether some real-time order of `events` explains them from `initial`;
+/// the error names the first operation no order could take.
+fn linearizable(initial: &List, events: &[Event]) -> Result<(), String> {
+    let n = events.len();
+    // Entries 0..2n: op i's call is 2i, its return 2i + 1; a doubly
+    // linked list of them in time order, from HEAD to TAIL.
+    let (head, tail) = (2 * n, 2 * n + 1);
+    let mut order: Vec<usize> = (0..2 * n).collect();
+    let time = |entry: usize| {
+        let e = &events[entry / 2];
+        if entry.is_multiple_of(2) {
+            e.invoked
+        } else {
+            e.returned
+        }
+    };
+    order.sort_by_key(|&entry| time(entry));
+    let mut next = vec![tail; 2 * n + 2];
+    let mut prev = vec![head; 2 * n + 2];
+    let mut last = head;
+    for &entry in &order {
+        next[last] = entry;
+        prev[entry] = last;
+        last = entry;
     }
-    for &(a, a_in, _) in &puts {
-        for &(b, _, b_out) in &puts {
-            if b_out < a_in && b > a {
-                return Err(format!("put at {b} ended before the put at {a} began"));
+    next[last] = tail;
+    prev[tail] = last;
+    let unlink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, x: usize| {
+        let (p, q) = (prev[x], next[x]);
+        next[p] = q;
+        prev[q] = p;
+    };
+    let relink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, x: usize| {
+        let (p, q) = (prev[x], next[x]);
+        next[p] = x;
+        prev[q] = x;
+    };
+    let mut taken = vec![0u64; n.div_ceil(64)];
+    let mut memo: HashSet<(Vec<u64>, List)> = HashSet::new();
+    let mut stack: Vec<(usize, List)> = Vec::new();
+    let mut list = initial.clone();
+    let mut entry = next[head];
+    while next[head] != tail {
+        let op = entry / 2;
+        if entry.is_multiple_of(2) {
+            if let Some(after) = step(&events[op].op, &list) {
+                taken[op / 64] |= 1 << (op % 64);
+                if memo.insert((taken.clone(), after.clone())) {
+                    stack.push((op, std::mem::replace(&mut list, after)));
+                    unlink(&mut next, &mut prev, 2 * op);
+                    unlink(&mut next, &mut prev, 2 * op + 1);
+                    entry = next[head];
+                    continue;
+                }
+                taken[op / 64] &= !(1 << (op % 64));
             }
-        }
-    }
-    let mut gets: Vec<(usize, u64, u64)> = Vec::new();
-    for event in events {
-        if let Event::Get {
-            list,
-            invoked,
-            returned,
-        } = event
-        {
-            // A torn read, or one of a block that held something else,
-            // returns a list that was never the key's.
-            if list.len() < original.len() || !last.starts_with(list) {
-                return Err(format!("a get read {list:?}, never the key's list"));
-            }
-            gets.push((list.len() - original.len(), *invoked, *returned));
-        }
-    }
-    for &(seen, g_in, g_out) in &gets {
-        for &(at, p_in, p_out) in &puts {
-            if p_out < g_in && at >= seen {
+            entry = next[entry];
+        } else {
+            // An operation returned before any order could take it: undo
+            // the last choice and try the next operation after it.
+            let Some((undone, before)) = stack.pop() else {
                 return Err(format!(
-                    "a get missed the put at {at}, which ended before it began"
+                    "no order explains {:?}, which returned at {}",
+                    events[op].op, events[op].returned
                 ));
-            }
-            if p_in > g_out && at < seen {
-                return Err(format!(
-                    "a get saw the put at {at}, which began after it ended"
-                ));
-            }
-        }
-        for &(later_seen, later_in, _) in &gets {
-            if g_out < later_in && later_seen < seen {
-                return Err(format!(
-                    "a get saw {seen} puts, a later one only {later_seen}"
-                ));
-            }
+            };
+            taken[undone / 64] &= !(1 << (undone % 64));
+            list = before;
+            relink(&mut next, &mut prev, 2 * undone + 1);
+            relink(&mut next, &mut prev, 2 * undone);
+            entry = next[2 * undone];
         }
     }
     Ok(())
 }
 
 #[test]
-fn the_checker_catches_lost_stale_and_reordered_operations() {
-    let put = |id, invoked, returned| Event::Put {
-        id,
+fn the_checker_catches_lost_stale_reordered_torn_and_misapplied_operations() {
+    let one = 1.0f32.to_bits();
+    let list = |ids: &[u32]| -> List { ids.iter().map(|&id| (id, one)).collect() };
+    let add = |id, invoked, returned| Event {
+        op: Op::Put(Update::AddEdge(id)),
         invoked,
         returned,
     };
-    let get = |list: &[u32], invoked, returned| Event::Get {
-        list: list.to_vec(),
+    let get = |limit, read: List, invoked, returned| Event {
+        op: Op::Get { limit, read },
         invoked,
         returned,
     };
-    let original = [1, 2];
+    let all = u64::MAX;
+    let initial = list(&[1, 2]);
     let good = [
-        put(7, 0, 5),
-        put(8, 6, 9),
-        get(&[1, 2, 7], 5, 7),
-        get(&[1, 2, 7, 8], 10, 11),
-        get(&[1, 2, 7], 6, 10),
+        add(7, 0, 5),
+        add(8, 6, 9),
+        get(all, list(&[1, 2, 7]), 4, 7),
+        get(all, list(&[1, 2, 7, 8]), 10, 11),
+        get(all, list(&[1, 2, 7]), 8, 12),
+        get(1, list(&[1]), 13, 14),
     ];
-    assert_eq!(check(&original, &[1, 2, 7, 8], &good), Ok(()));
-    // Lost: an acknowledged put is missing.
-    assert!(check(&original, &[1, 2, 8], &good).is_err());
-    // Reordered: 8 began after 7 ended but took effect first.
-    assert!(check(&original, &[1, 2, 8, 7], &good).is_err());
-    // Stale: a get after the second put ended saw only the first.
-    let stale = [put(7, 0, 5), put(8, 6, 9), get(&[1, 2, 7], 10, 11)];
-    assert!(check(&original, &[1, 2, 7, 8], &stale).is_err());
+    assert_eq!(linearizable(&initial, &good), Ok(()));
+    let bad = |last: Event, why: &str| {
+        let mut events = good[..2].to_vec();
+        events.push(last);
+        assert!(linearizable(&initial, &events).is_err(), "{why}");
+    };
+    bad(
+        get(all, list(&[1, 2, 8]), 10, 11),
+        "lost: an acknowledged put is missing",
+    );
+    bad(
+        get(all, list(&[1, 2, 8, 7]), 10, 11),
+        "reordered: 8 began after 7 ended",
+    );
+    bad(
+        get(all, list(&[1, 2, 7]), 10, 11),
+        "stale: both puts ended before",
+    );
+    bad(
+        get(all, list(&[1, 9, 7]), 10, 11),
+        "torn: a list the key never had",
+    );
+    bad(
+        get(2, list(&[1, 2, 7]), 10, 11),
+        "a prefix longer than asked",
+    );
+    bad(
+        get(3, list(&[1, 2]), 10, 11),
+        "a prefix shorter than the list",
+    );
     // New then old: two gets in real-time order going backwards.
-    let backwards = [put(7, 0, 10), get(&[1, 2, 7], 1, 2), get(&[1, 2], 3, 4)];
-    assert!(check(&original, &[1, 2, 7], &backwards).is_err());
+    let backwards = [
+        add(7, 0, 10),
+        get(all, list(&[1, 2, 7]), 1, 2),
+        get(all, list(&[1, 2]), 3, 4),
+    ];
+    assert!(linearizable(&initial, &backwards).is_err());
     // From the future: a get saw a put that began after it ended.
-    let future = [get(&[1, 2, 7], 0, 1), put(7, 2, 3)];
-    assert!(check(&original, &[1, 2, 7], &future).is_err());
-    // Torn or misread: a list the key never had, in time order otherwise.
-    for list in [&[1, 9, 7][..], &[1, 2, 8], &[1]] {
-        let torn = [put(7, 0, 5), put(8, 6, 9), get(list, 10, 11)];
-        assert!(check(&original, &[1, 2, 7, 8], &torn).is_err(), "{list:?}");
-    }
+    let future = [get(all, list(&[1, 2, 7]), 0, 1), add(7, 2, 3)];
+    assert!(linearizable(&initial, &future).is_err());
+    // Repointing and weights, all three operations overlapping.
+    let set = |index, target, invoked, returned| Event {
+        op: Op::Put(Update::SetEdge { index, target }),
+        invoked,
+        returned,
+    };
+    let weigh = |index, weight: f32, invoked, returned| Event {
+        op: Op::Put(Update::SetWeight { index, weight }),
+        invoked,
+        returned,
+    };
+    let mut both = list(&[5, 2]);
+    both[0].1 = 0.5f32.to_bits();
+    let overlapping = [
+        set(2, 5, 0, 10),
+        weigh(0, 0.5, 1, 9),
+        get(all, both.clone(), 2, 11),
+    ];
+    assert_eq!(linearizable(&initial, &overlapping), Ok(()));
+    let mut wrong = both;
+    wrong[1].1 = 0.5f32.to_bits();
+    let misapplied = [
+        set(2, 5, 0, 10),
+        weigh(0, 0.5, 1, 9),
+        get(all, wrong, 2, 11),
+    ];
+    assert!(linearizable(&initial, &misapplied).is_err());
 }
 
-/// Three nodes, two workers each, doing random Gets and Puts on a few keys
-/// while every node's migrator pulls random keys to itself (moves,
-/// migrate-backs, CAS races with Puts) and reclaims under a short lease on
-/// a shared manual clock. Every key's history must be linearizable. The
-/// run stops at [`CHECKPOINTS`] points, where every node must name the
-/// same holder of every key and read the same list, and, once the
-/// replaced blocks' leases are out, every node's blocks in use must be
-/// exactly the live values it holds: one holder a value, no copy left.
-#[test]
-fn gets_and_puts_stay_linearizable_while_values_migrate() {
-    let graph = &karate(true);
+/// How values move in a run of [`linearizable_while_values_move`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Moves {
+    /// Each node's migrator pulls random keys to itself, one or a
+    /// pipelined batch at a time (moves, migrate-backs, CAS races with
+    /// Puts).
+    Split,
+    /// At each checkpoint, with every worker stopped, two of the keys'
+    /// shards move whole to another node (the `shard` baseline).
+    Shards,
+}
+
+/// Three nodes, two workers each, doing random Gets (whole lists and
+/// prefixes) and Puts (appends, repointed edges, new weights) on a few
+/// keys of the weighted karate club while values move as `moves` says,
+/// and each node reclaims under a short lease on a shared manual clock.
+/// Every key's history must be linearizable. The run stops at
+/// [`CHECKPOINTS`] points, where every node must name the same holder of
+/// every key and read the same list, and, once the replaced blocks'
+/// leases are out, every node's blocks in use must be exactly the live
+/// values it holds: one holder a value, no copy left.
+fn linearizable_while_values_move(moves: Moves) {
+    let graph = &weighted_karate();
     let nodes = 3;
     let placement = Placement::new(graph.num_vertices(), nodes);
     let keys: Vec<u32> = (0..graph.num_vertices()).step_by(5).collect();
@@ -175,13 +285,16 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
     let config = StoreConfig {
         cache_lease: Duration::from_nanos(40),
         reclaim_lease: Duration::from_nanos(50),
+        // Shards move with nothing cached: the shard map says where every
+        // key is (a cached local address would name the old home's memory).
+        shards_move: moves == Moves::Shards,
+        serve_cache: moves == Moves::Split,
         ..StoreConfig::default()
     };
     let clock = Clock::manual();
     let now = AtomicU64::new(0);
     let tick = || now.fetch_add(1, Ordering::SeqCst);
     let history: Mutex<Vec<(u32, Event)>> = Mutex::new(Vec::new());
-    let next_id = AtomicU64::new(10_000);
     let finals = on_stores(graph, nodes, &config, &clock, |node, store| {
         std::thread::scope(|scope| {
             let server = scope.spawn(|| store.serve());
@@ -195,16 +308,17 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                         let mut session = store.session();
                         let mut rng = Pcg64::seed_from_u64(u64::from(store.rank()) * 100 + round);
                         while !done.load(Ordering::Relaxed) {
-                            // One key, or a few with the stages pipelined.
-                            if rng.random_bool(0.5) {
-                                session
-                                    .migrate(keys[rng.random_range(0..keys.len())])
-                                    .unwrap();
-                            } else {
-                                let batch: Vec<u32> = (0..3)
-                                    .map(|_| keys[rng.random_range(0..keys.len())])
-                                    .collect();
-                                session.migrate_batch(&batch).unwrap();
+                            if moves == Moves::Split {
+                                if rng.random_bool(0.5) {
+                                    session
+                                        .migrate(keys[rng.random_range(0..keys.len())])
+                                        .unwrap();
+                                } else {
+                                    let batch: Vec<u32> = (0..3)
+                                        .map(|_| keys[rng.random_range(0..keys.len())])
+                                        .collect();
+                                    session.migrate_batch(&batch).unwrap();
+                                }
                             }
                             store.reclaim();
                             if store.rank() == 0 {
@@ -215,7 +329,7 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                     });
                     let workers: Vec<_> = (0..2u64)
                         .map(|w| {
-                            let (keys, history, next_id) = (&keys, &history, &next_id);
+                            let (keys, history) = (&keys, &history);
                             scope.spawn(move || {
                                 let mut session = store.session();
                                 let mut rng = Pcg64::seed_from_u64(
@@ -223,24 +337,23 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                                 );
                                 for _ in 0..OPS_PER_ROUND {
                                     let key = keys[rng.random_range(0..keys.len())];
+                                    let op = random_op(&mut rng, graph.num_vertices());
                                     let invoked = tick();
-                                    let event = if rng.random_bool(0.4) {
-                                        let id =
-                                            u32::try_from(next_id.fetch_add(1, Ordering::SeqCst))
-                                                .unwrap();
-                                        session.put(key, Update::AddEdge(id)).unwrap();
-                                        Event::Put {
-                                            id,
-                                            invoked,
-                                            returned: tick(),
+                                    let op = match op {
+                                        Op::Put(update) => {
+                                            session.put(key, update).unwrap();
+                                            Op::Put(update)
                                         }
-                                    } else {
-                                        let list = session.get(key, u64::MAX).unwrap().ids;
-                                        Event::Get {
-                                            list,
-                                            invoked,
-                                            returned: tick(),
-                                        }
+                                        Op::Get { limit, .. } => Op::Get {
+                                            limit,
+                                            read: list_of(&session.get(key, limit).unwrap()),
+                                        },
+                                    };
+                                    let returned = tick();
+                                    let event = Event {
+                                        op,
+                                        invoked,
+                                        returned,
                                     };
                                     history.lock().unwrap().push((key, event));
                                 }
@@ -254,7 +367,10 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
                     migrator.join().unwrap();
                 });
                 node.barrier().unwrap();
-                checkpoints.push(checkpoint(node, store, graph, &keys, &clock));
+                if moves == Moves::Shards {
+                    move_two_shards(node, store, &keys, round);
+                }
+                checkpoints.push(checkpoint(node, store, &keys, &clock));
             }
             node.barrier().unwrap();
             store.session().stop_server().unwrap();
@@ -283,19 +399,17 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
             );
         }
     }
-    let lists = &finals[0].0[CHECKPOINTS - 1].lists;
-    for (i, &key) in keys.iter().enumerate() {
+    for &key in &keys {
         let events: Vec<Event> = history
             .iter()
             .filter(|(k, _)| *k == key)
             .map(|(_, e)| e.clone())
             .collect();
-        if let Err(why) = check(graph.neighbors(key), &lists[i], &events) {
-            panic!("vertex {key}: {why}\n{events:?}\nfinal {:?}", lists[i]);
+        let initial = list_of(&Edges::of(graph, key));
+        if let Err(why) = linearizable(&initial, &events) {
+            panic!("vertex {key}: {why}\n{events:?}");
         }
     }
-    let migrations: u64 = finals.iter().map(|f| f.1).sum();
-    assert!(migrations > 10, "values moved {migrations} times");
     // The checkpoints saw values away from their homes.
     assert!(
         finals[0].0.iter().any(|at| keys
@@ -304,11 +418,91 @@ fn gets_and_puts_stay_linearizable_while_values_migrate() {
             .any(|(&k, &holder)| holder != placement.home_node(k))),
         "every checkpoint found every value at home"
     );
-    // Reads raced the migrations' invalidations, were refused by the size
-    // word and went round again (and the check above says none returned a
-    // list the key never had).
-    let retries: u64 = finals.iter().map(|f| f.2).sum();
-    assert!(retries > 0, "no read was refused and retried");
+    if moves == Moves::Split {
+        let migrations: u64 = finals.iter().map(|f| f.1).sum();
+        assert!(migrations > 10, "values moved {migrations} times");
+        // Reads raced the migrations' invalidations, were refused by the
+        // size word and went round again (and the check above says none
+        // returned a list the key never had).
+        let retries: u64 = finals.iter().map(|f| f.2).sum();
+        assert!(retries > 0, "no read was refused and retried");
+    }
+}
+
+#[test]
+fn gets_and_puts_stay_linearizable_while_values_migrate() {
+    linearizable_while_values_move(Moves::Split);
+}
+
+#[test]
+fn gets_and_puts_stay_linearizable_while_shards_move() {
+    linearizable_while_values_move(Moves::Shards);
+}
+
+/// A random operation for a key of a graph of `vertices` vertices: 40%
+/// Puts (an appended weighted edge, a repointed edge, a new weight), the
+/// rest Gets of the whole list or of a prefix.
+fn random_op(rng: &mut Pcg64, vertices: u32) -> Op {
+    if rng.random_bool(0.4) {
+        let index = rng.random_range(0..64);
+        let weight = f32::from(rng.random_range(0u16..1000)) / 8.0;
+        Op::Put(match rng.random_range(0..3) {
+            0 => Update::AddWeightedEdge {
+                target: rng.random_range(0..vertices),
+                weight,
+            },
+            1 => Update::SetEdge {
+                index,
+                target: rng.random_range(0..vertices),
+            },
+            _ => Update::SetWeight { index, weight },
+        })
+    } else {
+        let limit = [1, 3, 8, u64::MAX][rng.random_range(0..4)];
+        Op::Get {
+            limit,
+            read: List::new(),
+        }
+    }
+}
+
+/// Moves two of the keys' shards, chosen by `round`, each to the next
+/// node after its home, as the `shard` baseline does: with every worker
+/// stopped, the targets copy, every node repoints its map, then the old
+/// homes drop their copies. Every node must call it.
+fn move_two_shards(node: &quiver_verbs::Node, store: &quiver_kv::Store, keys: &[u32], round: u64) {
+    let placement = store.placement();
+    let mut rng = Pcg64::seed_from_u64(round);
+    let mut shards: Vec<u32> = (0..2)
+        .map(|_| placement.locate(keys[rng.random_range(0..keys.len())]).0)
+        .collect();
+    shards.dedup();
+    let nodes = store.node().size();
+    let plan: Vec<(u32, u32, u32)> = shards
+        .iter()
+        .map(|&shard| {
+            let from = store.shard_home(shard);
+            (shard, from, (from + 1) % nodes)
+        })
+        .collect();
+    let mut session = store.session();
+    node.barrier().unwrap();
+    for &(shard, _, to) in &plan {
+        if to == store.rank() {
+            session.pull_shard(shard).unwrap();
+        }
+    }
+    node.barrier().unwrap();
+    for &(shard, _, to) in &plan {
+        store.set_shard_home(shard, to);
+    }
+    node.barrier().unwrap();
+    for &(shard, from, _) in &plan {
+        if from == store.rank() {
+            store.drop_shard(shard);
+        }
+    }
+    node.barrier().unwrap();
 }
 
 /// Quiet points of the concurrent run, and operations a worker does
@@ -321,7 +515,7 @@ struct Checkpoint {
     /// Each key's holder, as the home's address word names it.
     holders: Vec<u32>,
     /// Each key's list.
-    lists: Vec<Vec<u32>>,
+    lists: Vec<List>,
     /// Words of this node's value region in use, once every replaced
     /// block's lease is out.
     used: u64,
@@ -336,15 +530,14 @@ struct Checkpoint {
 fn checkpoint(
     node: &quiver_verbs::Node,
     store: &quiver_kv::Store,
-    graph: &quiver_csr::Graph,
     keys: &[u32],
     clock: &Clock,
 ) -> Checkpoint {
     let mut session = store.session();
     let holders: Vec<u32> = keys.iter().map(|&k| session.holder(k).unwrap()).collect();
-    let lists: Vec<Vec<u32>> = keys
+    let lists: Vec<List> = keys
         .iter()
-        .map(|&k| session.get(k, u64::MAX).unwrap().ids)
+        .map(|&k| list_of(&session.get(k, u64::MAX).unwrap()))
         .collect();
     node.barrier().unwrap();
     // Ring entries' leases start when their owner first sees them: one
@@ -356,16 +549,18 @@ fn checkpoint(
     }
     node.barrier().unwrap();
     store.reclaim();
+    // Every vertex but the keys is as loaded, on the node its shard is on.
+    let graph = weighted_karate();
     let held = keys
         .iter()
         .zip(&holders)
         .zip(&lists)
         .filter(|((_, &holder), _)| holder == store.rank())
-        .map(|(_, list)| block_words(list.len() as u64, graph.is_weighted()))
+        .map(|(_, list)| block_words(list.len() as u64, true))
         .sum::<u64>()
         + (0..graph.num_vertices())
             .filter(|v| !keys.contains(v) && store.home_node(*v) == store.rank())
-            .map(|v| block_words(graph.degree(v), graph.is_weighted()))
+            .map(|v| block_words(graph.degree(v), true))
             .sum::<u64>();
     let used = store.used_words();
     // No node reads or moves again until every node has counted.

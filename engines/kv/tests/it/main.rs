@@ -2,9 +2,11 @@
 
 mod control;
 mod history;
+mod model;
 mod run;
 mod store;
 
+use quiver_csr::testing::karate;
 use quiver_csr::Graph;
 use quiver_kv::{Clock, Store, StoreConfig};
 use quiver_verbs::{loopback, Node};
@@ -26,4 +28,14 @@ pub fn on_stores<T: Send>(
         result
     })
     .expect("a loopback job")
+}
+
+/// The weighted karate club: every edge `u - v` of weight `u + v / 100`.
+pub fn weighted_karate() -> Graph {
+    let plain = karate(true);
+    let edges = (0..plain.num_vertices())
+        .flat_map(|u| plain.neighbors(u).iter().map(move |&v| (u, v)))
+        .map(|(u, v)| (u, v, u as f32 + v as f32 / 100.0))
+        .collect();
+    quiver_csr::testing::build(plain.num_vertices(), edges, true, false)
 }

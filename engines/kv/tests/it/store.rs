@@ -9,7 +9,7 @@ use quiver_kv::layout::Edges;
 use quiver_kv::{Clock, Error, Plan, Store, StoreConfig, Update};
 use quiver_verbs::{Node, Verb};
 
-use crate::on_stores;
+use crate::{on_stores, weighted_karate};
 
 fn sorted(mut ids: Vec<u32>) -> Vec<u32> {
     ids.sort_unstable();
@@ -306,6 +306,7 @@ fn leases_the_wrong_way_round_and_unknown_vertices_are_refused() {
     let graph = karate(true);
     let config = StoreConfig {
         cache_lease: Duration::from_secs(3),
+        reclaim_lease: Duration::from_secs(2),
         ..StoreConfig::default()
     };
     let refused = quiver_verbs::loopback::run(&quiver_verbs::loopback::Config::new(1), |node| {
@@ -631,16 +632,6 @@ fn a_migration_cut_off_by_a_lost_source_is_named_and_loses_no_survivor_value() {
     }
 }
 
-/// The weighted karate club: every edge `u - v` of weight `u + v / 100`.
-fn weighted_karate() -> Graph {
-    let plain = karate(true);
-    let edges = (0..plain.num_vertices())
-        .flat_map(|u| plain.neighbors(u).iter().map(move |&v| (u, v)))
-        .map(|(u, v)| (u, v, u as f32 + v as f32 / 100.0))
-        .collect();
-    quiver_csr::testing::build(plain.num_vertices(), edges, true, false)
-}
-
 #[test]
 fn weighted_edges_keep_their_weights_through_forwarded_puts_and_migrations() {
     let graph = weighted_karate();
@@ -814,69 +805,88 @@ fn a_home_counts_its_own_reads_as_its_plan_says() {
     }
 }
 
-/// Keys past their main bucket: with no location cache, a Get of a key
-/// homed elsewhere READs its chain's buckets up to the key's, then the
-/// value, and every list is right; a migration costs the same lookup plus
-/// the protocol's other 4 operations, alone or pipelined (5 for a key in
-/// its main bucket, one more a hop down its chain).
+/// Keys at every depth of their main bucket's group (the first bucket,
+/// the second, the third): with no location cache, a Get of a key homed
+/// elsewhere costs one READ of the group and one of the value, and a
+/// migration the protocol's 5 one-sided operations, alone or pipelined.
+/// DrTM's overflow chains cost one READ more a hop.
 #[test]
-fn keys_down_an_overflow_chain_cost_one_read_a_hop_to_get_and_to_migrate() {
-    let n = 4_000u32;
+fn a_key_at_any_depth_of_its_group_costs_one_lookup_read_and_five_to_migrate() {
+    let n = 1u32 << 16;
+    let nodes = 8;
     let edges: Vec<(u32, u32, f32)> = (0..n).map(|v| (v, (v * 7 + 1) % n, 1.0)).collect();
     let graph = Graph::from_edges(n, &edges, false, false).unwrap();
     let config = StoreConfig {
         serve_cache: false,
         ..StoreConfig::default()
     };
-    let placement = quiver_kv::layout::Placement::new(n, 2);
-    let costs = on_stores(&graph, 2, &config, &Clock::manual(), |_, store| {
+    // Keys are loaded in id order: a key's depth is the number of keys
+    // before it in its main bucket, over the 8 slots of a bucket.
+    let placement = quiver_kv::layout::Placement::new(n, nodes);
+    let mut seen = std::collections::HashMap::new();
+    let depth: Vec<usize> = (0..n)
+        .map(|v| {
+            let before = seen.entry(placement.locate(v).1).or_insert(0usize);
+            *before += 1;
+            (*before - 1) / 8
+        })
+        .collect();
+    let deepest = (0..n).max_by_key(|&v| depth[v as usize]).unwrap();
+    assert_eq!(
+        depth[deepest as usize], 2,
+        "the graph has no key two buckets down"
+    );
+    // Read from a node that is not the deepest key's home: every key past
+    // its first bucket homed elsewhere, and every 64th of the others.
+    let reader = (placement.home_node(deepest) + 1) % nodes;
+    let keys: Vec<u32> = (0..n)
+        .filter(|&v| placement.home_node(v) != reader && (depth[v as usize] > 0 || v % 64 == 0))
+        .collect();
+    let mut depths: Vec<usize> = keys.iter().map(|&v| depth[v as usize]).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    assert_eq!(depths, [0, 1, 2]);
+    let costs = on_stores(&graph, nodes, &config, &Clock::manual(), |_, store| {
         let mut costs = Vec::new();
-        if store.rank() == 0 {
+        if store.rank() == reader {
             let mut session = store.session();
-            let keys: Vec<u32> = (0..n).filter(|&v| placement.home_node(v) == 1).collect();
             for &v in &keys {
                 let before = session.tally().one_sided;
                 assert_eq!(session.get(v, u64::MAX).unwrap(), Edges::of(&graph, v));
-                costs.push((v, session.tally().one_sided - before));
+                let get = session.tally().one_sided - before;
+                costs.push((v, get, 0));
             }
             // Every other key alone, the rest pipelined in eights.
             let (alone, batched): (Vec<u32>, Vec<u32>) = keys.iter().partition(|&&v| v % 2 == 0);
-            for (v, get) in costs.iter_mut().filter(|(v, _)| alone.contains(v)) {
-                let migrated = session.migrate(*v).unwrap();
-                assert_eq!(migrated, *get + 3, "vertex {v}: a Get took {get}");
+            for (v, _, migrated) in costs.iter_mut().filter(|(v, ..)| alone.contains(v)) {
+                *migrated = session.migrate(*v).unwrap();
             }
             for chunk in batched.chunks(8) {
-                let gets: u64 = costs
-                    .iter()
-                    .filter(|(v, _)| chunk.contains(v))
-                    .map(|(_, get)| get)
-                    .sum();
-                let migrated = session.migrate_batch(chunk).unwrap();
-                assert_eq!(migrated, gets + 3 * chunk.len() as u64, "{chunk:?}");
+                let ops = session.migrate_batch(chunk).unwrap();
+                assert_eq!(ops, 5 * chunk.len() as u64, "{chunk:?}");
             }
             for &v in &keys {
-                assert_eq!(session.holder(v).unwrap(), 0, "vertex {v} moved");
+                assert_eq!(session.holder(v).unwrap(), reader, "vertex {v} moved");
             }
         }
         costs
     });
-    let ops: Vec<u64> = costs[0].iter().map(|&(_, get)| get).collect();
-    // A key in its main bucket: that bucket's READ and the value's.
-    assert_eq!(ops.iter().min(), Some(&2), "{ops:?}");
-    let chained = ops.iter().filter(|&&o| o > 2).count();
-    assert!(chained > 0, "no key lay down a chain");
-    assert!(
-        ops.iter().all(|&o| o <= 4),
-        "chains longer than expected: {ops:?}"
-    );
+    let costs = &costs[reader as usize];
+    assert_eq!(costs.len(), keys.len());
+    for &(v, get, migrated) in costs {
+        assert_eq!(get, 2, "vertex {v} at depth {}", depth[v as usize]);
+        if v % 2 == 0 {
+            assert_eq!(migrated, 5, "vertex {v} at depth {}", depth[v as usize]);
+        }
+    }
 }
 
-/// Tables are sized from the keys themselves: 2^16 keys on 8 nodes, where
-/// overflow room of a fixed quarter of the main buckets left one shard's
-/// table short at load, load whole, and every key is read right from the
-/// node after its home.
+/// Groups are sized from the keys themselves: 2^16 keys on 8 nodes (where
+/// overflow room of a fixed quarter of the main buckets once left one
+/// shard's table short at load) load whole, and every key is read right
+/// from the node after its home.
 #[test]
-fn every_shard_s_chains_fit_its_table() {
+fn every_key_loads_into_its_group_and_reads_right() {
     let n = 1u32 << 16;
     let nodes = 8;
     let edges: Vec<(u32, u32, f32)> = (0..n).map(|v| (v, (v * 7 + 1) % n, 1.0)).collect();
@@ -893,4 +903,240 @@ fn every_shard_s_chains_fit_its_table() {
             .count()
     });
     assert_eq!(read.iter().sum::<usize>(), n as usize);
+}
+
+/// Node 0 Gets `key` (homed on node 1) through the address it cached, and
+/// stalls between reading the time and reading the block (a `Clock::paused`
+/// pause, armed for that one reading). Meanwhile node 1 replaces `key`'s
+/// block by a Put, then, with `reuse`, waits out the reclaim lease,
+/// reclaims the block and gives it to `other`'s new value. Returns what
+/// node 0's Get read, its tally, and whether `other`'s value took the
+/// block.
+fn a_get_stalled_while_its_block_is_replaced(
+    graph: &Graph,
+    key: u32,
+    other: u32,
+    reuse: bool,
+) -> (Edges, quiver_kv::Tally, bool) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc, Mutex};
+
+    let config = StoreConfig::default();
+    let reclaim_lease = u64::try_from(config.reclaim_lease.as_nanos()).unwrap();
+    let armed = Arc::new(AtomicBool::new(false));
+    let (go, stall) = mpsc::channel::<()>();
+    let (done, resume) = mpsc::channel::<()>();
+    let resume = Mutex::new(resume);
+    let clock = {
+        let armed = Arc::clone(&armed);
+        Clock::paused(move |_| {
+            if armed.swap(false, Ordering::AcqRel) {
+                go.send(()).unwrap();
+                resume.lock().unwrap().recv().unwrap();
+            }
+        })
+    };
+    let stall = Mutex::new(stall);
+    let got = on_stores(graph, 2, &config, &clock, |_, store| {
+        let mut session = store.session();
+        if store.rank() == 1 {
+            stall.lock().unwrap().recv().unwrap();
+            let old = session.address(key).unwrap();
+            session
+                .put(
+                    key,
+                    Update::SetEdge {
+                        index: 0,
+                        target: other,
+                    },
+                )
+                .unwrap();
+            let mut took = false;
+            if reuse {
+                store.clock().advance(reclaim_lease + 1);
+                store.reclaim();
+                session
+                    .put(
+                        other,
+                        Update::SetEdge {
+                            index: 0,
+                            target: key,
+                        },
+                    )
+                    .unwrap();
+                took = session.address(other).unwrap().offset() == old.offset();
+            }
+            done.send(()).unwrap();
+            return (None, took);
+        }
+        assert_eq!(session.get(key, u64::MAX).unwrap(), Edges::of(graph, key));
+        armed.store(true, Ordering::Release);
+        let read = session.get(key, u64::MAX).unwrap();
+        (Some((read, session.tally().clone())), false)
+    });
+    let took = got[1].1;
+    let (read, tally) = got[0].0.clone().unwrap();
+    assert_eq!(
+        tally.cache_hits, 1,
+        "the stalled Get did not use the cached address: {tally:?}"
+    );
+    (read, tally, took)
+}
+
+/// Reads that meet an invalidated block and reads that meet memory reused
+/// under them are told apart, and neither returns a wrong list:
+/// - the block only replaced: its size word is 0, one retry;
+/// - the block reclaimed and reused by a value of the same size: the read
+///   looks valid (its size word and count match), and only the lease
+///   check on `Location::until` tells it ended too late to trust: one
+///   stale read (without that check the Get returns the other key's list);
+/// - reused by a value of another size: the size word tells, one stale read.
+#[test]
+fn reads_of_invalidated_blocks_and_of_reused_memory_are_told_apart_and_never_trusted() {
+    let n = 64u32;
+    // Every third vertex has 2 neighbours (3 words), the others 4 (4 words).
+    let edges: Vec<(u32, u32, f32)> = (0..n)
+        .flat_map(|v| {
+            let degree = if v % 3 == 0 { 2 } else { 4 };
+            (1..=degree).map(move |d| (v, (v + 7 * d) % n, 1.0))
+        })
+        .collect();
+    let graph = Graph::from_edges(n, &edges, false, false).unwrap();
+    let placement = quiver_kv::layout::Placement::new(n, 2);
+    let of = &graph;
+    let on_one = |degree: u64| {
+        (0..n).filter(move |&v| placement.home_node(v) == 1 && of.degree(v) == degree)
+    };
+    let key = on_one(4).next().unwrap();
+    let same = on_one(4).nth(1).unwrap();
+    let smaller = on_one(2).next().unwrap();
+    let mut want = Edges::of(&graph, key);
+    want.ids[0] = same;
+    let (read, tally, _) = a_get_stalled_while_its_block_is_replaced(&graph, key, same, false);
+    assert_eq!(
+        (read, tally.retries, tally.stale_reads),
+        (want.clone(), 1, 0),
+        "{tally:?}"
+    );
+    for other in [same, smaller] {
+        let mut want = Edges::of(&graph, key);
+        want.ids[0] = other;
+        let (read, tally, took) =
+            a_get_stalled_while_its_block_is_replaced(&graph, key, other, true);
+        assert!(
+            took,
+            "vertex {other}'s new value did not take the reclaimed block"
+        );
+        assert_eq!(
+            read, want,
+            "vertex {key} read wrong (vertex {other} took its block)"
+        );
+        assert_eq!((tally.retries, tally.stale_reads), (0, 1), "{tally:?}");
+    }
+}
+
+/// A value at the limit of a remote address word (2^22 - 1 words, 8 bytes
+/// short of 32 MiB) and one a word past it, homed on node 0 of 2: the
+/// first migrates to node 1 and back home; the second is refused with
+/// `TooLarge` naming it, stays home, readable from both nodes, and leaves
+/// no block allocated on node 1; a Put that would grow the migrated value
+/// past the limit is refused where it runs and leaves the list as it was;
+/// and once the reclaim lease has run out, node 1 holds no more memory
+/// than it loaded.
+#[test]
+fn values_up_to_32_mib_migrate_and_larger_ones_are_refused_without_loss() {
+    let limit = (1u64 << quiver_kv::addr::REMOTE_SIZE_BITS) - 1;
+    // An unweighted block is 2 + ceil(count / 2) words.
+    let at_limit = 2 * (limit - 2);
+    let n = 1024u32;
+    let placement = quiver_kv::layout::Placement::new(n, 2);
+    let mut on_zero = (0..n).filter(|&v| placement.home_node(v) == 0);
+    let (fits, too_big) = (on_zero.next().unwrap(), on_zero.next().unwrap());
+    let degree = |v: u32| match v {
+        _ if v == fits => at_limit,
+        _ if v == too_big => at_limit + 1,
+        _ => 0,
+    };
+    let offsets: Vec<u64> = std::iter::once(0)
+        .chain((0..n).scan(0, |end, v| {
+            *end += degree(v);
+            Some(*end)
+        }))
+        .collect();
+    // Each hub's neighbours in order, every vertex many times.
+    let targets: Vec<u32> = (0..n)
+        .flat_map(|v| {
+            let count = degree(v);
+            (0..count).map(move |i| u32::try_from(i * u64::from(n) / count).unwrap())
+        })
+        .collect();
+    let graph = Graph::from_parts(offsets, targets, None, false).unwrap();
+    let clock = Clock::manual();
+    let config = StoreConfig::default();
+    on_stores(&graph, 2, &config, &clock, |node, store| {
+        std::thread::scope(|scope| {
+            let server = scope.spawn(|| store.serve());
+            let mut session = store.session();
+            let loaded = store.used_words();
+            node.barrier().unwrap();
+            if store.rank() == 1 {
+                assert!(session.migrate(fits).unwrap() > 0);
+                assert_eq!(session.holder(fits).unwrap(), 1);
+                assert_eq!(session.address(fits).unwrap().size(), limit);
+                assert_eq!(
+                    session.get(fits, u64::MAX).unwrap(),
+                    Edges::of(&graph, fits)
+                );
+                match session.migrate(too_big) {
+                    Err(Error::TooLarge { vertex, .. }) => assert_eq!(vertex, too_big),
+                    other => panic!("a value past the limit migrated: {other:?}"),
+                }
+                assert_eq!(session.holder(too_big).unwrap(), 0);
+                assert_eq!(
+                    store.used_words(),
+                    loaded + limit,
+                    "the refused copy stayed allocated"
+                );
+                assert_eq!(
+                    session.get(too_big, u64::MAX).unwrap(),
+                    Edges::of(&graph, too_big)
+                );
+                let grown = session.put(fits, Update::AddEdge(0)).unwrap_err();
+                assert!(grown.to_string().contains("too large"), "{grown}");
+                assert_eq!(
+                    session.get(fits, u64::MAX).unwrap(),
+                    Edges::of(&graph, fits)
+                );
+            }
+            node.barrier().unwrap();
+            if store.rank() == 0 {
+                assert!(session.migrate(fits).unwrap() > 0);
+                assert_eq!(session.holder(fits).unwrap(), 0);
+                assert_eq!(
+                    session.get(fits, u64::MAX).unwrap(),
+                    Edges::of(&graph, fits)
+                );
+            }
+            node.barrier().unwrap();
+            // A ring entry's lease runs from when its node first sees it.
+            store.reclaim();
+            node.barrier().unwrap();
+            if store.rank() == 0 {
+                let lease = u64::try_from(config.reclaim_lease.as_nanos()).unwrap();
+                store.clock().advance(lease + 1);
+            }
+            node.barrier().unwrap();
+            store.reclaim();
+            if store.rank() == 1 {
+                assert_eq!(
+                    store.used_words(),
+                    loaded,
+                    "node 1 kept a block after its lease"
+                );
+            }
+            node.barrier().unwrap();
+            session.stop_server().unwrap();
+            server.join().unwrap().unwrap();
+        });
+    });
 }
