@@ -18,6 +18,7 @@ use quiver_verbs::{BoxError, Node};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::nanos;
+use crate::lease::LeasePlan;
 use crate::monitor::{control, migrate_all, Controlled};
 use crate::report::{join, NodeReport, Report};
 use crate::workload::{starts, work, Live, Pause, Present, Shared};
@@ -234,6 +235,14 @@ fn run_node_watched(
     config.validate()?;
     let loading = Instant::now();
     let store = Store::open(node, graph, &config.store_config(), clock)?;
+    let leases = LeasePlan::new(
+        nanos(config.store.cache_lease),
+        nanos(config.store.reclaim_lease),
+        config.policy.serves_cache(),
+        nanos(config.tick),
+        usize::try_from(config.ticks_per_interval()).unwrap_or(usize::MAX),
+    );
+    store.set_leases(leases.start());
     let load_ns = nanos(loading.elapsed());
     let starts = starts(graph, config)?;
     node.barrier().map_err(Error::Verbs)?;
@@ -264,7 +273,7 @@ fn run_node_watched(
                 })
             })
             .collect();
-        let controlled = control(shared, &moves);
+        let controlled = control(shared, &moves, leases);
         stop.store(true, Ordering::Relaxed);
         let mut results = Vec::new();
         let mut worker_error = None;

@@ -94,32 +94,46 @@ pub(crate) struct LeasePlan {
 }
 
 impl LeasePlan {
-    /// A plan whose leases start at, and never exceed, the configured
-    /// `cache_ns` and `reclaim_ns`, for ticks of `tick_ns` with the
-    /// retirement rate measured over `window` ticks.
-    pub(crate) fn new(cache_ns: u64, reclaim_ns: u64, tick_ns: u64, window: usize) -> LeasePlan {
+    /// A plan whose leases never exceed the configured `cache_ns` and
+    /// `reclaim_ns` (the cache lease stays at the floor when the cache
+    /// does not `serve`: then an address is trusted only within an
+    /// operation), for ticks of `tick_ns` with the retirement rate measured
+    /// over `window` ticks. It starts at the floors ([`LeasePlan::start`]):
+    /// nothing is known yet of the rate blocks are replaced, and leases
+    /// lengthen within a tick or two, while shortening a cache lease takes
+    /// as long as the lease.
+    pub(crate) fn new(
+        cache_ns: u64,
+        reclaim_ns: u64,
+        serve: bool,
+        tick_ns: u64,
+        window: usize,
+    ) -> LeasePlan {
         let floor_cache = tick_ns.max(1_000_000).min(cache_ns);
+        let floor_reclaim = (2 * floor_cache).min(reclaim_ns);
         LeasePlan {
-            ceiling: (cache_ns, reclaim_ns),
-            floor: (floor_cache, (2 * floor_cache).min(reclaim_ns)),
+            ceiling: (if serve { cache_ns } else { floor_cache }, reclaim_ns),
+            floor: (floor_cache, floor_reclaim),
             tick_ns: tick_ns.max(1),
             window: window.max(1),
             retired: VecDeque::new(),
-            cache: cache_ns,
+            cache: floor_cache,
             pending: None,
             granted: VecDeque::new(),
         }
     }
 
+    /// The leases (cache, reclaim) to start a run with: the floors.
+    pub(crate) fn start(&self) -> (u64, u64) {
+        self.floor
+    }
+
     /// The leases (cache, reclaim) to put in force at tick `tick` (counted
     /// from 1, one call a tick), from every node's room.
     pub(crate) fn tick(&mut self, tick: u64, rooms: &[Room]) -> (u64, u64) {
-        if let Some((starts, cache)) = self.pending {
-            if tick >= starts {
-                self.pending = None;
-                self.retire_cache(tick);
-                self.cache = cache;
-            }
+        if self.retired.is_empty() {
+            // The run began with nothing retired.
+            self.retired.push_back(vec![0; rooms.len()]);
         }
         self.retired
             .push_back(rooms.iter().map(|r| r.retired_words).collect());
@@ -128,12 +142,21 @@ impl LeasePlan {
         }
         let reclaim = self.target_reclaim(rooms);
         let cache = (reclaim / 2).clamp(self.floor.0, self.ceiling.0);
+        // A longer lease the reclaim lease has covered since the last tick
+        // starts now, unless this tick wants less.
+        if let Some((starts, longer)) = self.pending {
+            if tick >= starts {
+                self.pending = None;
+                if cache >= longer {
+                    self.switch_cache(tick, longer);
+                }
+            }
+        }
         if cache > self.cache {
             self.pending = Some((tick + 1, cache));
         } else if cache < self.cache {
             self.pending = None;
-            self.retire_cache(tick);
-            self.cache = cache;
+            self.switch_cache(tick, cache);
         }
         self.granted.retain(|&(until, _)| until >= tick);
         let covered = self
@@ -145,29 +168,35 @@ impl LeasePlan {
         (self.cache, reclaim.max(covered))
     }
 
-    /// Remembers the cache lease in force, about to be replaced at `tick`,
-    /// until every address granted under it has expired.
-    fn retire_cache(&mut self, tick: u64) {
+    /// Puts cache lease `cache` in force at `tick`, remembering the one it
+    /// replaces until every address granted under it has expired.
+    fn switch_cache(&mut self, tick: u64, cache: u64) {
         let ticks = self.cache.div_ceil(self.tick_ns);
         self.granted.push_back((tick + ticks + 1, self.cache));
+        self.cache = cache;
     }
 
     /// The reclaim lease the fullest node's room allows: half its free and
-    /// waiting words over its retirement rate, within floor and ceiling.
+    /// waiting words over its retirement rate (the higher of the last
+    /// tick's and the window's, so a rising rate is met at once), within
+    /// floor and ceiling.
     fn target_reclaim(&self, rooms: &[Room]) -> u64 {
-        let (Some(first), Some(last)) = (self.retired.front(), self.retired.back()) else {
-            return self.ceiling.1;
-        };
-        let span_ns = u128::from(self.tick_ns) * (self.retired.len() as u128 - 1);
+        let ticks = self.retired.len() - 1;
         let mut reclaim = self.ceiling.1;
         for (i, room) in rooms.iter().enumerate() {
-            let retired = last[i].saturating_sub(first.get(i).copied().unwrap_or(0));
-            if retired == 0 {
-                continue;
-            }
+            let retired_since = |back: usize| {
+                let at = |j: usize| self.retired[j].get(i).copied().unwrap_or(0);
+                at(ticks).saturating_sub(at(ticks - back))
+            };
             let room_words = u128::from(room.free_words + room.waiting_words);
-            let lasts = room_words * span_ns / (2 * u128::from(retired));
-            reclaim = reclaim.min(u64::try_from(lasts).unwrap_or(u64::MAX));
+            for span in [1, ticks] {
+                let retired = retired_since(span);
+                if retired > 0 {
+                    let span_ns = u128::from(self.tick_ns) * span as u128;
+                    let lasts = room_words * span_ns / (2 * u128::from(retired));
+                    reclaim = reclaim.min(u64::try_from(lasts).unwrap_or(u64::MAX));
+                }
+            }
         }
         reclaim.clamp(self.floor.1, self.ceiling.1)
     }
@@ -189,33 +218,51 @@ mod tests {
     }
 
     #[test]
-    fn leases_stay_at_the_ceiling_while_the_room_lasts_and_shorten_when_it_would_not() {
-        let mut plan = LeasePlan::new(30 * S, 60 * S, S, 10);
+    fn leases_start_at_the_floor_follow_the_room_and_reach_the_ceiling_when_it_lasts() {
+        let mut plan = LeasePlan::new(30 * S, 60 * S, true, S, 10);
+        assert_eq!(plan.start(), (S, 2 * S));
         let rooms = |retired: u64| [room(1 << 20, 0, retired), room(1 << 30, 0, 0)];
-        // Nothing replaced: the ceiling.
-        assert_eq!(plan.tick(1, &rooms(0)), (30 * S, 60 * S));
+        // Nothing replaced yet: the reclaim lease at its ceiling at once,
+        // the cache lease a tick later.
+        assert_eq!(plan.tick(1, &rooms(0)), (S, 60 * S));
         // 100,000 words a second into 2^20 free words (the fuller node
-        // decides): half the room lasts 5.24 s. The cache lease shortens
-        // at once; the reclaim lease stays while the addresses granted
-        // under the old cache lease live (30 ticks, and one for skew).
+        // decides): half the room lasts 5.24 s, so the 30 s cache lease
+        // due now never starts, and the cache lease is half of 5.24 s from
+        // the next tick.
         let short = (5_242_880_000 / 2, 5_242_880_000);
-        for t in 2..=33 {
-            assert_eq!(
-                plan.tick(t, &rooms(100_000 * (t - 1))),
-                (short.0, 30 * S),
-                "tick {t}"
-            );
+        assert_eq!(plan.tick(2, &rooms(100_000)), (S, short.1));
+        for t in 3..=20 {
+            assert_eq!(plan.tick(t, &rooms(100_000 * (t - 1))), short, "tick {t}");
         }
-        assert_eq!(plan.tick(34, &rooms(100_000 * 33)), short);
+        // Twice the rate: the cache lease halves at once; the reclaim
+        // lease keeps the old cache lease's length until every address
+        // granted under it has expired (3 ticks and one for skew).
+        let faster = |t: u64| rooms(100_000 * 19 + 200_000 * (t - 20));
+        let mut leases = Vec::new();
+        for t in 21..=40 {
+            leases.push(plan.tick(t, &faster(t)));
+        }
+        assert!(leases.iter().all(|&(cache, reclaim)| cache <= reclaim));
+        assert_eq!(leases.last(), Some(&(short.0 / 2, short.1 / 2)));
         // Pressure gone: as the window empties the leases lengthen, the
         // reclaim lease always a tick ahead of the cache lease.
         let mut leases = Vec::new();
-        for t in 35..=50 {
-            leases.push(plan.tick(t, &rooms(100_000 * 33)));
+        for t in 41..=60 {
+            leases.push(plan.tick(t, &faster(40)));
         }
         assert!(leases.iter().all(|&(cache, reclaim)| cache <= reclaim));
         assert!(leases.windows(2).all(|w| w[1].0 <= w[0].1), "{leases:?}");
         assert_eq!(leases.last(), Some(&(30 * S, 60 * S)));
+    }
+
+    #[test]
+    fn a_cache_that_does_not_serve_keeps_its_lease_at_the_floor() {
+        let mut plan = LeasePlan::new(30 * S, 60 * S, false, S, 10);
+        assert_eq!(plan.tick(1, &[room(1 << 30, 0, 0)]), (S, 60 * S));
+        assert_eq!(
+            plan.tick(2, &[room(1 << 20, 0, 100_000)]),
+            (S, 5_242_880_000)
+        );
     }
 
     proptest! {
@@ -228,7 +275,7 @@ mod tests {
             rooms in proptest::collection::vec((0u64..1 << 24, 0u64..1 << 22, 0u64..1 << 22), 1..80),
         ) {
             let tick_ns = S;
-            let mut plan = LeasePlan::new(30 * S, 60 * S, tick_ns, 10);
+            let mut plan = LeasePlan::new(30 * S, 60 * S, true, tick_ns, 10);
             let mut retired = 0;
             let mut history: Vec<(u64, u64, u64)> = Vec::new();
             for (t, &(free, waiting, more)) in rooms.iter().enumerate() {

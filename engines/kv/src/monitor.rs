@@ -118,8 +118,12 @@ pub(crate) struct Controlled {
 
 /// The control thread: every tick, harvest the monitor, gather with the
 /// other nodes, plan and hand this node its migrations (or move shards),
-/// reclaim, and record the tick.
-pub(crate) fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<Controlled> {
+/// derive the leases with `leases`, reclaim, and record the tick.
+pub(crate) fn control(
+    shared: Shared<'_>,
+    moves: &mpsc::Sender<u32>,
+    mut leases: LeasePlan,
+) -> Result<Controlled> {
     let Shared {
         store,
         config,
@@ -143,13 +147,6 @@ pub(crate) fn control(shared: Shared<'_>, moves: &mpsc::Sender<u32>) -> Result<C
     }
     let ticks = config.ticks();
     let per_interval = config.ticks_per_interval();
-    let (cache_lease, reclaim_lease) = store.leases();
-    let mut leases = LeasePlan::new(
-        cache_lease,
-        reclaim_lease,
-        nanos(config.tick),
-        usize::try_from(per_interval).unwrap_or(usize::MAX),
-    );
     let tick_s = config.tick.as_secs_f64();
     let mut series = Vec::new();
     let mut moved_before = Moved::default();

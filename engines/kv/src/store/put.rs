@@ -196,11 +196,8 @@ impl Session<'_> {
             }
             store.published(key, home, location.slot, new);
             self.tally.modelled_ns += store.config.local_ns;
-            let due = store
-                .clock
-                .now_ns()
-                .saturating_add(store.leases.reclaim_ns());
-            lock(&store.reclaim).wait(addr.offset(), addr.size(), due);
+            let now = store.clock.now_ns();
+            lock(&store.reclaim).wait(addr.offset(), addr.size(), now);
             store
                 .counts
                 .words_retired

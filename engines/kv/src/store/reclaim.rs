@@ -1,6 +1,10 @@
 //! Reclamation: blocks replaced here by Puts, and blocks other nodes
-//! migrated away and entered in this node's reclaim rings, freed once
-//! their reclaim lease has run out.
+//! migrated away and entered in this node's reclaim rings, freed once the
+//! reclaim lease in force has run out since they were replaced. The lease
+//! is the one in force when they are freed, not when they were replaced:
+//! it is never shorter than a cache lease under which an address naming
+//! them may still be trusted (see `lease`), so a lease shortened by a run
+//! frees the blocks waiting under the longer one at once.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -11,20 +15,19 @@ use crate::addr::Addr;
 /// Reclamation state: blocks waiting out their lease.
 #[derive(Debug, Default)]
 pub(super) struct Reclaim {
-    /// Blocks of this node replaced here: (offset, words, due).
+    /// Blocks of this node replaced here: (offset, words, when).
     pub(super) local: VecDeque<(u64, u64, u64)>,
     /// Per writer node: entries taken from its ring so far, and when each
-    /// entry seen but not yet freed falls due.
+    /// entry seen but not yet freed was first seen.
     pub(super) rings: Vec<(u64, VecDeque<u64>)>,
     /// Words of the blocks waiting, in the local list and seen in rings.
     pub(super) waiting_words: u64,
 }
 
 impl Reclaim {
-    /// Enters block (`offset`, `words`), replaced here now, to be freed at
-    /// `due`.
-    pub(super) fn wait(&mut self, offset: u64, words: u64, due: u64) {
-        self.local.push_back((offset, words, due));
+    /// Enters block (`offset`, `words`), replaced here at `when`.
+    pub(super) fn wait(&mut self, offset: u64, words: u64, when: u64) {
+        self.local.push_back((offset, words, when));
         self.waiting_words += words;
     }
 }
@@ -37,18 +40,20 @@ pub(super) struct RingCursor {
 }
 
 impl Store {
-    /// Frees every block whose reclaim lease has run out: blocks replaced
-    /// here by Puts, and blocks other nodes migrated away and entered in
-    /// this node's rings. A ring entry's lease is counted from when this
-    /// node first saw it, which is never before it was written.
+    /// Frees every block whose reclaim lease (the one in force now) has run
+    /// out: blocks replaced here by Puts, and blocks other nodes migrated
+    /// away and entered in this node's rings. A ring entry's lease is
+    /// counted from when this node first saw it, which is never before it
+    /// was written.
     pub fn reclaim(&self) {
         let now = self.clock.now_ns();
         let lease = self.leases.reclaim_ns();
         let mut reclaim = lock(&self.reclaim);
         let reclaim = &mut *reclaim;
         let mut freed = 0;
-        while let Some(&(offset, words, due)) = reclaim.local.front() {
-            if now < due {
+        let over = |when: u64| when.saturating_add(lease) <= now;
+        while let Some(&(offset, words, when)) = reclaim.local.front() {
+            if !over(when) {
                 break;
             }
             reclaim.local.pop_front();
@@ -69,13 +74,13 @@ impl Store {
                 let Some(addr) = Addr::decode(word) else {
                     break;
                 };
-                seen.push_back(now.saturating_add(lease));
+                seen.push_back(now);
                 reclaim.waiting_words += addr.size();
                 self.counts
                     .words_retired
                     .fetch_add(addr.size(), Ordering::Relaxed);
             }
-            while seen.front().is_some_and(|&due| due <= now) {
+            while seen.front().is_some_and(|&when| over(when)) {
                 seen.pop_front();
                 let at = self.byte(self.layout.ring_entry(writer, *taken));
                 let addr = Addr::decode(self.region.load(at)).expect("a seen entry is non-zero");
