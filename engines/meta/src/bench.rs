@@ -154,6 +154,10 @@ pub struct TraversalRow {
     pub prefetch: bool,
     /// Read as of the first version of every edge (older than the newest).
     pub past: bool,
+    /// Versions every edge had when it ran: 1, or 2 for the deepest
+    /// traversal as of the newest and as of the past, after every edge
+    /// was written again.
+    pub versions: u32,
     /// Vertices at the last step.
     pub end_vertices: u64,
     /// Every step's counts added up, and the traversal's wall time.
@@ -240,10 +244,11 @@ impl std::fmt::Display for BenchReport {
                 let ms = t.totals.ns as f64 / 1e6;
                 writeln!(
                     f,
-                    "  {} steps, {}{}{}: {ms:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
+                    "  {} steps, {}{}{}{}: {ms:.1} ms, {} vertices at the end, {} edges, StatComm {}, StatReads {}, {} messages ({} B), {} prefetch hits",
                     t.steps,
                     t.engine,
                     if t.prefetch { ", prefetch" } else { "" },
+                    if t.versions > 1 { ", every edge written twice" } else { "" },
                     if t.past { ", as of the first versions" } else { "" },
                     t.end_vertices,
                     t.totals.edges,
@@ -432,7 +437,7 @@ pub async fn run(
                     };
                     report
                         .traversals
-                        .push(traverse(client, &travel, steps, options).await?);
+                        .push(traverse(client, &travel, steps, options, 1).await?);
                     progress.check()?;
                 }
             }
@@ -450,14 +455,14 @@ pub async fn run(
             let newest = TravelOptions::default();
             report
                 .traversals
-                .push(traverse(client, &travel, steps, newest).await?);
+                .push(traverse(client, &travel, steps, newest, 2).await?);
             let past = TravelOptions {
                 as_of: Some(first),
                 ..newest
             };
             report
                 .traversals
-                .push(traverse(client, &travel, steps, past).await?);
+                .push(traverse(client, &travel, steps, past, 2).await?);
         }
     }
     let after = totals(client).await?;
@@ -637,11 +642,14 @@ pub fn raw_rocksdb(
     })
 }
 
+/// One traversal of `travel` (`steps` hops) as `options` say, every edge
+/// having `versions` versions.
 async fn traverse(
     client: &Client,
     travel: &Travel,
     steps: usize,
     options: TravelOptions,
+    versions: u32,
 ) -> Result<TraversalRow> {
     let result = client.travel(travel, options).await?;
     Ok(TraversalRow {
@@ -649,6 +657,7 @@ async fn traverse(
         engine: options.engine,
         prefetch: options.prefetch,
         past: options.as_of.is_some(),
+        versions,
         end_vertices: result.vertices().len() as u64,
         totals: result.totals(),
     })
