@@ -72,6 +72,10 @@ impl Moved {
     }
 }
 
+/// One-sided operations a migration takes at most (Pragh's unilateral
+/// protocol).
+const MAX_MIGRATION_OPS: u32 = 5;
+
 /// Approvals migrated together at most.
 const MIGRATION_BATCH: usize = 256;
 
@@ -150,6 +154,10 @@ pub(crate) fn control(
     let tick_s = config.tick.as_secs_f64();
     let mut series = Vec::new();
     let mut moved_before = Moved::default();
+    // The derived instant floor: a migration's one-sided operations so far
+    // (every node's, from the last gathered reports: the same on every
+    // node), the protocol's bound before the first.
+    let mut instant_floor = MAX_MIGRATION_OPS;
     let (mut interval_gets, mut shared_share) = (0u64, 0.0);
     for tick in 1..=ticks {
         let due = begun + config.tick * u32::try_from(tick).unwrap_or(u32::MAX);
@@ -168,7 +176,9 @@ pub(crate) fn control(
         let floor = if ends_interval {
             (f64::from(config.report_rate) * tick_s * per_interval as f64).ceil() as u32
         } else {
-            (f64::from(config.instant_rate) * tick_s).ceil() as u32
+            config.instant_rate.map_or(instant_floor, |rate| {
+                (f64::from(rate) * tick_s).ceil() as u32
+            })
         }
         .max(1);
         let pairs = if config.policy.migrates() {
@@ -297,6 +307,9 @@ pub(crate) fn control(
             } else {
                 remote as f64 / gets as f64
             };
+        }
+        if moved.migrations > 0 {
+            instant_floor = u32::try_from(moved.ops.div_ceil(moved.migrations)).unwrap_or(u32::MAX);
         }
         point.migrations = moved.migrations - moved_before.migrations;
         point.bytes_moved = (moved.words - moved_before.words) * 8;

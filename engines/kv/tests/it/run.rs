@@ -58,7 +58,7 @@ fn sparse_config() -> Config {
         neighbours: 4,
         min_degree: 4,
         report_rate: 1,
-        instant_rate: 10,
+        instant_rate: Some(10),
         mix: Mix { queries: 99 },
         store: quiver_kv::StoreConfig {
             cache_lease: Duration::from_millis(50),
@@ -238,9 +238,11 @@ fn a_pair_past_the_instant_rate_moves_before_any_interval_ends() {
         };
         run(&path, &config, 4)
     };
-    let instant = with(10);
+    let instant = with(Some(10));
     assert!(instant.keys_moved > 0, "{instant:?}");
-    let never = with(1_000_000);
+    let derived = with(None);
+    assert!(derived.keys_moved > 0, "{derived:?}");
+    let never = with(Some(1_000_000));
     assert_eq!(never.keys_moved, 0, "{never:?}");
 }
 
