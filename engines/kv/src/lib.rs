@@ -53,8 +53,10 @@
 //! invalidated and waits out its reclaim lease, or is free; a Put is
 //! acknowledged once, after the block it replaced was invalidated; a read
 //! through an address is trusted only if it ended within a cache lease of
-//! when the address was the home's, and the cache lease is never longer
-//! than the reclaim lease.
+//! when the address was the home's, and the reclaim lease in force is
+//! never shorter than a cache lease still trusted (a run derives both from
+//! its value room and the rate Puts replace blocks, and changes them in
+//! that order: the `lease` module).
 //!
 //! Decisions the paper leaves open (see `../shared/papers/pragh.notes.md`):
 //! - **Address word**: `0 | size:29 | offset:34` local, `1 | size:22 |

@@ -469,11 +469,6 @@ impl Store {
         self.clock.now_ns().saturating_add(self.leases.cache_ns())
     }
 
-    /// The leases in force, in nanoseconds: (cache, reclaim).
-    pub fn leases(&self) -> (u64, u64) {
-        (self.leases.cache_ns(), self.leases.reclaim_ns())
-    }
-
     /// Puts leases (cache, reclaim) a [`crate::lease::LeasePlan`] derived
     /// in force.
     pub(crate) fn set_leases(&self, leases: (u64, u64)) {
