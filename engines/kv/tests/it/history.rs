@@ -20,7 +20,7 @@ use quiver_kv::{Clock, StoreConfig, Update};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::{on_stores, weighted_karate};
+use crate::{on_stores, outlast_leases, weighted_karate};
 
 /// A list as the checkers hold it: each edge's target and weight bits (of
 /// 1 in an unweighted graph, the weight `.qcsr` gives an unweighted edge).
@@ -370,7 +370,7 @@ fn linearizable_while_values_move(moves: Moves) {
                 if moves == Moves::Shards {
                     move_two_shards(node, store, &keys, round);
                 }
-                checkpoints.push(checkpoint(node, store, &keys, &clock));
+                checkpoints.push(checkpoint(node, store, &keys, config.reclaim_lease));
             }
             node.barrier().unwrap();
             store.session().stop_server().unwrap();
@@ -531,7 +531,7 @@ fn checkpoint(
     node: &quiver_verbs::Node,
     store: &quiver_kv::Store,
     keys: &[u32],
-    clock: &Clock,
+    lease: Duration,
 ) -> Checkpoint {
     let mut session = store.session();
     let holders: Vec<u32> = keys.iter().map(|&k| session.holder(k).unwrap()).collect();
@@ -540,15 +540,7 @@ fn checkpoint(
         .map(|&k| list_of(&session.get(k, u64::MAX).unwrap()))
         .collect();
     node.barrier().unwrap();
-    // Ring entries' leases start when their owner first sees them: one
-    // pass to see them all, a lease, and one to free them.
-    store.reclaim();
-    node.barrier().unwrap();
-    if store.rank() == 0 {
-        clock.advance(1_000);
-    }
-    node.barrier().unwrap();
-    store.reclaim();
+    outlast_leases(node, store, lease);
     // Every vertex but the keys is as loaded, on the node its shard is on.
     let graph = weighted_karate();
     let held = keys

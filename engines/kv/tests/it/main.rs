@@ -7,6 +7,8 @@ mod run;
 mod store;
 
 use quiver_csr::testing::karate;
+use std::time::Duration;
+
 use quiver_csr::Graph;
 use quiver_kv::{Clock, Store, StoreConfig};
 use quiver_verbs::{loopback, Node};
@@ -28,6 +30,22 @@ pub fn on_stores<T: Send>(
         result
     })
     .expect("a loopback job")
+}
+
+/// Lets every block replaced so far wait out a reclaim lease of `lease`
+/// and be freed on every node: one pass sees every ring entry (an entry's
+/// lease runs from when its owner first sees it), node 0 moves the shared
+/// clock past the lease, and a second pass frees. Every node must call it.
+pub fn outlast_leases(node: &Node, store: &Store, lease: Duration) {
+    store.reclaim();
+    node.barrier().unwrap();
+    if store.rank() == 0 {
+        store
+            .clock()
+            .advance(u64::try_from(lease.as_nanos()).unwrap() + 1);
+    }
+    node.barrier().unwrap();
+    store.reclaim();
 }
 
 /// The weighted karate club: every edge `u - v` of weight `u + v / 100`.

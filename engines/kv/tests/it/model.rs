@@ -6,6 +6,8 @@
 //! words in use are exactly the live values it holds (no block leaked,
 //! none freed twice).
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 use quiver_csr::testing::karate;
 use quiver_csr::Graph;
@@ -14,7 +16,7 @@ use quiver_kv::{Clock, Store, StoreConfig, Update};
 use quiver_verbs::Node;
 
 use crate::history::{list_of, step, List, Op};
-use crate::{on_stores, weighted_karate};
+use crate::{on_stores, outlast_leases, weighted_karate};
 
 const NODES: u32 = 3;
 
@@ -117,8 +119,7 @@ impl Model {
 fn run(
     node: &Node,
     store: &Store,
-    clock: &Clock,
-    lease: u64,
+    lease: Duration,
     model: &mut Model,
     event: &Event,
 ) -> Vec<String> {
@@ -179,16 +180,7 @@ fn run(
                 }
             }
         }
-        Event::Reclaim => {
-            // A ring entry's lease runs from when its node first sees it.
-            store.reclaim();
-            node.barrier().unwrap();
-            if rank == 0 {
-                clock.advance(lease + 1);
-            }
-            node.barrier().unwrap();
-            store.reclaim();
-        }
+        Event::Reclaim => outlast_leases(node, store, lease),
     }
     node.barrier().unwrap();
     // Every node, every key: the model's home, holder and list.
@@ -256,7 +248,7 @@ proptest! {
         let graph = if weighted { weighted_karate() } else { karate(true) };
         // Shards move with nothing cached, as under the `shard` policy.
         let config = StoreConfig { shards_move: shards, serve_cache: !shards, ..StoreConfig::default() };
-        let lease = u64::try_from(config.reclaim_lease.as_nanos()).unwrap();
+        let lease = config.reclaim_lease;
         let clock = Clock::manual();
         let wrong = on_stores(&graph, NODES, &config, &clock, |node, store| {
             std::thread::scope(|scope| {
@@ -266,7 +258,7 @@ proptest! {
                 let mut wrong = Vec::new();
                 // Every node runs every event, in step, whatever went wrong.
                 for event in &events {
-                    wrong.extend(run(node, store, &clock, lease, &mut model, event));
+                    wrong.extend(run(node, store, lease, &mut model, event));
                 }
                 wrong.truncate(20);
                 node.barrier().unwrap();

@@ -9,7 +9,7 @@ use quiver_kv::layout::Edges;
 use quiver_kv::{Clock, Error, Plan, Store, StoreConfig, Update};
 use quiver_verbs::{Node, Verb};
 
-use crate::{on_stores, weighted_karate};
+use crate::{on_stores, outlast_leases, weighted_karate};
 
 fn sorted(mut ids: Vec<u32>) -> Vec<u32> {
     ids.sort_unstable();
@@ -1118,15 +1118,7 @@ fn values_up_to_32_mib_migrate_and_larger_ones_are_refused_without_loss() {
                 );
             }
             node.barrier().unwrap();
-            // A ring entry's lease runs from when its node first sees it.
-            store.reclaim();
-            node.barrier().unwrap();
-            if store.rank() == 0 {
-                let lease = u64::try_from(config.reclaim_lease.as_nanos()).unwrap();
-                store.clock().advance(lease + 1);
-            }
-            node.barrier().unwrap();
-            store.reclaim();
+            outlast_leases(node, store, config.reclaim_lease);
             if store.rank() == 1 {
                 assert_eq!(
                     store.used_words(),
