@@ -74,6 +74,23 @@ impl Alloc {
         self.insert(start, length);
     }
 
+    /// The runs of words handed out and not yet returned, in order: the
+    /// gaps between the free extents, as (offset, words).
+    pub fn used_runs(&self) -> Vec<(u64, u64)> {
+        let mut runs = Vec::new();
+        let mut at = 0;
+        for (&offset, &words) in &self.by_offset {
+            if offset > at {
+                runs.push((at, offset - at));
+            }
+            at = offset + words;
+        }
+        if self.capacity > at {
+            runs.push((at, self.capacity - at));
+        }
+        runs
+    }
+
     /// Words in blocks handed out and not yet returned.
     pub fn used(&self) -> u64 {
         self.capacity - self.free_words
@@ -110,6 +127,12 @@ mod tests {
                 }
                 prop_assert_eq!(alloc.used(), live.iter().map(|l| l.1).sum::<u64>());
             }
+            // The used runs cover exactly the live blocks.
+            let mut covered: Vec<u64> = alloc.used_runs().iter().flat_map(|&(o, w)| o..o + w).collect();
+            let mut blocks: Vec<u64> = live.iter().flat_map(|&(o, w)| o..o + w).collect();
+            covered.sort_unstable();
+            blocks.sort_unstable();
+            prop_assert_eq!(covered, blocks);
             for (offset, words) in live {
                 alloc.free(offset, words);
             }

@@ -145,6 +145,29 @@ impl LocationCache {
         }
     }
 
+    /// Drops the address word of every key for which `stale(key, word)`
+    /// holds (after a node died: the words naming it, or naming keys
+    /// homed on it), keeping their counts; returns how many it dropped.
+    pub fn forget_if(&self, stale: impl Fn(u32, u64) -> bool) -> u64 {
+        let mut dropped = 0;
+        for set in &self.sets {
+            let mut set = set
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for item in set
+                .iter_mut()
+                .filter(|item| item.key != 0 && item.word != 0)
+            {
+                let key = u32::try_from(item.key - 1).expect("a tag is a key + 1");
+                if stale(key, item.word) {
+                    item.word = 0;
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+
     /// The monitor's harvest: every key accessed at least `at_least` times
     /// since the last tick, or with `ends_interval` since the interval
     /// began, with that count. Resets the tick's counts; at an interval's

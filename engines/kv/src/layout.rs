@@ -273,20 +273,23 @@ pub fn block_words(count: u64, weighted: bool) -> u64 {
     HEADER_WORDS.saturating_add(if weighted { count } else { count.div_ceil(2) })
 }
 
-/// The block of `edges`, size word included (weighted when it has
-/// weights).
+/// The block of `key`'s `edges`, size word included (weighted when it has
+/// weights): `[size][key << 32 | count][edges]`. The key in the header
+/// lets a reader refuse another key's block, and a leak scan name the key
+/// of a block nothing points to (see [`block_header`]).
 ///
 /// # Panics
-/// If `edges` has weights, but not one for each id.
-pub fn encode_block(edges: &Edges) -> Vec<u8> {
+/// If `edges` has weights, but not one for each id, or 2^32 edges or more
+/// (a value of over 16 GiB: no address word names one).
+pub fn encode_block(key: u32, edges: &Edges) -> Vec<u8> {
     if let Some(weights) = &edges.weights {
         assert_eq!(weights.len(), edges.ids.len(), "one weight an edge");
     }
-    let count = edges.ids.len() as u64;
-    let words = block_words(count, edges.weights.is_some());
+    let count = u32::try_from(edges.ids.len()).expect("a value has fewer than 2^32 edges");
+    let words = block_words(u64::from(count), edges.weights.is_some());
     let mut bytes = Vec::with_capacity(usize::try_from(words * 8).expect("a block fits memory"));
     bytes.extend_from_slice(&words.to_le_bytes());
-    bytes.extend_from_slice(&count.to_le_bytes());
+    bytes.extend_from_slice(&(u64::from(key) << 32 | u64::from(count)).to_le_bytes());
     match &edges.weights {
         Some(weights) => {
             for (id, weight) in edges.ids.iter().zip(weights) {
@@ -306,16 +309,23 @@ pub fn encode_block(edges: &Edges) -> Vec<u8> {
     bytes
 }
 
+/// The key and the edge count a block's second word holds.
+pub fn block_header(word: u64) -> (u32, u64) {
+    let key = u32::try_from(word >> 32).expect("32 bits");
+    (key, word & u64::from(u32::MAX))
+}
+
 /// Bytes of a block prefix that holds its first `limit` edges.
 pub fn prefix_bytes(addr: Addr, limit: u64, weighted: bool) -> usize {
     let words = addr.size().min(block_words(limit, weighted));
     usize::try_from(words * 8).expect("a block fits memory")
 }
 
-/// What a block read under `addr` holds: its edges (at most as many as
-/// were read), or `None` if the size word is not `addr`'s size (the block
-/// was invalidated or reused: the reader must look the key up again).
-pub fn decode_block(addr: Addr, bytes: &[u8], weighted: bool) -> Option<Edges> {
+/// What `key`'s block read under `addr` holds: its edges (at most as many
+/// as were read), or `None` if the size word is not `addr`'s size or the
+/// block is another key's (it was invalidated or reused: the reader must
+/// look the key up again).
+pub fn decode_block(key: u32, addr: Addr, bytes: &[u8], weighted: bool) -> Option<Edges> {
     let word = |i: usize| {
         bytes
             .get(i * 8..i * 8 + 8)
@@ -324,8 +334,8 @@ pub fn decode_block(addr: Addr, bytes: &[u8], weighted: bool) -> Option<Edges> {
     if word(0)? != addr.size() {
         return None;
     }
-    let count = word(1)?;
-    if block_words(count, weighted) != addr.size() {
+    let (owner, count) = block_header(word(1)?);
+    if owner != key || block_words(count, weighted) != addr.size() {
         return None;
     }
     let edge_bytes = if weighted { 8 } else { 4 };
@@ -350,20 +360,21 @@ mod tests {
             edges in proptest::collection::vec((any::<u32>(), any::<f32>()), 0..40),
             weighted in any::<bool>(),
             limit in 0u64..50,
+            key in any::<u32>(),
         ) {
             let edges = Edges {
                 ids: edges.iter().map(|&(id, _)| id).collect(),
                 weights: weighted.then(|| edges.iter().map(|&(_, w)| w).collect()),
             };
-            let block = encode_block(&edges);
+            let block = encode_block(key, &edges);
             let count = edges.ids.len() as u64;
             let addr = Addr::Local { size: block_words(count, weighted), offset: 0 };
             prop_assert_eq!(block.len() as u64, addr.size() * 8);
             // Weights compare by bits: NaN is a weight too.
             let bits = |e: &Edges| (e.ids.clone(), e.weights.as_ref().map(|w| w.iter().map(|x| x.to_bits()).collect::<Vec<_>>()));
-            prop_assert_eq!(decode_block(addr, &block, weighted).map(|e| bits(&e)), Some(bits(&edges)));
+            prop_assert_eq!(decode_block(key, addr, &block, weighted).map(|e| bits(&e)), Some(bits(&edges)));
             let prefix = &block[..prefix_bytes(addr, limit, weighted)];
-            let got = decode_block(addr, prefix, weighted).unwrap();
+            let got = decode_block(key, addr, prefix, weighted).unwrap();
             let want = edges.ids.len().min(usize::try_from(limit).unwrap());
             // At least the first `limit` edges, and nothing but a prefix
             // (the other half of an unweighted read's last word at most).
@@ -375,20 +386,26 @@ mod tests {
     }
 
     #[test]
-    fn an_invalidated_or_resized_block_is_refused() {
+    fn an_invalidated_resized_or_other_keys_block_is_refused() {
         let edges = Edges {
             ids: vec![1, 2, 3],
             weights: None,
         };
-        let mut block = encode_block(&edges);
+        let mut block = encode_block(7, &edges);
         let addr = Addr::Local { size: 4, offset: 0 };
-        assert_eq!(decode_block(addr, &block, false), Some(edges));
+        assert_eq!(decode_block(7, addr, &block, false), Some(edges));
+        assert_eq!(
+            block_header(u64::from_le_bytes(block[8..16].try_into().unwrap())),
+            (7, 3)
+        );
+        // Another key's block of the same size.
+        assert_eq!(decode_block(8, addr, &block, false), None);
         // Read as weighted, the count says 5 words, not 4.
-        assert_eq!(decode_block(addr, &block, true), None);
+        assert_eq!(decode_block(7, addr, &block, true), None);
         let wrong = Addr::Local { size: 5, offset: 0 };
-        assert_eq!(decode_block(wrong, &block, false), None);
+        assert_eq!(decode_block(7, wrong, &block, false), None);
         block[..8].copy_from_slice(&0u64.to_le_bytes());
-        assert_eq!(decode_block(addr, &block, false), None);
+        assert_eq!(decode_block(7, addr, &block, false), None);
     }
 
     proptest! {

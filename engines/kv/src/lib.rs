@@ -50,7 +50,10 @@
 //! home's word names exactly one block, whose size word equals the word's
 //! size once it is live (a migration's copy is dark until the block it
 //! replaced is invalid); every other block that held the value is
-//! invalidated and waits out its reclaim lease, or is free; a Put is
+//! invalidated and waits out its reclaim lease, or is free (after a node
+//! died, once the survivors ran [`Store::recover`]: a migration to it
+//! that had published its copy and not retired the old block leaves that
+//! block unnamed until then, and recovery names it again); a Put is
 //! acknowledged once, after the block it replaced was invalidated; a read
 //! through an address is trusted only if it ended within a cache lease of
 //! when the address was the home's, and the reclaim lease in force is
@@ -88,8 +91,11 @@
 //!   location cache (the map says where every key is). Its value regions
 //!   have room for the whole graph, since any node may come to hold any
 //!   shard.
-//! - **Value blocks** are `[size][count][edges]` and immutable once
-//!   published except for the size word: Puts are copy-on-write.
+//! - **Value blocks** are `[size][key, count][edges]` and immutable once
+//!   published except for the size word: Puts are copy-on-write. The key
+//!   in the header (beyond the paper) makes a reader refuse another key's
+//!   block of the same size, and lets a leak scan name the key of a block
+//!   no address word points to (see [`Store::recover`]).
 //! - **Edge properties**: a `.qcsr` graph's one edge property is its `f32`
 //!   weight. In a store of a weighted graph each edge takes a word (its id,
 //!   then its weight), so that a Get's prefix READ of the first `limit`
@@ -176,7 +182,7 @@ pub use config::{Config, Mix, Policy, NODES};
 pub use job::{hears_its_caller, run, run_node, JobConfig, KvTask};
 pub use policy::Plan;
 pub use report::{BenchReport, Latency, NodeReport, Point, Report, Steady};
-pub use store::{Session, Store, StoreConfig, StoreCounts, Tally};
+pub use store::{Orphan, Recovery, Session, Store, StoreConfig, StoreCounts, Tally};
 pub use update::Update;
 pub use workload::starts;
 

@@ -20,6 +20,16 @@ use crate::{Error, Result};
 /// The largest value a migration can move, in words.
 const MAX_MIGRATED_WORDS: u64 = (1 << REMOTE_SIZE_BITS) - 1;
 
+/// A migration's dark copy, published at the key's home and not yet
+/// retired: the block it replaced, on `source` under `addr`, is still
+/// valid; the copy is at `offset` here.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Published {
+    pub(super) source: u32,
+    pub(super) addr: Addr,
+    pub(super) offset: u64,
+}
+
 impl Store {
     /// Writes a migration's copy of a block at `offset` with its size word
     /// 0: dark, so that nothing reads, copies or updates it until
@@ -71,16 +81,41 @@ impl Session<'_> {
     /// all the same, and leaks); verbs errors.
     pub fn migrate(&mut self, key: u32) -> Result<u64> {
         self.store.check_vertex(key)?;
+        let before = self.tally.one_sided;
+        let Some(published) = self.publish(key)? else {
+            return Ok(self.tally.one_sided - before);
+        };
+        let size = published.addr.size();
+        // However the retirement ends, the old block is invalid or gone
+        // with its node: the copy may be lit.
+        let retired = self.retire(published.source, published.addr);
+        self.store.light(published.offset, size);
+        retired?;
+        let ops = self.tally.one_sided - before;
+        let counts = &self.store.counts;
+        counts.migrations.fetch_add(1, Ordering::Relaxed);
+        counts.words_moved.fetch_add(size, Ordering::Relaxed);
+        counts.migration_ops.fetch_add(ops, Ordering::Relaxed);
+        Ok(ops)
+    }
+
+    /// A migration's first three steps: the key READ, the value READ into
+    /// a dark copy here, and the CAS that publishes the copy at the home,
+    /// started over until the CAS wins. Returns the published copy, whose
+    /// source block is still valid and in no reclaim ring, or `None` if
+    /// the value is already here. A node that dies now, before
+    /// [`Session::retire`], leaves its source block unreachable: see
+    /// [`Store::recover`].
+    pub(super) fn publish(&mut self, key: u32) -> Result<Option<Published>> {
         let store = self.store;
         let home = store.home_node(key);
-        let before = self.tally.one_sided;
         loop {
             let location = self.locate(key, store.config.serve_cache)?;
             let addr = Addr::decode(location.word)
                 .ok_or_else(|| Error::Corrupt(format!("vertex {key} has an empty address word")))?;
             let source = addr.holder(home);
             if source == store.rank {
-                return Ok(self.tally.one_sided - before);
+                return Ok(None);
             }
             let size = addr.size();
             if home != store.rank && size > MAX_MIGRATED_WORDS {
@@ -99,7 +134,7 @@ impl Session<'_> {
                 })?;
             let len = usize::try_from(size * 8).expect("a block fits memory");
             let bytes = self.read(source, store.layout.value(addr.offset()), len)?;
-            if decode_block(addr, &bytes, store.weighted).is_none() {
+            if decode_block(key, addr, &bytes, store.weighted).is_none() {
                 store.abandon_copy(offset, size, key);
                 continue;
             }
@@ -113,17 +148,11 @@ impl Session<'_> {
                 continue;
             }
             store.published(key, home, location.slot, new);
-            // However the retirement ends, the old block is invalid or
-            // gone with its node: the copy may be lit.
-            let retired = self.retire(source, addr);
-            store.light(offset, size);
-            retired?;
-            let ops = self.tally.one_sided - before;
-            let counts = &store.counts;
-            counts.migrations.fetch_add(1, Ordering::Relaxed);
-            counts.words_moved.fetch_add(size, Ordering::Relaxed);
-            counts.migration_ops.fetch_add(ops, Ordering::Relaxed);
-            return Ok(ops);
+            return Ok(Some(Published {
+                source,
+                addr,
+                offset,
+            }));
         }
     }
 
@@ -224,7 +253,7 @@ impl Session<'_> {
             let Output::Data(bytes) = output else {
                 unreachable!("a READ completes with data")
             };
-            if decode_block(addr, &bytes, store.weighted).is_some() {
+            if decode_block(copies[i].0, addr, &bytes, store.weighted).is_some() {
                 store.write_dark(offset, &bytes);
                 valid[i] = true;
             }
@@ -337,7 +366,7 @@ impl Session<'_> {
     /// full is an error, but the block is invalidated all the same (and
     /// leaks): when this returns, the block is invalid or its node is lost,
     /// so the copy that replaced it may be lit.
-    fn retire(&mut self, source: u32, addr: Addr) -> Result<()> {
+    pub(super) fn retire(&mut self, source: u32, addr: Addr) -> Result<()> {
         match self.reserve_ring(source, 1) {
             Ok(index) => {
                 let wrs = self.retirement(source, addr, index, 0);
@@ -383,7 +412,7 @@ impl Session<'_> {
 
     /// The WRITE that invalidates block `addr` on `source`: its size word
     /// zeroed.
-    fn invalidation(&self, source: u32, addr: Addr, wr_id: u64) -> WorkRequest {
+    pub(super) fn invalidation(&self, source: u32, addr: Addr, wr_id: u64) -> WorkRequest {
         WorkRequest::new(
             wr_id,
             Op::Write {

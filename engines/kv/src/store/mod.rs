@@ -9,7 +9,8 @@
 //! - `shard`: the shard map and the `shard` baseline's whole-shard moves;
 //! - `hotness`: the monitor's harvest and the home's counts of its own
 //!   reads, as the [`Plan`] says;
-//! - `reclaim`: blocks replaced or migrated away, freed after their lease.
+//! - `reclaim`: blocks replaced or migrated away, freed after their lease;
+//! - `recover`: the leak scan, and recovery from a node that died.
 //!
 //! Every thread of a node works through its own [`Session`] (a verbs queue
 //! and its counts) on the node's shared [`Store`].
@@ -18,10 +19,12 @@ mod hotness;
 mod migrate;
 mod put;
 mod reclaim;
+mod recover;
 mod session;
 mod shard;
 
 pub(crate) use put::PutOutcome;
+pub use recover::{Orphan, Recovery};
 pub use session::{Session, Tally};
 
 use std::collections::VecDeque;
@@ -295,17 +298,27 @@ impl Store {
             if home != self.rank {
                 continue;
             }
-            let block = encode_block(&Edges::of(graph, v));
-            let words = block.len() as u64 / 8;
+            let words = block_words(graph.degree(v), self.weighted);
+            let too_large = |source| Error::TooLarge { vertex: v, source };
+            // The size first: a list too long for an address word may be
+            // too long for a block's count.
+            Addr::Local {
+                size: words,
+                offset: 0,
+            }
+            .encode()
+            .map_err(too_large)?;
             let offset = self.allocate(words)?;
-            self.region
-                .write(self.byte(self.layout.value(offset)), &block);
+            self.region.write(
+                self.byte(self.layout.value(offset)),
+                &encode_block(v, &Edges::of(graph, v)),
+            );
             let word = Addr::Local {
                 size: words,
                 offset,
             }
             .encode()
-            .map_err(|source| Error::TooLarge { vertex: v, source })?;
+            .map_err(too_large)?;
             self.insert(v, main, word);
         }
         Ok(())

@@ -157,12 +157,12 @@ impl Session<'_> {
             let old_at = store.byte(store.layout.value(addr.offset()));
             let mut bytes = vec![0; usize::try_from(addr.size() * 8).expect("a block fits memory")];
             store.region.read(old_at, &mut bytes);
-            let Some(mut edges) = decode_block(addr, &bytes, store.weighted) else {
+            let Some(mut edges) = decode_block(key, addr, &bytes, store.weighted) else {
                 store.cache.forget(key);
                 continue;
             };
             update.apply(key, &mut edges)?;
-            let block = encode_block(&edges);
+            let block = encode_block(key, &edges);
             let words = block.len() as u64 / 8;
             let offset = store.allocate(words)?;
             let new = match Addr::at(home, store.rank, words, offset).and_then(Addr::encode) {

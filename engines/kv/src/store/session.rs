@@ -230,7 +230,7 @@ impl Session<'_> {
             }
             let len = prefix_bytes(addr, limit, store.weighted);
             let bytes = self.read_block(holder, addr, len)?;
-            match decode_block(addr, &bytes, store.weighted) {
+            match decode_block(key, addr, &bytes, store.weighted) {
                 Some(edges) if store.within_lease(&location) => {
                     self.tally.remote_values += u64::from(holder != store.rank);
                     break edges;

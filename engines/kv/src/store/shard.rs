@@ -142,10 +142,11 @@ impl Session<'_> {
                 let Output::Data(bytes) = output else {
                     unreachable!("a READ completes with data")
                 };
-                if decode_block(addr, &bytes, store.weighted).is_none() {
+                let key =
+                    u32::try_from(word(&table, at / 8) - 1).expect("a slot holds a vertex id");
+                if decode_block(key, addr, &bytes, store.weighted).is_none() {
                     return Err(Error::Corrupt(format!(
-                        "vertex {} of shard {shard} changed on node {source} while the shard moved",
-                        word(&table, at / 8) - 1
+                        "vertex {key} of shard {shard} changed on node {source} while the shard moved"
                     )));
                 }
                 let offset = store.allocate(addr.size())?;
