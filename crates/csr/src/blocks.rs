@@ -8,7 +8,7 @@ use quiver_io::{align_up, ALIGN};
 use serde::Serialize;
 
 use crate::format::Layout;
-use crate::{Error, Graph, GraphIndex, Result};
+use crate::{Error, FileHead, Graph, GraphIndex, Result};
 
 /// Index of a block in its [`Blocks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -172,6 +172,23 @@ impl Blocks {
         Ok(Blocks::from_bounds(graph, &bounds))
     }
 
+    /// One block of every vertex, planned from the file's head alone: for a
+    /// reader that never loads a block whole, only the lists it visits.
+    pub fn whole(head: &FileHead) -> Blocks {
+        Blocks::cut(
+            head.layout(),
+            head.is_weighted(),
+            &[0, head.num_vertices()],
+            |i| {
+                if i == 0 {
+                    0
+                } else {
+                    head.num_edges()
+                }
+            },
+        )
+    }
+
     /// Exactly `k` chunks balancing `alpha * |V_i| + |E_i|`: chunk `i` ends
     /// at the first vertex where the running cost reaches `(i + 1) / k` of
     /// the total, so no chunk exceeds its share by more than one vertex's
@@ -213,14 +230,26 @@ impl Blocks {
     /// Blocks with the given boundaries (`bounds[0] == 0`, non-decreasing,
     /// last `== |V|`).
     fn from_bounds(graph: &impl BlockSource, bounds: &[u32]) -> Blocks {
-        let layout: Layout = graph.layout();
         let offsets = graph.offsets();
+        Blocks::cut(graph.layout(), graph.is_weighted(), bounds, |i| {
+            offsets[bounds[i] as usize]
+        })
+    }
+
+    /// Blocks with the given boundaries, where `edge_at(i)` is the first
+    /// edge of boundary `bounds[i]`.
+    fn cut(
+        layout: Layout,
+        weighted: bool,
+        bounds: &[u32],
+        edge_at: impl Fn(usize) -> u64,
+    ) -> Blocks {
         let blocks = bounds
             .windows(2)
             .enumerate()
             .map(|(i, w)| {
                 let (start, end) = (w[0], w[1]);
-                let edges = offsets[start as usize]..offsets[end as usize];
+                let edges = edge_at(i)..edge_at(i + 1);
                 let extent_of = |base: u64, width: u64, range: Range<u64>| {
                     Extent::covering(base + range.start * width, base + range.end * width)
                 };
@@ -233,8 +262,7 @@ impl Blocks {
                         u64::from(start)..u64::from(end) + 1,
                     ),
                     targets_extent: extent_of(layout.targets.offset, 4, edges.clone()),
-                    weights_extent: graph
-                        .is_weighted()
+                    weights_extent: weighted
                         .then(|| extent_of(layout.weights.offset, 4, edges.clone())),
                     edges,
                 }

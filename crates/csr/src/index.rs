@@ -7,7 +7,9 @@
 //! page table, not the whole file, so a graph larger than memory is not
 //! read once just to be checked, and the process never maps all of it.
 //! The pages a reader reads later are checked then, and the targets they
-//! hold are the reader's to range-check.
+//! hold are the reader's to range-check. A reader that touches a few
+//! vertices opens the [`FileHead`] alone (the header and the page table)
+//! and reads their offsets page by page, checked as it reads them.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -20,44 +22,37 @@ use crate::graph::check_offsets;
 use crate::ids::{checked_index, IdIndex};
 use crate::{to_usize, Error, Graph, Result};
 
-/// A graph file's header, offsets and page checksums (see the module docs).
+/// A graph file's header and page checksums, verified, without its
+/// offsets: what a reader needs that reads a few vertices' offsets page by
+/// page, checked as it reads them (a query walk from a few sources on a
+/// graph far larger than memory), rather than all of them up front.
 #[derive(Clone, Debug)]
-pub struct GraphIndex {
+pub struct FileHead {
     header: Header,
-    offsets: Vec<u64>,
     pages: PageChecksums,
 }
 
-impl GraphIndex {
-    /// Reads and verifies the index of the `.qcsr` file at `path`: the
-    /// header's checksum, the page table against the header, the offsets'
-    /// pages against the table, and that the offsets climb from 0 to |E|.
-    /// A version 1 file has no page table and is opened (and verified)
+impl FileHead {
+    /// Reads and verifies the header of the `.qcsr` file at `path` and its
+    /// page table against it: a few pages, however large the graph. A
+    /// version 1 file has no page table and is opened (and verified)
     /// whole.
-    pub fn open(path: impl AsRef<Path>) -> Result<GraphIndex> {
+    pub fn open(path: impl AsRef<Path>) -> Result<FileHead> {
         let path = path.as_ref();
         let (file, header) = open_header(path)?;
         if header.version < 2 {
-            let graph = Graph::open(path)?;
-            let pages = graph
-                .page_checksums()
-                .expect("a graph opened from a file has page checksums")
-                .clone();
-            return Ok(GraphIndex {
-                offsets: graph.offsets().to_vec(),
-                header,
-                pages,
-            });
+            return Ok(FileHead::of_version_1(&Graph::open(path)?, header));
         }
-        let layout = header.layout;
         let pages = read_page_table(&file, path, &header)?;
-        let offsets = read_words(&file, path, &pages, layout.offsets)?;
-        check_offsets(path, &offsets, header.num_edges)?;
-        Ok(GraphIndex {
-            header,
-            offsets,
-            pages,
-        })
+        Ok(FileHead { header, pages })
+    }
+
+    fn of_version_1(graph: &Graph, header: Header) -> FileHead {
+        let pages = graph
+            .page_checksums()
+            .expect("a graph opened from a file has page checksums")
+            .clone();
+        FileHead { header, pages }
     }
 
     /// |V|.
@@ -85,14 +80,79 @@ impl GraphIndex {
         self.header.layout
     }
 
-    /// `offsets[v]..offsets[v + 1]` are vertex `v`'s edges.
-    pub fn offsets(&self) -> &[u64] {
-        &self.offsets
-    }
-
     /// The checksum of every page of graph data, to read the file with.
     pub fn page_checksums(&self) -> &PageChecksums {
         &self.pages
+    }
+}
+
+/// A graph file's header, offsets and page checksums (see the module docs).
+#[derive(Clone, Debug)]
+pub struct GraphIndex {
+    head: FileHead,
+    offsets: Vec<u64>,
+}
+
+impl GraphIndex {
+    /// Reads and verifies the index of the `.qcsr` file at `path`: the
+    /// header's checksum, the page table against the header, the offsets'
+    /// pages against the table, and that the offsets climb from 0 to |E|.
+    /// A version 1 file has no page table and is opened (and verified)
+    /// whole.
+    pub fn open(path: impl AsRef<Path>) -> Result<GraphIndex> {
+        let path = path.as_ref();
+        let (file, header) = open_header(path)?;
+        if header.version < 2 {
+            let graph = Graph::open(path)?;
+            return Ok(GraphIndex {
+                offsets: graph.offsets().to_vec(),
+                head: FileHead::of_version_1(&graph, header),
+            });
+        }
+        let pages = read_page_table(&file, path, &header)?;
+        GraphIndex::read(FileHead { header, pages }, path)
+    }
+
+    /// The index of the file at `path` whose head was read already: its
+    /// offsets read and verified as [`GraphIndex::open`] does (a version 1
+    /// file is opened whole again).
+    pub fn read(head: FileHead, path: impl AsRef<Path>) -> Result<GraphIndex> {
+        let path = path.as_ref();
+        if head.header.version < 2 {
+            return GraphIndex::open(path);
+        }
+        let file = File::open(path).map_err(|source| Error::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let offsets = read_words(&file, path, &head.pages, head.header.layout.offsets)?;
+        check_offsets(path, &offsets, head.header.num_edges)?;
+        Ok(GraphIndex { head, offsets })
+    }
+
+    /// The header and page checksums.
+    pub fn head(&self) -> &FileHead {
+        &self.head
+    }
+
+    /// |V|.
+    pub fn num_vertices(&self) -> u32 {
+        self.head.num_vertices()
+    }
+
+    /// Whether the file holds edge weights.
+    pub fn is_weighted(&self) -> bool {
+        self.head.is_weighted()
+    }
+
+    /// Where the file's sections are.
+    pub fn layout(&self) -> Layout {
+        self.head.layout()
+    }
+
+    /// `offsets[v]..offsets[v + 1]` are vertex `v`'s edges.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
     }
 }
 

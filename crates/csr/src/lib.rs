@@ -52,7 +52,7 @@ pub use error::{Error, Result};
 pub use generate::{generate_to_file, DiskNeeds, GenerateReport, GraphSpec, Permutation, GRAPH500};
 pub use graph::{DegreeSummary, Graph};
 pub use graphalytics::{format_real, write_vertex_values};
-pub use index::{read_header, GraphIndex, VertexIds};
+pub use index::{read_header, FileHead, GraphIndex, VertexIds};
 pub use info::{info, BlockReport, BlockRule, InfoOptions, InfoReport, Spread};
 pub use ingest::{
     convert, export, export_file, export_refusal, open_input, ConvertOptions, ConvertReport,

@@ -900,7 +900,7 @@ mod tests {
         };
         let file = quiver_csr::format::VerifiedFile::new(
             quiver_io::ReadFile::open(&path, &options).unwrap(),
-            index.page_checksums().clone(),
+            index.head().page_checksums().clone(),
         );
         let whole = |section: quiver_csr::format::Section| {
             let len = quiver_io::align_up(section.len);

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use quiver_csr::format::{VerifiedFile, PAGE};
-use quiver_csr::{read_header, write_graph, Graph, GraphIndex, VertexIds};
+use quiver_csr::{read_header, write_graph, Blocks, FileHead, Graph, GraphIndex, VertexIds};
 use quiver_io::{AlignedBuf, ReadFile, ReadOptions, ReadRequest};
 
 use crate::{arb_graph, with_ids};
@@ -37,13 +37,21 @@ proptest! {
     ) {
         let (_dir, path, whole) = written(graph, ids);
         let index = GraphIndex::open(&path).unwrap();
+        // The head alone says the same, and plans the one block that
+        // holds every vertex as the offsets would.
+        let head = FileHead::open(&path).unwrap();
+        prop_assert_eq!(head.num_vertices(), whole.num_vertices());
         prop_assert_eq!(index.num_vertices(), whole.num_vertices());
-        prop_assert_eq!(index.num_edges(), whole.num_edges());
+        prop_assert_eq!(head.num_edges(), whole.num_edges());
+        prop_assert_eq!(head.is_weighted(), whole.is_weighted());
         prop_assert_eq!(index.is_weighted(), whole.is_weighted());
-        prop_assert_eq!(index.has_distinct_targets(), whole.has_distinct_targets());
+        prop_assert_eq!(head.has_distinct_targets(), whole.has_distinct_targets());
+        prop_assert_eq!(head.layout(), whole.layout());
         prop_assert_eq!(index.layout(), whole.layout());
         prop_assert_eq!(index.offsets(), whole.offsets());
-        prop_assert_eq!(Some(index.page_checksums()), whole.page_checksums());
+        prop_assert_eq!(Some(head.page_checksums()), whole.page_checksums());
+        prop_assert_eq!(Some(index.head().page_checksums()), whole.page_checksums());
+        prop_assert_eq!(Blocks::whole(&head), Blocks::by_bytes(&index, u64::MAX).unwrap());
         let header = read_header(&path).unwrap();
         prop_assert_eq!(header.num_vertices, whole.num_vertices());
         prop_assert_eq!(header.num_edges, whole.num_edges());
@@ -63,7 +71,7 @@ proptest! {
                 prop_assert!(!read_by_index, "a flipped byte {} of the index was accepted", at);
                 // Its page fails when a reader reads it.
                 let file = ReadFile::open(&path, &ReadOptions { direct: false, ..ReadOptions::default() }).unwrap();
-                let file = VerifiedFile::new(file, damaged.page_checksums().clone());
+                let file = VerifiedFile::new(file, damaged.head().page_checksums().clone());
                 let page = (at as u64) / PAGE * PAGE;
                 let mut buf = AlignedBuf::zeroed(PAGE as usize);
                 let mut requests = [ReadRequest { offset: page, buf: &mut buf }];
@@ -127,7 +135,7 @@ fn targets_out_of_range_are_refused_by_the_reader() {
         },
     )
     .unwrap();
-    let file = VerifiedFile::new(file, index.page_checksums().clone());
+    let file = VerifiedFile::new(file, index.head().page_checksums().clone());
     assert!(file.check_targets(&[0, 2, 1], 0).is_ok());
     let err = file.check_targets(&[0, 3], 5).unwrap_err().to_string();
     assert!(err.contains("g.qcsr"), "{err}");

@@ -56,7 +56,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         self.pooling = pooling;
         let mut pools =
             WalkPools::<W>::new(pooling.len(), capacity(pooling), &self.config.work_dir)?;
-        if largest > budget.cache {
+        // A run that reads only lists never reads its one block.
+        if largest > budget.cache && !self.lists_only {
             let lists = if self.prev_reserve > 0 {
                 format!(
                     ", the largest previous vertex's list ({} bytes)",
@@ -156,6 +157,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let candidates: Vec<usize> = (0..pools.num_blocks())
                     .filter(|&p| pools.count(p) > 0)
                     .filter(|&p| {
+                        if self.lists_only {
+                            return true;
+                        }
                         let (block, prev) = (self.pooling.block(p), self.pooling.prev_block(p));
                         if self.pooling.pairs {
                             self.pair_walks(pools, block, prev) * read_bytes
@@ -170,6 +174,16 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                     && self.vertex_pass(pools, state, &mut cache, budget, &candidates)?
                 {
                     continue;
+                }
+                if self.lists_only {
+                    // Its one block is the whole graph, never read whole.
+                    return Err(Error::invalid(
+                        "mem_budget",
+                        format!(
+                            "--mem {} holds no adjacency list the walks stand on beside the walks in flight; give the run more memory",
+                            quiver_io::size::format_bytes(self.config.mem_budget)
+                        ),
+                    ));
                 }
             }
             // A group read ahead serves only if its pools still hold walks

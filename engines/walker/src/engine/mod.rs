@@ -23,7 +23,7 @@ mod walks;
 use std::sync::Arc;
 
 use quiver_csr::format::VerifiedFile;
-use quiver_csr::{Blocks, GraphIndex};
+use quiver_csr::{BlockId, Blocks, FileHead, GraphIndex};
 use quiver_io::{AlignedBuf, BackendChoice, ReadFile, ReadOptions};
 use quiver_walkstate::{ExactWalk, WalkLayout, WalkPools};
 use rayon::prelude::*;
@@ -40,6 +40,7 @@ use budget::{default_block_size, Pooling};
 use memory::Partitions;
 use quiver_run::{NoProgress, Progress, RunSummary, Stopwatch, Unit};
 use std::sync::atomic::{AtomicU64, Ordering};
+use vertex::VERTEX_READ_BYTES;
 use walks::{PooledWalk, SecondOrderWalk};
 
 /// Runs `app` on the `.qcsr` graph at `graph`.
@@ -132,6 +133,11 @@ struct Engine<'a, A: WalkApp, W> {
     /// than `vertex_threshold` and a budget that holds the whole graph as
     /// one block.
     in_memory: bool,
+    /// Whether every walk moves by single-vertex reads, the offsets read
+    /// page by page as they are needed, never the whole index
+    /// ([`Engine::visits_few`]): one block holds every vertex, and is
+    /// never read whole.
+    lists_only: bool,
     /// Buffers of blocks evicted to make room, for the reads that follow.
     spare: SpareBuffers,
     /// With `--io buffered`, the graph file mapped into memory: blocks are
@@ -185,6 +191,17 @@ impl Stats {
     }
 }
 
+/// How a run's walks are pooled and its graph read: the blocks (and the
+/// size they were cut by), the walks a pool buffers, whether the graph is
+/// walked in memory, and the previous-list reserve of second-order walks.
+struct Plan {
+    block_size: u64,
+    blocks: Blocks,
+    pool_capacity: usize,
+    in_memory: bool,
+    prev_reserve: u64,
+}
+
 /// A walk in flight: its pooled form (position field stale) and its vertex.
 type InFlight<W> = (W, u32);
 
@@ -227,8 +244,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     ) -> Result<Self> {
         let spec = app.spec();
         config.validate_for(&spec)?;
-        let graph = GraphIndex::open(path)?;
-        let num_vertices = graph.num_vertices();
+        let head = FileHead::open(path)?;
+        let num_vertices = head.num_vertices();
         if num_vertices == 0 {
             return Err(Error::invalid(
                 "graph",
@@ -243,7 +260,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             }
         }
         let weighted = spec.kind == Kind::Weighted;
-        if weighted && !graph.is_weighted() {
+        if weighted && !head.is_weighted() {
             return Err(Error::invalid(
                 "kind",
                 format!(
@@ -253,54 +270,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             ));
         }
         let walks = spec.starts.total(num_vertices);
-        let prev_reserve = if spec.node2vec.is_some() {
-            let max_degree = graph
-                .offsets()
-                .windows(2)
-                .map(|w| w[1] - w[0])
-                .max()
-                .unwrap_or(0);
-            list_bytes(max_degree, false)
+        let whole = Blocks::whole(&head);
+        let graph_bytes = whole.get(BlockId(0)).data_bytes(weighted);
+        let lists_only = Self::visits_few(config, &spec, walks, graph_bytes);
+        let plan = if lists_only {
+            Plan {
+                block_size: graph_bytes,
+                blocks: whole,
+                pool_capacity: config.pool_capacity,
+                in_memory: false,
+                prev_reserve: 0,
+            }
         } else {
-            0
+            Self::plan(&GraphIndex::read(head.clone(), path)?, config, &spec, walks)?
         };
-        let default_blocks =
-            |preferred| Self::default_blocks(&graph, config, weighted, prev_reserve, preferred);
-        // GraphWalker given more walks than it serves vertex by vertex and
-        // a budget that holds the whole graph as one block (beside its pool
-        // and walks) would load every block once and keep it: that is
-        // walking in memory, which then does it directly.
-        let whole = match (config.mode, config.block_size) {
-            (Mode::Memory, _) => Some(Blocks::by_bytes(&graph, u64::MAX)?),
-            (Mode::GraphWalker, None) if walks > config.vertex_threshold => {
-                let (short, whole) = Self::shortfall(
-                    &graph,
-                    config,
-                    weighted,
-                    prev_reserve,
-                    u64::MAX,
-                    config.pool_capacity,
-                )?;
-                (short == 0).then_some(whole)
-            }
-            _ => None,
-        };
-        let in_memory = whole.is_some();
-        let given = |(size, blocks)| (size, blocks, config.pool_capacity);
-        let (block_size, blocks, pool_capacity) = match (whole, config.mode, config.block_size) {
-            (Some(whole), _, _) => given((u64::MAX, whole)),
-            (None, _, Some(size)) => given((size, Blocks::by_bytes(&graph, size)?)),
-            (None, Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
-                default_blocks(FINE_BLOCK)?
-            }
-            (None, Mode::GraphWalker, None) if spec.node2vec.is_some() => {
-                match Self::pair_blocks(&graph, config, weighted, prev_reserve, walks)? {
-                    Some(found) => given(found),
-                    None => default_blocks(default_block_size(walks, config.mem_budget))?,
-                }
-            }
-            (None, _, None) => default_blocks(default_block_size(walks, config.mem_budget))?,
-        };
+        let Plan {
+            block_size,
+            blocks,
+            pool_capacity,
+            in_memory,
+            prev_reserve,
+        } = plan;
         let largest = blocks
             .iter()
             .map(|b| u64::from(b.num_vertices()))
@@ -311,10 +301,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             largest,
             u64::from(spec.length),
         )?;
-        let layout = graph.layout();
-        let distinct_targets = graph.has_distinct_targets();
-        let pages = graph.page_checksums().clone();
-        drop(graph);
+        let layout = head.layout();
+        let distinct_targets = head.has_distinct_targets();
+        let pages = head.page_checksums().clone();
+        drop(head);
         let blocks_len = blocks.len();
         let options = ReadOptions {
             // Through the page cache (single lists; blocks are mapped), reads
@@ -363,10 +353,91 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 pairs: false,
             },
             in_memory,
+            lists_only,
             spare: SpareBuffers::default(),
             mapped,
             pool_capacity,
             _walk: std::marker::PhantomData,
+        })
+    }
+
+    /// Whether a run of `walks` walks visits few enough vertices that it
+    /// should read only their lists, and their offsets page by page on
+    /// demand, without reading the graph's index whole: walks from a few
+    /// sources (PPR, RWR, SimRank, graphlets), first-order, in GraphWalker
+    /// mode with no block size given, no more than it serves vertex by
+    /// vertex, and whose single-vertex reads cost less than one read of
+    /// the graph's `graph_bytes` (the rule by which GraphWalker chooses single-vertex
+    /// reads over a block's). Reading the index whole costs 8 bytes a
+    /// vertex, which on a graph far larger than memory is most of such a
+    /// query's time.
+    fn visits_few(config: &Config, spec: &WalkSpec, walks: u64, graph_bytes: u64) -> bool {
+        config.mode == Mode::GraphWalker
+            && config.block_size.is_none()
+            && spec.node2vec.is_none()
+            && matches!(spec.starts, Starts::Sources { .. })
+            && walks <= config.vertex_threshold
+            && walks.saturating_mul(VERTEX_READ_BYTES) < graph_bytes
+    }
+
+    /// The blocks of a run that reads them whole, planned from the
+    /// graph's whole index.
+    fn plan(graph: &GraphIndex, config: &Config, spec: &WalkSpec, walks: u64) -> Result<Plan> {
+        let weighted = spec.kind == Kind::Weighted;
+        let prev_reserve = if spec.node2vec.is_some() {
+            let max_degree = graph
+                .offsets()
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .max()
+                .unwrap_or(0);
+            list_bytes(max_degree, false)
+        } else {
+            0
+        };
+        let default_blocks =
+            |preferred| Self::default_blocks(graph, config, weighted, prev_reserve, preferred);
+        // GraphWalker given more walks than it serves vertex by vertex and
+        // a budget that holds the whole graph as one block (beside its pool
+        // and walks) would load every block once and keep it: that is
+        // walking in memory, which then does it directly.
+        let whole = match (config.mode, config.block_size) {
+            (Mode::Memory, _) => Some(Blocks::by_bytes(graph, u64::MAX)?),
+            (Mode::GraphWalker, None) if walks > config.vertex_threshold => {
+                let (short, whole) = Self::shortfall(
+                    graph,
+                    config,
+                    weighted,
+                    prev_reserve,
+                    u64::MAX,
+                    config.pool_capacity,
+                )?;
+                (short == 0).then_some(whole)
+            }
+            _ => None,
+        };
+        let in_memory = whole.is_some();
+        let given = |(size, blocks)| (size, blocks, config.pool_capacity);
+        let (block_size, blocks, pool_capacity) = match (whole, config.mode, config.block_size) {
+            (Some(whole), _, _) => given((u64::MAX, whole)),
+            (None, _, Some(size)) => given((size, Blocks::by_bytes(graph, size)?)),
+            (None, Mode::GraphWalker, None) if config.adaptive && spec.node2vec.is_none() => {
+                default_blocks(FINE_BLOCK)?
+            }
+            (None, Mode::GraphWalker, None) if spec.node2vec.is_some() => {
+                match Self::pair_blocks(graph, config, weighted, prev_reserve, walks)? {
+                    Some(found) => given(found),
+                    None => default_blocks(default_block_size(walks, config.mem_budget))?,
+                }
+            }
+            (None, _, None) => default_blocks(default_block_size(walks, config.mem_budget))?,
+        };
+        Ok(Plan {
+            block_size,
+            blocks,
+            pool_capacity,
+            in_memory,
+            prev_reserve,
         })
     }
 

@@ -84,7 +84,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     }
 
     /// Reads the whole offsets section if it takes at most half of the
-    /// cache, making room for it first.
+    /// cache, making room for it first; never for a run that reads only
+    /// the lists its few walks visit (their offsets' pages are read with
+    /// them).
     pub(super) fn load_offsets(
         &mut self,
         cache: &mut Cache,
@@ -92,7 +94,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         budget: &Budget,
     ) -> Result<()> {
         let bytes = quiver_io::align_up(self.layout.offsets.len);
-        if self.offsets.is_some() || bytes > budget.cache / 2 {
+        if self.lists_only || self.offsets.is_some() || bytes > budget.cache / 2 {
             return Ok(());
         }
         let freed = cache.shrink_to(

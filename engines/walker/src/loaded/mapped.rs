@@ -160,7 +160,7 @@ mod tests {
         };
         let file = VerifiedFile::new(
             ReadFile::open(path, &options).unwrap(),
-            index.page_checksums().clone(),
+            index.head().page_checksums().clone(),
         );
         (index, file)
     }

@@ -432,6 +432,26 @@ fn vertex_reads_walk_like_memory() {
                 memory.result == vertices.result,
                 "weighted {weighted}, {dead_end:?}: vertex reads walked differently"
             );
+            // Given no block size, so few walks read only the lists they
+            // visit: one block that is never read, no index read whole
+            // (far fewer bytes than its offsets), and memory's walks.
+            let query = Config {
+                block_size: None,
+                vertex_threshold: Config::default().vertex_threshold,
+                ..exact(Mode::GraphWalker)
+            };
+            let lists = run(&path, &query, &app).unwrap();
+            assert_eq!((lists.blocks, lists.blocks_loaded), (1, 0));
+            let offsets = quiver_csr::read_header(&path).unwrap().layout.offsets.len;
+            assert!(
+                lists.summary.bytes_read < offsets / 4,
+                "{} bytes read, the offsets are {offsets}",
+                lists.summary.bytes_read
+            );
+            assert!(
+                memory.result == lists.result,
+                "weighted {weighted}, {dead_end:?}: reading lists alone walked differently"
+            );
         }
     }
 }
