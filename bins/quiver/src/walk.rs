@@ -38,8 +38,9 @@ pub struct EngineArgs {
     /// Load one block at a time instead of the paper's self-adaptive grouping.
     #[arg(long)]
     pub fixed_blocks: bool,
-    /// Read blocks with O_DIRECT through io_uring (direct) or map them from the page cache (buffered).
-    #[arg(long, value_enum, default_value_t = IoArg::Direct)]
+    /// Read blocks with O_DIRECT through io_uring (direct) or map them from the page cache
+    /// (buffered); auto: buffered for a query that reads only the lists it visits, else direct.
+    #[arg(long, value_enum, default_value_t = IoArg::Auto)]
     pub io: IoArg,
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = Config::default().threads)]
@@ -78,6 +79,7 @@ pub enum ModeArg {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum IoArg {
+    Auto,
     Direct,
     Buffered,
 }
@@ -241,6 +243,7 @@ fn config(engine: &EngineArgs) -> Result<Config> {
         block_size: engine.block_size.map(|size| size.0),
         adaptive: !engine.fixed_blocks,
         io: match engine.io {
+            IoArg::Auto => IoMode::Auto,
             IoArg::Direct => IoMode::Direct,
             IoArg::Buffered => IoMode::Buffered,
         },

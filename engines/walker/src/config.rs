@@ -30,8 +30,12 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IoMode {
-    /// io_uring with O_DIRECT: the page cache cannot hide I/O.
+    /// Chosen by the run: through the page cache for a query that reads
+    /// only the lists it visits (its pages are few, and the next query
+    /// finds them cached), else direct.
     #[default]
+    Auto,
+    /// io_uring with O_DIRECT: the page cache cannot hide I/O.
     Direct,
     /// Through the page cache, as GraphWalker's C++ reads: a block is the
     /// mapped file's pages in place (checked when first loaded, and taken
@@ -101,7 +105,7 @@ impl Default for Config {
             mem_budget: 512 << 20,
             block_size: None,
             adaptive: true,
-            io: IoMode::Direct,
+            io: IoMode::Auto,
             p_slowest: 0.2,
             pool_capacity: 1024,
             vertex_threshold: 100_000,

@@ -621,10 +621,15 @@ pub struct ListsRead {
     pub peak: u64,
 }
 
-/// Adjacency lists of individual vertices, read on demand.
+/// Adjacency lists of individual vertices, read on demand: whole, or, for
+/// a pass whose walks' draws are known, only the pages of a long
+/// unweighted list those draws read ([`Vertices::read_drawn`]).
 #[derive(Debug, Default)]
 pub struct Vertices {
     lists: HashMap<u32, (Vec<u32>, Vec<f32>)>,
+    /// Lists of which only some pages were read, zeros elsewhere, for the
+    /// pass that read them; with the bytes they hold.
+    parts: HashMap<u32, (Vec<u32>, u64)>,
 }
 
 /// The page-aligned read covering bytes `start..end` of the file: its
@@ -779,14 +784,102 @@ impl Vertices {
         Ok(data_bytes + lists_bytes)
     }
 
-    /// Whether `v`'s list is held.
+    /// Reads, of each of `vertices` (distinct, none held yet, in an
+    /// unweighted graph), the edges `draws(v, degree)` names: only the pages
+    /// holding them when those are fewer than the whole list's, else the
+    /// whole list. `make_room` is told what each read takes, as for
+    /// [`Vertices::read_into`]. A list read in part serves the pass whose
+    /// draws it was read for, and is dropped by [`Vertices::drop_parts`]
+    /// before the next.
+    pub fn read_drawn(
+        &mut self,
+        file: &VerifiedFile,
+        vertices: &[u32],
+        layout: &Layout,
+        draws: &dyn Fn(u32, u64) -> Vec<u64>,
+        make_room: &mut dyn FnMut(&[u64]) -> usize,
+    ) -> Result<ListsRead> {
+        let (ranges, offsets_bytes) = edge_ranges(file, layout, vertices, None)?;
+        let base = layout.targets.offset;
+        let page = ALIGN as u64;
+        // The pages each list's draws read, or `None` to read it whole.
+        let pages: Vec<Option<Vec<u64>>> = vertices
+            .iter()
+            .zip(&ranges)
+            .map(|(&v, &(a, b))| {
+                let mut pages: Vec<u64> = draws(v, b - a)
+                    .iter()
+                    .map(|&i| (base + (a + i) * 4) / page)
+                    .collect();
+                pages.sort_unstable();
+                pages.dedup();
+                let whole = covering(base + a * 4, base + b * 4).1 / page;
+                ((pages.len() as u64) < whole).then_some(pages)
+            })
+            .collect();
+        let sizes: Vec<u64> = pages
+            .iter()
+            .zip(&ranges)
+            .map(|(part, &(a, b))| match part {
+                Some(pages) => pages.len() as u64 * page + LIST_OVERHEAD,
+                None => list_bytes(b - a, false),
+            })
+            .collect();
+        let n = make_room(&sizes).min(vertices.len());
+        let (whole, part): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| pages[i].is_none());
+        let peak = self.read_lists(
+            file,
+            layout,
+            false,
+            &whole.iter().map(|&i| vertices[i]).collect::<Vec<_>>(),
+            &whole.iter().map(|&i| ranges[i]).collect::<Vec<_>>(),
+        )?;
+        let mut bufs: Vec<(u64, AlignedBuf)> = part
+            .iter()
+            .flat_map(|&i| pages[i].iter().flatten())
+            .map(|&p| (p * page, AlignedBuf::zeroed(ALIGN)))
+            .collect();
+        read_all(file, bufs.iter_mut())?;
+        let mut read = bufs.iter();
+        for &i in &part {
+            let (a, b) = ranges[i];
+            let mut targets = vec![0u32; index(b - a)];
+            for _ in pages[i].iter().flatten() {
+                let (at, buf) = read.next().expect("a buffer a page");
+                // The list's edges on this page.
+                let first = a.max(at.saturating_sub(base).div_ceil(4));
+                let end = b.min((at + page - base) / 4);
+                let words: &[u32] = bytemuck_cast(buf);
+                let skip = index((base + first * 4 - at) / 4);
+                let edges = &words[skip..skip + index(end - first)];
+                file.check_targets(edges, first)?;
+                targets[index(first - a)..index(end - a)].copy_from_slice(edges);
+            }
+            let bytes = sizes[i];
+            self.parts.insert(vertices[i], (targets, bytes));
+        }
+        let parts_bytes: u64 = part.iter().map(|&i| sizes[i]).sum();
+        Ok(ListsRead {
+            count: n,
+            peak: offsets_bytes.max(peak + parts_bytes),
+        })
+    }
+
+    /// Whether `v`'s list is held (whole, or the part a pass reads).
     pub fn has(&self, v: u32) -> bool {
-        self.lists.contains_key(&v)
+        self.lists.contains_key(&v) || self.parts.contains_key(&v)
+    }
+
+    /// Drops the lists read in part, which served the pass they were read
+    /// for.
+    pub fn drop_parts(&mut self) {
+        self.parts = HashMap::new();
     }
 
     /// Drops every list.
     pub fn clear(&mut self) {
         self.lists = HashMap::new();
+        self.drop_parts();
     }
 
     /// Bytes held.
@@ -794,6 +887,7 @@ impl Vertices {
         self.lists
             .values()
             .map(|(t, c)| list_memory(t.capacity(), c.capacity()))
+            .chain(self.parts.values().map(|&(_, bytes)| bytes))
             .sum()
     }
 }
@@ -805,7 +899,10 @@ fn list_memory(targets: usize, cumulative: usize) -> u64 {
 
 impl Adjacency for Vertices {
     fn neighbors(&self, v: u32) -> &[u32] {
-        &self.lists[&v].0
+        match self.lists.get(&v) {
+            Some((targets, _)) => targets,
+            None => &self.parts[&v].0,
+        }
     }
 
     fn cumulative_weights(&self, v: u32) -> &[f32] {

@@ -499,16 +499,20 @@ pub fn look_ahead<'a>(
     distinct: bool,
     rng: &KeyedRng,
 ) -> Option<Lookahead<'a>> {
-    let (mut rng, neighbors) = past_stop_and_restart(spec, adjacency, v, rng)?;
     let (Some(bias), Some(prev)) = (spec.node2vec, prev) else {
-        // Unbiased (see `past_stop_and_restart`): `candidate`'s draw.
-        let index = narrow_usize(rng.below(neighbors.len() as u64));
+        let neighbors = adjacency.neighbors(v);
+        let (index, drawn) = unbiased_draw(spec, rng, neighbors.len() as u64)?;
         return Some(Lookahead {
-            candidate: &neighbors[index],
+            candidate: &neighbors[narrow_usize(index)],
             asks: false,
-            drawn: Some(rng),
+            drawn: Some(drawn),
         });
     };
+    let mut rng = past_stop_and_restart(spec, rng)?;
+    let neighbors = adjacency.neighbors(v);
+    if neighbors.is_empty() {
+        return None;
+    }
     let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
     match sampler.draw(adjacency, v, neighbors.len(), &mut rng) {
         Draw::Outlier => None,
@@ -522,26 +526,32 @@ pub fn look_ahead<'a>(
     }
 }
 
-/// For a lookahead of an unbiased walk's step at `v`: a copy of its stream
-/// past the stop and restart draws, and `v`'s neighbours; `None` when the
-/// step would not draw among them (weighted walks, a stop or restart, a
-/// dead end).
+/// The neighbour index an unbiased first-order step draws at a vertex of
+/// `degree` out-edges, from a copy of the walk's stream `rng`, and the
+/// stream after it: `None` when the step draws no neighbour (weighted
+/// walks, a stop or restart, a dead end). [`look_ahead`] draws by it, and
+/// so does a reader that fetches only the part of a long list a walk's
+/// step reads.
 #[inline(always)]
-fn past_stop_and_restart<'a>(
+pub(crate) fn unbiased_draw(
     spec: &WalkSpec,
-    adjacency: &'a impl Adjacency,
-    v: u32,
     rng: &KeyedRng,
-) -> Option<(KeyedRng, &'a [u32])> {
+    degree: u64,
+) -> Option<(u64, KeyedRng)> {
+    let mut rng = past_stop_and_restart(spec, rng)?;
+    (degree > 0).then(|| (rng.below(degree), rng))
+}
+
+/// For a lookahead of an unbiased walk's step: a copy of its stream past
+/// the stop and restart draws; `None` when the step stops or restarts, or
+/// the walk is weighted.
+#[inline(always)]
+fn past_stop_and_restart(spec: &WalkSpec, rng: &KeyedRng) -> Option<KeyedRng> {
     if spec.kind != Kind::Unbiased {
         return None;
     }
     let mut rng = rng.clone();
-    if stop_or_restart(spec, 0, &mut rng).is_some() {
-        return None;
-    }
-    let neighbors = adjacency.neighbors(v);
-    (!neighbors.is_empty()).then_some((rng, neighbors))
+    stop_or_restart(spec, 0, &mut rng).is_none().then_some(rng)
 }
 
 /// Index of a neighbour of `v` (of `degree > 0`), uniform or by weight.

@@ -71,18 +71,59 @@ pub fn run_with_progress<A: WalkApp>(
             )
         })?;
     let mut config = config.clone();
-    config.exact |= app.needs_walk_ids() || app.writes_by_walk();
+    let head = FileHead::open(graph)?;
+    let lists_only = visits_few(&config, &app.spec(), &head);
+    // A walk that reads only the part of a long list its step draws from
+    // must know its draw before the step: keyed by walk id and hop, it
+    // does not depend on where the walk stands in a batch.
+    config.exact |= app.needs_walk_ids() || app.writes_by_walk() || lists_only;
+    let opened = Opened {
+        path: graph,
+        head,
+        lists_only,
+    };
     pool.install(|| {
         if app.spec().node2vec.is_some() {
             // Second-order walks carry their previous vertex and an id.
             config.exact = true;
-            Engine::<A, SecondOrderWalk>::new(graph, &config, app, progress, clock)?.run()
+            Engine::<A, SecondOrderWalk>::new(opened, &config, app, progress, clock)?.run()
         } else if config.exact {
-            Engine::<A, ExactWalk>::new(graph, &config, app, progress, clock)?.run()
+            Engine::<A, ExactWalk>::new(opened, &config, app, progress, clock)?.run()
         } else {
-            Engine::<A, u64>::new(graph, &config, app, progress, clock)?.run()
+            Engine::<A, u64>::new(opened, &config, app, progress, clock)?.run()
         }
     })
+}
+
+/// Whether a run of `spec`'s walks on the graph whose head is `head`
+/// visits few enough vertices that it should read only their lists (and
+/// their offsets page by page on demand) without reading the graph's index
+/// whole: walks from a few sources (PPR, RWR, SimRank, graphlets),
+/// first-order, in GraphWalker mode with no block size given, no more than
+/// it serves vertex by vertex, and whose single-vertex reads cost less
+/// than one read of the graph (the rule by which GraphWalker chooses
+/// single-vertex reads over a block's). Reading the index whole costs 8
+/// bytes a vertex, which on a graph far larger than memory is most of such
+/// a query's time.
+fn visits_few(config: &Config, spec: &WalkSpec, head: &FileHead) -> bool {
+    let walks = spec.starts.total(head.num_vertices());
+    let graph_bytes = Blocks::whole(head)
+        .get(BlockId(0))
+        .data_bytes(spec.kind == Kind::Weighted);
+    config.mode == Mode::GraphWalker
+        && config.block_size.is_none()
+        && spec.node2vec.is_none()
+        && matches!(spec.starts, Starts::Sources { .. })
+        && walks <= config.vertex_threshold
+        && walks.saturating_mul(VERTEX_READ_BYTES) < graph_bytes
+}
+
+/// The graph file a run walks: its path, its head (read once), and
+/// whether the run reads only the lists it visits ([`visits_few`]).
+struct Opened<'p> {
+    path: &'p std::path::Path,
+    head: FileHead,
+    lists_only: bool,
 }
 
 /// Walks per unit of parallel work; fixed so results do not depend on the
@@ -135,7 +176,7 @@ struct Engine<'a, A: WalkApp, W> {
     in_memory: bool,
     /// Whether every walk moves by single-vertex reads, the offsets read
     /// page by page as they are needed, never the whole index
-    /// ([`Engine::visits_few`]): one block holds every vertex, and is
+    /// ([`visits_few`]): one block holds every vertex, and is
     /// never read whole.
     lists_only: bool,
     /// Buffers of blocks evicted to make room, for the reads that follow.
@@ -236,15 +277,19 @@ impl Contains for Executing {
 
 impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     fn new(
-        path: &std::path::Path,
+        opened: Opened<'_>,
         config: &'a Config,
         app: &'a A,
         progress: &'a dyn Progress,
         clock: Stopwatch,
     ) -> Result<Self> {
+        let Opened {
+            path,
+            head,
+            lists_only,
+        } = opened;
         let spec = app.spec();
         config.validate_for(&spec)?;
-        let head = FileHead::open(path)?;
         let num_vertices = head.num_vertices();
         if num_vertices == 0 {
             return Err(Error::invalid(
@@ -270,12 +315,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             ));
         }
         let walks = spec.starts.total(num_vertices);
-        let whole = Blocks::whole(&head);
-        let graph_bytes = whole.get(BlockId(0)).data_bytes(weighted);
-        let lists_only = Self::visits_few(config, &spec, walks, graph_bytes);
         let plan = if lists_only {
+            let whole = Blocks::whole(&head);
             Plan {
-                block_size: graph_bytes,
+                block_size: whole.get(BlockId(0)).data_bytes(weighted),
                 blocks: whole,
                 pool_capacity: config.pool_capacity,
                 in_memory: false,
@@ -306,15 +349,22 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let pages = head.page_checksums().clone();
         drop(head);
         let blocks_len = blocks.len();
+        // A query's few pages are worth the page cache (the next query on
+        // the graph finds them there); blocks are not.
+        let io = match config.io {
+            IoMode::Auto if lists_only => IoMode::Buffered,
+            IoMode::Auto => IoMode::Direct,
+            given => given,
+        };
         let options = ReadOptions {
             // Through the page cache (single lists; blocks are mapped), reads
             // are copies that `pread` lets every worker thread make at once
             // (see `loaded::read_requests`).
-            backend: match config.io {
-                IoMode::Direct => BackendChoice::Auto,
+            backend: match io {
                 IoMode::Buffered => BackendChoice::Pread,
+                _ => BackendChoice::Auto,
             },
-            direct: config.io == IoMode::Direct,
+            direct: io == IoMode::Direct,
             ..ReadOptions::default()
         };
         let file = ReadFile::open(path, &options).map_err(|source| Error::Io {
@@ -322,10 +372,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             source,
         })?;
         let file = VerifiedFile::new(file, pages);
-        let mapped = match config.io {
-            IoMode::Direct => None,
-            IoMode::Buffered => Some(MappedGraph::open(&file, layout.data_end(), blocks_len)?),
-        };
+        // Blocks are mapped; a run that reads no block maps none.
+        let mapped = (io == IoMode::Buffered && !lists_only)
+            .then(|| MappedGraph::open(&file, layout.data_end(), blocks_len))
+            .transpose()?;
         Ok(Engine {
             app,
             progress,
@@ -359,25 +409,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             pool_capacity,
             _walk: std::marker::PhantomData,
         })
-    }
-
-    /// Whether a run of `walks` walks visits few enough vertices that it
-    /// should read only their lists, and their offsets page by page on
-    /// demand, without reading the graph's index whole: walks from a few
-    /// sources (PPR, RWR, SimRank, graphlets), first-order, in GraphWalker
-    /// mode with no block size given, no more than it serves vertex by
-    /// vertex, and whose single-vertex reads cost less than one read of
-    /// the graph's `graph_bytes` (the rule by which GraphWalker chooses single-vertex
-    /// reads over a block's). Reading the index whole costs 8 bytes a
-    /// vertex, which on a graph far larger than memory is most of such a
-    /// query's time.
-    fn visits_few(config: &Config, spec: &WalkSpec, walks: u64, graph_bytes: u64) -> bool {
-        config.mode == Mode::GraphWalker
-            && config.block_size.is_none()
-            && spec.node2vec.is_none()
-            && matches!(spec.starts, Starts::Sources { .. })
-            && walks <= config.vertex_threshold
-            && walks.saturating_mul(VERTEX_READ_BYTES) < graph_bytes
     }
 
     /// The blocks of a run that reads them whole, planned from the

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use quiver_csr::Blocks;
 use quiver_io::{AlignedBuf, ReadRequest};
-use quiver_walkstate::WalkPools;
+use quiver_walkstate::{WalkLayout, WalkPools};
 
 use super::budget::{Budget, Cache};
 use super::walks::PooledWalk;
 use super::{Contains, Engine, InFlight};
 use crate::app::WalkApp;
 use crate::loaded::{LoadedBlock, Vertices};
-use crate::spec::Adjacency;
+use crate::rng::KeyedRng;
+use crate::spec::{unbiased_draw, Adjacency, Kind, WalkSpec};
 use crate::Result;
 
 /// What moving one walk one step by single-vertex reads is taken to cost,
@@ -136,6 +137,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         candidates: &[usize],
     ) -> Result<bool> {
         let walks = self.take_batch(pools, candidates, budget.batch_walks)?;
+        // Lists read in part served the last pass's draws only.
+        cache.lists.drop_parts();
         let mut distinct: Vec<u32> = walks.iter().map(|&(_, v)| v).collect();
         distinct.sort_unstable();
         distinct.dedup();
@@ -175,6 +178,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.config.mem_budget.saturating_sub(self.prev_reserve),
         );
         let offsets = offsets_in(self.offsets.as_ref(), self.num_vertices);
+        let draws = (self.lists_only && self.spec.kind == Kind::Unbiased)
+            .then(|| drawn_edges(&self.spec, &self.word, self.config.seed, &walks));
         let walks_per_block = self.pooling.walks_per_block(pools);
         let stats = &mut self.stats;
         // Read in groups so the aligned I/O buffers stay small, making room
@@ -215,14 +220,21 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             if fit == 0 {
                 break;
             }
-            let done = cache.lists.read_into(
-                file,
-                &group[..fit],
-                weighted,
-                layout,
-                offsets,
-                &mut make_room,
-            )?;
+            let done = match &draws {
+                Some(draws) => {
+                    cache
+                        .lists
+                        .read_drawn(file, &group[..fit], layout, draws, &mut make_room)?
+                }
+                None => cache.lists.read_into(
+                    file,
+                    &group[..fit],
+                    weighted,
+                    layout,
+                    offsets,
+                    &mut make_room,
+                )?,
+            };
             stats.hold(done.peak);
             stats.release(done.peak);
             stats.hold(cache.lists.memory_bytes() - lists);
@@ -231,6 +243,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 break;
             }
         }
+        drop(draws);
         let missing = &missing[..read];
         // Walks standing where nothing was read go back to their pools.
         let (walks, later): (Vec<_>, Vec<_>) = walks.into_iter().partition(|&(_, v)| {
@@ -252,5 +265,41 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         };
         self.advance_and_file(pools, state, &pass, walks, true)?;
         Ok(true)
+    }
+}
+
+/// For a run that reads only the lists its walks visit ([`visits_few`]),
+/// with unbiased walks, whose draws are keyed by walk and hop and so known
+/// before the step: the edge indices the steps of `walks` draw at each
+/// vertex, given its degree, so that only their pages of a long list are
+/// read.
+///
+/// [`visits_few`]: super::visits_few
+fn drawn_edges<'s, W: PooledWalk>(
+    spec: &'s WalkSpec,
+    word: &WalkLayout,
+    seed: u64,
+    walks: &[InFlight<W>],
+) -> impl Fn(u32, u64) -> Vec<u64> + 's {
+    let mut at: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    for &(walk, v) in walks {
+        let hop = word.hop(walk.word());
+        if hop < u64::from(spec.length) {
+            let id = walk
+                .id()
+                .expect("a run that reads lists alone keys draws by walk");
+            at.entry(v)
+                .or_default()
+                .push((KeyedRng::key(seed, id), hop));
+        }
+    }
+    move |v: u32, degree: u64| {
+        at.get(&v)
+            .into_iter()
+            .flatten()
+            .filter_map(|&(key, hop)| {
+                unbiased_draw(spec, &KeyedRng::at(key, hop), degree).map(|(i, _)| i)
+            })
+            .collect()
     }
 }
