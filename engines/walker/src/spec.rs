@@ -499,20 +499,20 @@ pub fn look_ahead<'a>(
     distinct: bool,
     rng: &KeyedRng,
 ) -> Option<Lookahead<'a>> {
-    let (Some(bias), Some(prev)) = (spec.node2vec, prev) else {
-        let neighbors = adjacency.neighbors(v);
-        let (index, drawn) = unbiased_draw(spec, rng, neighbors.len() as u64)?;
-        return Some(Lookahead {
-            candidate: &neighbors[narrow_usize(index)],
-            asks: false,
-            drawn: Some(drawn),
-        });
-    };
     let mut rng = past_stop_and_restart(spec, rng)?;
     let neighbors = adjacency.neighbors(v);
     if neighbors.is_empty() {
         return None;
     }
+    let (Some(bias), Some(prev)) = (spec.node2vec, prev) else {
+        // `unbiased_draw`'s draw, the list read only once the step draws.
+        let index = narrow_usize(rng.below(neighbors.len() as u64));
+        return Some(Lookahead {
+            candidate: &neighbors[index],
+            asks: false,
+            drawn: Some(rng),
+        });
+    };
     let sampler = Sampler::new(spec.kind, bias, adjacency, v, neighbors, prev, distinct);
     match sampler.draw(adjacency, v, neighbors.len(), &mut rng) {
         Draw::Outlier => None,
@@ -529,9 +529,10 @@ pub fn look_ahead<'a>(
 /// The neighbour index an unbiased first-order step draws at a vertex of
 /// `degree` out-edges, from a copy of the walk's stream `rng`, and the
 /// stream after it: `None` when the step draws no neighbour (weighted
-/// walks, a stop or restart, a dead end). [`look_ahead`] draws by it, and
-/// so does a reader that fetches only the part of a long list a walk's
-/// step reads.
+/// walks, a stop or restart, a dead end). [`look_ahead`] draws the same
+/// (the list's length read only past the stop and restart draws), and a
+/// reader that fetches only the part of a long list a walk's step reads
+/// draws by it.
 #[inline(always)]
 pub(crate) fn unbiased_draw(
     spec: &WalkSpec,
