@@ -585,21 +585,6 @@ impl Adjacency for Executing {
     }
 }
 
-/// Reads every `(offset, buffer)` as [`read_requests`] does: direct reads
-/// in one batch, reads through the page cache on every worker thread.
-fn read_all<'a>(
-    file: &VerifiedFile,
-    bufs: impl Iterator<Item = &'a mut (u64, AlignedBuf)>,
-) -> Result<()> {
-    let requests: Vec<ReadRequest<'_>> = bufs
-        .map(|(offset, buf)| ReadRequest {
-            offset: *offset,
-            buf,
-        })
-        .collect();
-    read_requests(file, requests)
-}
-
 /// Bytes each list held by [`Vertices`] takes besides its vectors' contents.
 const LIST_OVERHEAD: u64 = 48;
 
@@ -628,8 +613,16 @@ pub struct ListsRead {
 pub struct Vertices {
     lists: HashMap<u32, (Vec<u32>, Vec<f32>)>,
     /// Lists of which only some pages were read, zeros elsewhere, for the
-    /// pass that read them; with the bytes they hold.
-    parts: HashMap<u32, (Vec<u32>, u64)>,
+    /// pass that read them: where each lies in `arenas`, and the bytes it
+    /// holds.
+    parts: HashMap<u32, (usize, Range<usize>, u64)>,
+    /// The lists read in part by one read each, end to end. An arena is
+    /// zeroed as a whole, which for a large one is the kernel's fresh
+    /// pages, faulted in only where a page was read: a zeroed vector a
+    /// list would be zero-filled by hand.
+    arenas: Vec<Vec<u32>>,
+    /// The buffer offsets and pages are read into.
+    scratch: Scratch,
 }
 
 /// The page-aligned read covering bytes `start..end` of the file: its
@@ -640,15 +633,60 @@ fn covering(start: u64, end: u64) -> (u64, u64) {
     (offset, quiver_io::align_up(end) - offset)
 }
 
+/// One buffer that the reads of single vertices reuse, read after read: a
+/// fresh buffer for each page would be zeroed by hand and faulted in, which
+/// cost a query walk more than its reads did.
+#[derive(Debug, Default)]
+pub struct Scratch(Option<AlignedBuf>);
+
+impl Scratch {
+    /// Reads the page-aligned `extents` (offset, length) of `file` into the
+    /// buffer (grown when too small), all in flight at once; returns each
+    /// extent's bytes, in order.
+    pub fn read(&mut self, file: &VerifiedFile, extents: &[(u64, u64)]) -> Result<Vec<&[u8]>> {
+        let total = index(extents.iter().map(|&(_, len)| len).sum());
+        if self.0.as_ref().is_none_or(|buf| buf.capacity() < total) {
+            self.0 = Some(AlignedBuf::zeroed(total));
+        }
+        let buf = self.0.as_mut().expect("a buffer was made");
+        buf.set_len(total);
+        let mut rest: &mut [u8] = buf;
+        let mut requests = Vec::with_capacity(extents.len());
+        for &(offset, len) in extents {
+            let (this, after) = rest.split_at_mut(index(len));
+            if len > 0 {
+                requests.push(ReadRequest { offset, buf: this });
+            }
+            rest = after;
+        }
+        read_requests(file, requests)?;
+        let mut rest: &[u8] = buf;
+        Ok(extents
+            .iter()
+            .map(|&(_, len)| {
+                let (this, after) = rest.split_at(index(len));
+                rest = after;
+                this
+            })
+            .collect())
+    }
+
+    /// Bytes the buffer takes.
+    pub fn bytes(&self) -> u64 {
+        self.0.as_ref().map_or(0, |buf| buf.capacity() as u64)
+    }
+}
+
 /// The edge range (first and last + 1 edge index) of each of `vertices`:
 /// from the offsets in memory if given, else from a read of the pages
-/// holding its two offsets, all in flight at once. Returns the ranges and
-/// the bytes of I/O buffers the reads took (up to two pages a vertex).
+/// holding its two offsets into `scratch`, all in flight at once. Returns
+/// the ranges and the bytes of the reads (up to two pages a vertex).
 pub fn edge_ranges(
     file: &VerifiedFile,
     layout: &Layout,
     vertices: &[u32],
     offsets: Option<&[u64]>,
+    scratch: &mut Scratch,
 ) -> Result<(Vec<(u64, u64)>, u64)> {
     if let Some(offsets) = offsets {
         let ranges = vertices
@@ -660,20 +698,19 @@ pub fn edge_ranges(
             .collect();
         return Ok((ranges, 0));
     }
-    let mut offset_bufs: Vec<(u64, AlignedBuf)> = vertices
+    let extents: Vec<(u64, u64)> = vertices
         .iter()
         .map(|&v| {
             let start = layout.offsets.offset + u64::from(v) * 8;
-            let (offset, len) = covering(start, start + 16);
-            (offset, AlignedBuf::zeroed(index(len)))
+            covering(start, start + 16)
         })
         .collect();
-    read_all(file, offset_bufs.iter_mut())?;
-    let bytes: u64 = offset_bufs.iter().map(|(_, b)| b.capacity() as u64).sum();
+    let bytes = extents.iter().map(|&(_, len)| len).sum();
+    let read = scratch.read(file, &extents)?;
     let ranges = vertices
         .iter()
-        .zip(&offset_bufs)
-        .map(|(&v, (offset, buf))| {
+        .zip(extents.iter().zip(read))
+        .map(|(&v, (&(offset, _), buf))| {
             let words: &[u64] = bytemuck_cast(buf);
             let i = index((layout.offsets.offset + u64::from(v) * 8 - offset) / 8);
             (words[i], words[i + 1])
@@ -698,7 +735,8 @@ impl Vertices {
         offsets: Option<&[u64]>,
         make_room: &mut dyn FnMut(&[u64]) -> usize,
     ) -> Result<ListsRead> {
-        let (ranges, offsets_bytes) = edge_ranges(file, layout, vertices, offsets)?;
+        let (ranges, offsets_bytes) =
+            edge_ranges(file, layout, vertices, offsets, &mut self.scratch)?;
         // Now that the degrees are known, say what each list will take (its
         // buffers while read, then its copy) and read as many as fit.
         let sizes: Vec<u64> = ranges
@@ -733,33 +771,24 @@ impl Vertices {
         } else {
             vec![layout.targets.offset]
         };
-        let mut data: Vec<Vec<(u64, AlignedBuf)>> = sections
+        // Every list's targets, then (weighted) every list's weights.
+        let extents: Vec<(u64, u64)> = sections
             .iter()
-            .map(|&base| {
+            .flat_map(|&base| {
                 ranges
                     .iter()
-                    .map(|&(a, b)| {
-                        let (offset, len) = covering(base + a * 4, base + b * 4);
-                        (offset, AlignedBuf::zeroed(index(len)))
-                    })
-                    .collect()
+                    .map(move |&(a, b)| covering(base + a * 4, base + b * 4))
             })
             .collect();
-        read_all(
-            file,
-            data.iter_mut().flatten().filter(|(_, buf)| !buf.is_empty()),
-        )?;
-        let data_bytes: u64 = data
-            .iter()
-            .flatten()
-            .map(|(_, b)| b.capacity() as u64)
-            .sum();
+        let data_bytes: u64 = extents.iter().map(|&(_, len)| len).sum();
+        let Vertices { lists, scratch, .. } = self;
+        let data = scratch.read(file, &extents)?;
         let mut lists_bytes = 0;
         for (i, (&v, &(a, b))) in vertices.iter().zip(ranges).enumerate() {
             let slice = |section: usize| -> &[u32] {
-                let (offset, buf) = &data[section][i];
-                let words: &[u32] = bytemuck_cast(buf);
-                let skip = index((sections[section] + a * 4 - offset) / 4);
+                let at = section * ranges.len() + i;
+                let words: &[u32] = bytemuck_cast(data[at]);
+                let skip = index((sections[section] + a * 4 - extents[at].0) / 4);
                 &words[skip..skip + index(b - a)]
             };
             let targets = slice(0).to_vec();
@@ -779,7 +808,7 @@ impl Vertices {
                 Vec::new()
             };
             lists_bytes += list_memory(targets.capacity(), cumulative.capacity());
-            self.lists.insert(v, (targets, cumulative));
+            lists.insert(v, (targets, cumulative));
         }
         Ok(data_bytes + lists_bytes)
     }
@@ -799,7 +828,7 @@ impl Vertices {
         draws: &dyn Fn(u32, u64) -> Vec<u64>,
         make_room: &mut dyn FnMut(&[u64]) -> usize,
     ) -> Result<ListsRead> {
-        let (ranges, offsets_bytes) = edge_ranges(file, layout, vertices, None)?;
+        let (ranges, offsets_bytes) = edge_ranges(file, layout, vertices, None, &mut self.scratch)?;
         let base = layout.targets.offset;
         let page = ALIGN as u64;
         // The pages each list's draws read, or `None` to read it whole.
@@ -834,18 +863,19 @@ impl Vertices {
             &whole.iter().map(|&i| vertices[i]).collect::<Vec<_>>(),
             &whole.iter().map(|&i| ranges[i]).collect::<Vec<_>>(),
         )?;
-        let mut bufs: Vec<(u64, AlignedBuf)> = part
+        let extents: Vec<(u64, u64)> = part
             .iter()
             .flat_map(|&i| pages[i].iter().flatten())
-            .map(|&p| (p * page, AlignedBuf::zeroed(ALIGN)))
+            .map(|&p| (p * page, page))
             .collect();
-        read_all(file, bufs.iter_mut())?;
-        let mut read = bufs.iter();
+        let mut read = extents.iter().zip(self.scratch.read(file, &extents)?);
+        let mut arena = vec![0u32; part.iter().map(|&i| index(ranges[i].1 - ranges[i].0)).sum()];
+        let mut start = 0;
         for &i in &part {
             let (a, b) = ranges[i];
-            let mut targets = vec![0u32; index(b - a)];
+            let targets = &mut arena[start..start + index(b - a)];
             for _ in pages[i].iter().flatten() {
-                let (at, buf) = read.next().expect("a buffer a page");
+                let (&(at, _), buf) = read.next().expect("a buffer a page");
                 // The list's edges on this page.
                 let first = a.max(at.saturating_sub(base).div_ceil(4));
                 let end = b.min((at + page - base) / 4);
@@ -855,9 +885,13 @@ impl Vertices {
                 file.check_targets(edges, first)?;
                 targets[index(first - a)..index(end - a)].copy_from_slice(edges);
             }
-            let bytes = sizes[i];
-            self.parts.insert(vertices[i], (targets, bytes));
+            self.parts.insert(
+                vertices[i],
+                (self.arenas.len(), start..start + index(b - a), sizes[i]),
+            );
+            start += index(b - a);
         }
+        self.arenas.push(arena);
         let parts_bytes: u64 = part.iter().map(|&i| sizes[i]).sum();
         Ok(ListsRead {
             count: n,
@@ -874,11 +908,13 @@ impl Vertices {
     /// for.
     pub fn drop_parts(&mut self) {
         self.parts = HashMap::new();
+        self.arenas = Vec::new();
     }
 
-    /// Drops every list.
+    /// Drops every list, and the buffer they were read into.
     pub fn clear(&mut self) {
         self.lists = HashMap::new();
+        self.scratch = Scratch::default();
         self.drop_parts();
     }
 
@@ -887,8 +923,9 @@ impl Vertices {
         self.lists
             .values()
             .map(|(t, c)| list_memory(t.capacity(), c.capacity()))
-            .chain(self.parts.values().map(|&(_, bytes)| bytes))
-            .sum()
+            .chain(self.parts.values().map(|(_, _, bytes)| *bytes))
+            .sum::<u64>()
+            + self.scratch.bytes()
     }
 }
 
@@ -901,7 +938,10 @@ impl Adjacency for Vertices {
     fn neighbors(&self, v: u32) -> &[u32] {
         match self.lists.get(&v) {
             Some((targets, _)) => targets,
-            None => &self.parts[&v].0,
+            None => {
+                let (arena, range, _) = &self.parts[&v];
+                &self.arenas[*arena][range.clone()]
+            }
         }
     }
 

@@ -6,7 +6,7 @@ use super::vertex::{offsets_in, VERTEX_READ_GROUP};
 use super::walks::PooledWalk;
 use super::{Contains, Engine};
 use crate::app::WalkApp;
-use crate::loaded::{edge_ranges, list_bytes, Vertices};
+use crate::loaded::{edge_ranges, list_bytes, Scratch, Vertices};
 use crate::spec::Adjacency;
 use crate::Result;
 
@@ -32,6 +32,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         let offsets = offsets_in(self.offsets.as_ref(), self.num_vertices);
         let page = quiver_io::ALIGN as u64;
         let mut ranges = Vec::with_capacity(missing.len());
+        let mut scratch = Scratch::default();
         while ranges.len() < missing.len() {
             // Two pages each, if a pair of offsets straddles a page; the
             // previous-list reserve holds at least that.
@@ -41,7 +42,8 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 .clamp(1, VERTEX_READ_GROUP)
                 .min(missing.len() - ranges.len());
             let group = &missing[ranges.len()..ranges.len() + len];
-            let (group_ranges, buffers) = edge_ranges(&self.file, &self.layout, group, offsets)?;
+            let (group_ranges, buffers) =
+                edge_ranges(&self.file, &self.layout, group, offsets, &mut scratch)?;
             self.stats.hold(buffers);
             self.stats.release(buffers);
             ranges.extend(group_ranges);
