@@ -323,7 +323,7 @@ const COPY_PIECE: usize = 1 << 20;
 /// io_uring would copy every piece in the one thread that submits them).
 fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Result<()> {
     use rayon::prelude::*;
-    if file.file().is_direct() {
+    if file.file().is_direct() || file.file().backend() == quiver_io::Backend::Uring {
         return Ok(file.read_batch(&mut requests)?);
     }
     let mut pieces: Vec<ReadRequest<'_>> = requests

@@ -42,6 +42,7 @@ mod meta;
 mod verbs;
 mod walker;
 mod walker_peers;
+mod walker_query;
 mod walker_systems;
 
 /// One benchmark: `cargo xtask bench <name>` runs it and writes its report

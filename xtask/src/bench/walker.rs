@@ -89,7 +89,7 @@ fn times(x: f64) -> String {
     }
 }
 
-/// Runs `quiver --json walk <app...> GRAPH <flags...>` with the graph's
+/// Runs `quiver --json walk <app...> GRAPH <flags...>`, with the graph's
 /// page cache dropped first, and returns the report.
 pub(super) struct Walker<'a> {
     pub bins: &'a Bins,
@@ -104,12 +104,27 @@ impl Walker<'_> {
     }
 
     pub fn run_with_io(&self, app: &[OsString], flags: &[OsString], io: &str) -> Result<Value> {
-        capture(&self.bins.bench_io, &argv!["drop-cache", self.graph])?;
+        let mut flags = flags.to_vec();
+        flags.extend(argv!["--io", io]);
+        self.run_at_defaults(app, &flags, true)
+    }
+
+    /// A run with `flags` alone (and the work directory), the graph's page
+    /// cache dropped first when `cold`.
+    pub fn run_at_defaults(
+        &self,
+        app: &[OsString],
+        flags: &[OsString],
+        cold: bool,
+    ) -> Result<Value> {
+        if cold {
+            capture(&self.bins.bench_io, &argv!["drop-cache", self.graph])?;
+        }
         let mut args = Vec::from(argv!["--json", "walk"]);
         args.extend_from_slice(app);
         args.push(self.graph.into());
         args.extend_from_slice(flags);
-        args.extend(argv!["--io", io, "--work-dir", self.data]);
+        args.extend(argv!["--work-dir", self.data]);
         capture_json(&self.bins.quiver, &args)
     }
 }
@@ -268,6 +283,8 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         runs.extend(pair);
     }
     sections.push(query_table);
+
+    let query_latency = super::walker_query::run(cx, &mut notes, &mut rows, &mut sections)?;
 
     // Whole-graph walks at four memory shares, one fixed block size.
     let block_size = (g / 16 / 4096).max(1) * 4096;
@@ -550,6 +567,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "graph": facts,
         "runs": run_records,
         "memory": memory,
+        "query_latency": query_latency,
         "chase": chase,
         "seconds": seconds,
         "rows": rows,

@@ -361,7 +361,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             // are copies that `pread` lets every worker thread make at once
             // (see `loaded::read_requests`).
             backend: match io {
-                IoMode::Buffered => BackendChoice::Pread,
+                IoMode::Buffered if !lists_only => BackendChoice::Pread,
                 _ => BackendChoice::Auto,
             },
             direct: io == IoMode::Direct,
