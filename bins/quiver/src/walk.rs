@@ -510,6 +510,8 @@ fn print_report<O: Serialize>(
     let secs = report.summary.wall_ns as f64 / 1e9;
     let blocks = if report.block_size == u64::MAX {
         "the whole graph in memory".to_string()
+    } else if report.lists_only {
+        "only the lists its walks visit (their offsets and pages read as needed)".to_string()
     } else {
         format!(
             "{} blocks of at most {}",

@@ -24,6 +24,11 @@ pub struct Report<O> {
     pub block_size: u64,
     /// Whether loads grouped fine blocks adaptively.
     pub adaptive: bool,
+    /// Whether the run read only the lists its walks visited, their
+    /// offsets page by page, and of a long list only the pages the walks'
+    /// draws landed on: a query from a few sources, with no block loaded
+    /// and no index read whole.
+    pub lists_only: bool,
     /// Whether second-order walks waited in pools per block pair (where
     /// they stand, where they came from) and moved on loaded pairs.
     pub paired: bool,
@@ -86,6 +91,7 @@ impl<O> Report<O> {
             blocks: self.blocks,
             block_size: self.block_size,
             adaptive: self.adaptive,
+            lists_only: self.lists_only,
             paired: self.paired,
             largest_group: self.largest_group,
             blocks_loaded: self.blocks_loaded,

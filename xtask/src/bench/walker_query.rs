@@ -159,8 +159,8 @@ fn query(
 }
 
 /// Why R-MAT `scale` does not fit the disk under `data` beside what is
-/// there, if it does not: its graph (estimated from R-MAT 24's file, four
-/// times larger a scale) and its generation's sort spill, about twice the
+/// there, if it does not: its graph (estimated from R-MAT 24's file, twice
+/// as large a scale) and its generation's sort spill, about twice the
 /// graph.
 fn no_room_for(data: &Path, scale: u32) -> Result<Option<String>> {
     let graph = data.join(format!("rmat-u{scale}-perm.qcsr"));
@@ -171,7 +171,7 @@ fn no_room_for(data: &Path, scale: u32) -> Result<Option<String>> {
     let estimate = fs::metadata(&smaller)
         .with_context(|| format!("reading the size of {}", smaller.display()))?
         .len()
-        << (2 * (scale - SCALE));
+        << (scale - SCALE);
     let out = capture(Path::new("df"), &argv!["--output=avail", "-B1", data])?;
     let free: u64 = String::from_utf8_lossy(&out)
         .lines()

@@ -501,6 +501,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             blocks: self.blocks.len(),
             block_size: self.block_size,
             adaptive: self.adaptive(),
+            lists_only: self.lists_only,
             paired: self.pooling.pairs,
             largest_group: stats.largest_group,
             blocks_loaded: stats.blocks_loaded,
@@ -641,6 +642,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         self.config.adaptive
             && self.config.mode == Mode::GraphWalker
             && !self.in_memory
+            && !self.lists_only
             && self.spec.node2vec.is_none()
     }
 

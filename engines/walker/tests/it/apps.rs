@@ -441,6 +441,7 @@ fn vertex_reads_walk_like_memory() {
                 ..exact(Mode::GraphWalker)
             };
             let lists = run(&path, &query, &app).unwrap();
+            assert!(lists.lists_only && !vertices.lists_only);
             assert_eq!((lists.blocks, lists.blocks_loaded), (1, 0));
             let offsets = quiver_csr::read_header(&path).unwrap().layout.offsets.len;
             assert!(
@@ -486,6 +487,7 @@ fn a_query_reads_only_the_pages_of_a_hub_its_walks_draw_from() {
     )
     .unwrap();
     let query = run(&path, &config(Mode::GraphWalker, dir.path()), &app).unwrap();
+    assert!(query.lists_only);
     assert_eq!((query.blocks, query.blocks_loaded), (1, 0));
     assert_eq!(query.result.counts, memory.result.counts);
     assert_eq!(query.steps, 60);
