@@ -509,18 +509,18 @@ fn print_report<O: Serialize>(
     }
     let secs = report.summary.wall_ns as f64 / 1e9;
     let blocks = if report.block_size == u64::MAX {
-        "the whole graph in memory".to_string()
+        " with the whole graph in memory".to_string()
     } else if report.lists_only {
-        "only the lists its walks visit (their offsets and pages read as needed)".to_string()
+        ", reading only the lists its walks visit, their offsets and pages as needed".to_string()
     } else {
         format!(
-            "{} blocks of at most {}",
+            " with {} blocks of at most {}",
             report.blocks,
             format_bytes(report.block_size)
         )
     };
     println!(
-        "mode       {:?}{}{}{} with {blocks} ({})",
+        "mode       {:?}{}{}{}{blocks} ({})",
         report.mode,
         if report.exact { ", exact" } else { "" },
         if report.adaptive {

@@ -320,7 +320,11 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             Plan {
                 block_size: whole.get(BlockId(0)).data_bytes(weighted),
                 blocks: whole,
-                pool_capacity: config.pool_capacity,
+                // The one pool holds every walk (no more than the vertex
+                // threshold): none is spilled.
+                pool_capacity: usize::try_from(walks)
+                    .unwrap_or(usize::MAX)
+                    .max(config.pool_capacity),
                 in_memory: false,
                 prev_reserve: 0,
             }
