@@ -321,8 +321,9 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 block_size: whole.get(BlockId(0)).data_bytes(weighted),
                 blocks: whole,
                 // The one pool holds every walk (no more than the vertex
-                // threshold): none is spilled.
-                pool_capacity: usize::try_from(walks)
+                // threshold): none is spilled (a pool spills once it would
+                // reach its capacity).
+                pool_capacity: usize::try_from(walks.saturating_add(1))
                     .unwrap_or(usize::MAX)
                     .max(config.pool_capacity),
                 in_memory: false,
