@@ -98,7 +98,7 @@ pub fn run_with_progress<A: WalkApp>(
 /// Whether a run of `spec`'s walks on the graph whose head is `head`
 /// visits few enough vertices that it should read only their lists (and
 /// their offsets page by page on demand) without reading the graph's index
-/// whole: walks from a few sources (PPR, RWR, SimRank, graphlets),
+/// whole: walks from a few sources (PPR, RWR, SimRank),
 /// first-order, in GraphWalker mode with no block size given, no more than
 /// it serves vertex by vertex, and whose single-vertex reads cost less
 /// than one read of the graph (the rule by which GraphWalker chooses
