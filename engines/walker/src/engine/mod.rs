@@ -98,13 +98,14 @@ pub fn run_with_progress<A: WalkApp>(
 /// Whether a run of `spec`'s walks on the graph whose head is `head`
 /// visits few enough vertices that it should read only their lists (and
 /// their offsets page by page on demand) without reading the graph's index
-/// whole: walks from a few sources (PPR, RWR, SimRank),
-/// first-order, in GraphWalker mode with no block size given, no more than
-/// it serves vertex by vertex, and whose single-vertex reads cost less
-/// than one read of the graph (the rule by which GraphWalker chooses
-/// single-vertex reads over a block's). Reading the index whole costs 8
-/// bytes a vertex, which on a graph far larger than memory is most of such
-/// a query's time.
+/// whole: first-order walks in GraphWalker mode with no block size given,
+/// no more than it serves vertex by vertex, whose single-vertex reads cost
+/// less than one read of the graph (the rule by which GraphWalker chooses
+/// single-vertex reads over a block's). Those are queries from a few
+/// sources (PPR, RWR, SimRank) and small samples (raw walks, graphlets);
+/// walks from every vertex of a graph larger than memory never are.
+/// Reading the index whole costs 8 bytes a vertex, which on a graph far
+/// larger than memory is most of such a run's time.
 fn visits_few(config: &Config, spec: &WalkSpec, head: &FileHead) -> bool {
     let walks = spec.starts.total(head.num_vertices());
     let graph_bytes = Blocks::whole(head)
@@ -113,7 +114,6 @@ fn visits_few(config: &Config, spec: &WalkSpec, head: &FileHead) -> bool {
     config.mode == Mode::GraphWalker
         && config.block_size.is_none()
         && spec.node2vec.is_none()
-        && matches!(spec.starts, Starts::Sources { .. })
         && walks <= config.vertex_threshold
         && walks.saturating_mul(VERTEX_READ_BYTES) < graph_bytes
 }

@@ -501,6 +501,47 @@ fn a_query_reads_only_the_pages_of_a_hub_its_walks_draw_from() {
 }
 
 #[test]
+fn a_small_uniform_sample_reads_only_the_lists_it_visits() {
+    // Six raw walks from uniform starts on the padded graph (1.3 MB): few
+    // enough that reading their lists costs less than the graph, so they
+    // read no index and no block, and walk as memory mode's exact walks.
+    for weighted in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), &padded(weighted));
+        let app = Recorder(quiver_walker::WalkSpec {
+            starts: quiver_walker::Starts::Uniform { walks: 6 },
+            length: 8,
+            stop_probability: 0.0,
+            restart_probability: 0.0,
+            node2vec: None,
+            kind: if weighted {
+                quiver_walker::Kind::Weighted
+            } else {
+                quiver_walker::Kind::Unbiased
+            },
+            dead_end: DeadEnd::Jump,
+        });
+        let memory = run(
+            &path,
+            &Config {
+                exact: true,
+                ..config(Mode::Memory, dir.path())
+            },
+            &app,
+        )
+        .unwrap();
+        let sample = run(&path, &config(Mode::GraphWalker, dir.path()), &app).unwrap();
+        assert!(sample.lists_only && sample.exact);
+        assert_eq!((sample.blocks, sample.blocks_loaded), (1, 0));
+        assert!(memory.steps >= 6 * 8, "jumps keep the walks going");
+        assert!(
+            memory.result == sample.result,
+            "weighted {weighted}: the sample walked differently"
+        );
+    }
+}
+
+#[test]
 fn rwr_matches_the_propagated_distribution() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &with_dead_end());
