@@ -39,7 +39,14 @@
 //! which keep a walk's writes together). GraphWalker mode given no block
 //! size, more walks than it serves vertex by vertex and a budget that holds
 //! the whole graph as one block walks it in memory, as GraphWalker would
-//! once its cache held every block. Out of core, first-order walks move on
+//! once its cache held every block. Given no block size and so few
+//! first-order walks that reading their lists costs less than reading the
+//! graph once (a query from a few sources, a small sample), it reads only
+//! those lists (`Report::lists_only`): no index read whole (the file's head
+//! alone, the offsets page by page as walks reach them), one block of every
+//! vertex that is never loaded, draws keyed by walk so that a long list's
+//! pages are read only where the walks' draws land, through the page cache
+//! on io_uring. Out of core, first-order walks move on
 //! the loaded group partition by partition as in memory mode, a batch at a
 //! time, while on the side the last batch's leaving walks are filed and the
 //! next batch is taken (the leaving walks go to other pools than those

@@ -26,8 +26,8 @@ pub struct Report<O> {
     pub adaptive: bool,
     /// Whether the run read only the lists its walks visited, their
     /// offsets page by page, and of a long list only the pages the walks'
-    /// draws landed on: a query from a few sources, with no block loaded
-    /// and no index read whole.
+    /// draws landed on: a run of few walks (a query from a few sources, a
+    /// small sample), with no block loaded and no index read whole.
     pub lists_only: bool,
     /// Whether second-order walks waited in pools per block pair (where
     /// they stand, where they came from) and moved on loaded pairs.
