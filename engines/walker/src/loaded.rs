@@ -316,11 +316,13 @@ fn read_sections(
 /// Pieces a read through the page cache is cut into.
 const COPY_PIECE: usize = 1 << 20;
 
-/// Reads `requests` from `file`. Direct reads go to the device together,
-/// all in flight. A read through the page cache is a copy, work for the
-/// CPU: requests, cut into pieces, are read on every worker thread (the
-/// engine reads buffered files with `pread`, so they copy in parallel;
-/// io_uring would copy every piece in the one thread that submits them).
+/// Reads `requests` from `file`. Direct reads, and a query's reads through
+/// the page cache on io_uring, go together, all in flight (a query's pages
+/// are few, and those not cached wait on the device). Otherwise a read
+/// through the page cache is a copy, work for the CPU: requests, cut into
+/// pieces, are read with `pread` on every worker thread, so they copy in
+/// parallel (io_uring would copy every piece in the one thread that
+/// submits them).
 fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Result<()> {
     use rayon::prelude::*;
     if file.file().is_direct() || file.file().backend() == quiver_io::Backend::Uring {
@@ -585,6 +587,14 @@ impl Adjacency for Executing {
     }
 }
 
+/// The 4-byte words of entries `entries` of the section at byte `base`,
+/// out of `buf`, which holds the file from byte `at` on.
+fn words_in(buf: &[u8], at: u64, base: u64, entries: Range<u64>) -> &[u32] {
+    let words: &[u32] = bytemuck_cast(buf);
+    let skip = index((base + entries.start * 4 - at) / 4);
+    &words[skip..skip + index(entries.end - entries.start)]
+}
+
 /// Bytes each list held by [`Vertices`] takes besides its vectors' contents.
 const LIST_OVERHEAD: u64 = 48;
 
@@ -785,11 +795,9 @@ impl Vertices {
         let data = scratch.read(file, &extents)?;
         let mut lists_bytes = 0;
         for (i, (&v, &(a, b))) in vertices.iter().zip(ranges).enumerate() {
-            let slice = |section: usize| -> &[u32] {
+            let slice = |section: usize| {
                 let at = section * ranges.len() + i;
-                let words: &[u32] = bytemuck_cast(data[at]);
-                let skip = index((sections[section] + a * 4 - extents[at].0) / 4);
-                &words[skip..skip + index(b - a)]
+                words_in(data[at], extents[at].0, sections[section], a..b)
             };
             let targets = slice(0).to_vec();
             file.check_targets(&targets, a)?;
@@ -879,9 +887,7 @@ impl Vertices {
                 // The list's edges on this page.
                 let first = a.max(at.saturating_sub(base).div_ceil(4));
                 let end = b.min((at + page - base) / 4);
-                let words: &[u32] = bytemuck_cast(buf);
-                let skip = index((base + first * 4 - at) / 4);
-                let edges = &words[skip..skip + index(end - first)];
+                let edges = words_in(buf, at, base, first..end);
                 file.check_targets(edges, first)?;
                 targets[index(first - a)..index(end - a)].copy_from_slice(edges);
             }

@@ -527,20 +527,16 @@ pub fn look_ahead<'a>(
 }
 
 /// The neighbour index an unbiased first-order step draws at a vertex of
-/// `degree` out-edges, from a copy of the walk's stream `rng`, and the
-/// stream after it: `None` when the step draws no neighbour (weighted
-/// walks, a stop or restart, a dead end). [`look_ahead`] draws the same
+/// `degree` out-edges, from a copy of the walk's stream `rng`: `None` when
+/// the step draws no neighbour (weighted walks, a stop or restart, a dead
+/// end). [`look_ahead`] draws the same
 /// (the list's length read only past the stop and restart draws), and a
 /// reader that fetches only the part of a long list a walk's step reads
 /// draws by it.
 #[inline(always)]
-pub(crate) fn unbiased_draw(
-    spec: &WalkSpec,
-    rng: &KeyedRng,
-    degree: u64,
-) -> Option<(u64, KeyedRng)> {
+pub(crate) fn unbiased_draw(spec: &WalkSpec, rng: &KeyedRng, degree: u64) -> Option<u64> {
     let mut rng = past_stop_and_restart(spec, rng)?;
-    (degree > 0).then(|| (rng.below(degree), rng))
+    (degree > 0).then(|| rng.below(degree))
 }
 
 /// For a lookahead of an unbiased walk's step: a copy of its stream past

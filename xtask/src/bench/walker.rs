@@ -89,6 +89,22 @@ fn times(x: f64) -> String {
     }
 }
 
+/// The `quiver walk` arguments of the paper's PPR query from `source`:
+/// 2,000 walks of at most 10 steps, stopping with probability 0.15.
+pub(super) fn ppr_query(source: u64) -> Vec<OsString> {
+    Vec::from(argv![
+        "ppr",
+        "--source",
+        source.to_string(),
+        "--walks",
+        "2000",
+        "--length",
+        "10",
+        "--stop",
+        "0.15"
+    ])
+}
+
 /// Runs `quiver --json walk <app...> GRAPH <flags...>`, with the graph's
 /// page cache dropped first, and returns the report.
 pub(super) struct Walker<'a> {
@@ -200,20 +216,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         if query_fine.is_some() { " (G/64: the 2 MiB default would not fit this small graph's budget)" } else { " (the default)" },
     ));
     let queries = [
-        (
-            format!("PPR from vertex {source}"),
-            Vec::from(argv![
-                "ppr",
-                "--source",
-                source.to_string(),
-                "--walks",
-                "2000",
-                "--length",
-                "10",
-                "--stop",
-                "0.15"
-            ]),
-        ),
+        (format!("PPR from vertex {source}"), ppr_query(source)),
         (
             format!("SimRank of vertices {source} and {other}"),
             Vec::from(argv![

@@ -85,17 +85,7 @@ fn query(
         graph,
         data: cx.data,
     };
-    let app = argv![
-        "ppr",
-        "--source",
-        source.to_string(),
-        "--walks",
-        "2000",
-        "--length",
-        "10",
-        "--stop",
-        "0.15"
-    ];
+    let app = super::walker::ppr_query(source);
     let mem_flag = Vec::from(argv!["--mem", mem.to_string()]);
     let mut runs: [Vec<Value>; 3] = Default::default();
     for _ in 0..ROUNDS {

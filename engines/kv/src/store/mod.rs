@@ -299,26 +299,19 @@ impl Store {
                 continue;
             }
             let words = block_words(graph.degree(v), self.weighted);
-            let too_large = |source| Error::TooLarge { vertex: v, source };
-            // The size first: a list too long for an address word may be
-            // too long for a block's count.
-            Addr::Local {
-                size: words,
-                offset: 0,
-            }
-            .encode()
-            .map_err(too_large)?;
             let offset = self.allocate(words)?;
-            self.region.write(
-                self.byte(self.layout.value(offset)),
-                &encode_block(v, &Edges::of(graph, v)),
-            );
+            // The address before the block: a list too long for an address
+            // word may be too long for a block's count.
             let word = Addr::Local {
                 size: words,
                 offset,
             }
             .encode()
-            .map_err(too_large)?;
+            .map_err(|source| Error::TooLarge { vertex: v, source })?;
+            self.region.write(
+                self.byte(self.layout.value(offset)),
+                &encode_block(v, &Edges::of(graph, v)),
+            );
             self.insert(v, main, word);
         }
         Ok(())

@@ -95,4 +95,26 @@ impl Store {
         }
         self.counts.reclaimed.fetch_add(freed, Ordering::Relaxed);
     }
+
+    /// The blocks of this node waiting out their lease, as (offset,
+    /// words): those replaced here and those entered in its rings, every
+    /// entry written so far seen first.
+    pub(super) fn waiting_blocks(&self) -> Vec<(u64, u64)> {
+        self.reclaim();
+        let reclaim = lock(&self.reclaim);
+        let mut blocks: Vec<(u64, u64)> = reclaim
+            .local
+            .iter()
+            .map(|&(offset, words, _)| (offset, words))
+            .collect();
+        for (writer, (taken, seen)) in reclaim.rings.iter().enumerate() {
+            let writer = u32::try_from(writer).expect("a rank");
+            for index in *taken..*taken + seen.len() as u64 {
+                let at = self.byte(self.layout.ring_entry(writer, index));
+                let addr = Addr::decode(self.region.load(at)).expect("a seen entry is non-zero");
+                blocks.push((addr.offset(), addr.size()));
+            }
+        }
+        blocks
+    }
 }

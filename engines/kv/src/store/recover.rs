@@ -11,9 +11,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{lock, session::word, Session, Store};
+use super::session::used_slots;
+use super::{lock, Session, Store};
 use crate::addr::Addr;
-use crate::layout::{block_header, block_words, SLOT_BYTES};
+use crate::layout::{block_header, block_words};
 use crate::Result;
 
 /// Bytes of a key region read at once by the leak scan.
@@ -65,25 +66,7 @@ impl Store {
     /// Verbs errors reading a key region.
     pub fn orphans(&self, dead: &[u32]) -> Result<Vec<Orphan>> {
         let mut known = self.named_blocks(dead)?;
-        self.reclaim();
-        {
-            let reclaim = lock(&self.reclaim);
-            known.extend(
-                reclaim
-                    .local
-                    .iter()
-                    .map(|&(offset, words, _)| (offset, words)),
-            );
-            for (writer, (taken, seen)) in reclaim.rings.iter().enumerate() {
-                let writer = u32::try_from(writer).expect("a rank");
-                for index in *taken..*taken + seen.len() as u64 {
-                    let at = self.byte(self.layout.ring_entry(writer, index));
-                    let addr =
-                        Addr::decode(self.region.load(at)).expect("a seen entry is non-zero");
-                    known.push((addr.offset(), addr.size()));
-                }
-            }
-        }
+        known.extend(self.waiting_blocks());
         known.sort_unstable();
         let mut orphans = Vec::new();
         let mut named = known.iter().peekable();
@@ -160,16 +143,14 @@ impl Store {
             return Ok(false);
         }
         let location = session.locate(key, false)?;
-        let left_for_dead =
-            Addr::decode(location.word).is_some_and(|addr| addr.holder(home) == dead);
+        if Addr::decode(location.word).is_none_or(|addr| addr.holder(home) != dead) {
+            return Ok(false);
+        }
         let Ok(mine) =
             Addr::at(home, self.rank, orphan.words, orphan.offset).and_then(Addr::encode)
         else {
             return Ok(false);
         };
-        if !left_for_dead {
-            return Ok(false);
-        }
         self.region
             .store(self.byte(self.layout.value(orphan.offset)), orphan.words);
         if session.compare_swap(home, location.slot, location.word, mine)? != location.word {
@@ -185,12 +166,12 @@ impl Store {
     pub fn lost(&self, dead: u32) -> Vec<u32> {
         let mut bytes = vec![0; self.byte(self.layout.key_bytes())];
         self.region.read(0, &mut bytes);
-        slots(&bytes)
-            .filter(|&(key, word)| {
+        used_slots(&bytes)
+            .filter(|&(_, key, word)| {
                 self.home_node(key) == self.rank
                     && Addr::decode(word).is_some_and(|addr| addr.holder(self.rank) == dead)
             })
-            .map(|(key, _)| key)
+            .map(|(_, key, _)| key)
             .collect()
     }
 
@@ -212,8 +193,8 @@ impl Store {
                     session.read(node, offset, len)?
                 };
                 named.extend(
-                    slots(&bytes)
-                        .filter_map(|(_, word)| Addr::decode(word))
+                    used_slots(&bytes)
+                        .filter_map(|(_, _, word)| Addr::decode(word))
                         .filter(|addr| addr.holder(node) == self.rank)
                         .map(|addr| (addr.offset(), addr.size())),
                 );
@@ -258,17 +239,6 @@ impl Store {
             }
         }
     }
-}
-
-/// The (key, address word) of every used slot of key-region bytes.
-fn slots(bytes: &[u8]) -> impl Iterator<Item = (u32, u64)> + '_ {
-    (0..bytes.len() / SLOT_BYTES).filter_map(|slot| {
-        let tag = word(bytes, 2 * slot);
-        (tag != 0).then(|| {
-            let key = u32::try_from(tag - 1).expect("a slot holds a vertex id");
-            (key, word(bytes, 2 * slot + 1))
-        })
-    })
 }
 
 #[cfg(test)]

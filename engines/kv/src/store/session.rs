@@ -344,14 +344,25 @@ impl Session<'_> {
 /// `key`'s location if the group read at byte `base` holds it, its lease
 /// ending at `until`.
 pub(super) fn find_in_group(key: u32, base: u64, bytes: &[u8], until: u64) -> Option<Location> {
-    let tag = u64::from(key) + 1;
-    (0..bytes.len() / SLOT_BYTES)
-        .find(|&slot| word(bytes, 2 * slot) == tag)
-        .map(|slot| Location {
-            word: word(bytes, 2 * slot + 1),
-            slot: base + (slot * SLOT_BYTES) as u64 + 8,
+    used_slots(bytes)
+        .find(|&(_, k, _)| k == key)
+        .map(|(at, _, word)| Location {
+            word,
+            slot: base + at as u64 + 8,
             until,
         })
+}
+
+/// Every used slot of key-region bytes (whole slots from a slot
+/// boundary): its byte offset in `bytes`, its key and its address word.
+pub(super) fn used_slots(bytes: &[u8]) -> impl Iterator<Item = (usize, u32, u64)> + '_ {
+    (0..bytes.len() / SLOT_BYTES).filter_map(|slot| {
+        let tag = word(bytes, 2 * slot);
+        (tag != 0).then(|| {
+            let key = u32::try_from(tag - 1).expect("a slot holds a vertex id");
+            (slot * SLOT_BYTES, key, word(bytes, 2 * slot + 1))
+        })
+    })
 }
 
 /// The `i`-th 8-byte word of bytes read from a region.

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use quiver_verbs::{Op, Output, WorkRequest};
 
-use super::session::word;
+use super::session::used_slots;
 use super::{Session, Store};
 use crate::addr::Addr;
 use crate::layout::{decode_block, BUCKET_BYTES, SLOTS, SLOT_BYTES};
@@ -98,35 +98,26 @@ impl Session<'_> {
         let len = usize::try_from(buckets * BUCKET_BYTES as u64).expect("a table fits memory");
         let mut table = self.read(source, base, len)?;
         let mut slots = Vec::new();
-        for bucket in 0..len / BUCKET_BYTES {
-            for slot in 0..SLOTS {
-                let at = bucket * BUCKET_BYTES + slot * SLOT_BYTES;
-                let tag = word(&table, at / 8);
-                if tag == 0 {
-                    continue;
-                }
-                let corrupt = |what: &str| {
-                    Error::Corrupt(format!(
-                        "vertex {} of shard {shard} on node {source} {what}",
-                        tag - 1
-                    ))
-                };
-                let addr = Addr::decode(word(&table, at / 8 + 1))
-                    .ok_or_else(|| corrupt("has an empty address word"))?;
-                if addr.holder(source) != source {
-                    return Err(corrupt(
-                        "has its value on another node (shard moves and split migration do not mix)",
-                    ));
-                }
-                slots.push((at, addr));
+        for (at, key, word) in used_slots(&table) {
+            let corrupt = |what: &str| {
+                Error::Corrupt(format!(
+                    "vertex {key} of shard {shard} on node {source} {what}"
+                ))
+            };
+            let addr = Addr::decode(word).ok_or_else(|| corrupt("has an empty address word"))?;
+            if addr.holder(source) != source {
+                return Err(corrupt(
+                    "has its value on another node (shard moves and split migration do not mix)",
+                ));
             }
+            slots.push((at, key, addr));
         }
         let mut words = 0;
         for chunk in slots.chunks(SHARD_READS) {
             let reads = chunk
                 .iter()
                 .enumerate()
-                .map(|(i, &(_, addr))| {
+                .map(|(i, &(_, _, addr))| {
                     WorkRequest::new(
                         i as u64,
                         Op::Read {
@@ -138,12 +129,10 @@ impl Session<'_> {
                 })
                 .collect();
             for (wr_id, output) in self.post_all(reads)? {
-                let (at, addr) = chunk[usize::try_from(wr_id).expect("an index")];
+                let (at, key, addr) = chunk[usize::try_from(wr_id).expect("an index")];
                 let Output::Data(bytes) = output else {
                     unreachable!("a READ completes with data")
                 };
-                let key =
-                    u32::try_from(word(&table, at / 8) - 1).expect("a slot holds a vertex id");
                 if decode_block(key, addr, &bytes, store.weighted).is_none() {
                     return Err(Error::Corrupt(format!(
                         "vertex {key} of shard {shard} changed on node {source} while the shard moved"

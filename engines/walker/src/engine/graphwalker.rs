@@ -157,9 +157,6 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 let candidates: Vec<usize> = (0..pools.num_blocks())
                     .filter(|&p| pools.count(p) > 0)
                     .filter(|&p| {
-                        if self.lists_only {
-                            return true;
-                        }
                         let (block, prev) = (self.pooling.block(p), self.pooling.prev_block(p));
                         if self.pooling.pairs {
                             self.pair_walks(pools, block, prev) * read_bytes

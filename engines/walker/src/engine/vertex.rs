@@ -297,9 +297,7 @@ fn drawn_edges<'s, W: PooledWalk>(
         at.get(&v)
             .into_iter()
             .flatten()
-            .filter_map(|&(key, hop)| {
-                unbiased_draw(spec, &KeyedRng::at(key, hop), degree).map(|(i, _)| i)
-            })
+            .filter_map(|&(key, hop)| unbiased_draw(spec, &KeyedRng::at(key, hop), degree))
             .collect()
     }
 }

@@ -305,6 +305,24 @@ fn every_schedule(dir: &Path, block_size: u64, switch_at: u64) -> Vec<(&'static 
     ]
 }
 
+/// The reference `app`'s walks are compared with: memory mode, exact.
+fn exact_memory<A: WalkApp>(path: &Path, dir: &Path, app: &A) -> Report<A::Output> {
+    let exact = Config {
+        exact: true,
+        ..config(Mode::Memory, dir)
+    };
+    run(path, &exact, app).unwrap()
+}
+
+/// Weighted walks or unbiased ones.
+fn kind(weighted: bool) -> quiver_walker::Kind {
+    if weighted {
+        quiver_walker::Kind::Weighted
+    } else {
+        quiver_walker::Kind::Unbiased
+    }
+}
+
 /// Checks that a run was out of core when its name says so. Which walks
 /// vertex passes serve, and from where, is the scheduler's choice; the
 /// vertex reads themselves are checked in `vertex_reads_walk_like_memory`.
@@ -410,11 +428,7 @@ fn vertex_reads_walk_like_memory() {
                 stop_probability: 0.1,
                 restart_probability: 0.0,
                 node2vec: None,
-                kind: if weighted {
-                    quiver_walker::Kind::Weighted
-                } else {
-                    quiver_walker::Kind::Unbiased
-                },
+                kind: kind(weighted),
                 dead_end,
             });
             let exact = |mode| Config {
@@ -423,7 +437,7 @@ fn vertex_reads_walk_like_memory() {
                 vertex_threshold: u64::MAX,
                 ..config(mode, dir.path())
             };
-            let memory = run(&path, &exact(Mode::Memory), &app).unwrap();
+            let memory = exact_memory(&path, dir.path(), &app);
             let vertices = run(&path, &exact(Mode::GraphWalker), &app).unwrap();
             assert!(vertices.blocks >= 6, "{} blocks", vertices.blocks);
             assert!(vertices.vertex_loads > 0, "no vertex was read");
@@ -477,15 +491,7 @@ fn a_query_reads_only_the_pages_of_a_hub_its_walks_draw_from() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &hub_and_leaves());
     let app = VisitFrequency::ppr(0, 10, 6, 0.0, 8);
-    let memory = run(
-        &path,
-        &Config {
-            exact: true,
-            ..config(Mode::Memory, dir.path())
-        },
-        &app,
-    )
-    .unwrap();
+    let memory = exact_memory(&path, dir.path(), &app);
     let query = run(&path, &config(Mode::GraphWalker, dir.path()), &app).unwrap();
     assert!(query.lists_only);
     assert_eq!((query.blocks, query.blocks_loaded), (1, 0));
@@ -514,22 +520,10 @@ fn a_small_uniform_sample_reads_only_the_lists_it_visits() {
             stop_probability: 0.0,
             restart_probability: 0.0,
             node2vec: None,
-            kind: if weighted {
-                quiver_walker::Kind::Weighted
-            } else {
-                quiver_walker::Kind::Unbiased
-            },
+            kind: kind(weighted),
             dead_end: DeadEnd::Jump,
         });
-        let memory = run(
-            &path,
-            &Config {
-                exact: true,
-                ..config(Mode::Memory, dir.path())
-            },
-            &app,
-        )
-        .unwrap();
+        let memory = exact_memory(&path, dir.path(), &app);
         let sample = run(&path, &config(Mode::GraphWalker, dir.path()), &app).unwrap();
         assert!(sample.lists_only && sample.exact);
         assert_eq!((sample.blocks, sample.blocks_loaded), (1, 0));
