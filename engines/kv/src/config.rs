@@ -10,6 +10,7 @@ use std::time::Duration;
 use quiver_run::InvalidArgument;
 use serde::{Deserialize, Serialize};
 
+use crate::policy::Approval;
 use crate::store::StoreConfig;
 
 /// Nodes of a benchmark or serve job when its caller names none: the
@@ -166,9 +167,16 @@ pub struct Config {
     /// within a tick.
     pub instant_rate: Option<u32>,
     /// Reads per second of one remote pair that a full report includes.
-    pub report_rate: u32,
-    /// How many times as often as its holder an applicant must read a pair.
-    pub margin: f64,
+    /// `None` (the default): derived by the run like the instant floor, as
+    /// many reads over the interval as a migration costs one-sided
+    /// operations, so a pair reported pays its move back within the next
+    /// interval at the rate it was read (the paper's 1 read/s is 10 reads
+    /// an interval, about twice what a move costs).
+    pub report_rate: Option<u32>,
+    /// How many times as often as its holder an applicant must read a pair
+    /// ([`Approval::Ratio`], the paper's 1.5). `None` (the default): derived
+    /// from the counts ([`Approval::PaysBack`]).
+    pub margin: Option<f64>,
     /// Move the scope to the next disjoint range of starts this often.
     pub shift_every: Option<Duration>,
     /// Seed of the workers' choices.
@@ -179,10 +187,12 @@ pub struct Config {
 
 impl Default for Config {
     /// The paper's defaults: split+cache, 95/5, Zipf 0.99 over 2^10
-    /// starts, 100 neighbours per hop, reports every 10 s, approval at
-    /// 1.5x; a 30 s run with one worker per node. Instant reports are the
-    /// run's own (see `instant_rate`): the paper's 100 reads/s left most
-    /// of a new hot set remote until the interval's end.
+    /// starts, 100 neighbours per hop, reports every 10 s; a 30 s run with
+    /// one worker per node. The report floors and the approval are the
+    /// run's own (see `instant_rate`, `report_rate` and
+    /// [`Approval::PaysBack`]): the paper's 100 reads/s left most of a new
+    /// hot set remote until the interval's end, and its 1.5x kept pairs
+    /// with a clear top reader remote.
     fn default() -> Self {
         Self {
             policy: Policy::SplitCache,
@@ -196,8 +206,8 @@ impl Default for Config {
             tick: Duration::from_secs(1),
             interval: Duration::from_secs(10),
             instant_rate: None,
-            report_rate: 1,
-            margin: 1.5,
+            report_rate: None,
+            margin: None,
             shift_every: None,
             seed: 1,
             store: StoreConfig::default(),
@@ -206,6 +216,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The coordinator's approval rule: the `margin`, or derived.
+    pub fn approval(&self) -> Approval {
+        self.margin.map_or(Approval::PaysBack, Approval::Ratio)
+    }
+
     /// Worker threads per node: `threads`, or one per core for 0.
     pub fn workers(&self) -> usize {
         quiver_run::worker_threads(self.threads)
@@ -252,11 +267,14 @@ impl Config {
         if self.scope == 0 {
             return invalid("scope", "needs at least one start vertex".into());
         }
-        if self.margin.is_nan() || self.margin < 1.0 {
-            return invalid(
-                "margin",
-                "an applicant must read a pair at least as often as its holder (1 or more)".into(),
-            );
+        if let Some(margin) = self.margin {
+            if margin.is_nan() || margin < 1.0 {
+                return invalid(
+                    "margin",
+                    "an applicant must read a pair at least as often as its holder (1 or more)"
+                        .into(),
+                );
+            }
         }
         Ok(())
     }
@@ -360,7 +378,7 @@ mod tests {
             (
                 "margin",
                 Config {
-                    margin: 0.99,
+                    margin: Some(0.99),
                     ..ok.clone()
                 },
             ),

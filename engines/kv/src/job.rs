@@ -294,6 +294,7 @@ fn run_node_watched(
             series,
             contended,
             shared_share,
+            mostly_remote,
             paused_ns,
             cancelled,
         } = controlled?;
@@ -314,6 +315,7 @@ fn run_node_watched(
             refused,
             contended,
             shared_share,
+            mostly_remote,
             counts: store.counts(),
             region_bytes: store.region_bytes(),
             used_words: store.used_words(),

@@ -26,8 +26,10 @@
 //! READ more.
 //! The location cache ([`cache::LocationCache`]) keeps remote keys'
 //! addresses under a lease and its counters are the hotness monitor; the
-//! coordinator ([`policy`]) approves a migration when the applicant reads a
-//! pair at least 1.5x as often as its holder.
+//! coordinator ([`policy`]) approves a migration when the applicant's reads
+//! of a pair beat its holder's by what the move costs and by more than
+//! chance ([`Approval::PaysBack`]; the paper's fixed 1.5x is
+//! [`Approval::Ratio`]).
 //!
 //! What a user gets: [`run`] runs the paper's traversal workload as a
 //! quiver-verbs job under each policy ([`Policy`]: `orig`, `shard`,
@@ -142,8 +144,8 @@
 //!   candidate asked mid-interval is decided at that interval's end, its
 //!   home's count scaled from the ticks it counted to the whole interval
 //!   (the readers' counts cover the whole), and a home reports a
-//!   candidate's count however small. A pair two nodes read within the
-//!   1.5x margin of each other is left where it is, and a moved pair
+//!   candidate's count however small. A pair whose top two readers
+//!   cannot be told apart is left where it is, and a moved pair
 //!   rests one interval before it may move again (or, deferred, before
 //!   its home is asked).
 //! - **Time**: leases use the wall clock (nodes of one machine share it; a
@@ -180,7 +182,7 @@ mod workload;
 pub use clock::{Clock, Pause};
 pub use config::{Config, Mix, Policy, NODES};
 pub use job::{hears_its_caller, run, run_node, JobConfig, KvTask};
-pub use policy::Plan;
+pub use policy::{Approval, Plan};
 pub use report::{BenchReport, Latency, NodeReport, Point, Report, Steady};
 pub use store::{Orphan, Recovery, Session, Store, StoreConfig, StoreCounts, Tally};
 pub use update::Update;

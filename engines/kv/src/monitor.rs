@@ -114,6 +114,9 @@ pub(crate) struct Controlled {
     pub(crate) contended: u64,
     /// Share of the last interval's Gets that went to shared pairs.
     pub(crate) shared_share: f64,
+    /// Keys that the last interval's reports showed read mostly away from
+    /// their home.
+    pub(crate) mostly_remote: u64,
     /// Time the workers were held while shards moved.
     pub(crate) paused_ns: u64,
     /// Whether the run stopped early because a caller asked.
@@ -143,7 +146,7 @@ pub(crate) fn control(
     let mut cancelled = false;
     let mut coordinator = Coordinator::new(
         store.placement(),
-        config.margin,
+        config.approval(),
         config.ticks_per_interval(),
     );
     if config.store.plan == Plan::Deferred {
@@ -154,11 +157,12 @@ pub(crate) fn control(
     let tick_s = config.tick.as_secs_f64();
     let mut series = Vec::new();
     let mut moved_before = Moved::default();
-    // The derived instant floor: a migration's one-sided operations so far
-    // (every node's, from the last gathered reports: the same on every
-    // node), the protocol's bound before the first.
-    let mut instant_floor = MAX_MIGRATION_OPS;
-    let (mut interval_gets, mut shared_share) = (0u64, 0.0);
+    // What a migration costs: its one-sided operations so far (every
+    // node's, from the last gathered reports: the same on every node), the
+    // protocol's bound before the first. The derived floors are that many
+    // reads over the window counted.
+    let mut migration_ops = MAX_MIGRATION_OPS;
+    let (mut interval_gets, mut shared_share, mut mostly_remote) = (0u64, 0.0, 0);
     for tick in 1..=ticks {
         let due = begun + config.tick * u32::try_from(tick).unwrap_or(u32::MAX);
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
@@ -167,24 +171,21 @@ pub(crate) fn control(
         }
         let ends_interval = tick % per_interval == 0;
         // The applicant's floor: the report rate over a whole interval, or
-        // the instant rate over the tick.
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
-        let floor = if ends_interval {
-            (f64::from(config.report_rate) * tick_s * per_interval as f64).ceil() as u32
+        // the instant rate over the tick, or derived, a migration's cost.
+        #[allow(clippy::cast_precision_loss)]
+        let (rate, window_s) = if ends_interval {
+            (config.report_rate, tick_s * per_interval as f64)
         } else {
-            config.instant_rate.map_or(instant_floor, |rate| {
-                (f64::from(rate) * tick_s).ceil() as u32
+            (config.instant_rate, tick_s)
+        };
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let floor = rate
+            .map_or(migration_ops, |rate| {
+                (f64::from(rate) * window_s).ceil() as u32
             })
-        }
-        .max(1);
+            .max(1);
         let pairs = if config.policy.migrates() {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let reported = (f64::from(floor) / config.margin).floor() as u32;
-            store.harvest(reported.max(1), ends_interval)
+            store.harvest(config.approval().reported(floor), ends_interval)
         } else {
             Vec::new()
         };
@@ -236,7 +237,7 @@ pub(crate) fn control(
         }
         if config.policy.migrates() {
             let pairs: Vec<Vec<(u32, u32)>> = reports.iter().map(|t| t.pairs.clone()).collect();
-            let planned = coordinator.plan(tick, &pairs, floor);
+            let planned = coordinator.plan(tick, &pairs, floor, migration_ops);
             let (asked, settled) = coordinator.tracking();
             store.track(asked, true);
             store.track(settled, false);
@@ -246,6 +247,7 @@ pub(crate) fn control(
                 {
                     shared_share = coordinator.shared() as f64 / interval_gets.max(1) as f64;
                 }
+                mostly_remote = coordinator.mostly_remote();
                 interval_gets = 0;
             }
             for planned in planned {
@@ -309,7 +311,7 @@ pub(crate) fn control(
             };
         }
         if moved.migrations > 0 {
-            instant_floor = u32::try_from(moved.ops.div_ceil(moved.migrations)).unwrap_or(u32::MAX);
+            migration_ops = u32::try_from(moved.ops.div_ceil(moved.migrations)).unwrap_or(u32::MAX);
         }
         point.migrations = moved.migrations - moved_before.migrations;
         point.bytes_moved = (moved.words - moved_before.words) * 8;
@@ -335,6 +337,7 @@ pub(crate) fn control(
         series,
         contended: coordinator.contended(),
         shared_share,
+        mostly_remote,
         paused_ns,
         cancelled,
     })

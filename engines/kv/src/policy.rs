@@ -3,10 +3,10 @@
 //! Every tick each node's monitor reports the remote pairs it read often
 //! (from its location cache's counters) and the keys homed on it whose
 //! values live elsewhere. The coordinator approves moving a pair's value to
-//! the node that read it most when that node read it at least `margin`
-//! times (default 1.5) as often as the value's holder, unless another node
-//! read it nearly as often (within the margin: a contended pair stays
-//! put) or it moved less than `rest` ticks ago (no ping-pong). What a home
+//! the node that read it most when that node's reads beat the value's
+//! holder's by the [`Approval`] rule, unless another node read it nearly
+//! as often (the two cannot be told apart: a contended pair stays put) or
+//! it moved less than `rest` ticks ago (no ping-pong). What a home
 //! knows of its own reads of the values it holds is the [`Plan`]'s: none
 //! (eager), a candidate's, counted from when the coordinator asked until
 //! the next interval's end (deferred), or all of them always (tracked).
@@ -83,6 +83,64 @@ impl std::str::FromStr for Plan {
     }
 }
 
+/// When one node's reads of a pair beat another's: an applicant must beat
+/// the value's holder to be approved, and a contended pair (its top reader
+/// does not beat the second) stays put.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// The paper's rule (§4.4, 1.5 there): at least this many times the
+    /// other's reads.
+    Ratio(f64),
+    /// Derived from the run's counts (this crate's default). Against the
+    /// holder, moving must pay: the applicant's reads exceed the holder's
+    /// by at least a migration's one-sided operations (a read made local
+    /// saves one remote READ, the move costs its operations once), and by
+    /// twice the standard deviation of the difference of two Poisson
+    /// counts of the same rate, `2 √(a + b)`, so that two nodes reading a
+    /// pair alike do not trade it on chance. Against a rival reader only
+    /// the second part applies: moving to either would pay the same.
+    #[default]
+    PaysBack,
+}
+
+impl Approval {
+    /// Whether `count` reads beat `other`'s, a move costing `cost` one-sided
+    /// operations (0 when nothing moves between the two).
+    fn beats(self, count: u32, other: u32, cost: u32) -> bool {
+        let (count, other) = (f64::from(count), f64::from(other));
+        match self {
+            Approval::Ratio(margin) => count >= margin * other,
+            Approval::PaysBack => {
+                count - other >= f64::from(cost).max(2.0 * (count + other).sqrt())
+            }
+        }
+    }
+
+    /// The fewest reads a node reports of a pair, when an applicant needs
+    /// `floor`: under a ratio, what could still stop an applicant at the
+    /// floor; derived, half the floor (fewer reads than that are taken as
+    /// none, so a derived holder check is approximate below it).
+    pub fn reported(self, floor: u32) -> u32 {
+        let ratio = match self {
+            Approval::Ratio(margin) => margin,
+            Approval::PaysBack => 2.0,
+        };
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let reported = (f64::from(floor) / ratio).floor() as u32;
+        reported.max(1)
+    }
+}
+
+impl std::fmt::Display for Approval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Approval::Ratio(margin) => write!(f, "{margin}x"),
+            Approval::PaysBack => f.write_str("pays back"),
+        }
+    }
+}
+
 /// One pair's approved move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Move {
@@ -96,12 +154,13 @@ pub struct Move {
 #[derive(Clone, Debug)]
 pub struct Coordinator {
     placement: Placement,
-    margin: f64,
+    approval: Approval,
     rest: u64,
     holders: HashMap<u32, u32>,
     moved_at: HashMap<u32, u64>,
     contended: u64,
     shared: u64,
+    mostly_remote: u64,
     /// Under the deferred plan, ticks per interval.
     deferred: Option<u64>,
     /// Candidates whose homes count their reads, and the tick they began.
@@ -112,17 +171,18 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// A coordinator for `placement` with the approval `margin` and `rest`
+    /// A coordinator for `placement` with the `approval` rule and `rest`
     /// ticks between moves of one pair.
-    pub fn new(placement: Placement, margin: f64, rest: u64) -> Coordinator {
+    pub fn new(placement: Placement, approval: Approval, rest: u64) -> Coordinator {
         Coordinator {
             placement,
-            margin,
+            approval,
             rest,
             holders: HashMap::new(),
             moved_at: HashMap::new(),
             contended: 0,
             shared: 0,
+            mostly_remote: 0,
             deferred: None,
             pending: BTreeMap::new(),
             asked: Vec::new(),
@@ -176,6 +236,13 @@ impl Coordinator {
         self.shared
     }
 
+    /// Keys in the last plan's reports that nodes other than their home
+    /// read more often than their home did: the keys one copy each would
+    /// have to move away from home to make most reads local.
+    pub fn mostly_remote(&self) -> u64 {
+        self.mostly_remote
+    }
+
     /// Pairs whose values live away from their home.
     pub fn moved(&self) -> usize {
         self.holders.len()
@@ -183,8 +250,15 @@ impl Coordinator {
 
     /// The moves approved at `tick` from every node's report (by rank: the
     /// pairs it read and how often, this tick). An applicant needs at
-    /// least `at_least` reads.
-    pub fn plan(&mut self, tick: u64, reports: &[Vec<(u32, u32)>], at_least: u32) -> Vec<Move> {
+    /// least `at_least` reads; a migration costs `cost` one-sided
+    /// operations (the [`Approval::PaysBack`] rule weighs it).
+    pub fn plan(
+        &mut self,
+        tick: u64,
+        reports: &[Vec<(u32, u32)>],
+        at_least: u32,
+        cost: u32,
+    ) -> Vec<Move> {
         let mut reads: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
         for (node, report) in reports.iter().enumerate() {
             let node = u32::try_from(node).expect("ranks fit u32");
@@ -194,6 +268,7 @@ impl Coordinator {
         }
         let mut moves = Vec::new();
         self.shared = 0;
+        self.mostly_remote = 0;
         self.asked.clear();
         self.settled.clear();
         let decides = self
@@ -202,12 +277,22 @@ impl Coordinator {
         for (key, mut readers) in reads {
             readers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             self.shared += readers[1..].iter().map(|r| u64::from(r.1)).sum::<u64>();
+            let home = self.placement.home_node(key);
+            let (at_home, away) = readers.iter().fold((0u64, 0u64), |(h, a), &(node, n)| {
+                if node == home {
+                    (h + u64::from(n), a)
+                } else {
+                    (h, a + u64::from(n))
+                }
+            });
+            if away > at_home {
+                self.mostly_remote += 1;
+            }
             let (applicant, count) = readers[0];
             let holder = self.holder(key);
             if applicant == holder || count < at_least {
                 continue;
             }
-            let rate = f64::from(count);
             let holder_reads = readers
                 .iter()
                 .find(|(node, _)| *node == holder)
@@ -221,11 +306,11 @@ impl Coordinator {
                 .moved_at
                 .get(&key)
                 .is_none_or(|&at| tick >= at + self.rest);
-            if rate < self.margin * f64::from(rival) {
+            if rival > 0 && !self.approval.beats(count, rival, 0) {
                 self.contended += 1;
                 continue;
             }
-            let mut holder_rate = f64::from(holder_reads);
+            let mut holder_reads = holder_reads;
             if let Some(interval) = self.deferred {
                 if holder == self.placement.home_node(key) {
                     match self.pending.get(&key) {
@@ -245,15 +330,18 @@ impl Coordinator {
                             // the whole interval: its rate is scaled up.
                             #[allow(clippy::cast_precision_loss)]
                             let scale = interval as f64 / (tick - since).min(interval) as f64;
-                            holder_rate *= scale;
+                            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                            {
+                                holder_reads = (f64::from(holder_reads) * scale).round() as u32;
+                            }
                             self.pending.remove(&key);
                             self.settled.push(key);
                         }
                     }
                 }
             }
-            if rate >= self.margin * holder_rate && rested {
-                if applicant == self.placement.home_node(key) {
+            if rested && self.approval.beats(count, holder_reads, cost) {
+                if applicant == home {
                     self.holders.remove(&key);
                 } else {
                     self.holders.insert(key, applicant);
@@ -349,7 +437,11 @@ mod tests {
         let placement = Placement::new(1000, 4);
         let key = 17;
         let home = placement.home_node(key);
-        (Coordinator::new(placement, 1.5, 2), key, home)
+        (
+            Coordinator::new(placement, Approval::Ratio(1.5), 2),
+            key,
+            home,
+        )
     }
 
     fn report(nodes: usize, entries: &[(u32, u32, u32)]) -> Vec<Vec<(u32, u32)>> {
@@ -366,26 +458,26 @@ mod tests {
         let a = (home + 1) % 4;
         let b = (home + 2) % 4;
         // Below the applicant's floor: nothing.
-        assert!(c.plan(0, &report(4, &[(a, key, 9)]), 10).is_empty());
-        let moves = c.plan(0, &report(4, &[(a, key, 10)]), 10);
+        assert!(c.plan(0, &report(4, &[(a, key, 9)]), 10, 5).is_empty());
+        let moves = c.plan(0, &report(4, &[(a, key, 10)]), 10, 5);
         assert_eq!(moves, vec![Move { key, target: a }]);
         assert_eq!(c.holder(key), a);
         assert_eq!(c.moved(), 1);
         // Resting: b reads far more, but the pair just moved.
         assert!(c
-            .plan(1, &report(4, &[(b, key, 100), (a, key, 10)]), 10)
+            .plan(1, &report(4, &[(b, key, 100), (a, key, 10)]), 10, 5)
             .is_empty());
         // b needs 1.5x a's reads: 14 < 15 is refused, 15 passes.
         assert!(c
-            .plan(2, &report(4, &[(b, key, 14), (a, key, 10)]), 10)
+            .plan(2, &report(4, &[(b, key, 14), (a, key, 10)]), 10, 5)
             .is_empty());
         assert_eq!(
-            c.plan(2, &report(4, &[(b, key, 15), (a, key, 10)]), 10),
+            c.plan(2, &report(4, &[(b, key, 15), (a, key, 10)]), 10, 5),
             vec![Move { key, target: b }]
         );
         // The home reads it most now: it migrates back.
         assert_eq!(
-            c.plan(4, &report(4, &[(home, key, 50)]), 10),
+            c.plan(4, &report(4, &[(home, key, 50)]), 10, 5),
             vec![Move { key, target: home }]
         );
         assert_eq!(c.moved(), 0);
@@ -401,11 +493,11 @@ mod tests {
         let b = (other_home + 1) % 4;
         // Tick 1: both pass the floor; their homes are asked to count.
         let both = report(4, &[(a, key, 20), (b, other, 20)]);
-        assert!(c.plan(1, &both, 10).is_empty());
+        assert!(c.plan(1, &both, 10, 5).is_empty());
         assert_eq!(c.tracking(), (&[key, other][..], &[][..]));
         assert_eq!(c.candidates(), 2);
         // Ticks 2 and 3 end no interval.
-        assert!(c.plan(3, &both, 10).is_empty());
+        assert!(c.plan(3, &both, 10, 5).is_empty());
         assert_eq!(c.tracking(), (&[][..], &[][..]));
         // Tick 4 ends the interval: decided with the homes' counts of 3
         // ticks, scaled to 4. `key`'s home read it 9 times, as if 12: 20
@@ -421,7 +513,7 @@ mod tests {
                 (other_home, other, 11),
             ],
         );
-        assert_eq!(c.plan(4, &counted, 10), vec![Move { key, target: a }]);
+        assert_eq!(c.plan(4, &counted, 10, 5), vec![Move { key, target: a }]);
         assert_eq!(c.tracking(), (&[][..], &[key, other][..]));
         assert_eq!(
             (c.candidates(), c.holder(key), c.holder(other)),
@@ -429,15 +521,15 @@ mod tests {
         );
         // Asked at an interval's end (tick 8), a candidate waits a whole
         // interval; one that no longer passes then is dropped.
-        assert!(c.plan(8, &report(4, &[(b, other, 20)]), 10).is_empty());
+        assert!(c.plan(8, &report(4, &[(b, other, 20)]), 10, 5).is_empty());
         assert_eq!(c.tracking(), (&[other][..], &[][..]));
-        assert!(c.plan(12, &report(4, &[(b, other, 3)]), 10).is_empty());
+        assert!(c.plan(12, &report(4, &[(b, other, 3)]), 10, 5).is_empty());
         assert_eq!(c.tracking(), (&[][..], &[other][..]));
         assert_eq!(c.candidates(), 0);
         // A moved value's holder counts its reads already: no waiting.
         let b_key = (home + 2) % 4;
         assert_eq!(
-            c.plan(13, &report(4, &[(b_key, key, 40), (a, key, 5)]), 10),
+            c.plan(13, &report(4, &[(b_key, key, 40), (a, key, 5)]), 10, 5),
             vec![Move { key, target: b_key }]
         );
     }
@@ -447,20 +539,20 @@ mod tests {
         let (c, key, home) = coordinator();
         let mut c = c.deferring(4);
         let a = (home + 1) % 4;
-        assert!(c.plan(1, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert!(c.plan(1, &report(4, &[(a, key, 20)]), 10, 5).is_empty());
         assert_eq!(
-            c.plan(4, &report(4, &[(a, key, 20)]), 10),
+            c.plan(4, &report(4, &[(a, key, 20)]), 10, 5),
             vec![Move { key, target: a }]
         );
         // Away from home the holder's reads are known: back at once.
         assert_eq!(
-            c.plan(6, &report(4, &[(home, key, 50)]), 10),
+            c.plan(6, &report(4, &[(home, key, 50)]), 10, 5),
             vec![Move { key, target: home }]
         );
         // Resting (rest 2): not asked about at tick 7, asked at tick 8.
-        assert!(c.plan(7, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert!(c.plan(7, &report(4, &[(a, key, 20)]), 10, 5).is_empty());
         assert_eq!(c.tracking(), (&[][..], &[][..]));
-        assert!(c.plan(8, &report(4, &[(a, key, 20)]), 10).is_empty());
+        assert!(c.plan(8, &report(4, &[(a, key, 20)]), 10, 5).is_empty());
         assert_eq!(c.tracking(), (&[key][..], &[][..]));
     }
 
@@ -479,16 +571,94 @@ mod tests {
         let a = (home + 1) % 4;
         let b = (home + 2) % 4;
         assert!(c
-            .plan(0, &report(4, &[(a, key, 100), (b, key, 70)]), 10)
+            .plan(0, &report(4, &[(a, key, 100), (b, key, 70)]), 10, 5)
             .is_empty());
         assert_eq!(c.holder(key), home);
         // Equal reads: still contended (ties go to the lower rank, then fail the margin).
         assert!(c
-            .plan(1, &report(4, &[(a, key, 50), (b, key, 50)]), 10)
+            .plan(1, &report(4, &[(a, key, 50), (b, key, 50)]), 10, 5)
             .is_empty());
         assert_eq!(
-            c.plan(2, &report(4, &[(a, key, 100), (b, key, 66)]), 10),
+            c.plan(2, &report(4, &[(a, key, 100), (b, key, 66)]), 10, 5),
             vec![Move { key, target: a }]
         );
+    }
+
+    #[test]
+    fn a_derived_approval_moves_a_pair_when_the_move_pays_and_the_reads_differ_past_chance() {
+        let placement = Placement::new(1000, 4);
+        let key = 17;
+        let home = placement.home_node(key);
+        let (a, b) = ((home + 1) % 4, (home + 2) % 4);
+        let mut c = Coordinator::new(placement, Approval::PaysBack, 2);
+        // Alone, a reader needs as many reads as the move costs.
+        assert!(c.plan(0, &report(4, &[(a, key, 5)]), 1, 6).is_empty());
+        assert_eq!(
+            c.plan(0, &report(4, &[(a, key, 6)]), 1, 6),
+            vec![Move { key, target: a }]
+        );
+        // Against the holder a (100 reads): 120 is within chance
+        // (20 < 2 √220 = 29.7), 140 is not (40 ≥ 2 √240 = 31.0).
+        assert!(c
+            .plan(2, &report(4, &[(b, key, 120), (a, key, 100)]), 1, 6)
+            .is_empty());
+        assert_eq!(
+            c.plan(2, &report(4, &[(b, key, 140), (a, key, 100)]), 1, 6),
+            vec![Move { key, target: b }]
+        );
+        // Against a rival, chance alone: 100 and 85 cannot be told apart
+        // (15 < 2 √185 = 27.2), 100 and 70 can (30 ≥ 2 √170 = 26.1).
+        let other = key + 1;
+        let other_home = c.placement.home_node(other);
+        let (x, y) = ((other_home + 1) % 4, (other_home + 2) % 4);
+        assert!(c
+            .plan(4, &report(4, &[(x, other, 100), (y, other, 85)]), 1, 6)
+            .is_empty());
+        assert_eq!(c.contended(), 1);
+        assert_eq!(
+            c.plan(4, &report(4, &[(x, other, 100), (y, other, 70)]), 1, 6),
+            vec![Move {
+                key: other,
+                target: x
+            }]
+        );
+    }
+
+    /// Two nodes reading a pair at the same rate: their counts differ by
+    /// chance, and the derived rule lets the pair change hands on at most
+    /// a few percent of intervals at any rate, where a fixed 1.5x trades
+    /// it often at low rates and never lets a real 1.3x difference win at
+    /// high ones.
+    #[test]
+    fn a_derived_approval_ignores_chance_at_every_rate_and_sees_real_differences() {
+        use rand::SeedableRng;
+        use rand_distr::{Distribution, Poisson};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        let traded = |rate: f64, factor: f64, approval: Approval, rng: &mut rand_pcg::Pcg64| {
+            let (faster, slower) = (
+                Poisson::new(rate * factor).unwrap(),
+                Poisson::new(rate).unwrap(),
+            );
+            let draws = 4_000;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let won = (0..draws)
+                .filter(|_| {
+                    let (a, b) = (faster.sample(rng) as u32, slower.sample(rng) as u32);
+                    a >= 5 && approval.beats(a, b, 5)
+                })
+                .count();
+            #[allow(clippy::cast_precision_loss)]
+            let share = won as f64 / f64::from(draws);
+            share
+        };
+        for rate in [10.0, 100.0, 1_000.0, 10_000.0] {
+            let chance = traded(rate, 1.0, Approval::PaysBack, &mut rng);
+            assert!(chance < 0.05, "equal readers at {rate}: traded {chance}");
+        }
+        // The paper's 1.5x at 10 reads an interval trades equal readers
+        // often; the derived rule finds a 1.3x reader at 1,000.
+        assert!(traded(10.0, 1.0, Approval::Ratio(1.5), &mut rng) > 0.1);
+        assert!(traded(1_000.0, 1.3, Approval::PaysBack, &mut rng) > 0.99);
+        assert!(traded(1_000.0, 1.3, Approval::Ratio(1.5), &mut rng) < 0.01);
     }
 }

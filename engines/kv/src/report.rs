@@ -82,6 +82,9 @@ pub struct NodeReport {
     /// read more: remote under any placement of one copy per pair (the
     /// same on every node).
     pub shared_share: f64,
+    /// Keys the last interval's reports showed read mostly away from their
+    /// home (the same on every node).
+    pub mostly_remote: u64,
     /// Operation latency, wall clock.
     pub latency: Histogram,
     /// Operation latency, modelled.
@@ -178,13 +181,18 @@ pub struct Report {
     pub migration_retries: u64,
     /// Migrations refused (value too large to move).
     pub migrations_refused: u64,
-    /// Applications refused because two nodes read the pair within the
-    /// margin of each other.
+    /// Applications refused because the pair's top two readers could not
+    /// be told apart (the [`Approval`](crate::Approval) rule).
     pub contended: u64,
     /// Share of the last full interval's Gets that went to pairs another
     /// node read more: remote wherever each pair's one copy lives (a floor
     /// on `remote_share` from the workload's sharing, as the monitors saw it).
     pub shared_share: f64,
+    /// Keys that the last full interval's reports showed read more often
+    /// by other nodes than by their home, as a share of the graph's
+    /// vertices: the keys one copy each would have to move away from home
+    /// (compare `keys_moved_share`).
+    pub mostly_remote_share: f64,
     /// Puts forwarded to a home or a holder.
     pub forwarded_puts: u64,
     /// Reads that met an invalidated block and started over.
@@ -318,6 +326,10 @@ pub(crate) fn join(reports: &[NodeReport], config: &Config, nodes: u32, vertices
         migrations_refused: refused,
         contended: reports.first().map_or(0, |r| r.contended),
         shared_share: reports.first().map_or(0.0, |r| r.shared_share),
+        mostly_remote_share: ratio(
+            reports.first().map_or(0, |r| r.mostly_remote),
+            u64::from(vertices),
+        ),
         forwarded_puts: counts.forwarded_puts,
         read_retries: tally.retries,
         stale_reads: tally.stale_reads,

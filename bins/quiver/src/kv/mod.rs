@@ -231,6 +231,17 @@ pub struct BenchArgs {
     /// reported at once pays its move back within the tick; the paper's is 100).
     #[arg(long)]
     pub instant_rate: Option<u32>,
+    /// Reads per second of one remote pair that the monitor reports at an interval's end
+    /// (default: derived by the run, as many reads over the interval as a migration costs
+    /// one-sided operations; the paper's is 1).
+    #[arg(long)]
+    pub report_rate: Option<u32>,
+    /// Approve a move when the applicant reads the pair this many times as often as its
+    /// holder, as the paper (1.5). Default: derived from the counts, when the applicant's
+    /// reads exceed the holder's by what the move costs and by more than chance (twice the
+    /// spread of the difference of two counts of the same rate).
+    #[arg(long)]
+    pub margin: Option<f64>,
     /// Move the start vertices to the next, disjoint scope this often (the dynamic workload).
     #[arg(long, value_parser = parse_duration)]
     pub shift_every: Option<Duration>,

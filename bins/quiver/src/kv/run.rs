@@ -230,6 +230,8 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
         tick: args.tick.0,
         interval: args.interval.0,
         instant_rate: args.instant_rate,
+        report_rate: args.report_rate,
+        margin: args.margin,
         shift_every: args.shift_every,
         seed: args.seed,
         store: StoreConfig {
@@ -237,10 +239,10 @@ fn bench(args: &BenchArgs, json: bool, hidden: bool) -> Result<()> {
             cache_lease: args.cache_lease.0,
             reclaim_lease: args.reclaim_lease.0,
             value_headroom: args.value_headroom.0,
-            ..defaults.store.clone()
+            ..defaults.store
         },
-        ..defaults
     };
+    flagged(config.validate())?;
     let job = job_or_loopback(&args.job, NODES)?;
     let what = || {
         format!(
@@ -313,9 +315,10 @@ fn print_report(bench: &BenchReport) {
         share(report.cache_hit_rate)
     );
     println!(
-        "migration  {} values moved ({:.3}% of keys, {} bytes), {:.2} one-sided ops each, {} retried, {} refused, {} contended; {} puts forwarded",
+        "migration  {} values moved ({:.3}% of keys; {:.3}% were read mostly away from home in the last interval, {} bytes), {:.2} one-sided ops each, {} retried, {} refused, {} contended; {} puts forwarded",
         report.keys_moved,
         share(report.keys_moved_share),
+        share(report.mostly_remote_share),
         report.bytes_moved,
         report.one_sided_ops_per_migration,
         report.migration_retries,

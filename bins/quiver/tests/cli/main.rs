@@ -3004,6 +3004,7 @@ fn bad_settings_and_absent_vertices_are_usage_errors_named_by_the_flag() {
             vec!["kv", "migrate", path(&g), "--max-bytes", "1"],
             "--max-bytes",
         ),
+        (vec!["kv", "bench", path(&g), "--margin", "0.5"], "--margin"),
         (
             vec!["gtl", "add-edge", "--device", path(&image), "1", "99999"],
             "vertex 99999",

@@ -57,7 +57,7 @@ fn sparse_config() -> Config {
         scope: 16,
         neighbours: 4,
         min_degree: 4,
-        report_rate: 1,
+        report_rate: Some(1),
         instant_rate: Some(10),
         mix: Mix { queries: 99 },
         store: quiver_kv::StoreConfig {
@@ -258,7 +258,7 @@ fn nonsense_parameters_are_named() {
             ..Config::default()
         },
         Config {
-            margin: 0.5,
+            margin: Some(0.5),
             ..Config::default()
         },
         Config {
