@@ -30,7 +30,6 @@ struct Item {
     until: u64,
     hits: u32,
     window: u32,
-    recent: u32,
 }
 
 /// A key's location: the address word, the key's slot at its home, and
@@ -115,7 +114,6 @@ impl LocationCache {
             until: location.until,
             hits: 1,
             window: 1,
-            recent: 1,
         };
     }
 
@@ -132,7 +130,6 @@ impl LocationCache {
             key: tag,
             hits: 1,
             window: 1,
-            recent: 1,
             ..Item::default()
         };
     }
@@ -169,9 +166,9 @@ impl LocationCache {
     }
 
     /// The monitor's harvest: every key accessed at least `at_least` times
-    /// since the last tick, or with `ends_interval` since the interval
-    /// began, with that count. Resets the tick's counts; at an interval's
-    /// end also the interval's, and halves the replacement counters.
+    /// since the interval began, with that count. At an interval's end
+    /// (`ends_interval`) resets the counts and halves the replacement
+    /// counters.
     pub fn harvest(&self, at_least: u32, ends_interval: bool) -> Vec<(u32, u32)> {
         let mut hot = Vec::new();
         for set in &self.sets {
@@ -179,15 +176,12 @@ impl LocationCache {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for item in set.iter_mut().filter(|item| item.key != 0) {
-                let count = if ends_interval {
-                    item.window
-                } else {
-                    item.recent
-                };
-                if count >= at_least {
-                    hot.push((u32::try_from(item.key - 1).expect("keys are u32"), count));
+                if item.window >= at_least {
+                    hot.push((
+                        u32::try_from(item.key - 1).expect("keys are u32"),
+                        item.window,
+                    ));
                 }
-                item.recent = 0;
                 if ends_interval {
                     item.window = 0;
                     item.hits /= 2;
@@ -202,7 +196,6 @@ impl Item {
     fn count(&mut self) {
         self.hits = self.hits.saturating_add(1);
         self.window = self.window.saturating_add(1);
-        self.recent = self.recent.saturating_add(1);
     }
 }
 
@@ -247,18 +240,19 @@ mod tests {
         // Every access to an item counted, served or not: the fill and three
         // accesses (the first access found no item).
         assert_eq!(cache.harvest(1, false), vec![(5, 4)]);
-        assert_eq!(
-            cache.harvest(1, false),
-            vec![],
-            "the tick's counts start over"
-        );
+        assert_eq!(cache.harvest(5, false), vec![], "below the floor");
         cache.access(5, 0);
         assert_eq!(
-            cache.harvest(5, true),
+            cache.harvest(5, false),
             vec![(5, 5)],
-            "the interval's do not"
+            "a tick's harvest counts from the interval's start"
         );
-        assert_eq!(cache.harvest(1, true), vec![]);
+        assert_eq!(cache.harvest(5, true), vec![(5, 5)]);
+        assert_eq!(
+            cache.harvest(1, true),
+            vec![],
+            "the interval's end starts over"
+        );
     }
 
     #[test]

@@ -160,11 +160,11 @@ pub struct Config {
     /// Period of the monitor's full reports.
     pub interval: Duration,
     /// Reads per second of one remote pair that the monitor reports at
-    /// once, without waiting for the interval's end. `None` (the default):
-    /// derived by the run, as many reads in a tick as a migration costs
-    /// one-sided operations (measured so far; 5, the protocol's bound,
-    /// before the first), so a pair reported at once pays its move back
-    /// within a tick.
+    /// once, without waiting for the interval's end, over the reads counted
+    /// since the interval began. `None` (the default): derived by the run,
+    /// as many reads as a migration costs one-sided operations (measured so
+    /// far; 5, the protocol's bound, before the first), so a pair reported
+    /// pays its move back at the rate it was read.
     pub instant_rate: Option<u32>,
     /// Reads per second of one remote pair that a full report includes.
     /// `None` (the default): derived by the run like the instant floor, as

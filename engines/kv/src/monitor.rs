@@ -170,13 +170,15 @@ pub(crate) fn control(
             stop.store(true, Ordering::Relaxed);
         }
         let ends_interval = tick % per_interval == 0;
-        // The applicant's floor: the report rate over a whole interval, or
-        // the instant rate over the tick, or derived, a migration's cost.
+        // The applicant's floor over the reads counted since the interval
+        // began: the report rate over the whole interval at its end, the
+        // instant rate over the ticks so far before it, or derived, a
+        // migration's cost.
         #[allow(clippy::cast_precision_loss)]
         let (rate, window_s) = if ends_interval {
             (config.report_rate, tick_s * per_interval as f64)
         } else {
-            (config.instant_rate, tick_s)
+            (config.instant_rate, tick_s * (tick % per_interval) as f64)
         };
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let floor = rate

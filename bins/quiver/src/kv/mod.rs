@@ -226,9 +226,10 @@ pub struct BenchArgs {
     /// Period of the time series and of instant reports (an interval is whole ticks).
     #[arg(long, default_value_t = Span(Config::default().tick))]
     pub tick: Span,
-    /// Reads per second of one remote pair that the monitor reports at once (default: derived
-    /// by the run, as many reads in a tick as a migration costs one-sided operations, so a pair
-    /// reported at once pays its move back within the tick; the paper's is 100).
+    /// Reads per second of one remote pair, since the interval began, that the monitor reports
+    /// at a tick before the interval's end (default: derived by the run, as many reads as a
+    /// migration costs one-sided operations, so a pair reported pays its move back at the rate
+    /// it was read; the paper's is 100).
     #[arg(long)]
     pub instant_rate: Option<u32>,
     /// Reads per second of one remote pair that the monitor reports at an interval's end

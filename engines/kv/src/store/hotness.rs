@@ -10,7 +10,8 @@ use crate::policy::Plan;
 
 impl Store {
     /// The monitor's harvest: remote pairs this node accessed at least
-    /// `at_least` times since the last tick (or interval: `ends_interval`),
+    /// `at_least` times since the interval began (which `ends_interval`
+    /// ends),
     /// through the location cache, and keys homed here, likewise (those
     /// whose values live elsewhere, and those it holds as the
     /// [`StoreConfig::plan`](super::StoreConfig::plan) says).
