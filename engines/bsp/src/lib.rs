@@ -271,7 +271,14 @@ fn run_on(
     }
     // A node of several reads only its own lists from here on (LCC and
     // migrated tasks map others' back as they read them).
-    let local = local::LocalGraph::new(graph, owned.clone(), programs::side(algorithm), size > 1);
+    // A directed graph asked only to push holds no transpose to pull along.
+    let local = local::LocalGraph::new(
+        graph,
+        owned.clone(),
+        programs::side(algorithm),
+        config.direction != Direction::Push,
+        size > 1,
+    );
     let peers = match node {
         Some(node) if size > 1 => {
             // Every node runs as many workers as the largest asks for: the

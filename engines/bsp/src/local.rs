@@ -10,7 +10,8 @@
 //!   pulling into the masters. A symmetric graph, or the side `Both`,
 //!   needs no second layout: a vertex's in-edges are its own list. A
 //!   directed graph pulled along out-edges gets the transpose of the edges
-//!   into the owned vertices, gathered by two passes over all edges.
+//!   into the owned vertices, gathered by two passes over all edges, unless
+//!   its caller only pushes (RGraph's only mode, which keeps no CSC).
 //!
 //! On a symmetric graph a node reads only its own vertices' lists: a pull
 //! gathers from remote sources through the mirror states their owners sent
@@ -60,12 +61,20 @@ struct Csr<'g> {
 }
 
 impl<'g> LocalGraph<'g> {
-    /// The edges of the vertices in `owned` on `side`. With `give_back`
-    /// (a node of several), the offsets and lists of the vertices it does
-    /// not own leave the process once read (`Graph::release_lists`): window
-    /// by window while a directed graph is transposed (which reads them
-    /// all), or all at once (the partition read every offset).
-    pub fn new(graph: &'g Graph, owned: Range<u32>, side: Side, give_back: bool) -> LocalGraph<'g> {
+    /// The edges of the vertices in `owned` on `side`, and on a directed
+    /// graph's side `Out` their in-edges only if `pulls` (the caller may
+    /// pull; a caller that only pushes holds no transpose). With `give_back` (a node of several), the
+    /// offsets and lists of the vertices it does not own leave the process
+    /// once read (`Graph::release_lists`): window by window while a
+    /// directed graph is transposed (which reads them all), or all at once
+    /// (the partition read every offset).
+    pub fn new(
+        graph: &'g Graph,
+        owned: Range<u32>,
+        side: Side,
+        pulls: bool,
+        give_back: bool,
+    ) -> LocalGraph<'g> {
         // Releases the vertices of `window` that this node does not own.
         let release = |window: Range<u32>| {
             if give_back {
@@ -81,14 +90,17 @@ impl<'g> LocalGraph<'g> {
                 weights: graph.weights().map(Cow::Borrowed),
             }
         };
-        let (out, transposed) = if graph.is_undirected() {
-            release(0..graph.num_vertices());
-            (borrowed(), None)
-        } else {
-            let transposed = Csr::transposed(graph, owned.clone(), TRANSPOSE_WINDOW, &release);
-            match side {
-                Side::Both => (Csr::merged(&borrowed(), &transposed), None),
-                Side::Out => (borrowed(), Some(transposed)),
+        let transpose = |release: &dyn Fn(Range<u32>)| {
+            Csr::transposed(graph, owned.clone(), TRANSPOSE_WINDOW, release)
+        };
+        let (out, transposed) = match side {
+            Side::Both if !graph.is_undirected() => {
+                (Csr::merged(&borrowed(), &transpose(&release)), None)
+            }
+            Side::Out if pulls && !graph.is_undirected() => (borrowed(), Some(transpose(&release))),
+            _ => {
+                release(0..graph.num_vertices());
+                (borrowed(), None)
             }
         };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
@@ -126,7 +138,8 @@ impl<'g> LocalGraph<'g> {
     }
 
     /// Edges into owned vertex `v` from every source, ascending: what a
-    /// pull gathers. Always inlined, and a symmetric graph's lists read
+    /// pull gathers (not on a directed graph held for pushes only).
+    /// Always inlined, and a symmetric graph's lists read
     /// from the graph's arrays without the layouts' `Cow`s: it runs once
     /// per vertex of every pull (BFS on Kronecker 20, one thread: 6% more
     /// instructions through `out`).
@@ -389,14 +402,20 @@ mod tests {
         let graph = graph();
         for start in 0..=6 {
             for end in start..=6 {
-                let out = LocalGraph::new(&graph, start..end, Side::Out, false);
-                let both = LocalGraph::new(&graph, start..end, Side::Both, false);
+                let out = LocalGraph::new(&graph, start..end, Side::Out, true, false);
+                let both = LocalGraph::new(&graph, start..end, Side::Both, false, false);
+                let pushed_only = LocalGraph::new(&graph, start..end, Side::Out, false, false);
+                assert_eq!(
+                    pushed_only.bytes(),
+                    out.bytes() - out.transposed.as_ref().unwrap().bytes()
+                );
                 for v in start..end {
                     let own = listed(both.out_edges(v));
                     assert_eq!(listed(both.in_edges(v)), own, "both pulls its own list");
                     let mut merged = own;
                     merged.sort_unstable();
                     assert_eq!(merged, reference(&graph, v, true, true), "both, {v}");
+                    assert_eq!(listed(pushed_only.out_edges(v)), listed(out.out_edges(v)));
                     let mut pushed = listed(out.out_edges(v));
                     pushed.sort_unstable();
                     assert_eq!(pushed, reference(&graph, v, true, false), "out, {v}");

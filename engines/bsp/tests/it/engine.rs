@@ -128,6 +128,47 @@ fn auto_switches_by_the_frontiers_size() {
     );
 }
 
+/// A directed graph asked only to push holds no transpose of its edges
+/// and gives the values it gives pulling along one (auto), which counts
+/// the transpose in its memory: an offset per owned vertex and a source
+/// per edge.
+#[test]
+fn a_directed_graph_that_only_pushes_holds_no_transpose() {
+    let n = 200u32;
+    let edges: Vec<(u32, u32, f32)> = (1..n)
+        .flat_map(|v| [(0, v, 1.0), (v, (v * 7) % n, 1.0)])
+        .collect();
+    let graph = Graph::from_edges(n, &edges, false, false).unwrap();
+    let pagerank = Algorithm::PageRank {
+        damping: 0.85,
+        iterations: 3,
+    };
+    for algorithm in [pagerank, Algorithm::Bfs { source: 0 }] {
+        let with = |direction| {
+            let config = Config {
+                direction,
+                ..Config::default()
+            };
+            run(&graph, &algorithm, &config, &NoProgress).unwrap()
+        };
+        let (pushed, lean) = with(Direction::Push);
+        let (auto, full) = with(Direction::Auto);
+        assert_close(&pushed, &auto, &format!("{algorithm:?}"));
+        assert!(
+            full.supersteps
+                .iter()
+                .any(|s| s.direction == Direction::Pull),
+            "{algorithm:?}"
+        );
+        let transpose = 8 * (u64::from(n) + 1) + 4 * graph.num_edges();
+        assert_eq!(
+            full.summary.peak_mem_bytes - lean.summary.peak_mem_bytes,
+            transpose,
+            "{algorithm:?}"
+        );
+    }
+}
+
 #[test]
 fn bad_parameters_are_named() {
     let graph = Graph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false, false).unwrap();
