@@ -16,7 +16,11 @@
 //!   machine these rows show each fabric's overhead, not a speedup;
 //! - memory: in every run of several nodes, the largest node's peak
 //!   resident memory against its share of the graph file (file size over
-//!   nodes), the paper's measure.
+//!   nodes), the paper's measure;
+//! - with `--gapbs DIR` (GAPBS built by hand outside this repository):
+//!   GAPBS's `pr`, `bfs` and `cc` with 2 OpenMP threads on the same graph
+//!   (converted by its own `converter`) beside the engine's one process of
+//!   2 threads, alternating, compute time against its trial time.
 //!
 //! Every configuration runs `--reps` times (BFS, whose runs are short and
 //! whose communication totals 100-200 ms, three times as many), interleaved,
@@ -30,8 +34,9 @@ use std::path::Path;
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture_json, num, symmetric_rmat, Bins, Context, Mpi};
-use crate::report::{Row, Target};
+use super::walker_peers::{data_file, reported, run_peer};
+use super::{capture_json, num, reuse_or, symmetric_rmat, Bins, Context, Mpi};
+use crate::report::{Row, Spread, Target};
 
 const SCALE: u32 = 20;
 
@@ -272,6 +277,13 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     notes.push(format!(
         "bsp: R-MAT scale {SCALE} (Kronecker, Graph500 parameters, ids permuted), undirected, deduplicated, no self-loops, {edges} directed edges; BFS from vertex {source} (the first from 1 on with edges); each configuration ran {reps} times interleaved (BFS {bfs_reps}), the median compute time is kept (a job's: its slowest node's)"
     ));
+    let gapbs = match &cx.args.gapbs {
+        Some(dir) => against_gapbs(cx, dir, &graph, &algorithms, &mut rows, &mut notes)?,
+        None => {
+            notes.push("bsp: no --gapbs directory given, so no GAPBS rows".into());
+            Value::Null
+        }
+    };
     Ok(json!({
         "bench": "bsp",
         "params": { "scale": SCALE, "source": source, "reps": reps, "bfs_reps": bfs_reps },
@@ -279,9 +291,116 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "reused": generate.is_null(),
         "generate": generate,
         "runs": runs,
+        "gapbs": gapbs,
         "rows": rows,
         "summary_notes": notes,
     }))
+}
+
+/// GAPBS's kernel for each algorithm, and its flags besides the graph and
+/// the trial count: PageRank runs 20 iterations whatever its error (a
+/// tolerance it cannot reach), BFS starts where the engine's does, and
+/// `cc` is its default, Afforest.
+fn gapbs_kernel<'a>(name: &str, source: &'a str) -> (&'static str, Vec<&'a str>) {
+    match name {
+        "PageRank" => ("pr", vec!["-i", "20", "-t", "1e-30"]),
+        "BFS" => ("bfs", vec!["-r", source]),
+        _ => ("cc", Vec::new()),
+    }
+}
+
+/// Every algorithm on the engine in one process of 2 threads and on
+/// GAPBS's kernel with 2 OpenMP threads, alternating, each as many times as
+/// the engine's other setups; a row each: GAPBS's trial time over the
+/// engine's compute time (medians), with both ranges.
+fn against_gapbs(
+    cx: &Context,
+    dir: &Path,
+    graph: &Path,
+    algorithms: &[(&str, Vec<&str>, f64, u32)],
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<Value> {
+    let bins = cx.bins;
+    // GAPBS reads its own serialized graph, converted from each edge once
+    // (its -s adds the reverses).
+    let edges = data_file(graph, cx.data, "el")?;
+    reuse_or(&edges, "bsp", notes, || {
+        capture_json(
+            &bins.quiver,
+            &argv![
+                "--json",
+                "export",
+                graph,
+                "-o",
+                &edges,
+                "--format",
+                "snap",
+                "--each-edge-once"
+            ],
+        )
+    })?;
+    let serialized = data_file(graph, cx.data, "sg")?;
+    if !serialized.exists() {
+        run_peer(
+            &dir.join("converter"),
+            &argv!["-f", &edges, "-s", "-b", &serialized],
+            cx.data,
+            &[],
+        )?;
+    }
+    let source = algorithms
+        .iter()
+        .find(|a| a.0 == "BFS")
+        .and_then(|a| a.1.last())
+        .copied()
+        .unwrap_or("0");
+    let mut all = serde_json::Map::new();
+    for (name, algorithm, _, reps) in algorithms {
+        let (kernel, flags) = gapbs_kernel(name, source);
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..*reps {
+            let mut args = argv!["--json", "bsp"].to_vec();
+            args.extend(algorithm.iter().map(OsString::from));
+            args.push(graph.into());
+            args.extend(ENGINE.flags.iter().map(OsString::from));
+            ours.push(compute_ns(&capture_json(&bins.quiver, &args)?)? / 1e6);
+            let mut args = argv!["-f", &serialized, "-n", "1"].to_vec();
+            args.extend(flags.iter().map(OsString::from));
+            let threads = Path::new("2");
+            let output = run_peer(
+                &dir.join(kernel),
+                &args,
+                cx.data,
+                &[("OMP_NUM_THREADS", threads)],
+            )?;
+            theirs.push(reported(&output, "Trial Time:")? * 1e3);
+        }
+        all.insert(
+            (*name).to_owned(),
+            json!({ "gapbs_ms": theirs, "quiver_ms": ours }),
+        );
+        let shown = |s: &Spread| format!("{:.1} ms ({:.1}-{:.1})", s.median, s.min, s.max);
+        let (ours, theirs) = (Spread::of(ours), Spread::of(theirs));
+        rows.push(Row::compare(
+            "bsp",
+            &format!(
+                "{name}, GAPBS `{kernel}` (2 OpenMP threads) / {} (compute times, medians of {reps} alternating runs: GAPBS {}, quiver {})",
+                ENGINE.name,
+                shown(&theirs),
+                shown(&ours)
+            ),
+            theirs.median,
+            ours.median,
+            Some(Target::AtLeast(1.0)),
+        ));
+    }
+    notes.push(format!(
+        "bsp: GAPBS from {}, on {} (converted from the bench's graph, each edge once, symmetrized by its converter's -s)",
+        dir.display(),
+        serialized.display()
+    ));
+    Ok(Value::Object(all))
 }
 
 /// Runs `algorithm` under every setup `reps` times, interleaved; keeps each

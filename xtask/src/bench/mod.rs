@@ -161,6 +161,11 @@ pub struct BenchArgs {
     /// table shows a figure from another day.
     #[arg(long)]
     pub sowalker: Option<PathBuf>,
+    /// bsp: the directory of GAPBS's `converter`, `pr`, `bfs` and `cc` (built by hand outside
+    /// this repository with its Makefile), run on the bench's graph with 2 OpenMP threads
+    /// beside the engine's one process of 2 threads, alternating, in the same minutes.
+    #[arg(long)]
+    pub gapbs: Option<PathBuf>,
 }
 
 /// The accepted benchmark names, with their help, for clap.

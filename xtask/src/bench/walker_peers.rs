@@ -396,7 +396,7 @@ fn text_edges(
 
 /// `data/<graph's name>.<suffix>`: a file (or directory) made for a peer
 /// from `graph`.
-fn data_file(graph: &Path, data: &Path, suffix: &str) -> Result<PathBuf> {
+pub(super) fn data_file(graph: &Path, data: &Path, suffix: &str) -> Result<PathBuf> {
     let stem = graph
         .file_stem()
         .context("the graph's file has no name")?
@@ -432,7 +432,7 @@ fn drop_cache(bench_io: &Path, dir: &Path) -> Result<()> {
 
 /// Runs a peer in `dir` with `env`, echoing the command; returns its
 /// stdout and stderr together (peers log their timings to either).
-fn run_peer(
+pub(super) fn run_peer(
     program: &Path,
     args: &[OsString],
     dir: &Path,
@@ -471,7 +471,7 @@ fn run_peer(
 
 /// The positive number a peer printed right after `marker` (spaces
 /// aside) on its last line holding it.
-fn reported(output: &str, marker: &str) -> Result<f64> {
+pub(super) fn reported(output: &str, marker: &str) -> Result<f64> {
     output
         .lines()
         .rev()
