@@ -63,11 +63,12 @@ struct Csr<'g> {
 impl<'g> LocalGraph<'g> {
     /// The edges of the vertices in `owned` on `side`, and on a directed
     /// graph's side `Out` their in-edges only if `pulls` (the caller may
-    /// pull; a caller that only pushes holds no transpose). With `give_back` (a node of several), the
-    /// offsets and lists of the vertices it does not own leave the process
-    /// once read (`Graph::release_lists`): window by window while a
-    /// directed graph is transposed (which reads them all), or all at once
-    /// (the partition read every offset).
+    /// pull; a caller that only pushes holds no transpose). With
+    /// `give_back` (a node of several), the offsets and lists of the
+    /// vertices it does not own leave the process once read
+    /// (`Graph::release_lists`): window by window while a directed graph
+    /// is transposed (which reads them all), or all at once (the partition
+    /// read every offset).
     pub fn new(
         graph: &'g Graph,
         owned: Range<u32>,
@@ -90,14 +91,10 @@ impl<'g> LocalGraph<'g> {
                 weights: graph.weights().map(Cow::Borrowed),
             }
         };
-        let transpose = |release: &dyn Fn(Range<u32>)| {
-            Csr::transposed(graph, owned.clone(), TRANSPOSE_WINDOW, release)
-        };
+        let transpose = || Csr::transposed(graph, owned.clone(), TRANSPOSE_WINDOW, &release);
         let (out, transposed) = match side {
-            Side::Both if !graph.is_undirected() => {
-                (Csr::merged(&borrowed(), &transpose(&release)), None)
-            }
-            Side::Out if pulls && !graph.is_undirected() => (borrowed(), Some(transpose(&release))),
+            Side::Both if !graph.is_undirected() => (Csr::merged(&borrowed(), &transpose()), None),
+            Side::Out if pulls && !graph.is_undirected() => (borrowed(), Some(transpose())),
             _ => {
                 release(0..graph.num_vertices());
                 (borrowed(), None)

@@ -191,8 +191,9 @@ impl Default for Config {
     /// one worker per node. The report floors and the approval are the
     /// run's own (see `instant_rate`, `report_rate` and
     /// [`Approval::PaysBack`]): the paper's 100 reads/s left most of a new
-    /// hot set remote until the interval's end, and its 1.5x kept pairs
-    /// with a clear top reader remote.
+    /// hot set remote until the interval's end, and its 1.5x is too loose
+    /// for pairs read a few times an interval and too strict for pairs
+    /// read thousands of times.
     fn default() -> Self {
         Self {
             policy: Policy::SplitCache,

@@ -86,8 +86,7 @@ impl std::str::FromStr for Plan {
 /// When one node's reads of a pair beat another's: an applicant must beat
 /// the value's holder to be approved, and a contended pair (its top reader
 /// does not beat the second) stays put.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Approval {
     /// The paper's rule (§4.4, 1.5 there): at least this many times the
     /// other's reads.
@@ -100,7 +99,6 @@ pub enum Approval {
     /// counts of the same rate, `2 √(a + b)`, so that two nodes reading a
     /// pair alike do not trade it on chance. Against a rival reader only
     /// the second part applies: moving to either would pay the same.
-    #[default]
     PaysBack,
 }
 
@@ -129,15 +127,6 @@ impl Approval {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let reported = (f64::from(floor) / ratio).floor() as u32;
         reported.max(1)
-    }
-}
-
-impl std::fmt::Display for Approval {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Approval::Ratio(margin) => write!(f, "{margin}x"),
-            Approval::PaysBack => f.write_str("pays back"),
-        }
     }
 }
 
@@ -249,7 +238,7 @@ impl Coordinator {
     }
 
     /// The moves approved at `tick` from every node's report (by rank: the
-    /// pairs it read and how often, this tick). An applicant needs at
+    /// pairs it read and how often since the interval began). An applicant needs at
     /// least `at_least` reads; a migration costs `cost` one-sided
     /// operations (the [`Approval::PaysBack`] rule weighs it).
     pub fn plan(
