@@ -17,6 +17,9 @@
 //! - memory: in every run of several nodes, the largest node's peak
 //!   resident memory against its share of the graph file (file size over
 //!   nodes), the paper's measure;
+//! - task migration against none (`--no-balance`) on the same graph with
+//!   ids as drawn (the hubs on the first node), PageRank and BFS on 2 tcp
+//!   nodes of one thread: each node's busy time, slowest over fastest;
 //! - with `--gapbs DIR` (GAPBS built by hand outside this repository):
 //!   GAPBS's `pr`, `bfs` and `cc` with 2 OpenMP threads on the same graph
 //!   (converted by its own `converter`) beside the engine's one process of
@@ -35,7 +38,7 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::walker_peers::{data_file, reported, run_peer};
-use super::{capture_json, num, reuse_or, symmetric_rmat, Bins, Context, Mpi};
+use super::{capture_json, num, reuse_or, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
 use crate::report::{Row, Spread, Target};
 
 const SCALE: u32 = 20;
@@ -76,6 +79,11 @@ const TWO_SIDED: Setup = Setup {
     ranks: None,
 };
 
+const NO_BALANCE: Setup = Setup {
+    name: "2 tcp nodes x 1 thread, --no-balance",
+    flags: &["--nodes", "2", "--threads", "1", "--no-balance"],
+    ranks: None,
+};
 const FOUR_NODES: Setup = Setup {
     name: "4 tcp nodes x 1 thread",
     flags: &["--nodes", "4", "--threads", "1"],
@@ -277,6 +285,46 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     notes.push(format!(
         "bsp: R-MAT scale {SCALE} (Kronecker, Graph500 parameters, ids permuted), undirected, deduplicated, no self-loops, {edges} directed edges; BFS from vertex {source} (the first from 1 on with edges); each configuration ran {reps} times interleaved (BFS {bfs_reps}), the median compute time is kept (a job's: its slowest node's)"
     ));
+    // Task migration against none on a skewed graph (the hubs at the
+    // lowest ids, so on the first node): each node's busy time, slowest
+    // over fastest, and the tasks migrated.
+    let skewed = skewed_rmat(cx, SCALE, "bsp", &mut notes)?;
+    let mut balance = serde_json::Map::new();
+    for (name, algorithm, _, runs_each) in algorithms.iter().filter(|a| a.0 != "WCC") {
+        let measured = measure(
+            bins,
+            None,
+            &skewed,
+            algorithm,
+            &[&TWO_NODES, &NO_BALANCE],
+            *runs_each,
+        )?;
+        for setup in [&TWO_NODES, &NO_BALANCE] {
+            let run = &measured[setup.name];
+            let busy: Vec<f64> = run["nodes"]
+                .as_array()
+                .context("a bsp report without nodes")?
+                .iter()
+                .map(|node| num(node, "/busy_ns"))
+                .collect::<Result<_>>()?;
+            let (slowest, fastest) = busy
+                .iter()
+                .fold((0.0f64, f64::MAX), |(s, f), &b| (s.max(b), f.min(b)));
+            rows.push(Row::compare(
+                "bsp",
+                &format!(
+                    "{name} on the skewed graph (ids as drawn), {}: busy time of the slowest node / the fastest ({} tasks migrated, compute {:.0} ms)",
+                    setup.name,
+                    total(run, "migrated"),
+                    compute_ns(run)? / 1e6
+                ),
+                slowest,
+                fastest,
+                None,
+            ));
+        }
+        balance.insert((*name).to_owned(), Value::Object(measured));
+    }
     let gapbs = match &cx.args.gapbs {
         Some(dir) => against_gapbs(cx, dir, &graph, &algorithms, &mut rows, &mut notes)?,
         None => {
@@ -292,6 +340,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "generate": generate,
         "runs": runs,
         "gapbs": gapbs,
+        "balance": balance,
         "rows": rows,
         "summary_notes": notes,
     }))

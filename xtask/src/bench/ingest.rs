@@ -28,7 +28,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         if text.exists() {
             fs::remove_file(&text).with_context(|| format!("removing stale {}", text.display()))?;
         }
-        generate_rmat(bins, &graph, args.scale, false)
+        generate_rmat(bins, &graph, args.scale, false, false)
     })?;
     let export = reuse_or(&text, "ingest", &mut notes, || {
         // Export writes edges sorted by source; real edge lists (and R-MAT's

@@ -407,8 +407,15 @@ fn num(report: &Value, pointer: &str) -> Result<f64> {
 
 /// Writes the R-MAT graph of `scale` (16 edges per vertex, seed 1) to
 /// `graph`: as generated, or `symmetric` (undirected, deduplicated, without
-/// self-loops, within a 4 GiB budget), as the walker benchmarks use it.
-fn generate_rmat(bins: &Bins, graph: &Path, scale: u32, symmetric: bool) -> Result<Value> {
+/// self-loops, within a 4 GiB budget), as the walker benchmarks use it;
+/// ids permuted unless `skewed` (the hubs at the lowest ids).
+fn generate_rmat(
+    bins: &Bins,
+    graph: &Path,
+    scale: u32,
+    symmetric: bool,
+    skewed: bool,
+) -> Result<Value> {
     // The driver writes under a temporary name and renames: a graph that
     // exists is complete.
     let mut args = Vec::from(argv![
@@ -433,6 +440,9 @@ fn generate_rmat(bins: &Bins, graph: &Path, scale: u32, symmetric: bool) -> Resu
             "4GiB"
         ]);
     }
+    if skewed {
+        args.extend(argv!["--no-permute"]);
+    }
     capture_json(&bins.quiver, &args)
 }
 
@@ -448,9 +458,25 @@ pub(crate) fn symmetric_rmat(
 ) -> Result<(PathBuf, Value)> {
     let graph = cx.data.join(format!("rmat-u{scale}-perm.qcsr"));
     let generate = reuse_or(&graph, bench, notes, || {
-        generate_rmat(cx.bins, &graph, scale, true)
+        generate_rmat(cx.bins, &graph, scale, true, false)
     })?;
     Ok((graph, generate))
+}
+
+/// The symmetric R-MAT graph of `scale` with ids as drawn, the hubs at the
+/// lowest (`rmat-u<scale>-skew.qcsr`), made unless it exists, as
+/// [`symmetric_rmat`].
+pub(crate) fn skewed_rmat(
+    cx: &Context,
+    scale: u32,
+    bench: &str,
+    notes: &mut Vec<String>,
+) -> Result<PathBuf> {
+    let graph = cx.data.join(format!("rmat-u{scale}-skew.qcsr"));
+    reuse_or(&graph, bench, notes, || {
+        generate_rmat(cx.bins, &graph, scale, true, true)
+    })?;
+    Ok(graph)
 }
 
 /// Runs `make` unless `path` exists already, in which case it is reused
