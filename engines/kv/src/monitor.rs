@@ -144,11 +144,9 @@ pub(crate) fn control(
     let node = store.node();
     let mut paused_ns = 0;
     let mut cancelled = false;
-    let mut coordinator = Coordinator::new(
-        store.placement(),
-        config.approval(),
-        config.ticks_per_interval(),
-    );
+    let approval = config.approval();
+    let mut coordinator =
+        Coordinator::new(store.placement(), approval, config.ticks_per_interval());
     if config.store.plan == Plan::Deferred {
         coordinator = coordinator.deferring(config.ticks_per_interval());
     }
@@ -187,7 +185,7 @@ pub(crate) fn control(
             })
             .max(1);
         let pairs = if config.policy.migrates() {
-            store.harvest(config.approval().reported(floor), ends_interval)
+            store.harvest(approval.reported(floor), ends_interval)
         } else {
             Vec::new()
         };

@@ -37,8 +37,8 @@ use std::path::Path;
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::walker_peers::{data_file, reported, run_peer};
-use super::{capture_json, num, reuse_or, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
+use super::walker_peers::{data_file, each_edge_once, reported, run_peer};
+use super::{capture_json, num, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
 use crate::report::{Row, Spread, Target};
 
 const SCALE: u32 = 20;
@@ -326,7 +326,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         balance.insert((*name).to_owned(), Value::Object(measured));
     }
     let gapbs = match &cx.args.gapbs {
-        Some(dir) => against_gapbs(cx, dir, &graph, &algorithms, &mut rows, &mut notes)?,
+        Some(dir) => against_gapbs(cx, dir, &graph, &algorithms, &source, &mut rows, &mut notes)?,
         None => {
             notes.push("bsp: no --gapbs directory given, so no GAPBS rows".into());
             Value::Null
@@ -367,28 +367,14 @@ fn against_gapbs(
     dir: &Path,
     graph: &Path,
     algorithms: &[(&str, Vec<&str>, f64, u32)],
+    source: &str,
     rows: &mut Vec<Row>,
     notes: &mut Vec<String>,
 ) -> Result<Value> {
     let bins = cx.bins;
     // GAPBS reads its own serialized graph, converted from each edge once
-    // (its -s adds the reverses).
-    let edges = data_file(graph, cx.data, "el")?;
-    reuse_or(&edges, "bsp", notes, || {
-        capture_json(
-            &bins.quiver,
-            &argv![
-                "--json",
-                "export",
-                graph,
-                "-o",
-                &edges,
-                "--format",
-                "snap",
-                "--each-edge-once"
-            ],
-        )
-    })?;
+    // (its -s adds the reverses) in a text file it knows by its `.el`.
+    let edges = each_edge_once(bins, graph, cx.data, ("el", "snap"), "bsp", notes)?;
     let serialized = data_file(graph, cx.data, "sg")?;
     if !serialized.exists() {
         run_peer(
@@ -398,12 +384,6 @@ fn against_gapbs(
             &[],
         )?;
     }
-    let source = algorithms
-        .iter()
-        .find(|a| a.0 == "BFS")
-        .and_then(|a| a.1.last())
-        .copied()
-        .unwrap_or("0");
     let mut all = serde_json::Map::new();
     for (name, algorithm, _, reps) in algorithms {
         let (kernel, flags) = gapbs_kernel(name, source);

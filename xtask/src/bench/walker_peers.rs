@@ -167,22 +167,14 @@ impl FlashMob {
         data: &Path,
         notes: &mut Vec<String>,
     ) -> Result<FlashMob> {
-        let edges = data_file(graph, data, "once.bin")?;
-        reuse_or(&edges, "walker-systems", notes, || {
-            capture_json(
-                &bins.quiver,
-                &argv![
-                    "--json",
-                    "export",
-                    graph,
-                    "-o",
-                    &edges,
-                    "--format",
-                    "bin",
-                    "--each-edge-once"
-                ],
-            )
-        })?;
+        let edges = each_edge_once(
+            bins,
+            graph,
+            data,
+            ("once.bin", "bin"),
+            "walker-systems",
+            notes,
+        )?;
         Ok(FlashMob {
             binary: binary.to_owned(),
             edges,
@@ -391,6 +383,37 @@ fn text_edges(
             .or_else(|_| fs::copy(&shared, &edges).map(|_| ()))
             .with_context(|| format!("linking {} to {}", edges.display(), shared.display()))?;
     }
+    Ok(edges)
+}
+
+/// `graph` with each edge once (source <= target), for a peer that adds
+/// the reverses itself, as `data/<graph>.<suffix>` (a peer may read the
+/// format off the suffix) in quiver's `format` (`bin` or `snap` text),
+/// exported unless it is there.
+pub(super) fn each_edge_once(
+    bins: &Bins,
+    graph: &Path,
+    data: &Path,
+    (suffix, format): (&str, &str),
+    bench: &str,
+    notes: &mut Vec<String>,
+) -> Result<PathBuf> {
+    let edges = data_file(graph, data, suffix)?;
+    reuse_or(&edges, bench, notes, || {
+        capture_json(
+            &bins.quiver,
+            &argv![
+                "--json",
+                "export",
+                graph,
+                "-o",
+                &edges,
+                "--format",
+                format,
+                "--each-edge-once"
+            ],
+        )
+    })?;
     Ok(edges)
 }
 

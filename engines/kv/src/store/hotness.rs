@@ -11,9 +11,8 @@ use crate::policy::Plan;
 impl Store {
     /// The monitor's harvest: remote pairs this node accessed at least
     /// `at_least` times since the interval began (which `ends_interval`
-    /// ends),
-    /// through the location cache, and keys homed here, likewise (those
-    /// whose values live elsewhere, and those it holds as the
+    /// ends), through the location cache, and keys homed here, likewise
+    /// (those whose values live elsewhere, and those it holds as the
     /// [`StoreConfig::plan`](super::StoreConfig::plan) says).
     ///
     /// At an interval's end a home reports a deferred candidate's count
