@@ -427,33 +427,35 @@ fn boundary(engine: &Engine<'_>) -> Option<Frontier> {
 /// One PageRank iteration in one pass: every vertex gathers the
 /// contributions `rank[u] / out_degree(u)` of its in-neighbours from
 /// `read`, and at once settles its new rank and leaves its contribution
-/// to the next iteration in `write` (the two swap every iteration, so a
-/// gather never sees a contribution of the iteration it is in). Pulled,
-/// that is the whole iteration: GAPBS's one pass per iteration, but
-/// Jacobi's (Graphalytics' definition), not its Gauss-Seidel. The other
-/// nodes' contributions are their mirrors in `read`, set by the pull's
-/// round of mirror states. Pushed, contributions sum into `sum` (a
-/// master's, or a mirror's, which is forwarded), made at the first push
-/// (a run that only pulls never touches its 8 bytes a vertex), and a
-/// pass after the superstep settles them.
+/// to the next iteration in `write` (the two trade places every
+/// iteration, so a gather never sees a contribution of the iteration it
+/// is in). Pulled, that is the whole iteration: GAPBS's one pass per
+/// iteration, but Jacobi's (Graphalytics' definition), not its
+/// Gauss-Seidel. The other nodes' contributions are their mirrors in
+/// `read`, set by the pull's round of mirror states. Pushed,
+/// contributions sum into `sum` (a master's, or a mirror's, which is
+/// forwarded), made at the first push (a run that only pulls never
+/// touches its 8 bytes a vertex), and a pass after the superstep settles
+/// them.
 ///
-/// Before this, an iteration was three passes: contributions out, the
-/// gather into the ranks' slots, the ranks settled. On Kronecker 20 with
-/// 2 threads the two light passes were 18% of the compute time, and the
-/// extra bytes they move (the ranks read and written twice more) about
-/// what separated the engine from GAPBS.
+/// No array holds the ranks: a vertex with out-edges has its rank in its
+/// contribution times its degree, and a sink, whose contribution no
+/// gather reads (it is no edge's source), holds its rank in its
+/// contribution's slot, for the sum spread over all vertices. Before,
+/// an iteration was three passes (contributions out, the gather into an
+/// `f64` rank array, the ranks settled); on Kronecker 20 with 2 threads
+/// the two light passes were 18% of the compute time.
 ///
 /// Contributions are held as `f32`, as GAPBS holds its scores: the gather
 /// reads one at random per edge, and half the bytes is half the cache
-/// lines; sums and ranks stay `f64`. A contribution's rounding (2^-24
-/// relative) is far inside Graphalytics' 1e-4 tolerance.
+/// lines; sums stay `f64`. A contribution's rounding (2^-24 relative) is
+/// far inside Graphalytics' 1e-4 tolerance, and so are the ranks taken
+/// from them.
 struct PageRank<'a> {
     /// This iteration's contributions, `f32` bits over all of V.
     read: &'a [AtomicU32],
-    /// The next iteration's, written for the owned vertices.
+    /// The next iteration's, of the owned vertices from `first`.
     write: &'a [AtomicU32],
-    /// Ranks of the owned vertices from `first`, as `f64` bits.
-    rank: &'a [AtomicU64],
     first: u32,
     /// The graph's offsets, for the owned vertices' out-degrees.
     offsets: &'a [u64],
@@ -472,14 +474,14 @@ impl PageRank<'_> {
         })
     }
 
-    /// Settles owned `v`'s rank from what it `gathered` and leaves its
+    /// Settles owned `v`'s rank from what it `gathered` into its
     /// contribution to the next iteration.
     #[inline]
     fn settle(&self, v: u32, gathered: f64) {
         let rank = self.base + self.damping * gathered;
-        self.rank[(v - self.first) as usize].store(rank.to_bits(), Ordering::Relaxed);
         let degree = self.offsets[v as usize + 1] - self.offsets[v as usize];
-        self.write[v as usize].store(contribution(rank, degree).to_bits(), Ordering::Relaxed);
+        self.write[(v - self.first) as usize]
+            .store(contribution(rank, degree).to_bits(), Ordering::Relaxed);
     }
 
     /// After a pushed superstep: settles every owned vertex from its sum,
@@ -496,15 +498,20 @@ impl PageRank<'_> {
 }
 
 /// What a vertex of `rank` and out-`degree` gives each out-neighbour, as
-/// the `f32` the gathers read (a sink's rank is spread over all vertices
-/// instead).
+/// the `f32` the gathers read; a sink's rank itself.
 #[inline]
 #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)] // Degrees far below 2^52.
 fn contribution(rank: f64, degree: u64) -> f32 {
     match degree {
-        0 => 0.0,
+        0 => rank as f32,
         degree => (rank / degree as f64) as f32,
     }
+}
+
+/// The rank a vertex of out-`degree` left as its `contribution`.
+#[allow(clippy::cast_precision_loss)] // Degrees far below 2^52.
+fn rank_of(contribution: f32, degree: u64) -> f64 {
+    f64::from(contribution) * degree.max(1) as f64
 }
 
 impl EdgeProgram for PageRank<'_> {
@@ -575,33 +582,28 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     let size = f64::from(n);
     let all = engine.all_owned();
     let offsets = engine.graph().offsets();
+    let degree = |v: u32| offsets[v as usize + 1] - offsets[v as usize];
+    let contribution_of = |c: &AtomicU32| f32::from_bits(c.load(Ordering::Relaxed));
     // Owned vertices without out-edges, whose rank is spread over all.
-    let sinks: Vec<u32> = owned
-        .clone()
-        .filter(|&v| engine.local().graph_degree(v) == 0)
-        .collect();
-    let rank = atomics(owned.end - owned.start, |_| {
-        AtomicU64::new((1.0 / size).to_bits())
-    });
-    // Contributions over all of V (masters, and mirrors that a pull's
-    // gathers read), read and written in turn.
+    let sinks: Vec<u32> = owned.clone().filter(|&v| degree(v) == 0).collect();
+    // Contributions: over all of V (masters, and mirrors that a pull's
+    // gathers read), and the owned vertices' next ones.
     let mut read = atomics(n, |_| AtomicU32::new(0));
-    let mut write = atomics(n, |_| AtomicU32::new(0));
+    let mut write = atomics(owned.end - owned.start, |_| AtomicU32::new(0));
     engine.for_each_owned(|v| {
-        let share = contribution(1.0 / size, offsets[v as usize + 1] - offsets[v as usize]);
+        let share = contribution(1.0 / size, degree(v));
         read[v as usize].store(share.to_bits(), Ordering::Relaxed);
     });
     let sum = OnceLock::new();
     for _ in 0..iterations {
         let sink_rank: f64 = sinks
             .iter()
-            .map(|&v| f64::from_bits(rank[(v - owned.start) as usize].load(Ordering::Relaxed)))
+            .map(|&v| f64::from(contribution_of(&read[v as usize])))
             .sum();
         let sink_sum = engine.sum_f64(sink_rank)?;
         let program = PageRank {
             read: &read,
             write: &write,
-            rank: &rank,
             first: owned.start,
             offsets,
             base: (1.0 - damping) / size + damping / size * sink_sum,
@@ -612,11 +614,18 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
         if engine.supersteps().last().map(|s| s.direction) == Some(Direction::Push) {
             program.settle_pushed(engine);
         }
-        std::mem::swap(&mut read, &mut write);
+        // The next contributions become the ones read: the arrays trade
+        // places on a node that owns every vertex, the owned part of `read`
+        // otherwise (a node holds the next ones of its own vertices only).
+        if write.len() == read.len() {
+            std::mem::swap(&mut read, &mut write);
+        } else {
+            read[owned.start as usize..owned.end as usize].swap_with_slice(&mut write);
+        }
     }
-    Ok(rank
-        .into_iter()
-        .map(|r| f64::from_bits(r.into_inner()))
+    drop(write);
+    Ok(owned
+        .map(|v| rank_of(contribution_of(&read[v as usize]), degree(v)))
         .collect())
 }
 
