@@ -20,6 +20,8 @@
 //! - task migration against none (`--no-balance`) on the same graph with
 //!   ids as drawn (the hubs on the first node), PageRank and BFS on 2 tcp
 //!   nodes of one thread: each node's busy time, slowest over fastest;
+//! - strong scaling on Kronecker 22: PageRank and BFS on 1, 2 and 4 tcp
+//!   node processes of one thread (on 2 cores, the protocol's overhead);
 //! - with `--gapbs DIR` (GAPBS built by hand outside this repository):
 //!   GAPBS's `pr`, `bfs` and `cc` with 2 OpenMP threads on the same graph
 //!   (converted by its own `converter`) beside the engine's one process of
@@ -42,6 +44,10 @@ use super::{capture_json, num, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
 use crate::report::{Row, Spread, Target};
 
 const SCALE: u32 = 20;
+
+/// The scale of the Kronecker graph of the strong-scaling rows, 4x the
+/// edges of [`SCALE`].
+const SCALING_SCALE: u32 = 22;
 
 /// One way of running an algorithm: its name in the summary, the
 /// `quiver bsp` flags after the graph, and the ranks `mpirun` starts
@@ -82,6 +88,11 @@ const TWO_SIDED: Setup = Setup {
 const NO_BALANCE: Setup = Setup {
     name: "2 tcp nodes x 1 thread, --no-balance",
     flags: &["--nodes", "2", "--threads", "1", "--no-balance"],
+    ranks: None,
+};
+const ONE_NODE: Setup = Setup {
+    name: "1 node x 1 thread",
+    flags: &["--threads", "1"],
     ranks: None,
 };
 const FOUR_NODES: Setup = Setup {
@@ -325,6 +336,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         }
         balance.insert((*name).to_owned(), Value::Object(measured));
     }
+    let scaling = strong_scaling(cx, &mut rows, &mut notes)?;
     let gapbs = match &cx.args.gapbs {
         Some(dir) => against_gapbs(cx, dir, &graph, &algorithms, &source, &mut rows, &mut notes)?,
         None => {
@@ -341,9 +353,58 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "runs": runs,
         "gapbs": gapbs,
         "balance": balance,
+        "scaling": scaling,
         "rows": rows,
         "summary_notes": notes,
     }))
+}
+
+/// Strong scaling on Kronecker [`SCALING_SCALE`]: PageRank and BFS on 1, 2
+/// and 4 tcp node processes of one thread each, alternating; a row each
+/// for 2 and 4 nodes: compute time of one node over theirs, with the
+/// messages and bytes they send. This machine has 2 cores, so 4 processes
+/// share them: the rows show what the protocol costs, not a speedup.
+fn strong_scaling(cx: &Context, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<Value> {
+    let (graph, _) = symmetric_rmat(cx, SCALING_SCALE, "bsp", notes)?;
+    let reps = cx.args.reps.max(1);
+    let facts = capture_json(
+        &cx.bins.bench_latency,
+        &argv!["graph", &graph, "--from", "1", "--count", "1"],
+    )?;
+    let source = facts["picked"][0]
+        .as_u64()
+        .context("bench-latency graph picked no source")?
+        .to_string();
+    let setups = [&ONE_NODE, &TWO_NODES, &FOUR_NODES];
+    let mut all = serde_json::Map::new();
+    for (name, algorithm) in [
+        ("PageRank", vec!["pagerank", "--iterations", "20"]),
+        ("BFS", vec!["bfs", "--source", &source]),
+    ] {
+        let measured = measure(cx.bins, None, &graph, &algorithm, &setups, reps)?;
+        let one = compute_ns(&measured[ONE_NODE.name])?;
+        for setup in [&TWO_NODES, &FOUR_NODES] {
+            let run = &measured[setup.name];
+            rows.push(Row::compare(
+                "bsp",
+                &format!(
+                    "strong scaling, {name} on Kronecker {SCALING_SCALE}, {} vs {} (2 cores: the protocol's overhead, not a speedup; {} messages, {} bytes sent), compute time of one over theirs",
+                    setup.name,
+                    ONE_NODE.name,
+                    total(run, "messages"),
+                    total(run, "bytes_sent"),
+                ),
+                one,
+                compute_ns(run)?,
+                None,
+            ));
+        }
+        all.insert(name.to_owned(), Value::Object(measured));
+    }
+    notes.push(format!(
+        "bsp: strong scaling on R-MAT scale {SCALING_SCALE} (symmetric, ids permuted), BFS from vertex {source}, {reps} interleaved runs per setup, the median kept"
+    ));
+    Ok(Value::Object(all))
 }
 
 /// GAPBS's kernel for each algorithm, and its flags besides the graph and

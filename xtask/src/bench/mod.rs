@@ -78,7 +78,7 @@ pub const BENCHMARKS: &[Benchmark] = &[
     },
     Benchmark {
         name: "bsp",
-        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging over tcp and mpi, mpirun beside tcp at 2 and 4 processes",
+        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging over tcp and mpi, mpirun beside tcp at 2 and 4 processes, task migration on a skewed graph, strong scaling on Kronecker 22, GAPBS when given",
         run: bsp::run,
     },
     Benchmark {
