@@ -484,14 +484,15 @@ impl PageRank<'_> {
             .store(contribution(rank, degree).to_bits(), Ordering::Relaxed);
     }
 
-    /// After a pushed superstep: settles every owned vertex from its sum,
-    /// leaving the sums empty for the next.
+    /// After a pushed superstep: settles every owned vertex from its sum
+    /// (none on a node that no contribution reached), leaving the sums
+    /// empty for the next.
     fn settle_pushed(&self, engine: &Engine<'_>) {
-        let Some(sum) = self.sum.get() else {
-            return;
-        };
+        let sum = self.sum.get();
         engine.for_each_owned(|v| {
-            let gathered = f64::from_bits(sum[v as usize].swap(0f64.to_bits(), Ordering::Relaxed));
+            let gathered = sum.map_or(0.0, |sum| {
+                f64::from_bits(sum[v as usize].swap(0f64.to_bits(), Ordering::Relaxed))
+            });
             self.settle(v, gathered);
         });
     }
