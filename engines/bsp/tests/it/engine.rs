@@ -60,6 +60,46 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Two halves of light edges joined by a few edges of 2^40:
+    /// delta-stepping's buckets (their width from the mean weight, see
+    /// `programs.rs`) are far narrower than a heavy edge, so its target
+    /// goes beyond the ring of buckets kept ahead of the current one, to
+    /// wait until the ring reaches it; the far half is reached through it
+    /// alone.
+    #[test]
+    fn sssp_with_weights_of_every_scale_matches_the_reference(
+        half in 1u32..1000,
+        drawn in prop::collection::vec((0u32..1000, 0u32..1000, -8i32..=0, any::<bool>()), 1..6000),
+        heavy in prop::collection::vec((0u32..1000, 0u32..1000), 1..4),
+        source in any::<prop::sample::Index>(),
+        undirected in any::<bool>(),
+    ) {
+        let n = 2 * half;
+        let mut edges: Vec<(u32, u32, f32)> = drawn
+            .into_iter()
+            .map(|(s, t, e, far)| {
+                let base = if far { half } else { 0 };
+                (base + s % half, base + t % half, 2f32.powi(e))
+            })
+            .collect();
+        edges.extend(heavy.into_iter().map(|(s, t)| (s % half, half + t % half, 2f32.powi(40))));
+        let graph = build(n, edges, true, undirected);
+        let source = u32::try_from(source.index(n as usize)).unwrap();
+        let algorithm = Algorithm::Sssp { source };
+        let expected = reference::run(&graph, &algorithm).unwrap();
+        for direction in [Direction::Push, Direction::Pull, Direction::Auto] {
+            for threads in [1, 2] {
+                let config = Config { threads, direction, ..Config::default() };
+                let (values, _) = run(&graph, &algorithm, &config, &NoProgress).unwrap();
+                assert_close(&values, &expected, &format!("SSSP {direction:?} x{threads}"));
+            }
+        }
+    }
+}
+
 /// Auto pulls a dense frontier and pushes a sparse one: PageRank has every
 /// vertex active (pull), BFS from a leaf of a star starts sparse; after a
 /// pull, it pulls again while the frontier has |V| / 24 vertices.
