@@ -23,9 +23,10 @@
 //! - strong scaling on Kronecker 22: PageRank and BFS on 1, 2 and 4 tcp
 //!   node processes of one thread (on 2 cores, the protocol's overhead);
 //! - with `--gapbs DIR` (GAPBS built by hand outside this repository):
-//!   GAPBS's `pr`, `bfs` and `cc` with 2 OpenMP threads on the same graph
-//!   (converted by its own `converter`) beside the engine's one process of
-//!   2 threads, alternating, compute time against its trial time.
+//!   GAPBS's `pr`, `bfs`, `cc` and `sssp` with 2 OpenMP threads on the
+//!   same graph (converted by its own `converter`; SSSP on its weighted
+//!   copy) beside the engine's one process of 2 threads, alternating,
+//!   compute time against its trial time.
 //!
 //! Every configuration runs `--reps` times (BFS, whose runs are short and
 //! whose communication totals 100-200 ms, three times as many), interleaved,
@@ -34,13 +35,13 @@
 //! speedup.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::walker_peers::{data_file, each_edge_once, reported, run_peer};
-use super::{capture_json, num, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
+use super::{capture_json, num, reuse_or, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
 use crate::report::{Row, Spread, Target};
 
 const SCALE: u32 = 20;
@@ -407,22 +408,26 @@ fn strong_scaling(cx: &Context, rows: &mut Vec<Row>, notes: &mut Vec<String>) ->
     Ok(Value::Object(all))
 }
 
-/// GAPBS's kernel for each algorithm, and its flags besides the graph and
-/// the trial count: PageRank runs 20 iterations whatever its error (a
-/// tolerance it cannot reach), BFS starts where the engine's does, and
-/// `cc` is its default, Afforest.
-fn gapbs_kernel<'a>(name: &str, source: &'a str) -> (&'static str, Vec<&'a str>) {
-    match name {
-        "PageRank" => ("pr", vec!["-i", "20", "-t", "1e-30"]),
-        "BFS" => ("bfs", vec!["-r", source]),
-        _ => ("cc", Vec::new()),
-    }
+/// One comparison with GAPBS: the engine's whole command line, GAPBS's
+/// kernel and its arguments, and the alternating runs of each.
+struct GapbsRun {
+    name: String,
+    ours: Vec<OsString>,
+    kernel: &'static str,
+    theirs: Vec<OsString>,
+    reps: u32,
 }
 
 /// Every algorithm on the engine in one process of 2 threads and on
 /// GAPBS's kernel with 2 OpenMP threads, alternating, each as many times as
 /// the engine's other setups; a row each: GAPBS's trial time over the
-/// engine's compute time (medians), with both ranges.
+/// engine's compute time (medians), with both ranges. PageRank runs 20
+/// iterations whatever its error (a tolerance it cannot reach), BFS and
+/// SSSP start where the engine's BFS does, `cc` is GAPBS's default,
+/// Afforest, and `sssp` is its delta-stepping with the width its own
+/// benchmark gives Kronecker graphs (`-d2`). SSSP runs on GAPBS's weighted
+/// graph (its converter's `-w` draws weights 1-255 with its fixed seed),
+/// which the engine reads from the same converter's edge list.
 fn against_gapbs(
     cx: &Context,
     dir: &Path,
@@ -436,38 +441,89 @@ fn against_gapbs(
     // GAPBS reads its own serialized graph, converted from each edge once
     // (its -s adds the reverses) in a text file it knows by its `.el`.
     let edges = each_edge_once(bins, graph, cx.data, ("el", "snap"), "bsp", notes)?;
-    let serialized = data_file(graph, cx.data, "sg")?;
-    if !serialized.exists() {
-        run_peer(
-            &dir.join("converter"),
-            &argv!["-f", &edges, "-s", "-b", &serialized],
-            cx.data,
-            &[],
-        )?;
-    }
-    let mut all = serde_json::Map::new();
-    for (name, algorithm, _, reps) in algorithms {
-        let (kernel, flags) = gapbs_kernel(name, source);
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..*reps {
-            let mut args = argv!["--json", "bsp"].to_vec();
-            args.extend(algorithm.iter().map(OsString::from));
-            args.push(graph.into());
-            args.extend(ENGINE.flags.iter().map(OsString::from));
-            ours.push(compute_ns(&capture_json(&bins.quiver, &args)?)? / 1e6);
-            let mut args = argv!["-f", &serialized, "-n", "1"].to_vec();
+    let converter = dir.join("converter");
+    let convert = |suffix: &str, flags: &[&str]| -> Result<PathBuf> {
+        let out = data_file(graph, cx.data, suffix)?;
+        if !out.exists() {
+            let mut args = argv!["-f", &edges, "-s"].to_vec();
             args.extend(flags.iter().map(OsString::from));
-            let threads = Path::new("2");
+            args.push(out.clone().into());
+            run_peer(&converter, &args, cx.data, &[])?;
+        }
+        Ok(out)
+    };
+    let serialized = convert("sg", &["-b"])?;
+    let weighted = convert("wsg", &["-w", "-b"])?;
+    let weighted_edges = convert("wel", &["-w", "-e"])?;
+    let weighted_graph = data_file(graph, cx.data, "weighted.qcsr")?;
+    reuse_or(&weighted_graph, "bsp", notes, || {
+        capture_json(
+            &bins.quiver,
+            &argv![
+                "--json",
+                "convert",
+                &weighted_edges,
+                "--format",
+                "snap",
+                "--vertices",
+                (1u64 << SCALE).to_string(),
+                "-o",
+                &weighted_graph
+            ],
+        )
+    })?;
+    let engine_args = |algorithm: &[&str], graph: &Path| -> Vec<OsString> {
+        let mut args = argv!["--json", "bsp"].to_vec();
+        args.extend(algorithm.iter().map(OsString::from));
+        args.push(graph.into());
+        args.extend(ENGINE.flags.iter().map(OsString::from));
+        args
+    };
+    let gapbs_args = |graph: &Path, flags: &[&str]| -> Vec<OsString> {
+        let mut args = argv!["-f", graph, "-n", "1"].to_vec();
+        args.extend(flags.iter().map(OsString::from));
+        args
+    };
+    let mut runs: Vec<GapbsRun> = algorithms
+        .iter()
+        .map(|(name, algorithm, _, reps)| {
+            let (kernel, flags) = match *name {
+                "PageRank" => ("pr", vec!["-i", "20", "-t", "1e-30"]),
+                "BFS" => ("bfs", vec!["-r", source]),
+                _ => ("cc", Vec::new()),
+            };
+            GapbsRun {
+                name: (*name).to_owned(),
+                ours: engine_args(algorithm, graph),
+                kernel,
+                theirs: gapbs_args(&serialized, &flags),
+                reps: *reps,
+            }
+        })
+        .collect();
+    let bfs_reps = algorithms.iter().find(|a| a.0 == "BFS").map_or(1, |a| a.3);
+    runs.push(GapbsRun {
+        name: "SSSP".to_owned(),
+        ours: engine_args(&["sssp", "--source", source], &weighted_graph),
+        kernel: "sssp",
+        theirs: gapbs_args(&weighted, &["-r", source, "-d", "2"]),
+        reps: bfs_reps,
+    });
+    let mut all = serde_json::Map::new();
+    for run in &runs {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..run.reps {
+            ours.push(compute_ns(&capture_json(&bins.quiver, &run.ours)?)? / 1e6);
             let output = run_peer(
-                &dir.join(kernel),
-                &args,
+                &dir.join(run.kernel),
+                &run.theirs,
                 cx.data,
-                &[("OMP_NUM_THREADS", threads)],
+                &[("OMP_NUM_THREADS", Path::new("2"))],
             )?;
             theirs.push(reported(&output, "Trial Time:")? * 1e3);
         }
         all.insert(
-            (*name).to_owned(),
+            run.name.clone(),
             json!({ "gapbs_ms": theirs, "quiver_ms": ours }),
         );
         let shown = |s: &Spread| format!("{:.1} ms ({:.1}-{:.1})", s.median, s.min, s.max);
@@ -475,8 +531,11 @@ fn against_gapbs(
         rows.push(Row::compare(
             "bsp",
             &format!(
-                "{name}, GAPBS `{kernel}` (2 OpenMP threads) / {} (compute times, medians of {reps} alternating runs: GAPBS {}, quiver {})",
+                "{}, GAPBS `{}` (2 OpenMP threads) / {} (compute times, medians of {} alternating runs: GAPBS {}, quiver {})",
+                run.name,
+                run.kernel,
                 ENGINE.name,
+                run.reps,
                 shown(&theirs),
                 shown(&ours)
             ),
@@ -486,9 +545,11 @@ fn against_gapbs(
         ));
     }
     notes.push(format!(
-        "bsp: GAPBS from {}, on {} (converted from the bench's graph, each edge once, symmetrized by its converter's -s)",
+        "bsp: GAPBS from {}, on {} (converted from the bench's graph, each edge once, symmetrized by its converter's -s) and, for SSSP, {} (its -w weights), which the engine reads as {}",
         dir.display(),
-        serialized.display()
+        serialized.display(),
+        weighted.display(),
+        weighted_graph.display()
     ));
     Ok(Value::Object(all))
 }
