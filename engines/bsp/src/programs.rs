@@ -1,9 +1,10 @@
 //! The six Graphalytics algorithms written with the engine's API: BFS
-//! and SSSP as min-combining edge programs over a shrinking frontier,
-//! WCC as a union-find over each node's own vertices (`for_each_owned`)
+//! and SSSP as min-combining edge programs over a shrinking frontier
+//! (SSSP's taken a bucket of distances at a time: delta-stepping), WCC
+//! as a union-find over each node's own vertices (`for_each_owned`)
 //! followed by such a program, PageRank as a sum-combining edge program
-//! over all vertices, CDLP and LCC with `process_vertices` over the owned
-//! vertices' neighbourhoods.
+//! over all vertices, one pass an iteration, CDLP and LCC with
+//! `process_vertices` over the owned vertices' neighbourhoods.
 //!
 //! State arrays span all of V on every node: a node's entries for the
 //! vertices it owns are masters, the others mirrors. Values that threads
