@@ -25,9 +25,9 @@
 //! program whose pulls narrow (BFS), after a pull it keeps pulling while
 //! the frontier holds |V|/24 vertices (Beamer's return rule); on a node
 //! alone, a min-combining program whose pulls read every edge (SSSP) pulls
-//! only when every edge's source is active (see [`PULL_THRESHOLD`]). Light passes
-//! over every owned vertex ([`Engine::for_each_owned`]) claim [`RUN`]
-//! vertices at a time instead.
+//! only when every edge's source is active (see [`PULL_THRESHOLD`]).
+//! Light passes over every owned vertex ([`Engine::for_each_owned`])
+//! claim [`RUN`] vertices at a time instead.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
