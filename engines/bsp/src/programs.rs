@@ -341,13 +341,13 @@ fn bucket_width(engine: &Engine<'_>) -> Result<f64> {
     let offsets = graph.offsets();
     let (first, end) = (offsets[owned.start as usize], offsets[owned.end as usize]);
     let count = WEIGHT_SAMPLES.min(end - first);
-    let sum: f64 = match graph.weights() {
-        Some(weights) => (0..count)
-            .map(|i| first + i * ((end - first) / count))
-            .map(|e| f64::from(weights[usize::try_from(e).expect("edge indices fit usize")]))
-            .sum(),
-        None => count as f64,
-    };
+    let weights = graph
+        .weights()
+        .expect("SSSP runs on weighted graphs (Algorithm::validate)");
+    let sum: f64 = (0..count)
+        .map(|i| first + i * ((end - first) / count))
+        .map(|e| f64::from(weights[usize::try_from(e).expect("edge indices fit usize")]))
+        .sum();
     let (sum, count) = (engine.sum_f64(sum)?, engine.sum(count)?);
     let degree = engine.sum(engine.local().num_edges())? as f64 / f64::from(engine.num_vertices());
     let width = 2.0 * (sum / count.max(1) as f64) / degree.max(1.0);
