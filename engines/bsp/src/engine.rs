@@ -253,6 +253,11 @@ impl<'g> Engine<'g> {
         self.peers.as_ref()
     }
 
+    /// Edges over all nodes (on the programs' side).
+    pub fn total_edges(&self) -> u64 {
+        self.total_edges
+    }
+
     /// The supersteps run so far.
     pub fn supersteps(&self) -> &[Superstep] {
         &self.supersteps
@@ -423,12 +428,12 @@ impl<'g> Engine<'g> {
                 let reads_all = self.peers.is_none()
                     && !program.pull_narrows()
                     && program.combine() == Combine::Min;
-                let threshold = if reads_all {
-                    self.total_edges.saturating_sub(1)
+                let pull = if reads_all {
+                    active_edges > 0 && active_edges >= self.total_edges
                 } else {
-                    self.total_edges / PULL_THRESHOLD
+                    active_edges > self.total_edges / PULL_THRESHOLD
                 };
-                if active_edges > threshold {
+                if pull {
                     Direction::Pull
                 } else {
                     Direction::Push

@@ -349,7 +349,7 @@ fn bucket_width(engine: &Engine<'_>) -> Result<f64> {
         .map(|e| f64::from(weights[usize::try_from(e).expect("edge indices fit usize")]))
         .sum();
     let (sum, count) = (engine.sum_f64(sum)?, engine.sum(count)?);
-    let degree = engine.sum(engine.local().num_edges())? as f64 / f64::from(engine.num_vertices());
+    let degree = engine.total_edges() as f64 / f64::from(engine.num_vertices());
     let width = 2.0 * (sum / count.max(1) as f64) / degree.max(1.0);
     Ok(if width > 0.0 { width } else { f64::INFINITY })
 }
@@ -620,7 +620,7 @@ impl PageRank<'_> {
     #[inline]
     fn settle(&self, v: u32, gathered: f64) {
         let rank = self.base + self.damping * gathered;
-        let degree = self.offsets[v as usize + 1] - self.offsets[v as usize];
+        let degree = out_degree(self.offsets, v);
         self.write[(v - self.first) as usize]
             .store(contribution(rank, degree).to_bits(), Ordering::Relaxed);
     }
@@ -637,6 +637,18 @@ impl PageRank<'_> {
             self.settle(v, gathered);
         });
     }
+}
+
+/// A contribution as the gathers read it.
+#[inline]
+fn load(contribution: &AtomicU32) -> f32 {
+    f32::from_bits(contribution.load(Ordering::Relaxed))
+}
+
+/// Out-degree of `v` in the graph of `offsets`.
+#[inline]
+fn out_degree(offsets: &[u64], v: u32) -> u64 {
+    offsets[v as usize + 1] - offsets[v as usize]
 }
 
 /// What a vertex of `rank` and out-`degree` gives each out-neighbour, as
@@ -666,10 +678,7 @@ impl EdgeProgram for PageRank<'_> {
     }
 
     fn state(&self, src: u32) -> u64 {
-        f64::from(f32::from_bits(
-            self.read[src as usize].load(Ordering::Relaxed),
-        ))
-        .to_bits()
+        f64::from(load(&self.read[src as usize])).to_bits()
     }
 
     fn signal(&self, _src: u32, contribution: u64, _dst: u32, _weight: f32) -> Option<u64> {
@@ -679,9 +688,7 @@ impl EdgeProgram for PageRank<'_> {
     fn gather(&self, _dst: u32, edges: Edges<'_>, _active: &Frontier) -> Option<u64> {
         let mut gathered = 0.0;
         for &src in edges.vertices {
-            gathered += f64::from(f32::from_bits(
-                self.read[src as usize].load(Ordering::Relaxed),
-            ));
+            gathered += f64::from(load(&self.read[src as usize]));
         }
         Some(gathered.to_bits())
     }
@@ -724,8 +731,7 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     let size = f64::from(n);
     let all = engine.all_owned();
     let offsets = engine.graph().offsets();
-    let degree = |v: u32| offsets[v as usize + 1] - offsets[v as usize];
-    let contribution_of = |c: &AtomicU32| f32::from_bits(c.load(Ordering::Relaxed));
+    let degree = |v: u32| out_degree(offsets, v);
     // Owned vertices without out-edges, whose rank is spread over all.
     let sinks: Vec<u32> = owned.clone().filter(|&v| degree(v) == 0).collect();
     // Contributions: over all of V (masters, and mirrors that a pull's
@@ -740,7 +746,7 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     for _ in 0..iterations {
         let sink_rank: f64 = sinks
             .iter()
-            .map(|&v| f64::from(contribution_of(&read[v as usize])))
+            .map(|&v| f64::from(load(&read[v as usize])))
             .sum();
         let sink_sum = engine.sum_f64(sink_rank)?;
         let program = PageRank {
@@ -767,7 +773,7 @@ fn pagerank(engine: &mut Engine<'_>, damping: f64, iterations: u32) -> Result<Ve
     }
     drop(write);
     Ok(owned
-        .map(|v| rank_of(contribution_of(&read[v as usize]), degree(v)))
+        .map(|v| rank_of(load(&read[v as usize]), degree(v)))
         .collect())
 }
 

@@ -238,8 +238,8 @@ impl Coordinator {
     }
 
     /// The moves approved at `tick` from every node's report (by rank: the
-    /// pairs it read and how often since the interval began). An applicant needs at
-    /// least `at_least` reads; a migration costs `cost` one-sided
+    /// pairs it read and how often since the interval began). An applicant
+    /// needs at least `at_least` reads; a migration costs `cost` one-sided
     /// operations (the [`Approval::PaysBack`] rule weighs it).
     pub fn plan(
         &mut self,

@@ -141,19 +141,12 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let mut notes = Vec::new();
     let (graph, generate) = symmetric_rmat(cx, SCALE, "bsp", &mut notes)?;
     let mpi = Mpi::build()?;
-    let facts = capture_json(
-        &bins.bench_latency,
-        &argv!["graph", &graph, "--from", "1", "--count", "1"],
-    )?;
+    let (facts, source) = graph_facts(bins, &graph)?;
     let edges = num(&facts, "/edges")?;
     #[allow(clippy::cast_precision_loss)] // A file size far below 2^52.
     let graph_bytes = std::fs::metadata(&graph)
         .with_context(|| format!("reading the size of {}", graph.display()))?
         .len() as f64;
-    let source = facts["picked"][0]
-        .as_u64()
-        .context("bench-latency graph picked no source")?
-        .to_string();
     // Each algorithm's flags, edges of work, and runs per configuration.
     let bfs_reps = 3 * reps;
     let algorithms: [(&str, Vec<&str>, f64, u32); 3] = [
@@ -360,6 +353,20 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     }))
 }
 
+/// `graph`'s facts as `bench-latency graph` reports them, and the BFS
+/// source: the first vertex from 1 on with edges.
+fn graph_facts(bins: &Bins, graph: &Path) -> Result<(Value, String)> {
+    let facts = capture_json(
+        &bins.bench_latency,
+        &argv!["graph", graph, "--from", "1", "--count", "1"],
+    )?;
+    let source = facts["picked"][0]
+        .as_u64()
+        .context("bench-latency graph picked no source")?
+        .to_string();
+    Ok((facts, source))
+}
+
 /// Strong scaling on Kronecker [`SCALING_SCALE`]: PageRank and BFS on 1, 2
 /// and 4 tcp node processes of one thread each, alternating; a row each
 /// for 2 and 4 nodes: compute time of one node over theirs, with the
@@ -368,14 +375,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
 fn strong_scaling(cx: &Context, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<Value> {
     let (graph, _) = symmetric_rmat(cx, SCALING_SCALE, "bsp", notes)?;
     let reps = cx.args.reps.max(1);
-    let facts = capture_json(
-        &cx.bins.bench_latency,
-        &argv!["graph", &graph, "--from", "1", "--count", "1"],
-    )?;
-    let source = facts["picked"][0]
-        .as_u64()
-        .context("bench-latency graph picked no source")?
-        .to_string();
+    let (_, source) = graph_facts(cx.bins, &graph)?;
     let setups = [&ONE_NODE, &TWO_NODES, &FOUR_NODES];
     let mut all = serde_json::Map::new();
     for (name, algorithm) in [
@@ -441,15 +441,22 @@ fn against_gapbs(
     // GAPBS reads its own serialized graph, converted from each edge once
     // (its -s adds the reverses) in a text file it knows by its `.el`.
     let edges = each_edge_once(bins, graph, cx.data, ("el", "snap"), "bsp", notes)?;
+    // GAPBS's converter writes straight to the name it is given: it gets
+    // a partial name, renamed once it is done, so that a file found is
+    // whole (as [`reuse_or`] expects).
     let converter = dir.join("converter");
-    let convert = |suffix: &str, flags: &[&str]| -> Result<PathBuf> {
+    let mut convert = |suffix: &str, flags: &[&str]| -> Result<PathBuf> {
         let out = data_file(graph, cx.data, suffix)?;
-        if !out.exists() {
+        reuse_or(&out, "bsp", notes, || {
+            let partial = data_file(graph, cx.data, &format!("{suffix}.partial"))?;
             let mut args = argv!["-f", &edges, "-s"].to_vec();
             args.extend(flags.iter().map(OsString::from));
-            args.push(out.clone().into());
+            args.push(partial.clone().into());
             run_peer(&converter, &args, cx.data, &[])?;
-        }
+            std::fs::rename(&partial, &out)
+                .with_context(|| format!("renaming {} to {}", partial.display(), out.display()))?;
+            Ok(Value::Null)
+        })?;
         Ok(out)
     };
     let serialized = convert("sg", &["-b"])?;
