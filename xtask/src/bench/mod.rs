@@ -122,7 +122,7 @@ pub struct BenchArgs {
     /// io: size of the test file (on the real disk, in target/bench/data).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub size: u64,
-    /// io, verbs, walker-systems, bsp: repetitions of every method, interleaved (verbs, walker-systems, bsp: the median run is kept; bsp runs BFS three times as many).
+    /// io, verbs, walker-systems, bsp: repetitions of every method, interleaved (verbs, walker-systems, bsp: the median run is kept; bsp runs BFS three times as many; walker-systems runs at least 5).
     #[arg(long, default_value_t = 3)]
     pub reps: u32,
     /// io: 8 MiB blocks per io_uring batch in the sequential runs (bench-io's default if omitted).
@@ -161,6 +161,11 @@ pub struct BenchArgs {
     /// table shows a figure from another day.
     #[arg(long)]
     pub sowalker: Option<PathBuf>,
+    /// walker-systems: ThunderRW's `deepwalk.out` (`build/random_walk/` in its checkout, built
+    /// by hand outside this repository, with its `build/toolset/`), run on its own DeepWalk
+    /// workload beside memory mode's. Without it, the table shows a figure from another day.
+    #[arg(long)]
+    pub thunderrw: Option<PathBuf>,
     /// bsp: the directory of GAPBS's `converter`, `pr`, `bfs` and `cc` (built by hand outside
     /// this repository with its Makefile), run on the bench's graph with 2 OpenMP threads
     /// beside the engine's one process of 2 threads, alternating, in the same minutes.

@@ -1,6 +1,7 @@
 //! Other random-walk systems, built by hand outside this repository, run by
 //! `cargo xtask bench walker-systems` beside the engine on the same graph
-//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`). Nothing here
+//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`,
+//! `--thunderrw`). Nothing here
 //! builds them: the user gives the path of a binary they built; the
 //! benchmark exports the graph in the input format the system reads, runs
 //! it, and reads the time the system reports for its own walking.
@@ -102,7 +103,7 @@ impl GraphWalker {
                 })?
                 .to_owned(),
         };
-        let edges = text_edges(bins, graph, data, "graphwalker", notes)?;
+        let edges = text_edges(bins, graph, data, "graphwalker", "edges.txt", notes)?;
         let peer = GraphWalker {
             binary: binary.to_owned(),
             bench_io: bins.bench_io.clone(),
@@ -151,7 +152,11 @@ impl GraphWalker {
 /// reads, and drops vertices without edges): `walks` walkers of `length`
 /// steps on 2 threads. It counts a walk's start as one of its `-l` steps,
 /// so it is given `length + 1`; its reported time (`time: X s`) is its
-/// walking alone, after its graph preparation.
+/// walking alone, after its graph preparation. Before its first walk with
+/// a number of walkers per edge it has not seen in a directory, it
+/// measures its samplers at that density (2 minutes here) and keeps the
+/// result in `.fmob` there; [`FlashMob::prepare`] runs the measured
+/// workload once for it.
 pub(super) struct FlashMob {
     binary: PathBuf,
     /// The binary edge list.
@@ -159,11 +164,14 @@ pub(super) struct FlashMob {
 }
 
 impl FlashMob {
-    /// Exports `graph` for `binary` into `data` (reused when there).
+    /// Exports `graph` for `binary` into `data` (reused when there), and
+    /// runs `walks` walks of `length` steps once so that its measured runs
+    /// find their density's sampler measurements made.
     pub fn prepare(
         bins: &Bins,
         binary: &Path,
         graph: &Path,
+        (walks, length): (u64, u32),
         data: &Path,
         notes: &mut Vec<String>,
     ) -> Result<FlashMob> {
@@ -175,10 +183,12 @@ impl FlashMob {
             "walker-systems",
             notes,
         )?;
-        Ok(FlashMob {
+        let peer = FlashMob {
             binary: binary.to_owned(),
             edges,
-        })
+        };
+        peer.run(walks, length)?;
+        Ok(peer)
     }
 
     pub fn run(&self, walks: u64, length: u32) -> Result<PeerRun> {
@@ -242,7 +252,7 @@ impl GraSorw {
             .nth(2)
             .context("GraSorw's binary is not in its checkout's build/")?
             .to_owned();
-        let edges = text_edges(bins, graph, data, "grasorw", notes)?;
+        let edges = text_edges(bins, graph, data, "grasorw", "edges.txt", notes)?;
         let peer = GraSorw {
             binary: binary.to_owned(),
             bench_io: bins.bench_io.clone(),
@@ -290,12 +300,17 @@ impl GraSorw {
 /// scheduler, walks updated continuously) on a symmetric graph exported
 /// as a sorted text edge list: a walk of `length` steps from every vertex,
 /// blocks of `block_bytes`, 2 in memory, 2 threads. Its time is its
-/// `run_app` and its steps the count it prints (`current_steps`), which
-/// also counts a step for each walk from a vertex without edges.
+/// `run_app`. Its steps are taken as `length` for every vertex with edges:
+/// on a symmetric graph such a walk takes all its steps, and one from a
+/// vertex without edges takes none. (The count it prints, `current_steps`,
+/// comes before each round, so its last one misses the last round; it
+/// also counts a step for each walk from a vertex without edges.)
 pub(super) struct SoWalker {
     binary: PathBuf,
     bench_io: PathBuf,
     edges: PathBuf,
+    /// Vertices with at least one edge.
+    with_edges: u64,
 }
 
 impl SoWalker {
@@ -305,15 +320,17 @@ impl SoWalker {
         bins: &Bins,
         binary: &Path,
         graph: &Path,
+        with_edges: u64,
         block_bytes: u64,
         data: &Path,
         notes: &mut Vec<String>,
     ) -> Result<SoWalker> {
-        let edges = text_edges(bins, graph, data, "sowalker", notes)?;
+        let edges = text_edges(bins, graph, data, "sowalker", "edges.txt", notes)?;
         let peer = SoWalker {
             binary: binary.to_owned(),
             bench_io: bins.bench_io.clone(),
             edges,
+            with_edges,
         };
         peer.run(1, (2.0, 0.5), block_bytes)?;
         Ok(peer)
@@ -348,7 +365,83 @@ impl SoWalker {
         ];
         let output = run_peer(&self.binary, &args, dir, &[])?;
         let seconds = reported(&output, "run_app:")?;
-        let steps = reported(&output, "current_steps is:")?;
+        Ok(PeerRun {
+            seconds,
+            hops: self.with_edges * u64::from(length),
+        })
+    }
+}
+
+/// ThunderRW's `deepwalk.out` (VLDB'21 release) on its own DeepWalk
+/// workload: a walk of `length` steps from every vertex with edges, on 2
+/// threads, on its CSR made from the symmetric text edge list by its
+/// `toolset/EdgeList2CSR.out`. The graph has no weights, so it samples
+/// uniformly (`-em 0 -sm 0`, its uniform execution and sampling; its
+/// DeepWalk's default is alias sampling by weight). It counts a walk's
+/// start as one of its `-l` steps, so it is given `length + 1`; it reports
+/// its walking time and its steps.
+pub(super) struct ThunderRw {
+    binary: PathBuf,
+    /// Its CSR's directory.
+    csr: PathBuf,
+}
+
+impl ThunderRw {
+    /// Exports `graph` for `binary` (in its checkout's
+    /// `build/random_walk/`) into `data` and converts it into its CSR with
+    /// its own tool (each reused when there).
+    pub fn prepare(
+        bins: &Bins,
+        binary: &Path,
+        graph: &Path,
+        data: &Path,
+        notes: &mut Vec<String>,
+    ) -> Result<ThunderRw> {
+        let tool = binary
+            .ancestors()
+            .nth(2)
+            .map(|build| build.join("toolset/EdgeList2CSR.out"))
+            .filter(|tool| tool.exists())
+            .context("ThunderRW's toolset/EdgeList2CSR.out is not beside its build/random_walk/")?;
+        // It reads `b_edge_list.bin` (text, despite the name) in a directory.
+        let edges = text_edges(bins, graph, data, "thunderrw", "b_edge_list.bin", notes)?;
+        let csr = beside(&edges).join("csr");
+        reuse_or(&csr, "walker-systems", notes, || {
+            let partial = beside(&edges).join("csr.partial");
+            fs::create_dir_all(&partial)
+                .with_context(|| format!("creating {}", partial.display()))?;
+            run_peer(
+                &tool,
+                &argv![beside(&edges), &partial, "#"],
+                beside(&edges),
+                &[],
+            )?;
+            fs::rename(&partial, &csr)
+                .with_context(|| format!("renaming {} to {}", partial.display(), csr.display()))?;
+            Ok(Value::Null)
+        })?;
+        Ok(ThunderRw {
+            binary: binary.to_owned(),
+            csr,
+        })
+    }
+
+    pub fn run(&self, length: u32) -> Result<PeerRun> {
+        let args = argv![
+            "-f",
+            &self.csr,
+            "-n",
+            "2",
+            "-l",
+            (length + 1).to_string(),
+            "-em",
+            "0",
+            "-sm",
+            "0"
+        ];
+        let output = run_peer(&self.binary, &args, &self.csr, &[])?;
+        let seconds = reported(&output, "Walking time (seconds):")?;
+        let steps = reported(&output, "Num of steps:")?;
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A count it printed.
         Ok(PeerRun {
             seconds,
@@ -357,15 +450,16 @@ impl SoWalker {
     }
 }
 
-/// `graph` as a text edge list (both directions of every edge) alone in
-/// the directory `data/<graph>.<peer>`, where `peer` writes its own files
-/// beside it: a hard link to one export shared by the peers (reused when
-/// there).
+/// `graph` as a text edge list (both directions of every edge) named
+/// `name` alone in the directory `data/<graph>.<peer>`, where `peer`
+/// writes its own files beside it: a hard link to one export shared by
+/// the peers (reused when there).
 fn text_edges(
     bins: &Bins,
     graph: &Path,
     data: &Path,
     peer: &str,
+    name: &str,
     notes: &mut Vec<String>,
 ) -> Result<PathBuf> {
     let shared = data_file(graph, data, "txt")?;
@@ -377,7 +471,7 @@ fn text_edges(
     })?;
     let dir = data_file(graph, data, peer)?;
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let edges = dir.join("edges.txt");
+    let edges = dir.join(name);
     if !edges.exists() {
         fs::hard_link(&shared, &edges)
             .or_else(|_| fs::copy(&shared, &edges).map(|_| ()))
@@ -524,10 +618,16 @@ mod tests {
         let sowalker =
             "\x1b[0mcurrent_steps is:6864075\nrun_app:\t\t5.49297 s\n[Other]\nscheduler:\tsa\n";
         assert_eq!(reported(sowalker, "run_app:").unwrap(), 5.49297);
+        // Each thread's lines come before the run's.
+        let thunderrw = "\x1b[90mcreeper.h:412:\x1b[0m Thread 0 Walking time (seconds): 0.000026\n\
+             \x1b[90mcreeper.h:414:\x1b[0m Thread 0 Num of steps: 4500\n\
+             \x1b[90mcreeper.h:801:\x1b[0m Walking time (seconds): 0.003495\n\
+             \x1b[90mcreeper.h:802:\x1b[0m Num of steps: 9000\n";
         assert_eq!(
-            reported(sowalker, "current_steps is:").unwrap(),
-            6_864_075.0
+            reported(thunderrw, "Walking time (seconds):").unwrap(),
+            0.003495
         );
+        assert_eq!(reported(thunderrw, "Num of steps:").unwrap(), 9000.0);
         let failed = "time: 0 s\n";
         assert!(
             reported(failed, "time: ").is_err(),

@@ -1,9 +1,9 @@
 //! `cargo xtask bench walker-systems`: the walker on the Kronecker graph of
 //! scale 20 (symmetric, deduplicated, no self-loops) against other
 //! random-walk systems there: GraphWalker, FlashMob, GraSorw and SOWalker
-//! run beside it when the user built them by hand and named their binaries
-//! (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`; see
-//! [`super::walker_peers`]); otherwise, and for ThunderRW, their figures
+//! and ThunderRW run beside it when the user built them by hand and named
+//! their binaries (`--graphwalker`, `--flashmob`, `--grasorw`, `--sowalker`,
+//! `--thunderrw`; see [`super::walker_peers`]); otherwise their figures
 //! from the walker issue.
 
 use std::collections::BTreeMap;
@@ -16,9 +16,9 @@ use quiver_io::size::format_bytes;
 use serde_json::{json, Value};
 
 use super::walker::{ceil_mib, Walker};
-use super::walker_peers::{retried, FlashMob, GraSorw, GraphWalker, PeerRun, SoWalker};
+use super::walker_peers::{retried, FlashMob, GraSorw, GraphWalker, PeerRun, SoWalker, ThunderRw};
 use super::{capture_json, num, symmetric_rmat, Context, EDGE_FACTOR, SEED};
-use crate::report::{Row, Target};
+use crate::report::{Row, Spread, Target};
 
 /// Throughput other systems reached on the issue's Kronecker graph (scale
 /// 20, 16 edges per vertex, symmetric: 31.4M directed edges) on this
@@ -49,7 +49,14 @@ const GRASORW_PQ: (f64, f64) = (1.0, 1.0);
 /// its rate here is hops over its own walk time), run alternately with
 /// memory mode on 2026-11-25: the median of 12 runs, 114M to 160M.
 const FLASHMOB: f64 = 147.0e6;
+/// ThunderRW (VLDB'21 release), memory mode's peer on another day.
 const THUNDERRW: f64 = 78.0e6;
+/// ThunderRW's own DeepWalk workload: a walk of 80 steps from every vertex.
+const DEEPWALK_LENGTH: u32 = 80;
+/// The fewest runs of each workload: a peer's own rate moves by a quarter
+/// from run to run here (GraphWalker's medians between 14.6M and 19.0M
+/// steps/s), so fewer would not show where its fast runs lie.
+const MIN_REPS: u32 = 5;
 /// Walks of the Kronecker runs: raw and in-memory walks, Node2Vec walks
 /// (the second-order systems walk from every vertex once: as many walks,
 /// from uniform vertices here).
@@ -76,12 +83,13 @@ fn node2vec((p, q): (f64, f64)) -> [OsString; 9] {
 /// blocks in memory (GraphWalker's C++ release; through the page cache as
 /// it reads, and with O_DIRECT), Node2Vec at the same budget at each
 /// second-order system's own p and q (GraSorw p = q = 1, SOWalker p = 2,
-/// q = 0.5), and memory mode (FlashMob, ThunderRW). Every run
+/// q = 0.5), and memory mode (FlashMob's raw walks, ThunderRW's DeepWalk
+/// of a walk of 80 from every vertex). Every run
 /// has 2 threads and the graph's pages dropped first; each workload runs
-/// `reps` times, alternating with the other systems' runs, and the median
-/// run is kept.
+/// `reps` times (at least [`MIN_REPS`]), alternating with the other
+/// systems' runs, and the median run is kept, shown with the range of all.
 pub(super) fn run(cx: &Context) -> Result<Value> {
-    let (bins, data, reps) = (cx.bins, cx.data, cx.args.reps);
+    let (bins, data, reps) = (cx.bins, cx.data, cx.args.reps.max(MIN_REPS));
     let started = Instant::now();
     let scale = 20;
     let mut notes = Vec::new();
@@ -135,7 +143,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let flashmob = args
         .flashmob
         .as_ref()
-        .map(|b| FlashMob::prepare(bins, b, &graph, data, &mut notes))
+        .map(|b| FlashMob::prepare(bins, b, &graph, (SYSTEMS_WALKS, 10), data, &mut notes))
         .transpose()?;
     let grasorw = args
         .grasorw
@@ -149,14 +157,29 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let sowalker = args
         .sowalker
         .as_ref()
-        .map(|b| SoWalker::prepare(bins, b, &graph, block, data, &mut notes))
+        .map(|b| SoWalker::prepare(bins, b, &graph, with_edges, block, data, &mut notes))
         .transpose()?;
+    let thunderrw = args
+        .thunderrw
+        .as_ref()
+        .map(|b| ThunderRw::prepare(bins, b, &graph, data, &mut notes))
+        .transpose()?;
+    // DeepWalk as |V| walks from uniform vertices: as many steps, on
+    // average, as a walk from every vertex (one from a vertex without edges
+    // takes none, in either).
+    let deepwalk = argv![
+        "raw",
+        "--walks",
+        vertices.to_string(),
+        "--length",
+        DEEPWALK_LENGTH.to_string()
+    ];
     // Each system the user named, and the engine's workloads held against
     // it: (report name, app, flags, --io).
     type Workloads<'w> = Vec<(&'static str, &'w [OsString], &'w [OsString], &'static str)>;
     type PeerRunner<'p> = Option<Box<dyn Fn() -> Result<PeerRun> + 'p>>;
     let (node2vec_grasorw, node2vec_sowalker) = (node2vec(GRASORW_PQ), node2vec(SOWALKER_PQ));
-    let rounds: [(&str, PeerRunner<'_>, Workloads<'_>); 4] = [
+    let rounds: [(&str, PeerRunner<'_>, Workloads<'_>); 5] = [
         (
             "graphwalker",
             graphwalker.as_ref().map(|peer| {
@@ -199,13 +222,20 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
                 "buffered",
             )],
         ),
+        (
+            "thunderrw",
+            thunderrw
+                .as_ref()
+                .map(|peer| Box::new(move || peer.run(DEEPWALK_LENGTH)) as Box<dyn Fn() -> _>),
+            vec![("memory_deepwalk", &deepwalk, &memory_flags, "direct")],
+        ),
     ];
     // This machine is shared and noisy: each workload runs `reps` times,
     // each time after its system's run, and the run with the median
     // steps/s is kept (all rates are recorded).
     let mut reports: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     let mut peer_runs: BTreeMap<&str, Vec<PeerRun>> = BTreeMap::new();
-    for _ in 0..reps.max(1) {
+    for _ in 0..reps {
         for (peer, runner, workloads) in &rounds {
             if let Some(run) = runner {
                 let done = retried(peer, &mut notes, run)?;
@@ -223,48 +253,66 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let compute_rate =
         |r: &Value| -> Result<f64> { Ok(num(r, "/steps")? / (num(r, "/compute_ns")? / 1e9)) };
     let mut rates = serde_json::Map::new();
-    let mut median = |name: &str, rate: &dyn Fn(&Value) -> Result<f64>| -> Result<Value> {
-        let mut runs = reports.remove(name).context("every workload ran")?;
-        let mut keyed = runs
-            .drain(..)
-            .map(|r| Ok((rate(&r)?, r)))
-            .collect::<Result<Vec<_>>>()?;
-        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        rates.insert(name.into(), keyed.iter().map(|(x, _)| json!(x)).collect());
-        Ok(keyed.swap_remove(keyed.len() / 2).1)
-    };
+    // A workload's median run, and the spread of its rates over every run.
+    let mut median =
+        |name: &str, rate: &dyn Fn(&Value) -> Result<f64>| -> Result<(Value, Spread)> {
+            let mut runs = reports.remove(name).context("every workload ran")?;
+            let mut keyed = runs
+                .drain(..)
+                .map(|r| Ok((rate(&r)?, r)))
+                .collect::<Result<Vec<_>>>()?;
+            keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let xs: Vec<f64> = keyed.iter().map(|(x, _)| *x).collect();
+            rates.insert(name.into(), json!(xs));
+            Ok((keyed.swap_remove(keyed.len() / 2).1, Spread::of(xs)))
+        };
     let buffered = median("raw_buffered", &rate)?;
     let direct = median("raw_direct", &rate)?;
     let memory = median("memory", &compute_rate)?;
+    let memory_deepwalk = median("memory_deepwalk", &compute_rate)?;
     let node2vec_grasorw = median("node2vec_grasorw", &rate)?;
     let node2vec_sowalker = median("node2vec_sowalker", &rate)?;
-    let peer_median = |name: &str| -> Option<f64> {
-        let mut hops: Vec<f64> = peer_runs
-            .get(name)?
-            .iter()
-            .map(PeerRun::hops_per_sec)
-            .collect();
-        hops.sort_by(f64::total_cmp);
-        Some(hops[hops.len() / 2])
+    let peer_spread = |name: &str| -> Option<Spread> {
+        let runs = peer_runs.get(name)?;
+        Some(Spread::of(runs.iter().map(PeerRun::hops_per_sec).collect()))
+    };
+    let millions = |s: &Spread| {
+        format!(
+            "{:.1}M ({:.1}-{:.1})",
+            s.median / 1e6,
+            s.min / 1e6,
+            s.max / 1e6
+        )
     };
     // Another system beside the engine in the same minutes is held to the
-    // issue's target; a figure from another day is shown without one.
-    let against = |what: &str, ours: f64, name: &str, figure: f64, target: f64| -> Row {
-        match peer_median(name) {
+    // issue's target (if any), both medians shown with their ranges; a
+    // figure from another day is shown without one.
+    let against = |what: &str,
+                   ours: &Spread,
+                   name: &str,
+                   figure: f64,
+                   target: Option<f64>|
+     -> Row {
+        match peer_spread(name) {
             Some(theirs) => Row::compare(
                 "walker-systems",
-                &format!("{what}: steps/s vs {name} beside it (medians of {reps} alternating runs)"),
-                ours,
-                theirs,
-                Some(Target::AtLeast(target)),
+                &format!(
+                    "{what}: steps/s vs {name} beside it (medians of {reps} alternating runs, ranges: quiver {}, {name} {})",
+                    millions(ours),
+                    millions(&theirs)
+                ),
+                ours.median,
+                theirs.median,
+                target.map(Target::AtLeast),
             ),
             None => Row::compare(
                 "walker-systems",
                 &format!(
-                    "{what}: steps/s vs {name}'s {:.1}M of another day (not run beside it; see --{name})",
+                    "{what}: steps/s (quiver {} over {reps} runs) vs {name}'s {:.1}M of another day (not run beside it; see --{name})",
+                    millions(ours),
                     figure / 1e6
                 ),
-                ours,
+                ours.median,
                 figure,
                 None,
             ),
@@ -273,47 +321,55 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let rows = vec![
         against(
             "Kronecker 20, raw 10M x 10, 2 of 8 blocks, --io buffered",
-            rate(&buffered)?,
+            &buffered.1,
             "graphwalker",
             GRAPHWALKER_CPP,
-            2.0,
+            Some(2.3),
         ),
         against(
             "Kronecker 20, raw 10M x 10, 2 of 8 blocks, --io direct",
-            rate(&direct)?,
+            &direct.1,
             "graphwalker",
             GRAPHWALKER_CPP,
-            2.0,
+            Some(2.3),
         ),
         against(
             "Kronecker 20, Node2Vec 1M x 10 (p 1, q 1), 2 of 8 blocks",
-            rate(&node2vec_grasorw)?,
+            &node2vec_grasorw.1,
             "grasorw",
             GRASORW,
-            1.2,
+            Some(1.2),
         ),
         against(
             "Kronecker 20, Node2Vec 1M x 10 (p 2, q 0.5), 2 of 8 blocks",
-            rate(&node2vec_sowalker)?,
+            &node2vec_sowalker.1,
             "sowalker",
             SOWALKER,
-            1.5,
+            Some(2.0),
         ),
         against(
             "Kronecker 20, memory mode, raw 10M x 10, compute",
-            compute_rate(&memory)?,
+            &memory.1,
             "flashmob",
             FLASHMOB,
-            1.0,
+            Some(1.3),
         ),
-        Row::compare(
-            "walker-systems",
-            "Kronecker 20, memory mode, raw 10M x 10: steps/s of compute vs ThunderRW 78M",
-            compute_rate(&memory)?,
+        against(
+            "Kronecker 20, memory mode, DeepWalk (a walk of 80 from every vertex, uniform), compute",
+            &memory_deepwalk.1,
+            "thunderrw",
             THUNDERRW,
             None,
         ),
     ];
+    let (buffered, direct, memory, memory_deepwalk, node2vec_grasorw, node2vec_sowalker) = (
+        buffered.0,
+        direct.0,
+        memory.0,
+        memory_deepwalk.0,
+        node2vec_grasorw.0,
+        node2vec_sowalker.0,
+    );
     let peak = [&buffered, &direct, &node2vec_grasorw, &node2vec_sowalker]
         .iter()
         .map(|r| num(r, "/peak_mem_bytes"))
@@ -323,7 +379,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     notes.push(format!(
         "walker-systems: R-MAT scale {scale} (Kronecker, Graph500 parameters), undirected, deduplicated, no self-loops, G = {}; \
          out of core --mem {} with --block-size {} --fixed-blocks ({} blocks), peak {:.2} of the budget; \
-         other systems ran beside the engine when their binaries were given (--graphwalker, --flashmob, --grasorw, --sowalker), alternating, each timing its own walking; \
+         other systems ran beside the engine when their binaries were given (--graphwalker, --flashmob, --grasorw, --sowalker, --thunderrw), alternating, each timing its own walking; \
          the other figures are the walker issue's, taken on another day on this machine class with 2 threads (its speed has drifted by 2-3x between days); \
          each workload ran {reps} times, the median run is shown",
         format_bytes(g),
@@ -357,6 +413,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             "node2vec_grasorw": node2vec_grasorw,
             "node2vec_sowalker": node2vec_sowalker,
             "memory": memory,
+            "memory_deepwalk": memory_deepwalk,
         },
         "steps_per_sec_of_every_rep": rates,
         "peers": peer_runs
