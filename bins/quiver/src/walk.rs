@@ -64,7 +64,8 @@ pub struct EngineArgs {
     /// Directory for walk spill files.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
-    /// Memory mode, first-order walks: graph data per partition that walks are sorted into
+    /// Memory mode, first-order walks with at least 4 per cache line of graph data (sparser
+    /// ones move in interleaved lanes): graph data per partition that walks are sorted into
     /// each hop, so that a partition stays in a core's cache (about half its L2).
     #[arg(long, default_value_t = ByteSize(Config::default().partition_bytes))]
     pub partition_size: ByteSize,

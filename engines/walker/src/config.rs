@@ -89,9 +89,9 @@ pub struct Config {
     pub vertex_threshold: u64,
     /// Directory for walk spill files.
     pub work_dir: PathBuf,
-    /// Memory mode, first-order walks: graph data per partition that walks
-    /// are sorted into each hop (a share of a core's L2 cache; default
-    /// 512 KiB).
+    /// Memory mode, first-order walks dense enough to move by partition:
+    /// graph data per partition that walks are sorted into each hop (a
+    /// share of a core's L2 cache; default 512 KiB).
     pub partition_bytes: u64,
 }
 

@@ -25,10 +25,12 @@
 //! served from cached blocks in place, from lists kept between passes, or by
 //! reading just those lists, with the offsets held in memory when they fit),
 //! `Iteration` (DrunkardMob: every pass loads every block and moves each walk one
-//! step) and `Memory` (the reference: first-order walks move hop by hop, a
+//! step) and `Memory` (the reference: first-order walks, when a batch holds at
+//! least 4 walks per cache line of graph data, move hop by hop, a
 //! counting sort per hop grouping them by the ~512 KiB partition of graph data
 //! holding their vertex, each partition swept into cache and stepped on its
-//! own core, as FlashMob does (a partition with too few walks for the sweep
+//! own core, as FlashMob does; sparser walks move in the interleaved lanes
+//! below, as ThunderRW's do (a partition with too few walks for the sweep
 //! to pay is stepped in a pipeline instead: each walk's step decided, in
 //! order, a few walks before it is taken, and its reads prefetched); in compact mode, walks of an app that reads
 //! only positions (`WalkApp::reads_positions_only`: raw walks, visit counts)

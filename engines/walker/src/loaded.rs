@@ -209,6 +209,13 @@ impl LoadedBlock {
         (self.offsets.capacity() + self.targets.capacity() + self.cumulative.capacity() * 4) as u64
     }
 
+    /// Bytes of the block's offsets and lists (and cumulative weights), as
+    /// walks read them: its buffers' bytes less their alignment.
+    pub fn data_bytes(&self) -> u64 {
+        let view = self.view();
+        (8 * view.offsets.len() + 4 * view.targets.len() + 4 * self.cumulative.len()) as u64
+    }
+
     /// Splits the block's vertices into consecutive ranges whose offsets and
     /// lists (and cumulative weights) take about `bytes` each: the bounds,
     /// from the first vertex to the end. A vertex with a longer list has a

@@ -1,7 +1,8 @@
 //! The in-memory reference: the whole graph loaded once; first-order walks
-//! move hop by hop through cache-sized partitions (FlashMob's design),
-//! Node2Vec walks and those of apps that write by walk in interleaved
-//! lanes (see [`Engine::moves_in_lanes`]).
+//! dense enough on the graph's data move hop by hop through cache-sized
+//! partitions (FlashMob's design), sparser ones, Node2Vec walks and those
+//! of apps that write by walk in interleaved lanes (see
+//! [`Engine::moves_in_lanes`] and [`PARTITION_WALKS_PER_LINE`]).
 
 use std::ops::RangeInclusive;
 use std::sync::atomic::Ordering;
@@ -33,6 +34,21 @@ pub(super) const MIN_PARTITIONED_BATCH: u64 = 1 << 16;
 /// Pieces the first hop's sort counts in parallel.
 pub(super) const FIRST_RUNS: usize = 64;
 
+/// First-order walks in memory move by partition when a batch holds at
+/// least this many walks per 64-byte line of the graph's data, and in
+/// lanes otherwise. A partition's walks pay for the sort of every walk each
+/// hop, for the sweep of its data into cache and for its counts; lanes pay
+/// for each step's reads from memory, overlapped over 64 walks. Measured
+/// alternately on permuted Kronecker graphs (2 threads, raw walks that
+/// never stop, steps/s of compute, partitioned against lanes): scale 20
+/// (128 MiB, 2.1M lines) with 10M walks of 10 steps (4.7 a line) 221M
+/// against 197M, with 4M (1.9 a line) 201-206M against 190-194M, with 2M
+/// of 40 steps 220M against 254-258M, a DeepWalk (a walk of 80 from every
+/// vertex) 140M against 261M; scale 22 (522 MiB, beyond this machine's
+/// last-level cache) with batches of 16.7M walks (2.0 a line) 104-143M
+/// against 129-161M.
+pub(super) const PARTITION_WALKS_PER_LINE: u64 = 4;
+
 /// A partition's data is swept into cache when it has at least one walk
 /// per this many of its cache lines.
 pub(super) const WARM_LINES_PER_WALK: u64 = 8;
@@ -60,7 +76,10 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             );
         }
         if !self.moves_in_lanes() {
-            return self.run_partitioned(&loaded);
+            let (positions_only, batch_walks) = self.partitioned_batch();
+            if batch_walks >= PARTITION_WALKS_PER_LINE * (loaded.data_bytes() / 64) {
+                return self.run_partitioned(&loaded, positions_only, batch_walks);
+            }
         }
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
@@ -100,29 +119,24 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// Draws do not depend on the thread count: exact walks are keyed by
     /// walk id and hop; compact walks draw from one stream per partition
     /// and hop, in the order the stable sort fixes.
-    pub(super) fn run_partitioned(&mut self, graph: &LoadedBlock) -> Result<A::State> {
+    ///
+    /// Walks move as bare vertices when `positions_only`, `batch_walks` at
+    /// a time (see [`Engine::partitioned_batch`]).
+    pub(super) fn run_partitioned(
+        &mut self,
+        graph: &LoadedBlock,
+        positions_only: bool,
+        batch_walks: u64,
+    ) -> Result<A::State> {
         let parts = Partitions::of(&[graph], self.config.partition_bytes);
-        let positions_only = !self.config.exact
-            && self.app.reads_positions_only()
-            && self.spec.restart_probability == 0.0
-            && self.spec.dead_end != DeadEnd::Restart;
         let total = self.spec.starts.total(self.num_vertices);
         let mut state = self.app.new_state();
         let mut first = 0;
-        let walk_bytes = if positions_only {
-            std::mem::size_of::<u32>()
-        } else {
-            std::mem::size_of::<InFlight<W>>()
-        };
-        let batch_walks = self.memory_batch(
-            walk_bytes as u64,
-            2,
-            MIN_PARTITIONED_BATCH..=PARTITIONED_BATCH,
-        );
+        let walk_bytes = self.partitioned_walk_bytes(positions_only);
         while first < total {
             let last = (first + batch_walks).min(total);
             // The batch and its sorted copy.
-            let bytes = 2 * (last - first) * walk_bytes as u64;
+            let bytes = 2 * (last - first) * walk_bytes;
             self.stats.hold(bytes);
             let (batch, left) = if positions_only {
                 let walks = self.start_all(first..last, |(_, vertex)| vertex);
@@ -140,6 +154,33 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             self.report_progress(total - last)?;
         }
         Ok(state)
+    }
+
+    /// How first-order walks would move by partition in memory: as bare
+    /// vertices or not (when nothing reads more of a walk than where it
+    /// stands), and how many at once (what the budget holds of them and
+    /// their sorted copy, at most the whole run).
+    fn partitioned_batch(&self) -> (bool, u64) {
+        let positions_only = !self.config.exact
+            && self.app.reads_positions_only()
+            && self.spec.restart_probability == 0.0
+            && self.spec.dead_end != DeadEnd::Restart;
+        let batch = self.memory_batch(
+            self.partitioned_walk_bytes(positions_only),
+            2,
+            MIN_PARTITIONED_BATCH..=PARTITIONED_BATCH,
+        );
+        let total = self.spec.starts.total(self.num_vertices);
+        (positions_only, batch.min(total))
+    }
+
+    /// Bytes of a walk moving by partition.
+    fn partitioned_walk_bytes(&self, positions_only: bool) -> u64 {
+        if positions_only {
+            std::mem::size_of::<u32>() as u64
+        } else {
+            std::mem::size_of::<InFlight<W>>() as u64
+        }
     }
 
     /// Walks memory mode moves at once: as many as the budget holds beside
