@@ -187,6 +187,11 @@ impl FlashMob {
             binary: binary.to_owned(),
             edges,
         };
+        eprintln!(
+            "xtask: FlashMob's warm-up run: at a walker density it has not run before, \
+             it first measures its samplers (about 2 minutes here; kept in {}/.fmob)",
+            beside(&peer.edges).display()
+        );
         peer.run(walks, length)?;
         Ok(peer)
     }
