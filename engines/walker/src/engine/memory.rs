@@ -408,14 +408,15 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 Decision::Moves(next) => *next,
             };
             steps += 1;
-            if at.within.contains(&next) {
-                walks[kept] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
-                kept += 1;
-            } else if hop + 1 == length {
-                // The last position needs no adjacency list.
+            if hop + 1 == length {
+                // The last position needs no adjacency list, nor another
+                // round to be visited in.
                 visit.vertex = next;
                 visit.hop += 1;
                 self.app.visit(&mut state, &visit);
+            } else if at.within.contains(&next) {
+                walks[kept] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
+                kept += 1;
             } else {
                 leaving[left] = (walk.with_word(self.word.encode(source, 0, hop + 1)), next);
                 left += 1;
@@ -528,10 +529,19 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 }
             }
         }
+        let steps = kept as u64;
+        if at.hop + 1 == u64::from(self.spec.length) {
+            // The last positions need no adjacency lists, nor another
+            // round to be visited in.
+            #[allow(clippy::cast_possible_truncation)] // Hops are bounded by the u32 length.
+            self.app
+                .visit_positions(&mut state, at.hop as u32 + 1, &walks[..kept]);
+            kept = 0;
+        }
         Stepped {
             kept,
             leaving: 0,
-            steps: kept as u64,
+            steps,
             state,
         }
     }
