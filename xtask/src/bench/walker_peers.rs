@@ -407,7 +407,13 @@ impl ThunderRw {
             .nth(2)
             .map(|build| build.join("toolset/EdgeList2CSR.out"))
             .filter(|tool| tool.exists())
-            .context("ThunderRW's toolset/EdgeList2CSR.out is not beside its build/random_walk/")?;
+            .with_context(|| {
+                format!(
+                    "--thunderrw {}: no toolset/EdgeList2CSR.out in the build directory above it \
+                     (give the build/random_walk/deepwalk.out of a ThunderRW build)",
+                    binary.display()
+                )
+            })?;
         // It reads `b_edge_list.bin` (text, despite the name) in a directory.
         let edges = text_edges(bins, graph, data, "thunderrw", "b_edge_list.bin", notes)?;
         let csr = beside(&edges).join("csr");

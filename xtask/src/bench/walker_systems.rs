@@ -91,6 +91,19 @@ fn node2vec((p, q): (f64, f64)) -> [OsString; 9] {
 pub(super) fn run(cx: &Context) -> Result<Value> {
     let (bins, data, reps) = (cx.bins, cx.data, cx.args.reps.max(MIN_REPS));
     let started = Instant::now();
+    // The peers' binaries are there before the graph is made for them.
+    let args = cx.args;
+    for (flag, binary) in [
+        ("graphwalker", &args.graphwalker),
+        ("flashmob", &args.flashmob),
+        ("grasorw", &args.grasorw),
+        ("sowalker", &args.sowalker),
+        ("thunderrw", &args.thunderrw),
+    ] {
+        if let Some(binary) = binary.as_ref().filter(|b| !b.is_file()) {
+            anyhow::bail!("--{flag} {}: no such file", binary.display());
+        }
+    }
     let scale = 20;
     let mut notes = Vec::new();
     let (graph, generate) = symmetric_rmat(cx, scale, "walker-systems", &mut notes)?;
@@ -134,7 +147,6 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         num(&info, "/vertices")? as u32,
         (num(&info, "/vertices")? - num(&info, "/degrees/zero_out_degree")?) as u64,
     );
-    let args = cx.args;
     let graphwalker = args
         .graphwalker
         .as_ref()
