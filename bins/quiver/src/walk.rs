@@ -510,7 +510,14 @@ fn print_report<O: Serialize>(
     }
     let secs = report.summary.wall_ns as f64 / 1e9;
     let blocks = if report.block_size == u64::MAX {
-        " with the whole graph in memory".to_string()
+        format!(
+            " with the whole graph in memory, walks moving {}",
+            if report.partition_rounds > 0 {
+                "by partition"
+            } else {
+                "in lanes"
+            }
+        )
     } else if report.lists_only {
         ", reading only the lists its walks visit, their offsets and pages as needed".to_string()
     } else {

@@ -32,6 +32,12 @@ pub struct Report<O> {
     /// Whether second-order walks waited in pools per block pair (where
     /// they stand, where they came from) and moved on loaded pairs.
     pub paired: bool,
+    /// Rounds in which first-order walks moved on loaded data through
+    /// cache-sized partitions, sorted by partition hop by hop (FlashMob's
+    /// design); 0 when every walk moved in interleaved lanes (in memory
+    /// mode, when no batch held 4 walks per cache line of the graph's
+    /// data).
+    pub partition_rounds: u64,
     /// The most blocks one load grouped.
     pub largest_group: u64,
     /// Block reads.
@@ -93,6 +99,7 @@ impl<O> Report<O> {
             adaptive: self.adaptive,
             lists_only: self.lists_only,
             paired: self.paired,
+            partition_rounds: self.partition_rounds,
             largest_group: self.largest_group,
             blocks_loaded: self.blocks_loaded,
             blocks_read_ahead: self.blocks_read_ahead,
@@ -127,6 +134,7 @@ impl<O> Report<O> {
             blocks_read_ahead: self.blocks_read_ahead + next.blocks_read_ahead,
             cache_hits: self.cache_hits + next.cache_hits,
             vertex_loads: self.vertex_loads + next.vertex_loads,
+            partition_rounds: self.partition_rounds + next.partition_rounds,
             steps_per_block_io: ratio(steps, blocks_loaded),
             steps_per_sec: ratio(steps, summary.wall_ns) * 1e9,
             summary,

@@ -264,6 +264,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
                 });
             // Then partition by partition, each on its own data.
             let pass = self.passes.fetch_add(1, Ordering::Relaxed) + 1;
+            self.partition_rounds.fetch_add(1, Ordering::Relaxed);
             // A partition's walks that leave go to its slots in `walks`,
             // which the scatter has read.
             let mut partitions = Vec::with_capacity(num_parts);

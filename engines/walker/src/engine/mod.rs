@@ -156,6 +156,8 @@ struct Engine<'a, A: WalkApp, W> {
     /// Passes over loaded data so far (a batch's round by partition, or a
     /// batch in lanes): each pass's number keys its compact walks' draws.
     passes: AtomicU64,
+    /// Those of `passes` that were rounds by partition.
+    partition_rounds: AtomicU64,
     stats: Stats,
     /// The whole offsets section, once vertex passes begin and if it takes
     /// at most half of the cache: single-vertex reads then need only
@@ -399,6 +401,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             reported: AtomicU64::new(0),
             steps: AtomicU64::new(0),
             passes: AtomicU64::new(0),
+            partition_rounds: AtomicU64::new(0),
             stats: Stats::default(),
             offsets: None,
             prev_reserve,
@@ -508,6 +511,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             adaptive: self.adaptive(),
             lists_only: self.lists_only,
             paired: self.pooling.pairs,
+            partition_rounds: self.partition_rounds.load(Ordering::Relaxed),
             largest_group: stats.largest_group,
             blocks_loaded: stats.blocks_loaded,
             blocks_read_ahead: stats.blocks_read_ahead,

@@ -287,6 +287,13 @@ fn walks_moved_as_bare_vertices_end_where_they_should() {
         "karate has no dead end"
     );
     assert_eq!(raw.result.visits, WALKS + raw.steps);
+    assert!(raw.partition_rounds > 0, "{WALKS} walks move by partition");
+    // Karate's offsets and lists take 14 cache lines: fewer than 4 walks a
+    // line move in lanes instead, and count every position too.
+    let sparse = run(&path, &config(2, 64), &RawWalks::new(40, length)).unwrap();
+    assert_eq!(sparse.partition_rounds, 0, "40 walks move in lanes");
+    assert_eq!(sparse.steps, 40 * u64::from(length));
+    assert_eq!(sparse.result.visits, 40 + sparse.steps);
 }
 
 #[test]
