@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::time::Instant;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use quiver_io::size::format_bytes;
 use serde_json::{json, Value};
 
@@ -101,7 +101,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         ("thunderrw", &args.thunderrw),
     ] {
         if let Some(binary) = binary.as_ref().filter(|b| !b.is_file()) {
-            anyhow::bail!("--{flag} {}: no such file", binary.display());
+            bail!("--{flag} {}: no such file", binary.display());
         }
     }
     let scale = 20;
