@@ -41,7 +41,9 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::walker_peers::{data_file, each_edge_once, reported, run_peer};
-use super::{capture_json, num, reuse_or, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
+use super::{
+    capture_json, num, reuse_or, reuse_or_rename, skewed_rmat, symmetric_rmat, Bins, Context, Mpi,
+};
 use crate::report::{Row, Spread, Target};
 
 const SCALE: u32 = 20;
@@ -441,21 +443,15 @@ fn against_gapbs(
     // GAPBS reads its own serialized graph, converted from each edge once
     // (its -s adds the reverses) in a text file it knows by its `.el`.
     let edges = each_edge_once(bins, graph, cx.data, ("el", "snap"), "bsp", notes)?;
-    // GAPBS's converter writes straight to the name it is given: it gets
-    // a partial name, renamed once it is done, so that a file found is
-    // whole (as [`reuse_or`] expects).
     let converter = dir.join("converter");
     let mut convert = |suffix: &str, flags: &[&str]| -> Result<PathBuf> {
         let out = data_file(graph, cx.data, suffix)?;
-        reuse_or(&out, "bsp", notes, || {
-            let partial = data_file(graph, cx.data, &format!("{suffix}.partial"))?;
+        reuse_or_rename(&out, "bsp", notes, |partial| {
             let mut args = argv!["-f", &edges, "-s"].to_vec();
             args.extend(flags.iter().map(OsString::from));
-            args.push(partial.clone().into());
+            args.push(partial.into());
             run_peer(&converter, &args, cx.data, &[])?;
-            std::fs::rename(&partial, &out)
-                .with_context(|| format!("renaming {} to {}", partial.display(), out.display()))?;
-            Ok(Value::Null)
+            Ok(())
         })?;
         Ok(out)
     };

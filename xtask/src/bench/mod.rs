@@ -484,6 +484,28 @@ pub(crate) fn skewed_rmat(
     Ok(graph)
 }
 
+/// Runs `make` on `<path>.partial` and renames that to `path`, unless
+/// `path` exists already (reused, as by [`reuse_or`]): for a peer's tool,
+/// which writes straight to the name it is given, so that a file or
+/// directory found is whole.
+pub(crate) fn reuse_or_rename(
+    path: &Path,
+    bench: &str,
+    notes: &mut Vec<String>,
+    make: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    reuse_or(path, bench, notes, || {
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        make(&partial)?;
+        fs::rename(&partial, path)
+            .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
+        Ok(Value::Null)
+    })?;
+    Ok(())
+}
+
 /// Runs `make` unless `path` exists already, in which case it is reused
 /// (and a note says so). Data made by the driver is written under a
 /// temporary name and renamed, so a file that exists is complete; its name

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture, capture_json, reuse_or, Bins};
+use super::{capture, capture_json, reuse_or, reuse_or_rename, Bins};
 
 /// One run of another system: its walking time as it reports it, and the
 /// hops walked in that time.
@@ -417,19 +417,16 @@ impl ThunderRw {
         // It reads `b_edge_list.bin` (text, despite the name) in a directory.
         let edges = text_edges(bins, graph, data, "thunderrw", "b_edge_list.bin", notes)?;
         let csr = beside(&edges).join("csr");
-        reuse_or(&csr, "walker-systems", notes, || {
-            let partial = beside(&edges).join("csr.partial");
-            fs::create_dir_all(&partial)
+        reuse_or_rename(&csr, "walker-systems", notes, |partial| {
+            fs::create_dir_all(partial)
                 .with_context(|| format!("creating {}", partial.display()))?;
             run_peer(
                 &tool,
-                &argv![beside(&edges), &partial, "#"],
+                &argv![beside(&edges), partial, "#"],
                 beside(&edges),
                 &[],
             )?;
-            fs::rename(&partial, &csr)
-                .with_context(|| format!("renaming {} to {}", partial.display(), csr.display()))?;
-            Ok(Value::Null)
+            Ok(())
         })?;
         Ok(ThunderRw {
             binary: binary.to_owned(),

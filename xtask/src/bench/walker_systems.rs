@@ -278,12 +278,12 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
             rates.insert(name.into(), json!(xs));
             Ok((keyed.swap_remove(keyed.len() / 2).1, Spread::of(xs)))
         };
-    let buffered = median("raw_buffered", &rate)?;
-    let direct = median("raw_direct", &rate)?;
-    let memory = median("memory", &compute_rate)?;
-    let memory_deepwalk = median("memory_deepwalk", &compute_rate)?;
-    let node2vec_grasorw = median("node2vec_grasorw", &rate)?;
-    let node2vec_sowalker = median("node2vec_sowalker", &rate)?;
+    let (buffered, buffered_rates) = median("raw_buffered", &rate)?;
+    let (direct, direct_rates) = median("raw_direct", &rate)?;
+    let (memory, memory_rates) = median("memory", &compute_rate)?;
+    let (memory_deepwalk, memory_deepwalk_rates) = median("memory_deepwalk", &compute_rate)?;
+    let (node2vec_grasorw, node2vec_grasorw_rates) = median("node2vec_grasorw", &rate)?;
+    let (node2vec_sowalker, node2vec_sowalker_rates) = median("node2vec_sowalker", &rate)?;
     let peer_spread = |name: &str| -> Option<Spread> {
         let runs = peer_runs.get(name)?;
         Some(Spread::of(runs.iter().map(PeerRun::hops_per_sec).collect()))
@@ -333,55 +333,47 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     let rows = vec![
         against(
             "Kronecker 20, raw 10M x 10, 2 of 8 blocks, --io buffered",
-            &buffered.1,
+            &buffered_rates,
             "graphwalker",
             GRAPHWALKER_CPP,
             Some(2.3),
         ),
         against(
             "Kronecker 20, raw 10M x 10, 2 of 8 blocks, --io direct",
-            &direct.1,
+            &direct_rates,
             "graphwalker",
             GRAPHWALKER_CPP,
             Some(2.3),
         ),
         against(
             "Kronecker 20, Node2Vec 1M x 10 (p 1, q 1), 2 of 8 blocks",
-            &node2vec_grasorw.1,
+            &node2vec_grasorw_rates,
             "grasorw",
             GRASORW,
             Some(1.2),
         ),
         against(
             "Kronecker 20, Node2Vec 1M x 10 (p 2, q 0.5), 2 of 8 blocks",
-            &node2vec_sowalker.1,
+            &node2vec_sowalker_rates,
             "sowalker",
             SOWALKER,
             Some(2.0),
         ),
         against(
             "Kronecker 20, memory mode, raw 10M x 10, compute",
-            &memory.1,
+            &memory_rates,
             "flashmob",
             FLASHMOB,
             Some(1.3),
         ),
         against(
             "Kronecker 20, memory mode, DeepWalk (a walk of 80 from every vertex, uniform), compute",
-            &memory_deepwalk.1,
+            &memory_deepwalk_rates,
             "thunderrw",
             THUNDERRW,
             None,
         ),
     ];
-    let (buffered, direct, memory, memory_deepwalk, node2vec_grasorw, node2vec_sowalker) = (
-        buffered.0,
-        direct.0,
-        memory.0,
-        memory_deepwalk.0,
-        node2vec_grasorw.0,
-        node2vec_sowalker.0,
-    );
     let peak = [&buffered, &direct, &node2vec_grasorw, &node2vec_sowalker]
         .iter()
         .map(|r| num(r, "/peak_mem_bytes"))
