@@ -18,7 +18,8 @@ const HUGE_PAGE: usize = 2 << 20;
 /// to be backed by transparent huge pages (`MADV_HUGEPAGE`, honoured where
 /// the kernel's setting is `madvise` or `always`) before any page is
 /// touched: a walk's random reads of a loaded graph then miss the TLB far
-/// less. The heap would not do: an over-aligned zeroed allocation is
+/// less. One made by [`zeroed_sparse`](Self::zeroed_sparse) is advised off
+/// them instead. The heap would not do: an over-aligned zeroed allocation is
 /// zero-filled by hand, which places small pages first.
 ///
 /// Invariants: `ptr` points to an allocation of `capacity` bytes, all
@@ -50,6 +51,24 @@ impl AlignedBuf {
     /// or the kernel has no memory for it, like `Vec`.
     #[must_use]
     pub fn zeroed(len: usize) -> Self {
+        Self::zeroed_with(len, libc::MADV_HUGEPAGE)
+    }
+
+    /// Allocates `len` zero bytes, as [`zeroed`](Self::zeroed), for a
+    /// buffer of which only a few scattered pages will be written: when
+    /// large, its mapping is advised onto small pages
+    /// (`MADV_NOHUGEPAGE`), so that each page written costs one zeroed
+    /// 4 KiB page, not a 2 MiB one, and the pages never written cost
+    /// nothing. (A `vec![0; n]` would not do: the heap hands back memory
+    /// it has used before, which it zero-fills whole by hand.)
+    #[must_use]
+    pub fn zeroed_sparse(len: usize) -> Self {
+        Self::zeroed_with(len, libc::MADV_NOHUGEPAGE)
+    }
+
+    /// [`zeroed`](Self::zeroed), with `advice` given to the mapping of a
+    /// large buffer before any of its pages is touched.
+    fn zeroed_with(len: usize, advice: libc::c_int) -> Self {
         let capacity = len
             .checked_next_multiple_of(ALIGN)
             .expect("AlignedBuf capacity overflows usize")
@@ -57,7 +76,7 @@ impl AlignedBuf {
         let layout =
             Layout::from_size_align(capacity, ALIGN).expect("AlignedBuf capacity overflows isize");
         let raw = if capacity >= HUGE_PAGE {
-            map_huge(capacity)
+            map_advised(capacity, advice)
         } else {
             // SAFETY: `layout` has a non-zero size (`capacity >= ALIGN`).
             unsafe { alloc::alloc_zeroed(layout) }
@@ -132,9 +151,9 @@ fn mapped_len(capacity: usize) -> Option<usize> {
 }
 
 /// A fresh anonymous mapping of `mapped_len(capacity)` zero bytes
-/// (page-aligned, so [`ALIGN`]-aligned), advised onto huge pages; null if
-/// the kernel has no memory for it.
-fn map_huge(capacity: usize) -> *mut u8 {
+/// (page-aligned, so [`ALIGN`]-aligned), given `advice` (onto huge pages
+/// or off them); null if the kernel has no memory for it.
+fn map_advised(capacity: usize, advice: libc::c_int) -> *mut u8 {
     let Some(len) = mapped_len(capacity) else {
         return std::ptr::null_mut();
     };
@@ -153,8 +172,12 @@ fn map_huge(capacity: usize) -> *mut u8 {
     if raw == libc::MAP_FAILED {
         return std::ptr::null_mut();
     }
-    // The whole mapping, before any of its pages is touched.
-    madvise_huge(raw as usize, len);
+    // The whole mapping, before any of its pages is touched. Best effort:
+    // a kernel without transparent huge pages refuses either advice, and
+    // the memory works the same.
+    // SAFETY: the range is the mapping just made; the advice changes how
+    // its pages are backed, never their contents.
+    unsafe { libc::madvise(raw, len, advice) };
     raw.cast()
 }
 
@@ -190,13 +213,13 @@ fn madvise_huge(start: usize, len: usize) {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.capacity >= HUGE_PAGE {
-            let len = mapped_len(self.capacity).expect("map_huge mapped this length");
-            // SAFETY: `ptr` is the mapping of `len` bytes `map_huge` made
+            let len = mapped_len(self.capacity).expect("map_advised mapped this length");
+            // SAFETY: `ptr` is the mapping of `len` bytes `map_advised` made
             // (the type invariant), unmapped only here.
             unsafe { libc::munmap(self.ptr.as_ptr().cast(), len) };
             return;
         }
-        // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout
+        // SAFETY: `ptr` was allocated in `zeroed_with` with exactly this layout
         // (the constructor checked it), and is freed only here.
         unsafe {
             alloc::dealloc(
@@ -236,6 +259,12 @@ mod tests {
 
     /// The `VmFlags` of the mapping of `/proc/self/smaps` that holds `addr`.
     fn vm_flags(addr: usize) -> String {
+        smaps_field(addr, "VmFlags:")
+    }
+
+    /// The value of `field` (`"Rss:"`, say) in the entry of
+    /// `/proc/self/smaps` for the mapping that holds `addr`.
+    fn smaps_field(addr: usize, field: &str) -> String {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut inside = false;
         for line in smaps.lines() {
@@ -250,8 +279,8 @@ mod tests {
                 }
             }
             if inside {
-                if let Some(flags) = line.strip_prefix("VmFlags:") {
-                    return flags.to_owned();
+                if let Some(value) = line.strip_prefix(field) {
+                    return value.trim().to_owned();
                 }
             }
         }
@@ -284,6 +313,33 @@ mod tests {
         assert!(large.iter().all(|&x| x == 0));
         large.fill(7);
         assert!(large.iter().all(|&x| x == 7));
+    }
+
+    #[test]
+    fn a_sparse_buffer_costs_only_the_pages_written() {
+        let mut sparse = AlignedBuf::zeroed_sparse(4 * HUGE_PAGE);
+        let start = sparse.as_ptr() as usize;
+        assert_eq!(start % ALIGN, 0);
+        assert!(sparse.iter().step_by(ALIGN).all(|&x| x == 0));
+        // Reading faulted in the shared zero page only; write one page.
+        sparse[HUGE_PAGE + 5] = 7;
+        let rss: usize = smaps_field(start, "Rss:")
+            .trim_end_matches(" kB")
+            .parse()
+            .unwrap();
+        assert!(
+            rss <= 8,
+            "one page written, yet the mapping holds {rss} kB resident"
+        );
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            let flags = vm_flags(start);
+            assert!(
+                flags.split_whitespace().any(|f| f == "nh"),
+                "a sparse buffer's mapping lacks the no-huge-page advice: {flags}"
+            );
+        }
+        assert_eq!(sparse[HUGE_PAGE + 5], 7);
+        assert_eq!(sparse[HUGE_PAGE + 4], 0);
     }
 
     #[test]

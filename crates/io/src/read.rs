@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use io_uring::IoUring;
 
@@ -108,8 +108,9 @@ pub struct ReadRequest<'a> {
 /// A read-only file with positioned, optionally direct, batched reads.
 ///
 /// The file must not change while open (see the crate docs). `&self` methods
-/// may be called from several threads; io_uring batches share one ring behind
-/// a mutex and so run one at a time, `pread` reads run concurrently.
+/// may be called from several threads, and their batches run at once: on
+/// io_uring each on a ring of its own ([`Rings`]), on `pread` each in its
+/// own thread.
 pub struct ReadFile {
     file: File,
     path: PathBuf,
@@ -120,9 +121,8 @@ pub struct ReadFile {
     /// `O_DIRECT` was requested, so the alignment rule applies.
     check_alignment: bool,
     queue_depth: usize,
-    /// `Some` exactly when `backend == Backend::Uring`. Between batches the
-    /// ring has nothing queued and nothing in flight.
-    ring: Option<Mutex<IoUring>>,
+    /// `Some` exactly when `backend == Backend::Uring`.
+    rings: Option<Rings>,
     fallback_reason: Option<String>,
     stats: Arc<IoStats>,
 }
@@ -227,7 +227,11 @@ impl ReadFile {
             direct,
             check_alignment: opts.direct,
             queue_depth: usize::try_from(queue_depth).unwrap_or(usize::MAX),
-            ring: ring.map(Mutex::new),
+            rings: ring.map(|ring| Rings {
+                depth: queue_depth,
+                idle: Mutex::new(vec![ring]),
+                returned: Condvar::new(),
+            }),
             fallback_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
             stats: Arc::default(),
         })
@@ -329,17 +333,15 @@ impl ReadFile {
         }
 
         let fd = self.file.as_raw_fd();
-        let outcome = match &self.ring {
-            Some(ring) => {
-                // A panic inside a batch drains the ring before unwinding
-                // (see `uring::run`), so a poisoned ring is still consistent.
-                let mut ring = ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let outcome = match &self.rings {
+            Some(rings) => {
+                let mut ring = rings.take();
                 // SAFETY: each segment's `ptr` is either the start of a
                 // distinct request buffer of at least `want` bytes, or a
                 // distinct ALIGN-sized block of `bounce`; both stay borrowed
                 // (`reqs` mutably, `bounce` owned here) and untouched until
                 // `run` returns.
-                unsafe { uring::run(&mut ring, fd, &mut segs, self.queue_depth, MAX_IO) }
+                unsafe { uring::run(ring.get(), fd, &mut segs, self.queue_depth, MAX_IO) }
             }
             // SAFETY: as above.
             None => unsafe { run_pread(fd, &mut segs, MAX_IO) },
@@ -404,6 +406,78 @@ impl ReadFile {
                 source,
             },
             SegError::Submit(source) => Error::Submit { path, source },
+        }
+    }
+}
+
+/// A file's io_uring rings. A batch takes an idle ring, or sets up one more
+/// when every ring is taken by another thread's batch, and gives it back
+/// when done: batches from several threads then run at once (a read the
+/// page cache holds is a copy made by the thread that submits it), each
+/// with up to the queue depth in flight. Between batches a ring has
+/// nothing queued and nothing in flight.
+struct Rings {
+    /// Entries of each ring.
+    depth: u32,
+    /// Rings no batch holds now.
+    idle: Mutex<Vec<IoUring>>,
+    /// Signalled when a ring is given back.
+    returned: Condvar,
+}
+
+impl Rings {
+    /// An idle ring, or a new one; if the kernel refuses one more (its
+    /// limit on locked memory, say), the first ring given back.
+    fn take(&self) -> TakenRing<'_> {
+        let idle = self.idle().pop();
+        let ring = idle
+            .or_else(|| setup_ring(self.depth).ok())
+            .unwrap_or_else(|| {
+                let mut idle = self.idle();
+                loop {
+                    match idle.pop() {
+                        Some(ring) => break ring,
+                        None => {
+                            idle = self
+                                .returned
+                                .wait(idle)
+                                .unwrap_or_else(PoisonError::into_inner);
+                        }
+                    }
+                }
+            });
+        TakenRing {
+            rings: self,
+            ring: Some(ring),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<IoUring>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A ring taken from [`Rings`] for one batch, given back when dropped
+/// (also when a batch panics: `uring::run` drains the ring before it
+/// unwinds, so the ring is consistent).
+struct TakenRing<'a> {
+    rings: &'a Rings,
+    ring: Option<IoUring>,
+}
+
+impl TakenRing<'_> {
+    fn get(&mut self) -> &mut IoUring {
+        self.ring
+            .as_mut()
+            .expect("a taken ring is held until dropped")
+    }
+}
+
+impl Drop for TakenRing<'_> {
+    fn drop(&mut self) {
+        if let Some(ring) = self.ring.take() {
+            self.rings.idle().push(ring);
+            self.rings.returned.notify_one();
         }
     }
 }

@@ -323,17 +323,22 @@ fn read_sections(
 /// Pieces a read through the page cache is cut into.
 const COPY_PIECE: usize = 1 << 20;
 
-/// Reads `requests` from `file`. Direct reads, and a query's reads through
-/// the page cache on io_uring, go together, all in flight (a query's pages
-/// are few, and those not cached wait on the device). Otherwise a read
-/// through the page cache is a copy, work for the CPU: requests, cut into
-/// pieces, are read with `pread` on every worker thread, so they copy in
-/// parallel (io_uring would copy every piece in the one thread that
-/// submits them).
+/// Reads `requests` from `file`. Direct reads go together, all in flight.
+/// A read through the page cache is a copy, work for the CPU (and its
+/// pages' checks are too), so it is shared among the worker threads: a
+/// query's reads on io_uring in one batch a thread, each on its own ring,
+/// all in flight (a query's pages are few, and those not cached wait on
+/// the device); otherwise requests cut into pieces, read with `pread`.
 fn read_requests(file: &VerifiedFile, mut requests: Vec<ReadRequest<'_>>) -> Result<()> {
     use rayon::prelude::*;
-    if file.file().is_direct() || file.file().backend() == quiver_io::Backend::Uring {
+    if file.file().is_direct() {
         return Ok(file.read_batch(&mut requests)?);
+    }
+    if file.file().backend() == quiver_io::Backend::Uring {
+        let share = requests.len().div_ceil(rayon::current_num_threads()).max(1);
+        return Ok(requests
+            .par_chunks_mut(share)
+            .try_for_each(|batch| file.read_batch(batch))?);
     }
     let mut pieces: Vec<ReadRequest<'_>> = requests
         .into_iter()
@@ -633,11 +638,12 @@ pub struct Vertices {
     /// pass that read them: where each lies in `arenas`, and the bytes it
     /// holds.
     parts: HashMap<u32, (usize, Range<usize>, u64)>,
-    /// The lists read in part by one read each, end to end. An arena is
-    /// zeroed as a whole, which for a large one is the kernel's fresh
-    /// pages, faulted in only where a page was read: a zeroed vector a
-    /// list would be zero-filled by hand.
-    arenas: Vec<Vec<u32>>,
+    /// The lists read in part by one read each, end to end, each over the
+    /// whole pages it spans, laid out as in the file. An arena is the
+    /// kernel's fresh zero pages, each faulted in only where a page was
+    /// read into it ([`AlignedBuf::zeroed_sparse`]): the heap would
+    /// zero-fill it whole by hand, a hub's list at a time.
+    arenas: Vec<AlignedBuf>,
     /// The buffer offsets and pages are read into.
     scratch: Scratch,
 }
@@ -878,31 +884,57 @@ impl Vertices {
             &whole.iter().map(|&i| vertices[i]).collect::<Vec<_>>(),
             &whole.iter().map(|&i| ranges[i]).collect::<Vec<_>>(),
         )?;
-        let extents: Vec<(u64, u64)> = part
+        // Each list read in part takes the span of pages its edges lie on,
+        // each edge at its place in the page as in the file, so that a
+        // drawn page is read straight into place and checked there.
+        let spans: Vec<u64> = part
             .iter()
-            .flat_map(|&i| pages[i].iter().flatten())
-            .map(|&p| (p * page, page))
+            .map(|&i| {
+                let (a, b) = ranges[i];
+                covering(base + a * 4, base + b * 4).1 / page
+            })
             .collect();
-        let mut read = extents.iter().zip(self.scratch.read(file, &extents)?);
-        let mut arena = vec![0u32; part.iter().map(|&i| index(ranges[i].1 - ranges[i].0)).sum()];
-        let mut start = 0;
-        for &i in &part {
+        let mut arena = AlignedBuf::zeroed_sparse(index(spans.iter().sum::<u64>() * page));
+        let mut requests = Vec::new();
+        let mut rest: &mut [u8] = &mut arena;
+        for (&i, &span) in part.iter().zip(&spans) {
+            let (mut unread, after) = std::mem::take(&mut rest).split_at_mut(index(span * page));
+            rest = after;
+            // The file page `unread` starts with.
+            let mut at = (base + ranges[i].0 * 4) / page;
+            for &p in pages[i].iter().flatten() {
+                let (this, after) = std::mem::take(&mut unread)
+                    .split_at_mut(index((p - at) * page))
+                    .1
+                    .split_at_mut(ALIGN);
+                requests.push(ReadRequest {
+                    offset: p * page,
+                    buf: this,
+                });
+                unread = after;
+                at = p + 1;
+            }
+        }
+        read_requests(file, requests)?;
+        let words: &[u32] = bytemuck_cast(&arena);
+        let mut span_start = 0;
+        for (&i, &span) in part.iter().zip(&spans) {
             let (a, b) = ranges[i];
-            let targets = &mut arena[start..start + index(b - a)];
-            for _ in pages[i].iter().flatten() {
-                let (&(at, _), buf) = read.next().expect("a buffer a page");
+            let start = index((span_start + (base + a * 4) % page) / 4);
+            for &p in pages[i].iter().flatten() {
                 // The list's edges on this page.
-                let first = a.max(at.saturating_sub(base).div_ceil(4));
-                let end = b.min((at + page - base) / 4);
-                let edges = words_in(buf, at, base, first..end);
-                file.check_targets(edges, first)?;
-                targets[index(first - a)..index(end - a)].copy_from_slice(edges);
+                let first = a.max((p * page).saturating_sub(base).div_ceil(4));
+                let end = b.min(((p + 1) * page - base) / 4);
+                file.check_targets(
+                    &words[start + index(first - a)..start + index(end - a)],
+                    first,
+                )?;
             }
             self.parts.insert(
                 vertices[i],
                 (self.arenas.len(), start..start + index(b - a), sizes[i]),
             );
-            start += index(b - a);
+            span_start += span * page;
         }
         self.arenas.push(arena);
         let parts_bytes: u64 = part.iter().map(|&i| sizes[i]).sum();
@@ -953,7 +985,7 @@ impl Adjacency for Vertices {
             Some((targets, _)) => targets,
             None => {
                 let (arena, range, _) = &self.parts[&v];
-                &self.arenas[*arena][range.clone()]
+                &bytemuck_cast::<u32>(&self.arenas[*arena])[range.clone()]
             }
         }
     }

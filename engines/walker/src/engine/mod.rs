@@ -353,8 +353,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
         )?;
         let layout = head.layout();
         let distinct_targets = head.has_distinct_targets();
-        let pages = head.page_checksums().clone();
-        drop(head);
+        let pages = head.into_page_checksums();
         let blocks_len = blocks.len();
         // A query's few pages are worth the page cache (the next query on
         // the graph finds them there); blocks are not.

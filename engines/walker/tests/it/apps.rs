@@ -471,12 +471,17 @@ fn vertex_reads_walk_like_memory() {
     }
 }
 
+/// The hub of [`hub_and_leaves`]: a leaf's list of one edge comes before
+/// it for every lower id, so its list starts 3,108 bytes into a page.
+const HUB: u32 = 777;
+
 /// A hub of 100,000 leaves, each linked back to it: its list spans about
 /// a hundred pages.
 fn hub_and_leaves() -> Graph {
     let leaves = 100_000u32;
-    let edges: Vec<(u32, u32, f32)> = (1..=leaves)
-        .flat_map(|leaf| [(0, leaf, 1.0), (leaf, 0, 1.0)])
+    let edges: Vec<(u32, u32, f32)> = (0..=leaves)
+        .filter(|&leaf| leaf != HUB)
+        .flat_map(|leaf| [(HUB, leaf, 1.0), (leaf, HUB, 1.0)])
         .collect();
     Graph::from_edges(leaves + 1, &edges, false, false).unwrap()
 }
@@ -490,7 +495,7 @@ fn a_query_reads_only_the_pages_of_a_hub_its_walks_draw_from() {
     // in exact mode.
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), &hub_and_leaves());
-    let app = VisitFrequency::ppr(0, 10, 6, 0.0, 8);
+    let app = VisitFrequency::ppr(HUB, 10, 6, 0.0, 8);
     let memory = exact_memory(&path, dir.path(), &app);
     let query = run(&path, &config(Mode::GraphWalker, dir.path()), &app).unwrap();
     assert!(query.lists_only);
