@@ -156,6 +156,14 @@ impl WalkWord for u64 {
     }
 }
 
+/// A word whose layout takes at most 32 bits (no source, say): half the
+/// bytes to sort, file and spill.
+impl WalkWord for u32 {
+    fn word(&self) -> u64 {
+        u64::from(*self)
+    }
+}
+
 impl WalkWord for ExactWalk {
     fn word(&self) -> u64 {
         self.word

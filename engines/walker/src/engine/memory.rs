@@ -14,7 +14,7 @@ use super::{Engine, InFlight, CHUNK};
 use crate::app::{Visit, WalkApp};
 use crate::loaded::{BlockView, LoadedBlock, Locator};
 use crate::rng::KeyedRng;
-use crate::spec::{look_ahead, step, Adjacency, DeadEnd, Lookahead, Step};
+use crate::spec::{look_ahead, step, Adjacency, Lookahead, Step};
 use crate::Result;
 use quiver_run::Stopwatch;
 
@@ -161,10 +161,7 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
     /// stands), and how many at once (what the budget holds of them and
     /// their sorted copy, at most the whole run).
     fn partitioned_batch(&self) -> (bool, u64) {
-        let positions_only = !self.config.exact
-            && self.app.reads_positions_only()
-            && self.spec.restart_probability == 0.0
-            && self.spec.dead_end != DeadEnd::Restart;
+        let positions_only = !super::carries_source(self.app, &self.spec, self.config.exact);
         let batch = self.memory_batch(
             self.partitioned_walk_bytes(positions_only),
             2,

@@ -34,7 +34,7 @@ use crate::loaded::{
     list_bytes, BlockView, Executing, LoadedBlock, MappedGraph, Source, SpareBuffers,
 };
 use crate::report::{ratio, Report};
-use crate::spec::{Adjacency, Kind, Starts, WalkSpec};
+use crate::spec::{Adjacency, DeadEnd, Kind, Starts, WalkSpec};
 use crate::{Error, Result};
 use budget::{default_block_size, Pooling};
 use memory::Partitions;
@@ -77,6 +77,15 @@ pub fn run_with_progress<A: WalkApp>(
     // must know its draw before the step: keyed by walk id and hop, it
     // does not depend on where the walk stands in a batch.
     config.exact |= app.needs_walk_ids() || app.writes_by_walk() || lists_only;
+    // A walk without its source fits 32 bits when its position in any
+    // block (at most the graph) and its hop do.
+    let compact = !carries_source(app, &app.spec(), config.exact)
+        && WalkLayout::new(
+            1,
+            u64::from(head.num_vertices()),
+            u64::from(app.spec().length),
+        )
+        .is_ok_and(|word| word.position_bits() + word.hop_bits() <= u32::BITS);
     let opened = Opened {
         path: graph,
         head,
@@ -89,10 +98,25 @@ pub fn run_with_progress<A: WalkApp>(
             Engine::<A, SecondOrderWalk>::new(opened, &config, app, progress, clock)?.run()
         } else if config.exact {
             Engine::<A, ExactWalk>::new(opened, &config, app, progress, clock)?.run()
+        } else if compact {
+            Engine::<A, u32>::new(opened, &config, app, progress, clock)?.run()
         } else {
             Engine::<A, u64>::new(opened, &config, app, progress, clock)?.run()
         }
     })
+}
+
+/// Whether walks carry their source in their word: unless nothing reads
+/// more of a walk than where it stands (compact mode, an app that reads
+/// positions only) and no walk goes back to its source (no restarts).
+/// Walks that carry none move as bare vertices in memory mode, and as
+/// 32-bit words out of core where their position and hop fit: half the
+/// bytes to sort, file and spill.
+fn carries_source<A: WalkApp>(app: &A, spec: &WalkSpec, exact: bool) -> bool {
+    exact
+        || !app.reads_positions_only()
+        || spec.restart_probability != 0.0
+        || spec.dead_end == DeadEnd::Restart
 }
 
 /// Whether a run of `spec`'s walks on the graph whose head is `head`
@@ -346,11 +370,12 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .map(|b| u64::from(b.num_vertices()))
             .max()
             .unwrap_or(1);
-        let word = WalkLayout::new(
-            spec.starts.num_sources(num_vertices),
-            largest,
-            u64::from(spec.length),
-        )?;
+        let sources = if carries_source(app, &spec, config.exact) {
+            spec.starts.num_sources(num_vertices)
+        } else {
+            1
+        };
+        let word = WalkLayout::new(sources, largest, u64::from(spec.length))?;
         let layout = head.layout();
         let distinct_targets = head.has_distinct_targets();
         let pages = head.into_page_checksums();
@@ -588,7 +613,13 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             .starts
             .source_of(id, self.config.seed, self.num_vertices);
         let vertex = self.spec.starts.source_vertex(source);
-        (W::make(self.word.encode(source, 0, 0), id), vertex)
+        // A layout without source bits keeps none (see `carries_source`).
+        let kept = if self.word.source_bits() == 0 {
+            0
+        } else {
+            source
+        };
+        (W::make(self.word.encode(kept, 0, 0), id), vertex)
     }
 
     /// Where a walk is filed (the pool of the block holding its vertex

@@ -1,5 +1,6 @@
-//! Walks as pools hold them: the packed word, plus an id in exact mode,
-//! plus the previous vertex for second-order walks.
+//! Walks as pools hold them: the packed word (in 32 bits when it fits),
+//! plus an id in exact mode, plus the previous vertex for second-order
+//! walks.
 
 use quiver_walkstate::{ExactWalk, WalkWord};
 
@@ -27,6 +28,21 @@ impl PooledWalk for u64 {
     }
     fn with_word(self, word: u64) -> Self {
         word
+    }
+}
+
+/// A compact walk whose layout fits 32 bits: one that carries no source
+/// (see [`super::carries_source`]) on a graph and walk length that leave
+/// its position and hop at most 32 bits.
+impl PooledWalk for u32 {
+    fn make(word: u64, _id: u64) -> Self {
+        u32::try_from(word).expect("a 32-bit walk's layout fits 32 bits")
+    }
+    fn id(&self) -> Option<u64> {
+        None
+    }
+    fn with_word(self, word: u64) -> Self {
+        Self::make(word, 0)
     }
 }
 

@@ -247,6 +247,25 @@ fn compact_walks_end_where_memory_walks_do() {
             "{name} vs memory: chi-square {stat:.1} >= {critical:.1} (df {df}, p = 0.001)"
         );
     }
+    // The walks of an app that reads positions only, with no restarts,
+    // carry no source, and out of core move as 32-bit words.
+    let app = EndPoints {
+        positions_only: true,
+        ..EndPoints::new(adjacency(&path).len(), WALKS, length)
+    };
+    let config = Config {
+        vertex_threshold: 0,
+        ..compact(Mode::GraphWalker, 15, dir.path())
+    };
+    let report = run(&path, &config, &app).unwrap();
+    assert_eq!(report.walk_word_bits.0, 0, "no source bits");
+    assert!(report.blocks > 1, "walks move between blocks");
+    let (stat, df) = homogeneity(&memory, &report.result);
+    assert_eq!(df, 33);
+    assert!(
+        stat < critical,
+        "32-bit walks vs memory: chi-square {stat:.1} >= {critical:.1} (df {df}, p = 0.001)"
+    );
 }
 
 /// Memory mode moves the walks of an app that reads positions only as
