@@ -239,24 +239,27 @@ impl<'a, A: WalkApp, W: PooledWalk> Engine<'a, A, W> {
             let sizes: Vec<usize> = (0..num_parts)
                 .map(|p| counts.iter().map(|c| c[p]).sum())
                 .collect();
-            let mut targets: Vec<Vec<&mut [T]>> =
+            // Each run's share of each partition, as the slots it fills
+            // next (one cursor a partition, rather than a slice and a
+            // count).
+            let mut targets: Vec<Vec<std::slice::IterMut<'_, T>>> =
                 runs.iter().map(|_| Vec::with_capacity(num_parts)).collect();
             let mut rest = &mut sorted[..];
             for p in 0..num_parts {
                 for (run, count) in counts.iter().enumerate() {
                     let (share, tail) = rest.split_at_mut(count[p]);
-                    targets[run].push(share);
+                    targets[run].push(share.iter_mut());
                     rest = tail;
                 }
             }
             runs.par_iter()
                 .zip(targets)
                 .for_each(|(&(start, len), mut shares)| {
-                    let mut filled = vec![0; num_parts];
                     for &walk in &walks[start..start + len] {
-                        let p = locator.range(walk.vertex());
-                        shares[p][filled[p]] = walk;
-                        filled[p] += 1;
+                        let slot = shares[locator.range(walk.vertex())]
+                            .next()
+                            .expect("the count made a slot for every walk");
+                        *slot = walk;
                     }
                 });
             // Then partition by partition, each on its own data.
