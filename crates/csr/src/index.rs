@@ -257,11 +257,14 @@ fn open_header(path: &Path) -> Result<(File, Header)> {
 /// The page checksums of a version 2 or later file.
 fn read_page_table(file: &File, path: &Path, header: &Header) -> Result<PageChecksums> {
     let pages = header.layout.pages;
-    let table = Section {
-        offset: pages.offset,
-        len: pages.padded_end() - pages.offset,
-    };
-    PageChecksums::decode(path, header, &read_section(file, path, table)?)
+    let mut words = vec![0u32; to_usize((pages.padded_end() - pages.offset) / 4)];
+    read_exact(
+        file,
+        path,
+        pages.offset,
+        bytemuck::cast_slice_mut(&mut words),
+    )?;
+    PageChecksums::from_words(path, header, words)
 }
 
 /// The `u64` words of `section` of `file`, its pages verified: read (with
