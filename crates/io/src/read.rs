@@ -109,8 +109,8 @@ pub struct ReadRequest<'a> {
 ///
 /// The file must not change while open (see the crate docs). `&self` methods
 /// may be called from several threads, and their batches run at once: on
-/// io_uring each on a ring of its own (from the file's pool of rings), on `pread` each in its
-/// own thread.
+/// io_uring each on a ring of its own (from the file's pool of rings), on
+/// `pread` each in its own thread.
 pub struct ReadFile {
     file: File,
     path: PathBuf,
