@@ -404,21 +404,6 @@ fn record_at(i: usize) -> usize {
     }
 }
 
-/// Checks the page checksums section `bytes` (padded) against `header`'s
-/// checksum of it.
-fn check_table(path: &Path, header: &Header, bytes: &[u8]) -> Result<()> {
-    let computed = crc32c::crc32c(bytes);
-    if computed != header.checksums[3] {
-        return Err(Error::Checksum {
-            path: path.to_owned(),
-            section: SECTION_NAMES[3],
-            stored: header.checksums[3],
-            computed,
-        });
-    }
-    Ok(())
-}
-
 /// A CRC-32C for every 4 KiB page of a file's graph data (offsets, targets,
 /// weights and id map): what lets a reader verify exactly the pages it reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -441,25 +426,25 @@ impl PageChecksums {
     }
 
     /// Decodes the page checksums section `bytes` (padded), checking it
-    /// against `header`'s checksum of it.
+    /// against `header`'s checksum of it: a copy into words, read as
+    /// [`PageChecksums::from_words`] reads them.
     pub fn decode(path: &Path, header: &Header, bytes: &[u8]) -> Result<PageChecksums> {
-        check_table(path, header, bytes)?;
-        let len = crate::to_usize(header.layout.pages.len);
-        Ok(PageChecksums {
-            path: path.to_owned(),
-            layout: header.layout,
-            crcs: bytes[..len]
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().expect("chunks of 4 bytes")))
-                .collect(),
-        })
+        Self::from_words(path, header, bytemuck::pod_collect_to_vec(bytes))
     }
 
     /// The page checksums section as read into `words` (padded, as it
-    /// lies in the file), checked as [`PageChecksums::decode`] checks it,
-    /// and kept without a copy: the table of a graph of 8 GiB is 8 MiB.
+    /// lies in the file), checked against `header`'s checksum of it and
+    /// kept without a copy: the table of a graph of 8 GiB is 8 MiB.
     pub fn from_words(path: &Path, header: &Header, mut words: Vec<u32>) -> Result<PageChecksums> {
-        check_table(path, header, bytemuck::cast_slice(&words))?;
+        let computed = crc32c::crc32c(bytemuck::cast_slice(&words));
+        if computed != header.checksums[3] {
+            return Err(Error::Checksum {
+                path: path.to_owned(),
+                section: SECTION_NAMES[3],
+                stored: header.checksums[3],
+                computed,
+            });
+        }
         words.truncate(crate::to_usize(header.layout.pages.len / 4));
         for word in &mut words {
             *word = u32::from_le(*word);

@@ -72,27 +72,24 @@ pub fn run_with_progress<A: WalkApp>(
         })?;
     let mut config = config.clone();
     let head = FileHead::open(graph)?;
-    let lists_only = visits_few(&config, &app.spec(), &head);
+    let spec = app.spec();
+    let lists_only = visits_few(&config, &spec, &head);
     // A walk that reads only the part of a long list its step draws from
     // must know its draw before the step: keyed by walk id and hop, it
     // does not depend on where the walk stands in a batch.
     config.exact |= app.needs_walk_ids() || app.writes_by_walk() || lists_only;
     // A walk without its source fits 32 bits when its position in any
     // block (at most the graph) and its hop do.
-    let compact = !carries_source(app, &app.spec(), config.exact)
-        && WalkLayout::new(
-            1,
-            u64::from(head.num_vertices()),
-            u64::from(app.spec().length),
-        )
-        .is_ok_and(|word| word.position_bits() + word.hop_bits() <= u32::BITS);
+    let compact = !carries_source(app, &spec, config.exact)
+        && WalkLayout::new(1, u64::from(head.num_vertices()), u64::from(spec.length))
+            .is_ok_and(|word| word.position_bits() + word.hop_bits() <= u32::BITS);
     let opened = Opened {
         path: graph,
         head,
         lists_only,
     };
     pool.install(|| {
-        if app.spec().node2vec.is_some() {
+        if spec.node2vec.is_some() {
             // Second-order walks carry their previous vertex and an id.
             config.exact = true;
             Engine::<A, SecondOrderWalk>::new(opened, &config, app, progress, clock)?.run()

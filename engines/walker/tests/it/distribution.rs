@@ -259,7 +259,7 @@ fn compact_walks_end_where_memory_walks_do() {
     };
     let report = run(&path, &config, &app).unwrap();
     assert_eq!(report.walk_word_bits.0, 0, "no source bits");
-    assert!(report.blocks > 1, "walks move between blocks");
+    assert!(report.blocks > 1, "karate is cut into blocks");
     let (stat, df) = homogeneity(&memory, &report.result);
     assert_eq!(df, 33);
     assert!(
