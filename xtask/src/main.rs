@@ -79,7 +79,7 @@ enum Task {
     /// Run the CI gates exactly as CI does (`bash .ci/run`: fmt, clippy, test).
     Ci,
     /// Build release binaries, run benchmarks against baselines, write target/bench/.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 fn main() -> ExitCode {

@@ -22,11 +22,9 @@
 //!   nodes of one thread: each node's busy time, slowest over fastest;
 //! - strong scaling on Kronecker 22: PageRank and BFS on 1, 2 and 4 tcp
 //!   node processes of one thread (on 2 cores, the protocol's overhead);
-//! - with `--gapbs DIR` (GAPBS built by hand outside this repository):
-//!   GAPBS's `pr`, `bfs`, `cc` and `sssp` with 2 OpenMP threads on the
-//!   same graph (converted by its own `converter`; SSSP on its weighted
-//!   copy) beside the engine's one process of 2 threads, alternating,
-//!   compute time against its trial time.
+//! - with `--gapbs DIR` and `--gemini DIR` (each built by hand outside
+//!   this repository): their PageRank, BFS, WCC and SSSP beside the
+//!   engine's one process of 2 threads, alternating (see [`bsp_peers`]).
 //!
 //! Every configuration runs `--reps` times (BFS, whose runs are short and
 //! whose communication totals 100-200 ms, three times as many), interleaved,
@@ -35,16 +33,14 @@
 //! speedup.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::walker_peers::{data_file, each_edge_once, reported, run_peer};
-use super::{
-    capture_json, num, reuse_or, reuse_or_rename, skewed_rmat, symmetric_rmat, Bins, Context, Mpi,
-};
-use crate::report::{Row, Spread, Target};
+use super::bsp_peers;
+use super::{capture_json, num, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
+use crate::report::{Row, Target};
 
 const SCALE: u32 = 20;
 
@@ -52,17 +48,21 @@ const SCALE: u32 = 20;
 /// edges of [`SCALE`].
 const SCALING_SCALE: u32 = 22;
 
+/// An algorithm the bench runs: its name, the `quiver bsp` arguments
+/// before the graph, its edges of work, and runs of each configuration.
+pub(super) type Algorithm<'a> = (&'a str, Vec<&'a str>, f64, u32);
+
 /// One way of running an algorithm: its name in the summary, the
 /// `quiver bsp` flags after the graph, and the ranks `mpirun` starts
 /// (`None`: the driver runs alone, and spawns its tcp nodes itself).
 #[derive(PartialEq)]
-struct Setup {
-    name: &'static str,
-    flags: &'static [&'static str],
+pub(super) struct Setup {
+    pub(super) name: &'static str,
+    pub(super) flags: &'static [&'static str],
     ranks: Option<u32>,
 }
 
-const ENGINE: Setup = Setup {
+pub(super) const ENGINE: Setup = Setup {
     name: "1 node x 2 threads",
     flags: &["--threads", "2"],
     ranks: None,
@@ -151,7 +151,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         .len() as f64;
     // Each algorithm's flags, edges of work, and runs per configuration.
     let bfs_reps = 3 * reps;
-    let algorithms: [(&str, Vec<&str>, f64, u32); 3] = [
+    let algorithms: [Algorithm<'_>; 3] = [
         (
             "PageRank",
             vec!["pagerank", "--iterations", "20"],
@@ -333,13 +333,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         balance.insert((*name).to_owned(), Value::Object(measured));
     }
     let scaling = strong_scaling(cx, &mut rows, &mut notes)?;
-    let gapbs = match &cx.args.gapbs {
-        Some(dir) => against_gapbs(cx, dir, &graph, &algorithms, &source, &mut rows, &mut notes)?,
-        None => {
-            notes.push("bsp: no --gapbs directory given, so no GAPBS rows".into());
-            Value::Null
-        }
-    };
+    let peers = bsp_peers::compare(cx, &graph, &algorithms, &source, &mut rows, &mut notes)?;
     Ok(json!({
         "bench": "bsp",
         "params": { "scale": SCALE, "source": source, "reps": reps, "bfs_reps": bfs_reps },
@@ -347,7 +341,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         "reused": generate.is_null(),
         "generate": generate,
         "runs": runs,
-        "gapbs": gapbs,
+        "peers": peers,
         "balance": balance,
         "scaling": scaling,
         "rows": rows,
@@ -410,153 +404,6 @@ fn strong_scaling(cx: &Context, rows: &mut Vec<Row>, notes: &mut Vec<String>) ->
     Ok(Value::Object(all))
 }
 
-/// One comparison with GAPBS: the engine's whole command line, GAPBS's
-/// kernel and its arguments, and the alternating runs of each.
-struct GapbsRun {
-    name: String,
-    ours: Vec<OsString>,
-    kernel: &'static str,
-    theirs: Vec<OsString>,
-    reps: u32,
-}
-
-/// Every algorithm on the engine in one process of 2 threads and on
-/// GAPBS's kernel with 2 OpenMP threads, alternating, each as many times as
-/// the engine's other setups; a row each: GAPBS's trial time over the
-/// engine's compute time (medians), with both ranges. PageRank runs 20
-/// iterations whatever its error (a tolerance it cannot reach), BFS and
-/// SSSP start where the engine's BFS does, `cc` is GAPBS's default,
-/// Afforest, and `sssp` is its delta-stepping with the width its own
-/// benchmark gives Kronecker graphs (`-d2`). SSSP runs on GAPBS's weighted
-/// graph (its converter's `-w` draws weights 1-255 with its fixed seed),
-/// which the engine reads from the same converter's edge list.
-fn against_gapbs(
-    cx: &Context,
-    dir: &Path,
-    graph: &Path,
-    algorithms: &[(&str, Vec<&str>, f64, u32)],
-    source: &str,
-    rows: &mut Vec<Row>,
-    notes: &mut Vec<String>,
-) -> Result<Value> {
-    let bins = cx.bins;
-    // GAPBS reads its own serialized graph, converted from each edge once
-    // (its -s adds the reverses) in a text file it knows by its `.el`.
-    let edges = each_edge_once(bins, graph, cx.data, ("el", "snap"), "bsp", notes)?;
-    let converter = dir.join("converter");
-    let mut convert = |suffix: &str, flags: &[&str]| -> Result<PathBuf> {
-        let out = data_file(graph, cx.data, suffix)?;
-        reuse_or_rename(&out, "bsp", notes, |partial| {
-            let mut args = argv!["-f", &edges, "-s"].to_vec();
-            args.extend(flags.iter().map(OsString::from));
-            args.push(partial.into());
-            run_peer(&converter, &args, cx.data, &[])?;
-            Ok(())
-        })?;
-        Ok(out)
-    };
-    let serialized = convert("sg", &["-b"])?;
-    let weighted = convert("wsg", &["-w", "-b"])?;
-    let weighted_edges = convert("wel", &["-w", "-e"])?;
-    let weighted_graph = data_file(graph, cx.data, "weighted.qcsr")?;
-    reuse_or(&weighted_graph, "bsp", notes, || {
-        capture_json(
-            &bins.quiver,
-            &argv![
-                "--json",
-                "convert",
-                &weighted_edges,
-                "--format",
-                "snap",
-                "--vertices",
-                (1u64 << SCALE).to_string(),
-                "-o",
-                &weighted_graph
-            ],
-        )
-    })?;
-    let engine_args = |algorithm: &[&str], graph: &Path| -> Vec<OsString> {
-        let mut args = argv!["--json", "bsp"].to_vec();
-        args.extend(algorithm.iter().map(OsString::from));
-        args.push(graph.into());
-        args.extend(ENGINE.flags.iter().map(OsString::from));
-        args
-    };
-    let gapbs_args = |graph: &Path, flags: &[&str]| -> Vec<OsString> {
-        let mut args = argv!["-f", graph, "-n", "1"].to_vec();
-        args.extend(flags.iter().map(OsString::from));
-        args
-    };
-    let mut runs: Vec<GapbsRun> = algorithms
-        .iter()
-        .map(|(name, algorithm, _, reps)| {
-            let (kernel, flags) = match *name {
-                "PageRank" => ("pr", vec!["-i", "20", "-t", "1e-30"]),
-                "BFS" => ("bfs", vec!["-r", source]),
-                _ => ("cc", Vec::new()),
-            };
-            GapbsRun {
-                name: (*name).to_owned(),
-                ours: engine_args(algorithm, graph),
-                kernel,
-                theirs: gapbs_args(&serialized, &flags),
-                reps: *reps,
-            }
-        })
-        .collect();
-    let bfs_reps = algorithms.iter().find(|a| a.0 == "BFS").map_or(1, |a| a.3);
-    runs.push(GapbsRun {
-        name: "SSSP".to_owned(),
-        ours: engine_args(&["sssp", "--source", source], &weighted_graph),
-        kernel: "sssp",
-        theirs: gapbs_args(&weighted, &["-r", source, "-d", "2"]),
-        reps: bfs_reps,
-    });
-    let mut all = serde_json::Map::new();
-    for run in &runs {
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..run.reps {
-            ours.push(compute_ns(&capture_json(&bins.quiver, &run.ours)?)? / 1e6);
-            let output = run_peer(
-                &dir.join(run.kernel),
-                &run.theirs,
-                cx.data,
-                &[("OMP_NUM_THREADS", Path::new("2"))],
-            )?;
-            theirs.push(reported(&output, "Trial Time:")? * 1e3);
-        }
-        all.insert(
-            run.name.clone(),
-            json!({ "gapbs_ms": theirs, "quiver_ms": ours }),
-        );
-        let shown = |s: &Spread| format!("{:.1} ms ({:.1}-{:.1})", s.median, s.min, s.max);
-        let (ours, theirs) = (Spread::of(ours), Spread::of(theirs));
-        rows.push(Row::compare(
-            "bsp",
-            &format!(
-                "{}, GAPBS `{}` (2 OpenMP threads) / {} (compute times, medians of {} alternating runs: GAPBS {}, quiver {})",
-                run.name,
-                run.kernel,
-                ENGINE.name,
-                run.reps,
-                shown(&theirs),
-                shown(&ours)
-            ),
-            theirs.median,
-            ours.median,
-            Some(Target::AtLeast(1.0)),
-        ));
-    }
-    notes.push(format!(
-        "bsp: GAPBS from {}, on {} (converted from the bench's graph, each edge once, symmetrized by its converter's -s) and, for SSSP, {} (its -w weights), which the engine reads as {}",
-        dir.display(),
-        serialized.display(),
-        weighted.display(),
-        weighted_graph.display()
-    ));
-    Ok(Value::Object(all))
-}
-
 /// Runs `algorithm` under every setup `reps` times, interleaved; keeps each
 /// setup's run with the median compute time.
 fn measure(
@@ -597,7 +444,7 @@ fn measure(
 }
 
 /// A run's compute time: the reference's, or the slowest node's.
-fn compute_ns(run: &Value) -> Result<f64> {
+pub(super) fn compute_ns(run: &Value) -> Result<f64> {
     if let Some(ns) = run["reference_ns"].as_f64() {
         return Ok(ns);
     }

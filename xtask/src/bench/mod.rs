@@ -34,6 +34,7 @@ macro_rules! argv {
 }
 
 mod bsp;
+mod bsp_peers;
 mod gtl;
 mod ingest;
 mod io;
@@ -171,6 +172,12 @@ pub struct BenchArgs {
     /// beside the engine's one process of 2 threads, alternating, in the same minutes.
     #[arg(long)]
     pub gapbs: Option<PathBuf>,
+    /// bsp: a Gemini checkout (github.com/thu-pacman/GeminiGraph, built by hand outside this
+    /// repository with its Makefile), whose `toolkits/` PageRank, BFS, CC and SSSP run on
+    /// the bench's graph (one process, every core) beside the engine's one process of 2
+    /// threads, alternating. SSSP needs `--gapbs` too: it reads the weights GAPBS draws.
+    #[arg(long)]
+    pub gemini: Option<PathBuf>,
 }
 
 /// The accepted benchmark names, with their help, for clap.

@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::{capture, capture_json, reuse_or, reuse_or_rename, Bins};
@@ -175,11 +175,12 @@ impl FlashMob {
         data: &Path,
         notes: &mut Vec<String>,
     ) -> Result<FlashMob> {
-        let edges = each_edge_once(
+        let edges = edge_list(
             bins,
             graph,
             data,
             ("once.bin", "bin"),
+            true,
             "walker-systems",
             notes,
         )?;
@@ -488,33 +489,26 @@ fn text_edges(
     Ok(edges)
 }
 
-/// `graph` with each edge once (source <= target), for a peer that adds
-/// the reverses itself, as `data/<graph>.<suffix>` (a peer may read the
-/// format off the suffix) in quiver's `format` (`bin` or `snap` text),
-/// exported unless it is there.
-pub(super) fn each_edge_once(
+/// `graph`'s edges as `data/<graph>.<suffix>` (a peer may read the format
+/// off the suffix) in quiver's export `format` (`bin` or `snap` text):
+/// with `each_edge_once`, once each (source <= target), for a peer that
+/// adds the reverses itself; exported unless it is there.
+pub(super) fn edge_list(
     bins: &Bins,
     graph: &Path,
     data: &Path,
     (suffix, format): (&str, &str),
+    each_edge_once: bool,
     bench: &str,
     notes: &mut Vec<String>,
 ) -> Result<PathBuf> {
     let edges = data_file(graph, data, suffix)?;
     reuse_or(&edges, bench, notes, || {
-        capture_json(
-            &bins.quiver,
-            &argv![
-                "--json",
-                "export",
-                graph,
-                "-o",
-                &edges,
-                "--format",
-                format,
-                "--each-edge-once"
-            ],
-        )
+        let mut args = argv!["--json", "export", graph, "-o", &edges, "--format", format].to_vec();
+        if each_edge_once {
+            args.push("--each-edge-once".into());
+        }
+        capture_json(&bins.quiver, &args)
     })?;
     Ok(edges)
 }
@@ -597,20 +591,46 @@ pub(super) fn run_peer(
 /// The positive number a peer printed right after `marker` (spaces
 /// aside) on its last line holding it.
 pub(super) fn reported(output: &str, marker: &str) -> Result<f64> {
+    numbers_after(output, marker)
+        .pop()
+        .filter(|&x| x > 0.0)
+        .with_context(|| format!("the peer's output has no number after {marker:?}"))
+}
+
+/// Every number a peer printed right after `marker`, in order; an error
+/// when there is none, or one is not positive (a time or a count).
+pub(super) fn reported_all(output: &str, marker: &str) -> Result<Vec<f64>> {
+    let numbers = numbers_after(output, marker);
+    ensure!(
+        !numbers.is_empty(),
+        "the peer's output has no number after {marker:?}"
+    );
+    ensure!(
+        numbers.iter().all(|&x| x > 0.0),
+        "the peer reported a number that is not positive after {marker:?}: {numbers:?}"
+    );
+    Ok(numbers)
+}
+
+/// The numbers right after `marker` on the lines holding it (spaces
+/// aside, a unit straight after the number ignored: Gemini's
+/// `exec_time=0.78(s)`).
+fn numbers_after(output: &str, marker: &str) -> Vec<f64> {
     output
         .lines()
-        .rev()
-        .find_map(|line| {
-            let rest = &line[line.find(marker)? + marker.len()..];
-            rest.split_whitespace().next()?.parse().ok()
+        .filter_map(|line| {
+            let rest = line[line.find(marker)? + marker.len()..].trim_start();
+            let end = rest
+                .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+')))
+                .unwrap_or(rest.len());
+            rest[..end].parse().ok()
         })
-        .filter(|x: &f64| *x > 0.0)
-        .with_context(|| format!("the peer's output has no number after {marker:?}"))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::reported;
+    use super::{reported, reported_all};
 
     /// The lines each peer prints its time and steps on, as they print them.
     #[test]
@@ -636,6 +656,11 @@ mod tests {
             0.003495
         );
         assert_eq!(reported(thunderrw, "Num of steps:").unwrap(), 9000.0);
+        let gemini = "exec_time=0.787542(s)\npr_sum=706533.450001\nexec_time=0.768126(s)\n";
+        assert_eq!(
+            reported_all(gemini, "exec_time=").unwrap(),
+            [0.787542, 0.768126]
+        );
         let failed = "time: 0 s\n";
         assert!(
             reported(failed, "time: ").is_err(),
