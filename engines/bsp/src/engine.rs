@@ -329,6 +329,40 @@ impl<'g> Engine<'g> {
         Ok(joined)
     }
 
+    /// Every node's `all` (a count for every vertex) summed, for the
+    /// vertices this node owns: an all-gather of the whole arrays, |V|
+    /// counts from each node.
+    pub fn sum_owned(&self, all: &[u64]) -> Result<Vec<u64>> {
+        let owned = self.owned();
+        let mine = &all[owned.start as usize..owned.end as usize];
+        let Some(peers) = self.peers() else {
+            return Ok(mine.to_vec());
+        };
+        let bytes: Vec<u8> = all.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let parts = peers.node().all_gather(&bytes).map_err(Error::Verbs)?;
+        let mut sums = vec![0u64; mine.len()];
+        for part in &parts {
+            if part.len() != bytes.len() {
+                return Err(Error::Corrupt(format!(
+                    "a node sent {} bytes of counts for {} vertices",
+                    part.len(),
+                    all.len()
+                )));
+            }
+            let theirs = part[owned.start as usize * 8..owned.end as usize * 8].chunks_exact(8);
+            for (sum, b) in sums.iter_mut().zip(theirs) {
+                *sum += u64::from_le_bytes(b.try_into().expect("8 bytes"));
+            }
+        }
+        Ok(sums)
+    }
+
+    /// Runs `work` in this engine's thread pool, for rayon's parallel
+    /// iterators over more than the owned vertices.
+    pub fn install<R: Send>(&self, work: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(work)
+    }
+
     /// Fills `out` (one slot per owned vertex, in order) with `f` of each
     /// owned vertex, in parallel.
     pub fn map_owned<T: Send>(&self, out: &mut [T], f: impl Fn(u32) -> T + Sync) {
@@ -383,6 +417,18 @@ impl<'g> Engine<'g> {
         self.grab(owned.len(), RUN, |range, (): &mut (), _| {
             for i in range {
                 work(owned.start + vertex(i));
+            }
+        });
+    }
+
+    /// Runs `work` on every owned vertex in parallel, claims of [`GRAB`]
+    /// vertices, with state of its own in each worker (scratch space that
+    /// a vertex's work reuses from the last), made by `S::default`.
+    pub fn for_each_owned_with<S: Default + Send>(&self, work: impl Fn(&mut S, u32) + Sync) {
+        let owned = self.owned();
+        self.grab(owned.len(), GRAB, |range, state: &mut S, _| {
+            for i in range {
+                work(state, owned.start + vertex(i));
             }
         });
     }

@@ -68,6 +68,7 @@ mod channel;
 pub mod engine;
 pub mod frontier;
 pub mod job;
+mod lcc;
 mod local;
 mod migrate;
 pub mod partition;

@@ -15,8 +15,8 @@
 //!
 //! CDLP needs every neighbour's label, which a Reduce-only model cannot
 //! give: after each iteration the nodes exchange their masters' labels
-//! (an all-gather, |V| labels in all). LCC reads its neighbours' out-edges
-//! from the graph file, which every node maps.
+//! (an all-gather, |V| labels in all). LCC (its own module) counts
+//! triangles in the graph file, which every node maps.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -29,6 +29,7 @@ use rand_pcg::Pcg64Mcg;
 use crate::algorithm::{Algorithm, Values, UNREACHED};
 use crate::engine::{Direction, Engine};
 use crate::frontier::Frontier;
+use crate::lcc::lcc;
 use crate::program::{Combine, EdgeProgram, Edges, Side};
 use crate::Result;
 
@@ -52,7 +53,7 @@ pub fn run(engine: &mut Engine<'_>, algorithm: &Algorithm) -> Result<Values> {
             iterations,
         } => Values::Reals(pagerank(engine, damping, iterations)?),
         Algorithm::Cdlp { iterations } => Values::Labels(cdlp(engine, iterations)?),
-        Algorithm::Lcc => Values::Reals(lcc(engine)),
+        Algorithm::Lcc => Values::Reals(lcc(engine)?),
     })
 }
 
@@ -808,56 +809,4 @@ fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
         labels = engine.gather_owned(&mine)?;
     }
     Ok(owned(engine, labels))
-}
-
-#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
-fn lcc(engine: &Engine<'_>) -> Vec<f64> {
-    let graph = engine.graph();
-    let owned_range = engine.owned();
-    // Lists are sorted; they can be searched as they are without repeats,
-    // otherwise each is deduplicated first.
-    let local = engine.local();
-    let distinct = graph.has_distinct_targets();
-    let lcc = atomics(owned_range.end - owned_range.start, |_| AtomicU64::new(0));
-    engine.process_vertices(None, |v| {
-        // N(v): the distinct neighbours other than v itself (a self-loop
-        // or a parallel edge adds no neighbour).
-        let mut neighbours = local.out_edges(v).vertices.to_vec();
-        neighbours.sort_unstable();
-        neighbours.dedup();
-        neighbours.retain(|&u| u != v);
-        let d = neighbours.len() as u64;
-        if d < 2 {
-            return 0u64;
-        }
-        let mut links = 0u64;
-        let mut scratch = Vec::new();
-        for &u in &neighbours {
-            let mut out = local.any_out_edges(u).vertices;
-            if !distinct {
-                scratch.clear();
-                scratch.extend_from_slice(out);
-                scratch.dedup();
-                out = &scratch;
-            }
-            // |out(u) ∩ N(v)|: walk the shorter list, search the longer, so
-            // a hub costs its small partners' sizes, not its own each time.
-            let (short, long) = if out.len() <= neighbours.len() {
-                (out, &neighbours[..])
-            } else {
-                (&neighbours[..], out)
-            };
-            // An edge u-w between two neighbours, u's self-loop aside.
-            links += short
-                .iter()
-                .filter(|&&w| w != u && long.binary_search(&w).is_ok())
-                .count() as u64;
-        }
-        let coefficient = links as f64 / (d * (d - 1)) as f64;
-        lcc[(v - owned_range.start) as usize].store(coefficient.to_bits(), Ordering::Relaxed);
-        0u64
-    });
-    lcc.into_iter()
-        .map(|c| f64::from_bits(c.into_inner()))
-        .collect()
 }

@@ -5,7 +5,8 @@
 //!
 //! - GAPBS (`--gapbs DIR`): `pr`, `bfs`, `cc` and `sssp` with 2 OpenMP
 //!   threads on its own serialized copies of the graph (made by its
-//!   `converter`; SSSP on the weighted copy its `-w` draws), its trial time;
+//!   `converter`; SSSP on the weighted copy its `-w` draws), its trial time,
+//!   and its triangle count `tc` beside LCC, which counts them per vertex;
 //! - Gemini (`--gemini DIR`): `toolkits/pagerank`, `bfs`, `cc` and `sssp`,
 //!   one process (it takes every core: 2 threads here) on binary edge lists
 //!   exported from the same graph, its `exec_time`. A Gemini process runs
@@ -103,6 +104,14 @@ pub(super) fn compare(
                 program: dir.join("sssp"),
                 theirs: gapbs_args(&inputs.weighted, &["-r", source, "-d", "2"]),
                 reps: bfs_reps,
+            });
+            let reps = algorithms.iter().map(|a| a.3).min().unwrap_or(1);
+            runs.push(PeerRun {
+                name: "LCC (GAPBS counts the graph's triangles; LCC, each vertex's)".to_owned(),
+                ours: engine(&["lcc"], graph),
+                program: dir.join("tc"),
+                theirs: gapbs_args(&inputs.serialized, &[]),
+                reps,
             });
             let measured = alternate(cx, &GAPBS, &runs, rows)?;
             notes.push(format!(

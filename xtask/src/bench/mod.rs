@@ -167,7 +167,7 @@ pub struct BenchArgs {
     /// workload beside memory mode's. Without it, the table shows a figure from another day.
     #[arg(long)]
     pub thunderrw: Option<PathBuf>,
-    /// bsp: the directory of GAPBS's `converter`, `pr`, `bfs` and `cc` (built by hand outside
+    /// bsp: the directory of GAPBS's `converter`, `pr`, `bfs`, `cc`, `sssp` and `tc` (built by hand outside
     /// this repository with its Makefile), run on the bench's graph with 2 OpenMP threads
     /// beside the engine's one process of 2 threads, alternating, in the same minutes.
     #[arg(long)]
