@@ -79,7 +79,7 @@ pub const BENCHMARKS: &[Benchmark] = &[
     },
     Benchmark {
         name: "bsp",
-        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging over tcp and mpi, mpirun beside tcp at 2 and 4 processes, task migration on a skewed graph, strong scaling on Kronecker 22, GAPBS when given",
+        help: "The bsp engine on Kronecker 20: against its reference (speed-up, COST), one-sided against two-sided messaging over tcp and mpi, mpirun beside tcp at 2 and 4 processes, task migration on a skewed graph, strong scaling on Kronecker 22, GAPBS and Gemini when given",
         run: bsp::run,
     },
     Benchmark {
