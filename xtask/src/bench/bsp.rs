@@ -333,7 +333,16 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         balance.insert((*name).to_owned(), Value::Object(measured));
     }
     let scaling = strong_scaling(cx, &mut rows, &mut notes)?;
-    let peers = bsp_peers::compare(cx, &graph, &algorithms, &source, &mut rows, &mut notes)?;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // A vertex count.
+    let vertices = num(&facts, "/vertices")? as u64;
+    let peers = bsp_peers::compare(
+        cx,
+        (&graph, vertices),
+        &algorithms,
+        &source,
+        &mut rows,
+        &mut notes,
+    )?;
     Ok(json!({
         "bench": "bsp",
         "params": { "scale": SCALE, "source": source, "reps": reps, "bfs_reps": bfs_reps },

@@ -59,10 +59,11 @@ struct PeerRun {
     reps: u32,
 }
 
-/// GAPBS's and Gemini's rows, for the peers given; their runs as JSON.
+/// GAPBS's and Gemini's rows, for the peers given, on `graph` of
+/// `vertices`; their runs as JSON.
 pub(super) fn compare(
     cx: &Context,
-    graph: &Path,
+    (graph, vertices): (&Path, u64),
     algorithms: &[Algorithm<'_>],
     source: &str,
     rows: &mut Vec<Row>,
@@ -80,7 +81,7 @@ pub(super) fn compare(
     let mut weighted_graph = None;
     let gapbs = match &cx.args.gapbs {
         Some(dir) => {
-            let inputs = gapbs_inputs(cx, dir, graph, notes)?;
+            let inputs = gapbs_inputs(cx, dir, (graph, vertices), notes)?;
             let mut runs: Vec<PeerRun> = algorithms
                 .iter()
                 .map(|(name, algorithm, _, reps)| {
@@ -144,7 +145,7 @@ pub(super) fn compare(
                 "bsp",
                 notes,
             )?;
-            let vertices = vertex_count(cx, graph)?;
+            let vertices = vertices.to_string();
             let mut runs: Vec<PeerRun> = algorithms
                 .iter()
                 .map(|(name, algorithm, _, reps)| {
@@ -203,12 +204,6 @@ pub(super) fn compare(
     Ok(json!({ "gapbs": gapbs, "gemini": gemini }))
 }
 
-/// The graph's vertex count, as Gemini's command lines give it.
-fn vertex_count(cx: &Context, graph: &Path) -> Result<String> {
-    let info = capture_json(&cx.bins.quiver, &argv!["--json", "info", graph])?;
-    Ok(super::num(&info, "/vertices")?.to_string())
-}
-
 /// GAPBS's copies of the bench's graph.
 struct GapbsInputs {
     /// Serialized, symmetric.
@@ -225,7 +220,7 @@ struct GapbsInputs {
 fn gapbs_inputs(
     cx: &Context,
     dir: &Path,
-    graph: &Path,
+    (graph, vertices): (&Path, u64),
     notes: &mut Vec<String>,
 ) -> Result<GapbsInputs> {
     let edges = edge_list(cx.bins, graph, cx.data, ("el", "snap"), true, "bsp", notes)?;
@@ -245,7 +240,6 @@ fn gapbs_inputs(
     let weighted = convert("wsg", &["-w", "-b"])?;
     let weighted_edges = convert("wel", &["-w", "-e"])?;
     let weighted_graph = data_file(graph, cx.data, "weighted.qcsr")?;
-    let vertices = vertex_count(cx, graph)?;
     reuse_or(&weighted_graph, "bsp", notes, || {
         capture_json(
             &cx.bins.quiver,
@@ -256,7 +250,7 @@ fn gapbs_inputs(
                 "--format",
                 "snap",
                 "--vertices",
-                &vertices,
+                vertices.to_string(),
                 "-o",
                 &weighted_graph
             ],
