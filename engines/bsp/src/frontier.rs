@@ -28,6 +28,37 @@ impl Bitmap {
         self.words[v as usize / 64].fetch_or(bit, Ordering::Relaxed) & bit == 0
     }
 
+    /// Adds `v` to a set no other thread can see; returns whether it was
+    /// absent. A plain read and write, where [`Bitmap::insert`]'s atomic
+    /// or costs a locked instruction a vertex.
+    #[inline]
+    fn insert_exclusive(&mut self, v: u32) -> bool {
+        let bit = 1u64 << (v % 64);
+        let word = self.words[v as usize / 64].get_mut();
+        let absent = *word & bit == 0;
+        *word |= bit;
+        absent
+    }
+
+    /// Adds every vertex of `range` to a set no other thread can see, a
+    /// word at a time.
+    fn insert_range_exclusive(&mut self, range: Range<u32>) {
+        if range.is_empty() {
+            return;
+        }
+        let (first, last) = (range.start as usize / 64, (range.end as usize - 1) / 64);
+        for (i, word) in self.words[first..=last].iter_mut().enumerate() {
+            let mut bits = u64::MAX;
+            if i == 0 {
+                bits &= u64::MAX << (range.start % 64);
+            }
+            if first + i == last {
+                bits &= u64::MAX >> (63 - (range.end - 1) % 64);
+            }
+            *word.get_mut() |= bits;
+        }
+    }
+
     /// Whether `v` is in the set.
     #[inline]
     pub fn contains(&self, v: u32) -> bool {
@@ -130,8 +161,11 @@ pub struct Frontier {
 impl Frontier {
     /// The frontier holding `vertices` (of a graph of `n`).
     pub fn of(n: u32, vertices: impl IntoIterator<Item = u32>) -> Frontier {
-        let bits = Bitmap::new(n);
-        let list: Vec<u32> = vertices.into_iter().filter(|&v| bits.insert(v)).collect();
+        let mut bits = Bitmap::new(n);
+        let list: Vec<u32> = vertices
+            .into_iter()
+            .filter(|&v| bits.insert_exclusive(v))
+            .collect();
         Frontier {
             bits,
             count: list.len(),
@@ -143,10 +177,8 @@ impl Frontier {
     /// Every vertex of `range` (of a graph of `n`), never listed: [`Frontier::part`]
     /// counts them off the range (a list of a million vertices is 4 MB).
     pub fn every(n: u32, range: Range<u32>) -> Frontier {
-        let bits = Bitmap::new(n);
-        for v in range.clone() {
-            bits.insert(v);
-        }
+        let mut bits = Bitmap::new(n);
+        bits.insert_range_exclusive(range.clone());
         Frontier::of_bits(bits, range)
     }
 
@@ -268,6 +300,24 @@ mod tests {
             frontier.forget_others(start..end);
             let kept: Vec<u32> = (0..n).filter(|&v| frontier.contains(v)).collect();
             assert_eq!(kept, (start..end).collect::<Vec<_>>(), "{start}..{end}");
+        }
+    }
+
+    /// A frontier of every vertex of a range holds exactly that range,
+    /// whichever words its ends fall in.
+    #[test]
+    fn every_holds_exactly_its_range() {
+        let n = 300;
+        for start in (0..=n).step_by(7).chain([63, 64, 65, 128, 299]) {
+            for end in (start..=n).step_by(5).chain([start, 64, 128, 191, 192, n]) {
+                if end < start {
+                    continue;
+                }
+                let frontier = Frontier::every(n, start..end);
+                let held: Vec<u32> = (0..n).filter(|&v| frontier.contains(v)).collect();
+                assert_eq!(held, (start..end).collect::<Vec<_>>(), "{start}..{end}");
+                assert_eq!(frontier.len(), (end - start) as usize, "{start}..{end}");
+            }
         }
     }
 
