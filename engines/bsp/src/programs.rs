@@ -831,35 +831,49 @@ fn sink_rank(engine: &Engine<'_>, sinks: &[u32], read: &[AtomicU32]) -> f64 {
     runs.iter().sum()
 }
 
+/// CDLP, Graphalytics' synchronous label propagation: each iteration
+/// every vertex takes the most frequent label among its neighbours' (the
+/// smallest of those tied), counted over its list, parallel edges as
+/// often as they occur. A worker sorts the labels of a list in a buffer
+/// of its own, reused from vertex to vertex; a list of one label needs no
+/// sort.
 fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
     let n = engine.num_vertices();
     let owned_range = engine.owned();
     let mut labels: Vec<u32> = (0..n).collect();
+    let next = atomics(owned_range.end - owned_range.start, |_| AtomicU32::new(0));
     for _ in 0..iterations {
-        let next = atomics(owned_range.end - owned_range.start, |_| AtomicU32::new(0));
         let local = engine.local();
-        engine.process_vertices(None, |v| {
-            let mut seen: Vec<u32> = local
-                .out_edges(v)
-                .vertices
-                .iter()
-                .map(|&u| labels[u as usize])
-                .collect();
-            // Most frequent, then smallest: runs of the sorted labels, the
-            // first longest run winning; no neighbours: keep the label.
-            seen.sort_unstable();
-            let label = seen
-                .chunk_by(|a, b| a == b)
-                .fold(None, |best: Option<&[u32]>, run| match best {
-                    Some(best) if best.len() >= run.len() => Some(best),
-                    _ => Some(run),
-                })
-                .map_or(labels[v as usize], |run| run[0]);
+        let read: &[u32] = &labels;
+        engine.for_each_owned_with(|seen: &mut Vec<u32>, v| {
+            let label = match local.out_edges(v).vertices {
+                [] => read[v as usize],
+                &[u] => read[u as usize],
+                neighbours => {
+                    seen.clear();
+                    seen.extend(neighbours.iter().map(|&u| read[u as usize]));
+                    seen.sort_unstable();
+                    most_frequent(seen)
+                }
+            };
             next[(v - owned_range.start) as usize].store(label, Ordering::Relaxed);
-            0u64
         });
-        let mine: Vec<u32> = next.into_iter().map(AtomicU32::into_inner).collect();
+        let mine: Vec<u32> = next.iter().map(|l| l.load(Ordering::Relaxed)).collect();
         labels = engine.gather_owned(&mine)?;
     }
     Ok(owned(engine, labels))
+}
+
+/// The most frequent of the non-empty `sorted` labels, the smallest of
+/// those tied: the first of the longest runs.
+fn most_frequent(sorted: &[u32]) -> u32 {
+    sorted
+        .chunk_by(|a, b| a == b)
+        .fold(&sorted[..0], |best, run| {
+            if run.len() > best.len() {
+                run
+            } else {
+                best
+            }
+        })[0]
 }
