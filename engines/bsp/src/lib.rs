@@ -275,11 +275,12 @@ fn run_on(
     // A node of several reads only its own lists from here on (LCC and
     // migrated tasks map others' back as they read them).
     // A directed graph asked only to push holds no transpose to pull along.
+    let (side, may_pull) = programs::layout(algorithm);
     let local = local::LocalGraph::new(
         graph,
         owned.clone(),
-        programs::side(algorithm),
-        config.direction != Direction::Push,
+        side,
+        may_pull && config.direction != Direction::Push,
         size > 1,
     );
     let peers = match node {

@@ -34,11 +34,17 @@ use crate::lcc::lcc;
 use crate::program::{Combine, EdgeProgram, Edges, Side};
 use crate::Result;
 
-/// The edges `algorithm` reads.
-pub fn side(algorithm: &Algorithm) -> Side {
+/// The edges `algorithm` reads through the node's local graph, and
+/// whether it may pull along them. LCC reads the graph's lists itself
+/// (every node all of them, see `crate::lcc`), so a directed graph's
+/// transpose, merged or to pull along, would be held for nothing.
+pub fn layout(algorithm: &Algorithm) -> (Side, bool) {
     match algorithm {
-        Algorithm::Bfs { .. } | Algorithm::Sssp { .. } | Algorithm::PageRank { .. } => Side::Out,
-        Algorithm::Wcc | Algorithm::Cdlp { .. } | Algorithm::Lcc => Side::Both,
+        Algorithm::Bfs { .. } | Algorithm::Sssp { .. } | Algorithm::PageRank { .. } => {
+            (Side::Out, true)
+        }
+        Algorithm::Wcc | Algorithm::Cdlp { .. } => (Side::Both, true),
+        Algorithm::Lcc => (Side::Out, false),
     }
 }
 

@@ -1,5 +1,6 @@
 //! In-edges: the transpose of a CSR, for the reference implementations of
-//! the algorithms that read in-neighbours (PageRank, WCC, CDLP, LCC).
+//! the algorithms that read in-neighbours (PageRank, WCC, CDLP, LCC), and
+//! for LCC's pairs of neighbours on a directed graph.
 
 use quiver_csr::Graph;
 
