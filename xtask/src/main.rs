@@ -167,9 +167,15 @@ fn target_dir(root: &Path) -> Result<PathBuf> {
     Ok(PathBuf::from(dir))
 }
 
-/// The workspace root: xtask's manifest sits one level below it.
+/// The workspace root: xtask's manifest sits one level below it. Taken
+/// from the `CARGO_MANIFEST_DIR` that `cargo xtask` (a `cargo run`) sets
+/// when it starts us, and only failing that from the path compiled in: a
+/// target directory shared by two checkouts (CI's cache) may hand one
+/// checkout the xtask built in the other, whose compiled-in path names
+/// the other checkout, or none that exists any more.
 fn workspace_root() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     manifest_dir
         .parent()
         .expect("xtask's manifest directory has a parent: the workspace root")
