@@ -307,10 +307,10 @@ impl<'g> Engine<'g> {
     }
 
     /// Every node's `mine` (its owned vertices' values, in order), joined
-    /// into one array over all vertices.
-    pub fn gather_owned(&self, mine: &[u32]) -> Result<Vec<u32>> {
+    /// into one array over all vertices (`mine` itself on a node alone).
+    pub fn gather_owned(&self, mine: Vec<u32>) -> Result<Vec<u32>> {
         let Some(peers) = self.peers() else {
-            return Ok(mine.to_vec());
+            return Ok(mine);
         };
         let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
         let all = peers.node().all_gather(&bytes).map_err(Error::Verbs)?;

@@ -202,7 +202,7 @@ impl Oriented {
         if mine.len() < 2 {
             return;
         }
-        marks.set(
+        marks.set::<DIRECTED>(
             mine,
             |i| self.links::<DIRECTED>(first + i) == 2,
             links.len(),
@@ -213,7 +213,7 @@ impl Oriented {
             let from_u = index(self.offsets[u as usize]);
             let mut at_u = 0;
             for (j, &w) in self.list(u).iter().enumerate() {
-                if let Some(vw) = marks.links(w) {
+                if let Some(vw) = marks.links::<DIRECTED>(w) {
                     links[w as usize].fetch_add(vu, Ordering::Relaxed);
                     at_u += vw;
                     at_v += self.links::<DIRECTED>(from_u + j);
@@ -223,7 +223,7 @@ impl Oriented {
                 links[u as usize].fetch_add(at_u, Ordering::Relaxed);
             }
         }
-        marks.clear(mine);
+        marks.clear::<DIRECTED>(mine);
         if at_v > 0 {
             links[v as usize].fetch_add(at_v, Ordering::Relaxed);
         }
@@ -255,9 +255,10 @@ fn merged<'a>(out: &'a [u32], inc: &'a [u32]) -> impl Iterator<Item = (u32, u8)>
 }
 
 /// A worker's set of vertices, one bit a vertex of the graph (128 KiB for
-/// a million), and a second bit for those joined to the set's owner both
-/// ways: a membership test is one load from the CPU's cache, where
-/// merging two sorted lists branched on every element.
+/// a million), and on a directed graph a second bit for those joined to
+/// the set's owner both ways (on an undirected one every member is): a
+/// membership test is one load from the CPU's cache, where merging two
+/// sorted lists branched on every element.
 #[derive(Default)]
 struct Marks {
     members: Vec<u64>,
@@ -266,31 +267,49 @@ struct Marks {
 
 impl Marks {
     /// Adds `list`'s vertices, of a graph of `n`, the `i`-th joined both
-    /// ways if `both_ways(i)`.
-    fn set(&mut self, list: &[u32], both_ways: impl Fn(usize) -> bool, n: usize) {
+    /// ways if `both_ways(i)` (on a `DIRECTED` graph; all are otherwise).
+    fn set<const DIRECTED: bool>(
+        &mut self,
+        list: &[u32],
+        both_ways: impl Fn(usize) -> bool,
+        n: usize,
+    ) {
         if self.members.is_empty() {
             self.members = vec![0; n.div_ceil(64)];
-            self.both_ways = vec![0; n.div_ceil(64)];
+            if DIRECTED {
+                self.both_ways = vec![0; n.div_ceil(64)];
+            }
         }
         for (i, &w) in list.iter().enumerate() {
             self.members[w as usize / 64] |= 1 << (w % 64);
-            self.both_ways[w as usize / 64] |= u64::from(both_ways(i)) << (w % 64);
+            if DIRECTED {
+                self.both_ways[w as usize / 64] |= u64::from(both_ways(i)) << (w % 64);
+            }
         }
     }
 
     /// The directed edges joining `w` to the set's owner (1 or 2), if it
     /// is a member.
     #[inline]
-    fn links(&self, w: u32) -> Option<u64> {
+    fn links<const DIRECTED: bool>(&self, w: u32) -> Option<u64> {
         let (word, bit) = (w as usize / 64, w % 64);
-        (self.members[word] >> bit & 1 != 0).then(|| 1 + (self.both_ways[word] >> bit & 1))
+        let member = self.members[word] >> bit & 1 != 0;
+        member.then(|| {
+            if DIRECTED {
+                1 + (self.both_ways[word] >> bit & 1)
+            } else {
+                2
+            }
+        })
     }
 
     /// Empties the set of `list`'s vertices, the last added.
-    fn clear(&mut self, list: &[u32]) {
+    fn clear<const DIRECTED: bool>(&mut self, list: &[u32]) {
         for &w in list {
             self.members[w as usize / 64] = 0;
-            self.both_ways[w as usize / 64] = 0;
+            if DIRECTED {
+                self.both_ways[w as usize / 64] = 0;
+            }
         }
     }
 }

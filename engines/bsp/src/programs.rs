@@ -865,7 +865,7 @@ fn cdlp(engine: &mut Engine<'_>, iterations: u32) -> Result<Vec<u32>> {
             next[(v - owned_range.start) as usize].store(label, Ordering::Relaxed);
         });
         let mine: Vec<u32> = next.iter().map(|l| l.load(Ordering::Relaxed)).collect();
-        labels = engine.gather_owned(&mine)?;
+        labels = engine.gather_owned(mine)?;
     }
     Ok(owned(engine, labels))
 }
