@@ -382,22 +382,47 @@ impl Graph {
     /// # Panics
     /// If `vertices` does not lie within `0..|V|`.
     pub fn release_lists(&self, vertices: Range<u32>) {
-        let Storage::File {
-            bytes: FileBytes::Mapped(map),
-            ..
-        } = &self.storage
-        else {
+        let Some(map) = self.mapped() else {
             return;
         };
         if vertices.is_empty() {
             return;
         }
         let offsets = &self.offsets()[vertices.start as usize..=vertices.end as usize];
-        let edges = to_usize(offsets[0])..to_usize(offsets[offsets.len() - 1]);
         quiver_io::release_mapped(map, bytemuck::cast_slice(offsets));
+        self.release_targets(vertices);
+    }
+
+    /// As [`Graph::release_lists`], the targets and weights of `vertices`
+    /// only: for a process that still reads their offsets (degrees) but
+    /// not their lists.
+    ///
+    /// # Panics
+    /// If `vertices` does not lie within `0..|V|`.
+    pub fn release_targets(&self, vertices: Range<u32>) {
+        let Some(map) = self.mapped() else {
+            return;
+        };
+        if vertices.is_empty() {
+            return;
+        }
+        let offsets = self.offsets();
+        let edges =
+            to_usize(offsets[vertices.start as usize])..to_usize(offsets[vertices.end as usize]);
         quiver_io::release_mapped(map, bytemuck::cast_slice(&self.targets()[edges.clone()]));
         if let Some(weights) = self.weights() {
             quiver_io::release_mapped(map, bytemuck::cast_slice(&weights[edges]));
+        }
+    }
+
+    /// The file mapping this graph's arrays lie in, if it maps its file.
+    fn mapped(&self) -> Option<&Mmap> {
+        match &self.storage {
+            Storage::File {
+                bytes: FileBytes::Mapped(map),
+                ..
+            } => Some(map),
+            _ => None,
         }
     }
 

@@ -715,8 +715,7 @@ impl<'g> Engine<'g> {
                 *failed = (|| {
                     for v in active.part(range) {
                         let state = program.state(v);
-                        let neighbours = self.local.out_edges(v).vertices;
-                        for node in peers.partition.owners(neighbours) {
+                        for node in self.local.readers(v) {
                             if node != me {
                                 peers.channels.send(worker, node, v, state, &deliver)?;
                             }

@@ -274,15 +274,8 @@ fn run_on(
     }
     // A node of several reads only its own lists from here on (LCC and
     // migrated tasks map others' back as they read them).
-    // A directed graph asked only to push holds no transpose to pull along.
-    let (side, may_pull) = programs::layout(algorithm);
-    let local = local::LocalGraph::new(
-        graph,
-        owned.clone(),
-        side,
-        may_pull && config.direction != Direction::Push,
-        size > 1,
-    );
+    let (side, flow) = programs::layout(algorithm, config.direction);
+    let local = local::LocalGraph::new(graph, owned.clone(), side, flow, Some(&partition));
     let peers = match node {
         Some(node) if size > 1 => {
             // Every node runs as many workers as the largest asks for: the

@@ -14,6 +14,21 @@ pub enum Side {
     Both,
 }
 
+/// Which ways an algorithm moves values along a directed graph's edges,
+/// which decides what a node holds of them: a push reads the owned
+/// vertices' out-lists, a pull their transpose (the edges into them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Pushes only: the out-lists, and no transpose.
+    Push,
+    /// Pulls only: the transpose, and the out-lists leave memory once
+    /// read (a node of several reads them at load, for which nodes need
+    /// each vertex's state).
+    Pull,
+    /// Either, superstep by superstep: both.
+    Both,
+}
+
 /// How messages to one vertex combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Combine {

@@ -31,20 +31,30 @@ use crate::algorithm::{Algorithm, Values, UNREACHED};
 use crate::engine::{Direction, Engine};
 use crate::frontier::Frontier;
 use crate::lcc::lcc;
-use crate::program::{Combine, EdgeProgram, Edges, Side};
+use crate::program::{Combine, EdgeProgram, Edges, Flow, Side};
 use crate::Result;
 
-/// The edges `algorithm` reads through the node's local graph, and
-/// whether it may pull along them. LCC reads the graph's lists itself
-/// (every node all of them, see `crate::lcc`), so a directed graph's
-/// transpose, merged or to pull along, would be held for nothing.
-pub fn layout(algorithm: &Algorithm) -> (Side, bool) {
+/// The edges `algorithm` reads through the node's local graph, and which
+/// ways it moves values along them in `direction`.
+///
+/// - Every superstep of PageRank has every vertex active, whose edges are
+///   all of |E|, so [`Direction::Auto`] pulls each one: it never pushes
+///   unless told to.
+/// - LCC reads the graph's lists itself (every node all of them, see
+///   `crate::lcc`), so a directed graph's transpose, merged or to pull
+///   along, would be held for nothing.
+pub fn layout(algorithm: &Algorithm, direction: Direction) -> (Side, Flow) {
+    let flow = match direction {
+        Direction::Push => Flow::Push,
+        Direction::Pull => Flow::Pull,
+        Direction::Auto => Flow::Both,
+    };
     match algorithm {
-        Algorithm::Bfs { .. } | Algorithm::Sssp { .. } | Algorithm::PageRank { .. } => {
-            (Side::Out, true)
-        }
-        Algorithm::Wcc | Algorithm::Cdlp { .. } => (Side::Both, true),
-        Algorithm::Lcc => (Side::Out, false),
+        Algorithm::Bfs { .. } | Algorithm::Sssp { .. } => (Side::Out, flow),
+        Algorithm::PageRank { .. } if flow == Flow::Both => (Side::Out, Flow::Pull),
+        Algorithm::PageRank { .. } => (Side::Out, flow),
+        Algorithm::Wcc | Algorithm::Cdlp { .. } => (Side::Both, flow),
+        Algorithm::Lcc => (Side::Out, Flow::Push),
     }
 }
 
