@@ -9,7 +9,9 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{capture, capture_json, generate_rmat, num, reuse_or, Context, EDGE_FACTOR, SEED};
+use super::{
+    capture, capture_json, generate_rmat, num, reuse_or, Context, Shape, EDGE_FACTOR, SEED,
+};
 use crate::report::{Row, Target};
 
 pub(super) fn run(cx: &Context) -> Result<Value> {
@@ -28,7 +30,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
         if text.exists() {
             fs::remove_file(&text).with_context(|| format!("removing stale {}", text.display()))?;
         }
-        generate_rmat(bins, &graph, args.scale, false, false)
+        generate_rmat(bins, &graph, args.scale, Shape::AsDrawn, false)
     })?;
     let export = reuse_or(&text, "ingest", &mut notes, || {
         // Export writes edges sorted by source; real edge lists (and R-MAT's

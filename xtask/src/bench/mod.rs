@@ -417,15 +417,26 @@ fn num(report: &Value, pointer: &str) -> Result<f64> {
         .with_context(|| format!("the report has no number at {pointer}"))
 }
 
+/// What the benchmarks make of the edges R-MAT draws.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// As drawn: directed, with parallel edges and self-loops.
+    AsDrawn,
+    /// Directed, deduplicated, without self-loops.
+    Simple,
+    /// Undirected (every edge both ways), deduplicated, without
+    /// self-loops, as the walker benchmarks use it.
+    Symmetric,
+}
+
 /// Writes the R-MAT graph of `scale` (16 edges per vertex, seed 1) to
-/// `graph`: as generated, or `symmetric` (undirected, deduplicated, without
-/// self-loops, within a 4 GiB budget), as the walker benchmarks use it;
-/// ids permuted unless `skewed` (the hubs at the lowest ids).
+/// `graph` in `shape` (sorted within a 4 GiB budget); ids permuted unless
+/// `skewed` (the hubs at the lowest ids).
 fn generate_rmat(
     bins: &Bins,
     graph: &Path,
     scale: u32,
-    symmetric: bool,
+    shape: Shape,
     skewed: bool,
 ) -> Result<Value> {
     // The driver writes under a temporary name and renames: a graph that
@@ -443,14 +454,11 @@ fn generate_rmat(
         "-o",
         graph,
     ]);
-    if symmetric {
-        args.extend(argv![
-            "--undirected",
-            "--dedupe",
-            "--drop-self-loops",
-            "--mem",
-            "4GiB"
-        ]);
+    if shape == Shape::Symmetric {
+        args.extend(argv!["--undirected"]);
+    }
+    if shape != Shape::AsDrawn {
+        args.extend(argv!["--dedupe", "--drop-self-loops", "--mem", "4GiB"]);
     }
     if skewed {
         args.extend(argv!["--no-permute"]);
@@ -470,9 +478,25 @@ pub(crate) fn symmetric_rmat(
 ) -> Result<(PathBuf, Value)> {
     let graph = cx.data.join(format!("rmat-u{scale}-perm.qcsr"));
     let generate = reuse_or(&graph, bench, notes, || {
-        generate_rmat(cx.bins, &graph, scale, true, false)
+        generate_rmat(cx.bins, &graph, scale, Shape::Symmetric, false)
     })?;
     Ok((graph, generate))
+}
+
+/// The directed R-MAT graph of `scale` (deduplicated, without self-loops),
+/// ids permuted (`rmat-d<scale>-perm.qcsr`), made unless it exists, as
+/// [`symmetric_rmat`].
+pub(crate) fn directed_rmat(
+    cx: &Context,
+    scale: u32,
+    bench: &str,
+    notes: &mut Vec<String>,
+) -> Result<PathBuf> {
+    let graph = cx.data.join(format!("rmat-d{scale}-perm.qcsr"));
+    reuse_or(&graph, bench, notes, || {
+        generate_rmat(cx.bins, &graph, scale, Shape::Simple, false)
+    })?;
+    Ok(graph)
 }
 
 /// The symmetric R-MAT graph of `scale` with ids as drawn, the hubs at the
@@ -486,7 +510,7 @@ pub(crate) fn skewed_rmat(
 ) -> Result<PathBuf> {
     let graph = cx.data.join(format!("rmat-u{scale}-skew.qcsr"));
     reuse_or(&graph, bench, notes, || {
-        generate_rmat(cx.bins, &graph, scale, true, true)
+        generate_rmat(cx.bins, &graph, scale, Shape::Symmetric, true)
     })?;
     Ok(graph)
 }
