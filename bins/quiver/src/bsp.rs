@@ -27,8 +27,9 @@ pub struct RunArgs {
     /// Superstep direction: push from active vertices (RGraph's), pull into every vertex
     /// (Gemini's dense mode), or auto: pull when the frontier holds more than |E|/20 edges
     /// (and for BFS, after a pull, while it holds at least |V|/24 vertices). On a directed
-    /// graph, PageRank, BFS and SSSP pull along a transpose of the edges held beside them
-    /// (twice the edges' memory); push holds none.
+    /// graph, BFS and SSSP pull along a transpose of the edges held beside them (twice the
+    /// edges' memory), PageRank (whose every superstep pulls) and pull hold the transpose in
+    /// place of the edges, and push holds no transpose.
     #[arg(long, value_enum, default_value_t = DirectionArg::Auto)]
     pub direction: DirectionArg,
     /// How nodes message each other: one-sided WRITEs into receive rings (RGraph's), or
