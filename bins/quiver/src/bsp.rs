@@ -303,12 +303,12 @@ fn print_engine(report: &quiver_bsp::Report) {
         &report.summary,
         "loading (partition, edge layouts, buffers)",
     );
+    let known = |bytes: Option<u64>| bytes.map_or_else(|| "unknown".to_owned(), format_bytes);
     println!(
-        "memory     {} counted (edge layouts, state, rings), {} peak resident",
+        "memory     {} counted (edge layouts, state, rings), {} peak resident ({} of it code)",
         format_bytes(report.summary.peak_mem_bytes),
-        report
-            .peak_rss_bytes
-            .map_or_else(|| "unknown".to_owned(), format_bytes)
+        known(report.peak_rss_bytes),
+        known(report.code_rss_bytes),
     );
     if report.teps > 0.0 {
         println!("TEPS       {:.3e}", report.teps);

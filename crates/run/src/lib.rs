@@ -24,7 +24,7 @@ mod memory;
 mod progress;
 mod summary;
 
-pub use memory::peak_rss_bytes;
+pub use memory::{code_rss_bytes, peak_rss_bytes};
 pub use progress::{Cancelled, NoProgress, Progress, Unit};
 pub use summary::{RunSummary, Stopwatch};
 

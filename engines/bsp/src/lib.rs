@@ -181,6 +181,10 @@ pub struct Report {
     /// the kernel says: everything the process touched, the graph file's
     /// mapped pages included, against the counted `peak_mem_bytes`.
     pub peak_rss_bytes: Option<u64>,
+    /// Of `peak_rss_bytes`, the resident code at the end (the program and
+    /// its shared libraries, `quiver_run::code_rss_bytes`): the same on
+    /// any graph, so a small graph's share looks costlier than it is.
+    pub code_rss_bytes: Option<u64>,
     /// Every superstep of `process_edges`, in order.
     pub supersteps: Vec<Superstep>,
     /// Edges read over all supersteps.
@@ -342,6 +346,7 @@ fn run_on(
             migrated: supersteps.iter().map(|s| s.migrated).sum(),
             busy_ns: supersteps.iter().map(|s| s.busy_ns).sum(),
             peak_rss_bytes: quiver_run::peak_rss_bytes(),
+            code_rss_bytes: quiver_run::code_rss_bytes(),
             supersteps,
             teps,
         },
