@@ -425,9 +425,21 @@ impl Readers {
     fn of(out: &Csr<'_>, partition: &Partition) -> Readers {
         let width = partition.len().div_ceil(8);
         let mut bits = vec![0u8; (out.offsets.len() - 1) * width];
+        let mark = |row: &mut [u8], node: usize| row[node / 8] |= 1 << (node % 8);
         for (i, row) in (0..).zip(bits.chunks_exact_mut(width)) {
-            for node in partition.owners(out.edges(i).vertices) {
-                row[node / 8] |= 1 << (node % 8);
+            let list = out.edges(i).vertices;
+            let (Some(&first), Some(&last)) = (list.first(), list.last()) else {
+                continue;
+            };
+            // A sorted list's first and last owners bound the rest: a list
+            // whose ends lie in the same or neighbouring chunks needs no
+            // search (on 2 nodes, none does).
+            let (low, high) = (partition.owner(first), partition.owner(last));
+            if high - low > 1 {
+                partition.owners(list).for_each(|node| mark(row, node));
+            } else {
+                mark(row, low);
+                mark(row, high);
             }
         }
         Readers { width, bits }
@@ -614,7 +626,20 @@ mod tests {
 
     #[test]
     fn readers_are_the_owners_of_each_vertexs_neighbours_on_its_side() {
-        let graph = graph();
+        // The fixture, and vertex 5's list reaching three chunks apart.
+        let mut edges: Vec<(u32, u32, f32)> = (0..6)
+            .flat_map(|u| {
+                let fixture = graph();
+                let weights = fixture.edge_weights(u).unwrap().to_vec();
+                let targets = fixture.neighbors(u).to_vec();
+                targets
+                    .into_iter()
+                    .zip(weights)
+                    .map(move |(t, w)| (u, t, w))
+            })
+            .collect();
+        edges.extend([(5, 0, 10.0), (5, 2, 11.0), (5, 4, 12.0)]);
+        let graph = Graph::from_edges(6, &edges, true, false).unwrap();
         for bounds in [
             vec![0, 6],
             vec![0, 2, 6],
