@@ -125,23 +125,20 @@ impl<'g> LocalGraph<'g> {
             Some(partition) if several && flow != Flow::Push => Some(Readers::of(out, partition)),
             _ => None,
         };
-        let (out, transposed, readers) = match side {
-            Side::Both if directed => {
-                let merged = gather(true);
-                let readers = readers(&merged);
-                (merged, None, readers)
-            }
-            Side::Out if directed && flow != Flow::Push => {
-                let out = borrowed();
-                let readers = readers(&out);
-                (out, Some(gather(false)), readers)
-            }
-            _ => {
+        let (out, transposed, readers) = if directed && side == Side::Both {
+            let merged = gather(true);
+            let readers = readers(&merged);
+            (merged, None, readers)
+        } else {
+            // Readers come from the owned lists before a transpose, which
+            // may give them back, reads them.
+            let out = borrowed();
+            let readers = readers(&out);
+            let transposed = (directed && flow != Flow::Push).then(|| gather(false));
+            if transposed.is_none() {
                 release(0..graph.num_vertices());
-                let out = borrowed();
-                let readers = readers(&out);
-                (out, None, readers)
             }
+            (out, transposed, readers)
         };
         let edges = out.offsets[out.offsets.len() - 1] - out.offsets[0];
         LocalGraph {
@@ -291,10 +288,11 @@ impl Csr<'static> {
         let windows = (0..n)
             .step_by(window as usize)
             .map(|start| start..n.min(start.saturating_add(window)));
+        // Edges of the `i`-th owned vertex's own list that its slot holds.
         let own_degree = |i: usize| {
             let v = owned.start + u32::try_from(i).expect("vertex indices fit u32");
             if own {
-                index(graph.degree(v))
+                graph.degree(v)
             } else {
                 0
             }
@@ -313,7 +311,7 @@ impl Csr<'static> {
             release(window);
         }
         for i in 0..len {
-            offsets[i + 1] += offsets[i] + own_degree(i) as u64;
+            offsets[i + 1] += offsets[i] + own_degree(i);
         }
         let total = index(offsets[len]);
         let mut fill: Vec<u64> = offsets[..len].to_vec();
@@ -351,7 +349,7 @@ impl Csr<'static> {
                 merge.runs(
                     &mut targets,
                     weights.as_deref_mut(),
-                    start..end - own_degree(i),
+                    start..end - index(own_degree(i)),
                     end,
                 );
             }
@@ -394,13 +392,13 @@ impl Merge {
         let (mut a, mut b) = (0, first.end);
         for at in first.start..end {
             let from_own = a == self.targets.len() || (b < end && targets[b] <= self.targets[a]);
-            let from = if from_own { &mut b } else { &mut a };
             let (target, weight) = if from_own {
-                (targets[*from], weights.as_deref().map(|w| w[*from]))
+                b += 1;
+                (targets[b - 1], weights.as_deref().map(|w| w[b - 1]))
             } else {
-                (self.targets[*from], self.weights.get(*from).copied())
+                a += 1;
+                (self.targets[a - 1], self.weights.get(a - 1).copied())
             };
-            *from += 1;
             targets[at] = target;
             if let (Some(w), Some(weight)) = (weights.as_deref_mut(), weight) {
                 w[at] = weight;

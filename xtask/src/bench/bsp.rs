@@ -41,7 +41,7 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::bsp_peers;
-use super::{capture_json, directed_rmat, num, skewed_rmat, symmetric_rmat, Bins, Context, Mpi};
+use super::{capture_json, num, rmat, symmetric_rmat, Bins, Context, Mpi, Shape};
 use crate::report::{Row, Target};
 
 const SCALE: u32 = 20;
@@ -280,7 +280,7 @@ pub(super) fn run(cx: &Context) -> Result<Value> {
     // Task migration against none on a skewed graph (the hubs at the
     // lowest ids, so on the first node): each node's busy time, slowest
     // over fastest, and the tasks migrated.
-    let skewed = skewed_rmat(cx, SCALE, "bsp", &mut notes)?;
+    let (skewed, _) = rmat(cx, SCALE, Shape::Symmetric, true, "bsp", &mut notes)?;
     let mut balance = serde_json::Map::new();
     for (name, algorithm, _, runs_each) in algorithms.iter().filter(|a| a.0 != "WCC") {
         let measured = measure(
@@ -413,7 +413,7 @@ fn directed_memory(cx: &Context, rows: &mut Vec<Row>, notes: &mut Vec<String>) -
     let reps = cx.args.reps.max(1);
     let mut all = serde_json::Map::new();
     for scale in [SCALE, SCALING_SCALE] {
-        let graph = directed_rmat(cx, scale, "bsp", notes)?;
+        let (graph, _) = rmat(cx, scale, Shape::Simple, false, "bsp", notes)?;
         let graph_bytes = file_bytes(&graph)?;
         for (name, algorithm, setups) in [
             (

@@ -466,53 +466,41 @@ fn generate_rmat(
     capture_json(&bins.quiver, &args)
 }
 
-/// The symmetric R-MAT graph of `scale`, ids permuted (`rmat-u<scale>-perm.qcsr` in
-/// `target/bench/data`, shared by the benchmarks that use it), made unless
-/// it exists; returns its path and the generator's report (`null` when
-/// reused, with a note saying so).
+/// The R-MAT graph of `scale` in `shape`, ids permuted unless `skewed`
+/// (`rmat-<u|d|raw><scale>-<perm|skew>.qcsr` in `target/bench/data`,
+/// shared by the benchmarks that use it), made unless it exists; returns
+/// its path and the generator's report (`null` when reused, with a note
+/// saying so).
+pub(crate) fn rmat(
+    cx: &Context,
+    scale: u32,
+    shape: Shape,
+    skewed: bool,
+    bench: &str,
+    notes: &mut Vec<String>,
+) -> Result<(PathBuf, Value)> {
+    let kind = match shape {
+        Shape::Symmetric => "u",
+        Shape::Simple => "d",
+        Shape::AsDrawn => "raw",
+    };
+    let ids = if skewed { "skew" } else { "perm" };
+    let graph = cx.data.join(format!("rmat-{kind}{scale}-{ids}.qcsr"));
+    let generate = reuse_or(&graph, bench, notes, || {
+        generate_rmat(cx.bins, &graph, scale, shape, skewed)
+    })?;
+    Ok((graph, generate))
+}
+
+/// The symmetric R-MAT graph of `scale`, ids permuted, as [`rmat`] makes
+/// it: the graph most benchmarks share.
 pub(crate) fn symmetric_rmat(
     cx: &Context,
     scale: u32,
     bench: &str,
     notes: &mut Vec<String>,
 ) -> Result<(PathBuf, Value)> {
-    let graph = cx.data.join(format!("rmat-u{scale}-perm.qcsr"));
-    let generate = reuse_or(&graph, bench, notes, || {
-        generate_rmat(cx.bins, &graph, scale, Shape::Symmetric, false)
-    })?;
-    Ok((graph, generate))
-}
-
-/// The directed R-MAT graph of `scale` (deduplicated, without self-loops),
-/// ids permuted (`rmat-d<scale>-perm.qcsr`), made unless it exists, as
-/// [`symmetric_rmat`].
-pub(crate) fn directed_rmat(
-    cx: &Context,
-    scale: u32,
-    bench: &str,
-    notes: &mut Vec<String>,
-) -> Result<PathBuf> {
-    let graph = cx.data.join(format!("rmat-d{scale}-perm.qcsr"));
-    reuse_or(&graph, bench, notes, || {
-        generate_rmat(cx.bins, &graph, scale, Shape::Simple, false)
-    })?;
-    Ok(graph)
-}
-
-/// The symmetric R-MAT graph of `scale` with ids as drawn, the hubs at the
-/// lowest (`rmat-u<scale>-skew.qcsr`), made unless it exists, as
-/// [`symmetric_rmat`].
-pub(crate) fn skewed_rmat(
-    cx: &Context,
-    scale: u32,
-    bench: &str,
-    notes: &mut Vec<String>,
-) -> Result<PathBuf> {
-    let graph = cx.data.join(format!("rmat-u{scale}-skew.qcsr"));
-    reuse_or(&graph, bench, notes, || {
-        generate_rmat(cx.bins, &graph, scale, Shape::Symmetric, true)
-    })?;
-    Ok(graph)
+    rmat(cx, scale, Shape::Symmetric, false, bench, notes)
 }
 
 /// Runs `make` on `<path>.partial` and renames that to `path`, unless
